@@ -1,0 +1,224 @@
+// Command geo-sidecar geo-replicates Apache Pulsar clusters from the
+// outside. This file holds flags, signals and exit codes only; the work is
+// in the replicator package.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `geo-sidecar: geo-replication for Apache Pulsar, from the outside.
+
+Usage:
+  geo-sidecar validate --config FILE             check a config, report every error
+  geo-sidecar run      --config FILE [--cluster NAME] [--log-level L] [--log-format F]
+                                                 replicate (with --cluster: only pairs whose source is NAME)
+  geo-sidecar status   --config FILE [--cluster NAME]
+                                                 backlog, oldest unreplicated message and rate per pair
+  geo-sidecar version
+
+Run "geo-sidecar COMMAND --help" for a command's flags.
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "validate":
+		return cmdValidate(rest, stdout, stderr)
+	case "run":
+		return cmdRun(rest, stderr)
+	case "status":
+		return cmdStatus(rest, stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "geo-sidecar", version)
+		return exitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "geo-sidecar: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+}
+
+// common holds the flags every config-reading command takes.
+type common struct {
+	fs      *flag.FlagSet
+	config  string
+	cluster string
+}
+
+func newFlags(name, help string, stderr io.Writer) *common {
+	c := &common{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	c.fs.SetOutput(stderr)
+	c.fs.StringVar(&c.config, "config", "", "path of the YAML config (required)")
+	c.fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: geo-sidecar %s [flags]\n\n%s\n\nFlags:\n", name, help)
+		c.fs.PrintDefaults()
+	}
+	return c
+}
+
+// parse parses args and loads the config; it returns an exit code != -1 to
+// stop with.
+func (c *common) parse(args []string, stderr io.Writer) (*config.Config, int) {
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, exitOK
+		}
+		return nil, exitUsage
+	}
+	if c.config == "" || c.fs.NArg() > 0 {
+		c.fs.Usage()
+		return nil, exitUsage
+	}
+	cfg, err := config.Load(c.config)
+	if err != nil {
+		fmt.Fprintf(stderr, "geo-sidecar: %v\n", err)
+		return nil, exitFailed
+	}
+	return cfg, -1
+}
+
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	c := newFlags("validate", "Checks the config and reports every error, each with its path in the file.", stderr)
+	cfg, code := c.parse(args, stderr)
+	if code >= 0 {
+		return code
+	}
+	pairs := 0
+	for _, r := range cfg.Replication {
+		pairs += len(r.Targets)
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d clusters, %d replication entries, %d pairs)\n",
+		c.config, len(cfg.Clusters), len(cfg.Replication), pairs)
+	return exitOK
+}
+
+func cmdRun(args []string, stderr io.Writer) int {
+	c := newFlags("run", "Replicates until SIGTERM or SIGINT (a second signal exits at once).", stderr)
+	c.fs.StringVar(&c.cluster, "cluster", "", "run only the pairs whose source is this cluster")
+	level := c.fs.String("log-level", "info", "debug, info, warn or error")
+	format := c.fs.String("log-format", "json", "json or console")
+	cfg, code := c.parse(args, stderr)
+	if code >= 0 {
+		return code
+	}
+	log, err := newLogger(*level, *format, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "geo-sidecar: %v\n", err)
+		return exitUsage
+	}
+	defer func() { _ = log.Sync() }()
+
+	ctx, stop := signalContext(log)
+	defer stop()
+	if err := serve(ctx, cfg, c.cluster, log); err != nil {
+		log.Error("geo-sidecar stopped with an error", zap.Error(err))
+		return exitFailed
+	}
+	return exitOK
+}
+
+func cmdStatus(args []string, stdout, stderr io.Writer) int {
+	c := newFlags("status", "Prints, per replication pair and topic, what the source cluster's admin API says:\n"+
+		"cursor connected, backlog, age of the oldest unreplicated message, rate.", stderr)
+	c.fs.StringVar(&c.cluster, "cluster", "", "only the pairs whose source is this cluster")
+	cfg, code := c.parse(args, stderr)
+	if code >= 0 {
+		return code
+	}
+	s, err := replicator.New(cfg, replicator.Options{Cluster: c.cluster})
+	if err != nil {
+		fmt.Fprintf(stderr, "geo-sidecar: %v\n", err)
+		return exitFailed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sts, err := s.Status(ctx)
+	PrintStatus(stdout, sts)
+	if err != nil {
+		fmt.Fprintf(stderr, "geo-sidecar: status: %v\n", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// PrintStatus writes the status table.
+func PrintStatus(w io.Writer, sts []replicator.PairStatus) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SOURCE\tTARGET\tTOPIC\tPARTITIONS\tCONNECTED\tBACKLOG\tOLDEST\tRATE/s")
+	for _, st := range sts {
+		parts := max(st.Partitions, 1)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t%d\t%s\t%.1f\n", st.Source, st.Target, st.Topic,
+			st.Partitions, st.Connected, parts, st.Backlog, st.OldestAge.Round(time.Millisecond), st.Rate)
+	}
+	_ = tw.Flush()
+}
+
+// signalContext is cancelled by the first SIGTERM or SIGINT; a second one
+// exits at once.
+func signalContext(log *zap.Logger) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		s := <-ch
+		log.Info("signal received, stopping", zap.String("signal", s.String()))
+		cancel()
+		<-ch
+		log.Warn("second signal, exiting now")
+		os.Exit(exitFailed)
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	var encoder zapcore.Encoder
+	switch format {
+	case "json":
+		encoder = zapcore.NewJSONEncoder(enc)
+	case "console":
+		encoder = zapcore.NewConsoleEncoder(enc)
+	default:
+		return nil, fmt.Errorf("--log-format: %q is not json or console", format)
+	}
+	return zap.New(zapcore.NewCore(encoder, zapcore.AddSync(w), lvl)), nil
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator"
+)
+
+// serve runs the sidecar and its HTTP endpoints until ctx is done. Shutdown
+// runs in reverse order of start: replicators first (they finish or abandon
+// in-flight sends), then the HTTP server.
+func serve(ctx context.Context, cfg *config.Config, cluster string, log *zap.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s, err := replicator.New(cfg, replicator.Options{Log: log, Registry: reg, Cluster: cluster})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.Sidecar.Listen)
+	if err != nil {
+		return fmt.Errorf("sidecar.listen %q: %w", cfg.Sidecar.Listen, err)
+	}
+	srv := &http.Server{Handler: handler(reg, s.Ready), ReadHeaderTimeout: 5 * time.Second}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- srv.Serve(ln) }()
+	log.Info("http endpoints listening", zap.String("addr", ln.Addr().String()))
+
+	runErr := s.Run(ctx)
+
+	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	httpErr := srv.Shutdown(shutCtx)
+	if err := <-httpDone; !errors.Is(err, http.ErrServerClosed) {
+		httpErr = errors.Join(httpErr, err)
+	}
+	return errors.Join(runErr, httpErr)
+}
+
+// handler serves /metrics, /healthz (the process is alive) and /readyz
+// (every pair has discovered its topics once).
+func handler(reg *prometheus.Registry, ready func() bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "topic discovery has not completed yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}

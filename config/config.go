@@ -1,0 +1,396 @@
+// Package config loads and checks the one YAML file that tells geo-sidecar
+// which Pulsar clusters exist and which namespaces and topics to copy between
+// them.
+//
+// A replication daemon that silently ignores a typo copies the wrong data, or
+// nothing, and nobody notices until a failover. So loading is strict: defaults
+// are filled first, then the file is decoded with unknown keys rejected, then
+// [Config.Validate] checks every cross-reference. All problems are reported at
+// once, each naming its path in the file (for example
+// `replication[0].targets[1]`) and the offending value, so an operator can fix
+// a file in one pass.
+//
+// Secrets (auth tokens, the marker key) are never held in the Config: it only
+// names the file or environment variable holding them, and [Auth.Token] and
+// [Config.MarkerKey] read them when needed. Errors name where a secret was
+// looked for, never the secret itself.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Defaults filled in before decoding, for keys the file leaves out. A key that
+// is present but null (`listen:` with nothing after it) also keeps its default.
+const (
+	DefaultListen             = "127.0.0.1:9750"
+	DefaultDiscoveryInterval  = 30 * time.Second
+	DefaultCursorPrefix       = "geo-sidecar.repl"
+	DefaultSnapshotInterval   = 1 * time.Second
+	DefaultSnapshotTimeout    = 30 * time.Second
+	DefaultSnapshotCacheSize  = 10
+	DefaultMaxPendingMessages = 1000
+	DefaultStart              = StartEarliest
+)
+
+// Values of [Replication.Start].
+const (
+	// StartEarliest copies the backlog that already exists on the source
+	// topic when the replication cursor is first created.
+	StartEarliest = "earliest"
+	// StartLatest copies only messages published after the cursor is
+	// created.
+	StartLatest = "latest"
+)
+
+// MinMarkerKeyLen is the shortest HMAC key [Config.MarkerKey] accepts: a
+// shorter key would make forged markers cheap to brute-force.
+const MinMarkerKeyLen = 16
+
+// ErrEmpty is returned by [Parse], and wrapped by [Load], when the file holds no
+// YAML document, or only comments, whitespace or a null document. An empty
+// file is far more likely a failed deploy than a wish to replicate nothing.
+var ErrEmpty = errors.New("config is empty")
+
+// Config is the whole configuration file. Build it with [Parse] or [Load];
+// a Config built in code must pass [Config.Validate] before use, because
+// Validate also compiles the topic and subscription patterns.
+type Config struct {
+	Sidecar     Sidecar       `yaml:"sidecar"`
+	Clusters    []Cluster     `yaml:"clusters"`
+	Replication []Replication `yaml:"replication"`
+}
+
+// Sidecar holds settings of the daemon itself rather than of any cluster.
+type Sidecar struct {
+	// Listen is the host:port of the metrics and health HTTP endpoint.
+	Listen string `yaml:"listen"`
+	// DiscoveryInterval is how often topic lists are re-read to pick up
+	// topics created after start (for topic_patterns) and partition changes.
+	DiscoveryInterval Duration `yaml:"discovery_interval"`
+	// CursorPrefix names the durable subscriptions geo-sidecar reads source
+	// topics with; see [Sidecar.CursorName].
+	CursorPrefix string `yaml:"cursor_prefix"`
+	// MarkerKeyFile and MarkerKeyEnv say where the HMAC key that signs
+	// markers is kept; at most one may be set. See [Config.MarkerKey].
+	MarkerKeyFile string `yaml:"marker_key_file"`
+	MarkerKeyEnv  string `yaml:"marker_key_env"`
+	// Snapshot tunes replicated-subscription snapshots.
+	Snapshot Snapshot `yaml:"snapshot"`
+}
+
+// Snapshot tunes the snapshots that let subscription positions be carried
+// across clusters.
+type Snapshot struct {
+	// Interval is how often a snapshot is started.
+	Interval Duration `yaml:"interval"`
+	// Timeout is how long a snapshot may wait for answers from every remote
+	// before it is abandoned; it must exceed Interval, or no snapshot could
+	// finish before the next one starts.
+	Timeout Duration `yaml:"timeout"`
+	// CacheSize is how many completed snapshots are kept per topic.
+	CacheSize int `yaml:"cache_size"`
+}
+
+// Cluster is one Pulsar cluster geo-sidecar reads from or writes to.
+type Cluster struct {
+	// Name identifies the cluster in replication entries, cursor names and
+	// metric labels.
+	Name string `yaml:"name"`
+	// ServiceURL is the binary-protocol URL (pulsar:// or pulsar+ssl://);
+	// a comma-separated host list is allowed, as the Pulsar client allows it.
+	ServiceURL string `yaml:"service_url"`
+	// AdminURL is the REST admin URL (http:// or https://).
+	AdminURL string `yaml:"admin_url"`
+	// Auth says where to find credentials; empty means none.
+	Auth Auth `yaml:"auth"`
+	// MaxPendingMessages bounds each producer's send queue towards this
+	// cluster, which bounds memory when the cluster is slow.
+	MaxPendingMessages int `yaml:"max_pending_messages"`
+}
+
+// clusterFields has Cluster's fields but not its UnmarshalYAML, so decoding
+// into it does not recurse.
+type clusterFields Cluster
+
+// UnmarshalYAML fills per-cluster defaults before decoding. Defaults of list
+// elements cannot be pre-filled by [Parse], since the elements do not exist
+// until the list is decoded. It uses the callback form on purpose: yaml.v3
+// keeps KnownFields for the callback, but not for [yaml.Node.Decode].
+func (c *Cluster) UnmarshalYAML(unmarshal func(any) error) error {
+	f := clusterFields{MaxPendingMessages: DefaultMaxPendingMessages}
+	err := unmarshal(&f)
+	*c = Cluster(f)
+	return err
+}
+
+// Auth says where a cluster's credentials are. It holds file names and
+// variable names, never the secrets, so a Config can be logged.
+type Auth struct {
+	// TokenFile is a file holding a JWT; surrounding whitespace is ignored.
+	TokenFile string `yaml:"token_file"`
+	// TokenEnv names an environment variable holding a JWT.
+	TokenEnv string `yaml:"token_env"`
+	// TLSTrustCertsFile is a PEM bundle to trust for pulsar+ssl:// and
+	// https:// connections, instead of the system roots.
+	TLSTrustCertsFile string `yaml:"tls_trust_certs_file"`
+}
+
+// Token returns the cluster's auth token, or "" with a nil error when no
+// token is configured. It reads the file or variable on each call, so a
+// rotated token is picked up on reconnect; surrounding whitespace is
+// dropped, and an empty token is an error. Errors name the file or variable,
+// never the token.
+func (a Auth) Token() (string, error) {
+	switch {
+	case a.TokenFile != "":
+		b, err := os.ReadFile(a.TokenFile)
+		if err != nil {
+			// *fs.PathError already names the file.
+			return "", fmt.Errorf("read token file: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("token file %q is empty", a.TokenFile)
+		}
+		return tok, nil
+	case a.TokenEnv != "":
+		v, ok := os.LookupEnv(a.TokenEnv)
+		if !ok {
+			return "", fmt.Errorf("token environment variable %q is not set", a.TokenEnv)
+		}
+		tok := strings.TrimSpace(v)
+		if tok == "" {
+			return "", fmt.Errorf("token environment variable %q is empty", a.TokenEnv)
+		}
+		return tok, nil
+	}
+	return "", nil
+}
+
+// Replication copies the topics of one namespace from a source cluster to
+// one or more target clusters, where the namespace has the same name.
+type Replication struct {
+	// Source names the cluster to read from.
+	Source string `yaml:"source"`
+	// Namespace is "tenant/namespace" on the source and on every target.
+	Namespace string `yaml:"namespace"`
+	// Topics are short topic names (no "persistent://", no tenant or
+	// namespace) copied whether or not they match a pattern.
+	Topics []string `yaml:"topics"`
+	// TopicPatterns are Go regular expressions matched against the whole
+	// short topic name, as if written ^(?:pattern)$, so "orders" does not
+	// also match "orders-dlq".
+	TopicPatterns []string `yaml:"topic_patterns"`
+	// Targets name the clusters to write to.
+	Targets []string `yaml:"targets"`
+	// Start is [StartEarliest] or [StartLatest]; it only matters when the
+	// replication cursor does not exist yet.
+	Start string `yaml:"start"`
+	// RateLimit caps the copy rate per topic and target.
+	RateLimit RateLimit `yaml:"rate_limit"`
+	// Subscriptions and SubscriptionPatterns select the source
+	// subscriptions whose positions are kept in step on the targets;
+	// patterns are anchored like TopicPatterns.
+	Subscriptions        []string `yaml:"subscriptions"`
+	SubscriptionPatterns []string `yaml:"subscription_patterns"`
+
+	// topicRE and subRE are the compiled, anchored patterns, index for
+	// index. They are slices of pointers so that copying a Replication by
+	// value (as range loops and the replicator do) keeps them; *regexp.Regexp
+	// is safe for concurrent use.
+	topicRE []*regexp.Regexp
+	subRE   []*regexp.Regexp
+}
+
+// replicationFields has Replication's fields but not its UnmarshalYAML.
+type replicationFields Replication
+
+// UnmarshalYAML fills per-entry defaults before decoding; see
+// [Cluster.UnmarshalYAML] for why it exists and uses the callback form.
+func (r *Replication) UnmarshalYAML(unmarshal func(any) error) error {
+	f := replicationFields{Start: DefaultStart}
+	err := unmarshal(&f)
+	*r = Replication(f)
+	return err
+}
+
+// RateLimit caps throughput; 0 means unlimited.
+type RateLimit struct {
+	MessagesPerSecond float64 `yaml:"messages_per_second"`
+	BytesPerSecond    float64 `yaml:"bytes_per_second"`
+}
+
+// MatchesTopic reports whether the short topic name is listed in Topics or
+// matches one of TopicPatterns as a whole.
+func (r Replication) MatchesTopic(short string) bool {
+	return slices.Contains(r.Topics, short) || matchAny(r.topicRE, r.TopicPatterns, short)
+}
+
+// MatchesSubscription reports whether the subscription name is listed in
+// Subscriptions or matches one of SubscriptionPatterns as a whole.
+func (r Replication) MatchesSubscription(name string) bool {
+	return slices.Contains(r.Subscriptions, name) || matchAny(r.subRE, r.SubscriptionPatterns, name)
+}
+
+// matchAny matches s against the compiled patterns, or, if they were not
+// compiled (a Replication built in code and never validated), compiles them
+// on the spot so the answer does not depend on whether Validate ran. Invalid
+// patterns match nothing.
+func matchAny(compiled []*regexp.Regexp, patterns []string, s string) bool {
+	if len(compiled) == len(patterns) {
+		for _, re := range compiled {
+			if re != nil && re.MatchString(s) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range patterns {
+		if re, err := compileAnchored(p); err == nil && re.MatchString(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// compileAnchored compiles p so that it must match the whole string. The
+// error, if any, is about p as written, not about the wrapped form.
+func compileAnchored(p string) (*regexp.Regexp, error) {
+	if _, err := regexp.Compile(p); err != nil {
+		return nil, err
+	}
+	return regexp.Compile(`^(?:` + p + `)$`)
+}
+
+// Cluster returns the cluster with the given name.
+func (c *Config) Cluster(name string) (Cluster, bool) {
+	for _, cl := range c.Clusters {
+		if cl.Name == name {
+			return cl, true
+		}
+	}
+	return Cluster{}, false
+}
+
+// CursorName returns the durable subscription geo-sidecar uses on a source
+// topic to track what it has copied to the remote cluster. One cursor per
+// remote lets a slow or down target fall behind without holding back the
+// others.
+func (s Sidecar) CursorName(remote string) string {
+	return s.CursorPrefix + "." + remote
+}
+
+// MarkerKey returns the HMAC key for markers, or nil and a nil error when
+// neither marker_key_file nor marker_key_env is set. A key file is used as raw
+// bytes, minus one trailing newline ("\n" or "\r\n") that editors add; an
+// environment variable is used as is. It fails if the key is shorter than
+// [MinMarkerKeyLen] bytes. Errors name the file or variable, never the key.
+func (c *Config) MarkerKey() ([]byte, error) {
+	s := c.Sidecar
+	var (
+		key  []byte
+		from string
+	)
+	switch {
+	case s.MarkerKeyFile != "":
+		b, err := os.ReadFile(s.MarkerKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("read marker key file: %w", err)
+		}
+		b = bytes.TrimSuffix(b, []byte("\n"))
+		b = bytes.TrimSuffix(b, []byte("\r"))
+		key, from = b, fmt.Sprintf("file %q", s.MarkerKeyFile)
+	case s.MarkerKeyEnv != "":
+		v, ok := os.LookupEnv(s.MarkerKeyEnv)
+		if !ok {
+			return nil, fmt.Errorf("marker key environment variable %q is not set", s.MarkerKeyEnv)
+		}
+		key, from = []byte(v), fmt.Sprintf("environment variable %q", s.MarkerKeyEnv)
+	default:
+		return nil, nil
+	}
+	if len(key) < MinMarkerKeyLen {
+		return nil, fmt.Errorf("marker key from %s is %d bytes, need at least %d", from, len(key), MinMarkerKeyLen)
+	}
+	return key, nil
+}
+
+// Load reads and parses the file at path; see [Parse]. Errors name the path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("load config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse fills defaults, decodes data strictly (unknown keys and wrong types
+// are errors) and validates the result. When decoding fails, only the decode
+// errors are returned: validating a half-decoded file would add misleading
+// follow-on errors. The error joins one error per problem, one per line.
+func Parse(data []byte) (*Config, error) {
+	// First pass: syntax, emptiness and the node tree used to name paths in
+	// yaml.v3's type errors. yaml.v3 keeps KnownFields only for its own
+	// Decoder, so the typed decode below is a second pass over the bytes.
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, ErrEmpty
+		}
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		return nil, ErrEmpty
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, fmt.Errorf("invalid YAML: %w", err)
+		}
+		return nil, fmt.Errorf("line %d: a second YAML document; put the whole config in one document", extra.Line)
+	}
+
+	cfg := &Config{Sidecar: Sidecar{
+		Listen:            DefaultListen,
+		DiscoveryInterval: Duration{DefaultDiscoveryInterval},
+		CursorPrefix:      DefaultCursorPrefix,
+		Snapshot: Snapshot{
+			Interval:  Duration{DefaultSnapshotInterval},
+			Timeout:   Duration{DefaultSnapshotTimeout},
+			CacheSize: DefaultSnapshotCacheSize,
+		},
+	}}
+	strict := yaml.NewDecoder(bytes.NewReader(data))
+	strict.KnownFields(true)
+	if err := strict.Decode(cfg); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			return nil, decodeErrors(&doc, te)
+		}
+		return nil, fmt.Errorf("decode config: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}

@@ -1,0 +1,365 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"regexp"
+	"regexp/syntax"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxDiscoveryInterval bounds sidecar.discovery_interval: topics created
+// after start are not replicated until the next discovery, and a longer gap
+// than this is more likely a typo ("30h" for "30s") than a wish.
+const MaxDiscoveryInterval = 30 * time.Minute
+
+var (
+	reClusterName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	reNamePart    = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	reEnvName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// reservedCursorPrefix is where Pulsar keeps its own cursors
+// ("pulsar.repl.<cluster>" for built-in geo-replication, "pulsar.dedup").
+// Sharing it would let geo-sidecar and the broker fight over one cursor.
+const reservedCursorPrefix = "pulsar."
+
+// problems collects validation errors so all of them are reported at once.
+type problems []error
+
+func (p *problems) add(path, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+}
+
+// Validate checks c and reports every problem found, joined, one per line,
+// each naming its path and value. It also compiles the topic and
+// subscription patterns that [Replication.MatchesTopic] and
+// [Replication.MatchesSubscription] use, so a Config built in code must be
+// validated before use. It does not fill defaults (that is Parse's job) and
+// does not touch the files or variables that hold secrets.
+func (c *Config) Validate() error {
+	var p problems
+	c.validateSidecar(&p)
+	clusters := c.validateClusters(&p)
+	c.validateReplication(&p, clusters)
+	return errors.Join(p...)
+}
+
+func (c *Config) validateSidecar(p *problems) {
+	s := c.Sidecar
+	if s.Listen == "" {
+		p.add("sidecar.listen", "missing")
+	} else if _, port, err := net.SplitHostPort(s.Listen); err != nil {
+		p.add("sidecar.listen", "%q is not host:port", s.Listen)
+	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		p.add("sidecar.listen", "%q: port %q is not a number from 0 to 65535", s.Listen, port)
+	}
+
+	if d := s.DiscoveryInterval.Duration; d <= 0 || d > MaxDiscoveryInterval {
+		p.add("sidecar.discovery_interval", "%s must be more than 0 and at most %s", d, MaxDiscoveryInterval)
+	}
+
+	switch {
+	case s.CursorPrefix == "":
+		p.add("sidecar.cursor_prefix", "missing")
+	case !reNamePart.MatchString(s.CursorPrefix):
+		p.add("sidecar.cursor_prefix", "%q may only contain letters, digits, '_', '-' and '.'", s.CursorPrefix)
+	case strings.HasPrefix(s.CursorPrefix, reservedCursorPrefix):
+		p.add("sidecar.cursor_prefix", "%q starts with %q, which Pulsar reserves for its own cursors", s.CursorPrefix, reservedCursorPrefix)
+	}
+
+	if s.MarkerKeyFile != "" && s.MarkerKeyEnv != "" {
+		p.add("sidecar", "marker_key_file (%q) and marker_key_env (%q) are both set; use one", s.MarkerKeyFile, s.MarkerKeyEnv)
+	}
+	if s.MarkerKeyEnv != "" && !reEnvName.MatchString(s.MarkerKeyEnv) {
+		p.add("sidecar.marker_key_env", "%q is not an environment variable name", s.MarkerKeyEnv)
+	}
+
+	sn := s.Snapshot
+	if sn.Interval.Duration <= 0 {
+		p.add("sidecar.snapshot.interval", "%s must be more than 0", sn.Interval)
+	}
+	if sn.Timeout.Duration <= sn.Interval.Duration {
+		p.add("sidecar.snapshot.timeout", "%s must be more than the interval (%s)", sn.Timeout, sn.Interval)
+	}
+	if sn.CacheSize < 1 || sn.CacheSize > 1000 {
+		p.add("sidecar.snapshot.cache_size", "%d must be from 1 to 1000", sn.CacheSize)
+	}
+}
+
+// validateClusters checks the cluster list and returns the set of valid,
+// unique names, for checking references to them.
+func (c *Config) validateClusters(p *problems) map[string]bool {
+	names := map[string]bool{}
+	serviceURLs := map[string]string{} // service URL -> first cluster using it
+	if len(c.Clusters) < 2 {
+		p.add("clusters", "need at least 2 clusters to replicate between, got %d", len(c.Clusters))
+	}
+	for i, cl := range c.Clusters {
+		path := fmt.Sprintf("clusters[%d]", i)
+		switch {
+		case cl.Name == "":
+			p.add(path+".name", "missing")
+		case !reClusterName.MatchString(cl.Name):
+			p.add(path+".name", "%q may only contain letters, digits, '_' and '-'", cl.Name)
+		case names[cl.Name]:
+			p.add(path+".name", "duplicate cluster %q", cl.Name)
+		default:
+			names[cl.Name] = true
+		}
+
+		if checkURL(p, path+".service_url", cl.ServiceURL, "pulsar", "pulsar+ssl") {
+			if first, dup := serviceURLs[cl.ServiceURL]; dup {
+				// Replicating a cluster into itself would copy every
+				// message back onto its own topic, forever.
+				p.add(path+".service_url", "%q is also the service URL of cluster %q", cl.ServiceURL, first)
+			} else {
+				serviceURLs[cl.ServiceURL] = cl.Name
+			}
+		}
+		checkURL(p, path+".admin_url", cl.AdminURL, "http", "https")
+
+		a := cl.Auth
+		if a.TokenFile != "" && a.TokenEnv != "" {
+			p.add(path+".auth", "token_file (%q) and token_env (%q) are both set; use one", a.TokenFile, a.TokenEnv)
+		}
+		if a.TokenEnv != "" && !reEnvName.MatchString(a.TokenEnv) {
+			p.add(path+".auth.token_env", "%q is not an environment variable name", a.TokenEnv)
+		}
+
+		if cl.MaxPendingMessages < 1 || cl.MaxPendingMessages > 100000 {
+			p.add(path+".max_pending_messages", "%d must be from 1 to 100000", cl.MaxPendingMessages)
+		}
+	}
+	return names
+}
+
+// checkURL reports whether raw is a URL with one of the schemes and a host.
+// URLs with credentials are refused (credentials belong in auth, where they
+// are kept out of logs), and are redacted in the error.
+func checkURL(p *problems, path, raw string, schemes ...string) bool {
+	if raw == "" {
+		p.add(path, "missing")
+		return false
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		shown := raw
+		if strings.Contains(raw, "@") {
+			shown = "(redacted)"
+		}
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // url.Error repeats the URL
+		}
+		p.add(path, "%q is not a URL: %v", shown, err)
+		return false
+	}
+	if u.User != nil {
+		p.add(path, "%q holds credentials; put them in auth instead", u.Redacted())
+		return false
+	}
+	ok := false
+	for _, s := range schemes {
+		ok = ok || u.Scheme == s
+	}
+	if !ok {
+		p.add(path, "%q must start with %s://", raw, strings.Join(schemes, ":// or "))
+		return false
+	}
+	if u.Host == "" {
+		p.add(path, "%q has no host", raw)
+		return false
+	}
+	return true
+}
+
+func (c *Config) validateReplication(p *problems, clusters map[string]bool) {
+	if len(c.Replication) == 0 {
+		p.add("replication", "no entries; nothing would be replicated")
+	}
+	for i := range c.Replication {
+		r := &c.Replication[i]
+		path := fmt.Sprintf("replication[%d]", i)
+
+		switch {
+		case r.Source == "":
+			p.add(path+".source", "missing")
+		case !clusters[r.Source]:
+			p.add(path+".source", "unknown cluster %q", r.Source)
+		}
+
+		if r.Namespace == "" {
+			p.add(path+".namespace", "missing")
+		} else if tenant, ns, ok := strings.Cut(r.Namespace, "/"); !ok || !reNamePart.MatchString(tenant) || !reNamePart.MatchString(ns) {
+			p.add(path+".namespace", "%q is not \"tenant/namespace\" (each part letters, digits, '_', '-' or '.')", r.Namespace)
+		}
+
+		if len(r.Topics) == 0 && len(r.TopicPatterns) == 0 {
+			p.add(path, "neither topics nor topic_patterns is set; nothing would be replicated")
+		}
+		seen := map[string]bool{}
+		for j, t := range r.Topics {
+			tp := fmt.Sprintf("%s.topics[%d]", path, j)
+			switch {
+			case t == "":
+				p.add(tp, "empty topic name")
+			case strings.Contains(t, "://") || strings.Contains(t, "/"):
+				p.add(tp, "%q must be a short topic name, without \"persistent://\", tenant or namespace", t)
+			case !printable(t):
+				p.add(tp, "%q contains spaces or control characters", t)
+			case seen[t]:
+				p.add(tp, "duplicate topic %q", t)
+			}
+			seen[t] = true
+		}
+		r.topicRE = compilePatterns(p, path+".topic_patterns", r.TopicPatterns)
+
+		if len(r.Targets) == 0 {
+			p.add(path+".targets", "missing; name at least one cluster to copy to")
+		}
+		seenTarget := map[string]bool{}
+		for j, t := range r.Targets {
+			tp := fmt.Sprintf("%s.targets[%d]", path, j)
+			switch {
+			case t == "":
+				p.add(tp, "empty cluster name")
+			case t == r.Source:
+				p.add(tp, "%q is the source cluster", t)
+			case !clusters[t]:
+				p.add(tp, "unknown cluster %q", t)
+			case seenTarget[t]:
+				p.add(tp, "duplicate target %q", t)
+			}
+			seenTarget[t] = true
+		}
+
+		if r.Start != StartEarliest && r.Start != StartLatest {
+			p.add(path+".start", "%q must be %q or %q", r.Start, StartEarliest, StartLatest)
+		}
+
+		checkRate(p, path+".rate_limit.messages_per_second", r.RateLimit.MessagesPerSecond)
+		checkRate(p, path+".rate_limit.bytes_per_second", r.RateLimit.BytesPerSecond)
+
+		ownCursors := c.Sidecar.CursorPrefix + "."
+		seenSub := map[string]bool{}
+		for j, s := range r.Subscriptions {
+			sp := fmt.Sprintf("%s.subscriptions[%d]", path, j)
+			switch {
+			case s == "":
+				p.add(sp, "empty subscription name")
+			case !printable(s):
+				p.add(sp, "%q contains spaces or control characters", s)
+			case strings.HasPrefix(s, ownCursors):
+				p.add(sp, "%q is one of geo-sidecar's own cursors (prefix %q)", s, ownCursors)
+			case strings.HasPrefix(s, reservedCursorPrefix):
+				p.add(sp, "%q is one of Pulsar's own cursors (prefix %q)", s, reservedCursorPrefix)
+			case seenSub[s]:
+				p.add(sp, "duplicate subscription %q", s)
+			}
+			seenSub[s] = true
+		}
+		r.subRE = compilePatterns(p, path+".subscription_patterns", r.SubscriptionPatterns)
+	}
+	c.checkOverlap(p)
+}
+
+// checkOverlap reports a topic that two entries would copy from the same
+// source to the same target. Both would read it with the same cursor
+// (see [Sidecar.CursorName]), each acknowledging what the other has not
+// copied. Overlap between two patterns cannot be decided in general and is
+// not checked; an explicit topic matched by another entry is.
+func (c *Config) checkOverlap(p *problems) {
+	for i := range c.Replication {
+		a := c.Replication[i]
+		for j := i + 1; j < len(c.Replication); j++ {
+			b := c.Replication[j]
+			if a.Source != b.Source || a.Namespace != b.Namespace {
+				continue
+			}
+			target := sharedTarget(a.Targets, b.Targets)
+			if target == "" {
+				continue
+			}
+			reported := map[string]bool{}
+			for _, t := range append(append([]string(nil), a.Topics...), b.Topics...) {
+				if reported[t] || !a.MatchesTopic(t) || !b.MatchesTopic(t) {
+					continue
+				}
+				reported[t] = true
+				p.add(fmt.Sprintf("replication[%d]", j), "topic %q of %s is already copied from %q to %q by replication[%d]", t, a.Namespace, a.Source, target, i)
+			}
+		}
+	}
+}
+
+func sharedTarget(a, b []string) string {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y && x != "" {
+				return x
+			}
+		}
+	}
+	return ""
+}
+
+// compilePatterns compiles each pattern anchored at both ends and returns
+// them index for index; a pattern that does not compile is reported and left
+// nil, so it matches nothing.
+func compilePatterns(p *problems, path string, patterns []string) []*regexp.Regexp {
+	if len(patterns) == 0 {
+		return nil
+	}
+	res := make([]*regexp.Regexp, len(patterns))
+	for j, pat := range patterns {
+		pp := fmt.Sprintf("%s[%d]", path, j)
+		if pat == "" {
+			p.add(pp, "empty pattern")
+			continue
+		}
+		re, err := compileAnchored(pat)
+		if err != nil {
+			reason := err.Error()
+			var serr *syntax.Error
+			if errors.As(err, &serr) {
+				reason = serr.Code.String() // the whole error repeats the pattern
+				if serr.Expr != "" && serr.Expr != pat {
+					reason += " in " + strconv.Quote(serr.Expr)
+				}
+			}
+			p.add(pp, "%q is not a valid regular expression: %s", pat, reason)
+			continue
+		}
+		res[j] = re
+	}
+	return res
+}
+
+func checkRate(p *problems, path string, v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		p.add(path, "%v must be 0 (unlimited) or more", v)
+	}
+}
+
+// printable reports whether s is valid UTF-8 without spaces or control
+// characters, which Pulsar names do not contain in practice and which would
+// be invisible in logs and metric labels.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,265 @@
+// Package e2e holds the end-to-end test bed: real Pulsar clusters started by
+// e2e/pulsar/cluster.sh, and helpers that tests and the benchmark use to talk
+// to them. Nothing here fakes Pulsar; every helper goes to a live broker.
+//
+// Tests reuse clusters that are already up and start the ones that are not.
+// Each test works in a namespace of its own (NewNamespace), so tests can run
+// one after another against the same clusters without interfering.
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/google/uuid"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+)
+
+// Cluster is one local test-bed cluster. Ports match e2e/pulsar/cluster.sh.
+type Cluster struct {
+	Name       string
+	ServiceURL string
+	AdminURL   string
+}
+
+var clusters = map[string]Cluster{
+	"east":  {"east", "pulsar://127.0.0.1:6650", "http://127.0.0.1:8080"},
+	"west":  {"west", "pulsar://127.0.0.1:6660", "http://127.0.0.1:8090"},
+	"north": {"north", "pulsar://127.0.0.1:6670", "http://127.0.0.1:8100"},
+}
+
+// Get returns the test-bed cluster called name; it panics on an unknown name
+// because that is a bug in the test, not a condition to handle.
+func Get(name string) Cluster {
+	c, ok := clusters[name]
+	if !ok {
+		panic(fmt.Sprintf("e2e: unknown cluster %q", name))
+	}
+	return c
+}
+
+// ScriptPath is the absolute path of cluster.sh, found from this source file
+// so that tests in any sub-package can call it.
+func ScriptPath() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "pulsar", "cluster.sh")
+}
+
+// Script runs cluster.sh with args, streaming its progress to stderr.
+func Script(args ...string) error {
+	cmd := exec.Command(ScriptPath(), args...)
+	cmd.Stdout = os.Stderr
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("cluster.sh %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// Up starts the named clusters unless they are already up, and waits until
+// each answers on its admin API with public/default present.
+func Up(names ...string) error { return Script(append([]string{"up"}, names...)...) }
+
+// Down stops the named clusters (their data stays).
+func Down(names ...string) error { return Script(append([]string{"down"}, names...)...) }
+
+// Admin returns an admin client for cluster name.
+func Admin(t testing.TB, name string) pulsaradmin.Client {
+	t.Helper()
+	a, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: Get(name).AdminURL})
+	if err != nil {
+		t.Fatalf("admin client for %s: %v", name, err)
+	}
+	return a
+}
+
+// Client returns a pulsar client for cluster name, closed when t ends.
+func Client(t testing.TB, name string) pulsar.Client {
+	t.Helper()
+	c, err := pulsar.NewClient(pulsar.ClientOptions{
+		URL:               Get(name).ServiceURL,
+		OperationTimeout:  30 * time.Second,
+		ConnectionTimeout: 5 * time.Second,
+		Logger:            pulsarlog.DefaultNopLogger(),
+	})
+	if err != nil {
+		t.Fatalf("pulsar client for %s: %v", name, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// NewNamespace creates a fresh tenant and namespace with the same name on
+// every named cluster, each tenant allowing only its own cluster (the
+// clusters know nothing of each other: that is the sidecar's setting). It
+// returns "tenant/ns".
+func NewNamespace(t testing.TB, names ...string) string {
+	t.Helper()
+	id := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	tenant := "t" + id
+	ns := tenant + "/ns"
+	for _, n := range names {
+		a := Admin(t, n)
+		if err := a.Tenants().Create(utils.TenantData{Name: tenant, AllowedClusters: []string{n}}); err != nil {
+			t.Fatalf("create tenant %s on %s: %v", tenant, n, err)
+		}
+		if err := a.Namespaces().CreateNamespace(ns); err != nil {
+			t.Fatalf("create namespace %s on %s: %v", ns, n, err)
+		}
+	}
+	return ns
+}
+
+// Topic is the full persistent topic name of short in namespace ns.
+func Topic(ns, short string) string { return "persistent://" + ns + "/" + short }
+
+// CreatePartitioned creates topic with partitions partitions on each cluster.
+func CreatePartitioned(t testing.TB, topic string, partitions int, names ...string) {
+	t.Helper()
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if err := Admin(t, n).Topics().Create(*tn, partitions); err != nil {
+			t.Fatalf("create %s (%d partitions) on %s: %v", topic, partitions, n, err)
+		}
+	}
+}
+
+// ProduceN publishes n messages "<prefix>-<i>" to topic and returns their
+// payloads in order. It waits for every receipt.
+func ProduceN(t testing.TB, c pulsar.Client, topic, prefix string, n int) []string {
+	t.Helper()
+	msgs := make([]*pulsar.ProducerMessage, n)
+	want := make([]string, n)
+	for i := range msgs {
+		want[i] = fmt.Sprintf("%s-%d", prefix, i)
+		msgs[i] = &pulsar.ProducerMessage{Payload: []byte(want[i]), Key: fmt.Sprintf("k%d", i%16)}
+	}
+	Produce(t, c, topic, msgs...)
+	return want
+}
+
+// Produce publishes msgs to topic with a batching producer and waits for
+// every receipt.
+func Produce(t testing.TB, c pulsar.Client, topic string, msgs ...*pulsar.ProducerMessage) {
+	t.Helper()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, MaxPendingMessages: 2000})
+	if err != nil {
+		t.Fatalf("producer on %s: %v", topic, err)
+	}
+	defer p.Close()
+	errs := make(chan error, len(msgs))
+	for _, m := range msgs {
+		p.SendAsync(context.Background(), m, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			errs <- err
+		})
+	}
+	if err := p.Flush(); err != nil {
+		t.Fatalf("flush %s: %v", topic, err)
+	}
+	for range msgs {
+		if err := <-errs; err != nil {
+			t.Fatalf("send to %s: %v", topic, err)
+		}
+	}
+}
+
+// Consume subscribes to topic as sub (from the earliest message when sub is
+// new), receives until n messages arrived or timeout passed, acks them, and
+// returns them. Markers of geo-sidecar's replicated-subscription protocol are
+// acked and not counted. Fewer than n messages is not an error here: callers
+// assert on what came.
+func Consume(t testing.TB, c pulsar.Client, topic, sub string, n int, timeout time.Duration) []pulsar.Message {
+	t.Helper()
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{
+		Topic:                       topic,
+		SubscriptionName:            sub,
+		Type:                        pulsar.Exclusive,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+	})
+	if err != nil {
+		t.Fatalf("subscribe %s on %s: %v", sub, topic, err)
+	}
+	defer cons.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var got []pulsar.Message
+	for len(got) < n {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+				break
+			}
+			t.Fatalf("receive %s on %s: %v", sub, topic, err)
+		}
+		if err := cons.Ack(m); err != nil {
+			t.Fatalf("ack on %s: %v", topic, err)
+		}
+		if marker.Is(m) {
+			continue
+		}
+		got = append(got, m)
+	}
+	return got
+}
+
+// Payloads returns the payloads of msgs as strings, in order.
+func Payloads(msgs []pulsar.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = string(m.Payload())
+	}
+	return out
+}
+
+// Eventually calls f every 250 ms until it returns nil or timeout passes,
+// then fails t with f's last error.
+func Eventually(t testing.TB, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not true after %s: %v", timeout, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// Binary is the geo-sidecar binary the e2e tests run, built once by
+// BuildBinary.
+var Binary string
+
+// BuildBinary builds cmd/geo-sidecar into dir with the same command as
+// `make build` and sets Binary.
+func BuildBinary(dir string) error {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(file))
+	out := filepath.Join(dir, "geo-sidecar")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/geo-sidecar")
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build: %w", err)
+	}
+	Binary = out
+	return nil
+}

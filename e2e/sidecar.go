@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Sidecar is a geo-sidecar process started by a test.
+type Sidecar struct {
+	t       testing.TB
+	cmd     *exec.Cmd
+	Listen  string // host:port of its HTTP endpoints
+	LogPath string
+	done    chan error
+}
+
+// Config is the YAML of a sidecar config for the test bed: the named
+// clusters, the given replication entries (YAML list items, already
+// indented by two spaces) and a 1 s discovery interval. listen is filled in
+// by StartSidecar.
+func Config(listen string, clusters []string, replication string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  discovery_interval: 1s\nclusters:\n", listen)
+	for _, n := range clusters {
+		c := Get(n)
+		fmt.Fprintf(&b, "  - name: %s\n    service_url: %s\n    admin_url: %s\n", c.Name, c.ServiceURL, c.AdminURL)
+	}
+	b.WriteString("replication:\n")
+	b.WriteString(replication)
+	return b.String()
+}
+
+// FreeAddr returns a loopback address with a free port.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// StartSidecar writes a config built by Config and runs `geo-sidecar run`
+// on it with extra args, waiting until /readyz answers. The process is
+// stopped when t ends.
+func StartSidecar(t testing.TB, clusters []string, replication string, args ...string) *Sidecar {
+	t.Helper()
+	dir := t.TempDir()
+	listen := FreeAddr(t)
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(Config(listen, clusters, replication)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return StartSidecarFile(t, cfg, listen, args...)
+}
+
+// StartSidecarFile runs `geo-sidecar run --config cfg` whose config listens
+// on listen.
+func StartSidecarFile(t testing.TB, cfg, listen string, args ...string) *Sidecar {
+	t.Helper()
+	if Binary == "" {
+		t.Fatal("e2e: Binary not built (TestMain calls BuildBinary)")
+	}
+	logPath := filepath.Join(t.TempDir(), "sidecar.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(Binary, append([]string{"run", "--config", cfg, "--log-level", "info"}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &Sidecar{t: t, cmd: cmd, Listen: listen, LogPath: logPath, done: make(chan error, 1)}
+	go func() { s.done <- cmd.Wait(); logf.Close() }()
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			if b, err := os.ReadFile(logPath); err == nil {
+				t.Logf("sidecar log (last 4 KiB):\n%s", tail(b, 4096))
+			}
+		}
+	})
+	Eventually(t, 60*time.Second, func() error {
+		select {
+		case err := <-s.done:
+			s.done <- err
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("sidecar exited during start-up: %v\n%s", err, tail(b, 4096))
+		default:
+		}
+		resp, err := http.Get("http://" + listen + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz: %s", resp.Status)
+		}
+		return nil
+	})
+	return s
+}
+
+// Stop sends SIGTERM and waits (up to 15 s) for the exit; it returns how
+// long the exit took. Stopping a stopped sidecar is a no-op.
+func (s *Sidecar) Stop() time.Duration {
+	start := time.Now()
+	if s.cmd.ProcessState != nil {
+		return 0
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		s.done <- err
+	case <-time.After(15 * time.Second):
+		s.t.Errorf("sidecar did not exit within 15 s of SIGTERM")
+		_ = s.cmd.Process.Kill()
+	}
+	return time.Since(start)
+}
+
+// Kill sends SIGKILL (kill -9) and waits for the process to be gone.
+func (s *Sidecar) Kill() {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	err := <-s.done
+	s.done <- err
+}
+
+// Metric returns the sum of every sample of the named metric on /metrics
+// whose label text contains all of match (e.g. `target="west"`).
+func (s *Sidecar) Metric(name string, match ...string) float64 {
+	resp, err := http.Get("http://" + s.Listen + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0
+	}
+	var sum float64
+lines:
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		for _, m := range match {
+			if !strings.Contains(line, m) {
+				continue lines
+			}
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}

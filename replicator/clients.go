@@ -1,0 +1,168 @@
+package replicator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/config"
+)
+
+// Conn is the pair of clients geo-sidecar holds for one cluster: the binary
+// protocol client (shared by every cursor and producer on that cluster, so
+// they share connections) and the admin client.
+type Conn struct {
+	Name   string
+	Client pulsar.Client
+	Admin  pulsaradmin.Client
+}
+
+// Dial builds the clients for c. The token, if any, is read now and given to
+// the clients; it never reaches a log.
+func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
+	token, err := c.Auth.Token()
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
+	}
+	opts := pulsar.ClientOptions{
+		URL:                     c.ServiceURL,
+		TLSTrustCertsFilePath:   c.Auth.TLSTrustCertsFile,
+		Logger:                  zapLogger{log.Named("pulsar").With(zap.String("cluster", c.Name)).Sugar()},
+		MaxConnectionsPerBroker: 1,
+	}
+	if token != "" {
+		opts.Authentication = pulsar.NewAuthenticationToken(token)
+	}
+	client, err := pulsar.NewClient(opts)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: pulsar client: %w", c.Name, err)
+	}
+	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{
+		WebServiceURL:         c.AdminURL,
+		Token:                 token,
+		TLSTrustCertsFilePath: c.Auth.TLSTrustCertsFile,
+	})
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
+	}
+	return &Conn{Name: c.Name, Client: client, Admin: admin}, nil
+}
+
+// Close releases the clients.
+func (c *Conn) Close() { c.Client.Close() }
+
+// pulsarEndpoints opens a partition's cursor on the local cluster and its
+// producer on the remote.
+type pulsarEndpoints struct {
+	local, remote *Conn
+	topic         string // full partition topic name, the same on both sides
+	subscription  string
+	producerName  string
+	start         pulsar.SubscriptionInitialPosition
+	maxPending    int
+}
+
+func (e *pulsarEndpoints) openSource(ctx context.Context, onActive func(bool)) (source, error) {
+	return callCtx(ctx, func() (source, error) {
+		return e.local.Client.Subscribe(pulsar.ConsumerOptions{
+			Topic:                       e.topic,
+			SubscriptionName:            e.subscription,
+			Type:                        pulsar.Failover,
+			SubscriptionInitialPosition: e.start,
+			ReceiverQueueSize:           e.maxPending,
+			EventListener:               activeListener(onActive),
+			Name:                        "",
+		})
+	}, func(s source) { s.Close() })
+}
+
+func (e *pulsarEndpoints) openTarget(ctx context.Context) (target, error) {
+	return callCtx(ctx, func() (target, error) {
+		return e.remote.Client.CreateProducer(pulsar.ProducerOptions{
+			Topic: e.topic,
+			// A fixed name makes the remote broker's deduplication (when
+			// enabled) recognise resends, and lets only one sidecar instance
+			// write a partition at a time.
+			Name:                    e.producerName,
+			MaxPendingMessages:      e.maxPending,
+			BatchingMaxPublishDelay: batchDelay,
+			BatchingMaxMessages:     uint(e.maxPending),
+			BatchingMaxSize:         batchBytes,
+			CompressionType:         pulsar.NoCompression,
+		})
+	}, func(t target) { t.Close() })
+}
+
+// Batching towards the remote: the source's batches were unpacked by the
+// consumer; these settings pack them again.
+const (
+	batchDelay = 2 * time.Millisecond
+	batchBytes = 1 << 20
+)
+
+// callCtx runs open, which cannot be cancelled, and returns early when ctx
+// ends; a result that arrives after that is closed.
+func callCtx[T any](ctx context.Context, open func() (T, error), closeLate func(T)) (T, error) {
+	type res struct {
+		v   T
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		v, err := open()
+		ch <- res{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.err == nil {
+				closeLate(r.v)
+			}
+		}()
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// activeListener adapts a func to pulsar.ConsumerEventListener.
+type activeListener func(bool)
+
+func (f activeListener) BecameActive(pulsar.Consumer, string, int32)   { f(true) }
+func (f activeListener) BecameInactive(pulsar.Consumer, string, int32) { f(false) }
+
+// zapLogger routes pulsar-client-go's logs into zap, one level down: the
+// client's Info is chatty (every connect), so it lands at Debug.
+type zapLogger struct{ s *zap.SugaredLogger }
+
+func (l zapLogger) SubLogger(f pulsarlog.Fields) pulsarlog.Logger {
+	return zapLogger{l.s.With(fieldArgs(f)...)}
+}
+func (l zapLogger) WithFields(f pulsarlog.Fields) pulsarlog.Entry {
+	return zapLogger{l.s.With(fieldArgs(f)...)}
+}
+func (l zapLogger) WithField(name string, v any) pulsarlog.Entry { return zapLogger{l.s.With(name, v)} }
+func (l zapLogger) WithError(err error) pulsarlog.Entry          { return zapLogger{l.s.With(zap.Error(err))} }
+func (l zapLogger) Debug(args ...any)                            {}
+func (l zapLogger) Info(args ...any)                             { l.s.Debug(args...) }
+func (l zapLogger) Warn(args ...any)                             { l.s.Info(args...) }
+func (l zapLogger) Error(args ...any)                            { l.s.Warn(args...) }
+func (l zapLogger) Debugf(string, ...any)                        {}
+func (l zapLogger) Infof(format string, args ...any)             { l.s.Debugf(format, args...) }
+func (l zapLogger) Warnf(format string, args ...any)             { l.s.Infof(format, args...) }
+func (l zapLogger) Errorf(format string, args ...any)            { l.s.Warnf(format, args...) }
+
+func fieldArgs(f pulsarlog.Fields) []any {
+	out := make([]any, 0, 2*len(f))
+	for k, v := range f {
+		out = append(out, k, v)
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+package replicator
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+)
+
+// Properties that geo-sidecar sets on every copy, and the one applications
+// may set to restrict where a message goes. They are the provenance that
+// keeps topologies loop-free: a message carrying PropOriginCluster is never
+// forwarded again.
+const (
+	// PropOriginCluster names the cluster where the message was produced.
+	PropOriginCluster = "geo-sidecar.origin-cluster"
+	// PropOriginID is the message id in the origin partition,
+	// "ledger:entry:batch".
+	PropOriginID = "geo-sidecar.origin-id"
+	// PropOriginPublishTime is the origin publish time, Unix milliseconds.
+	PropOriginPublishTime = "geo-sidecar.origin-publish-time"
+	// PropReplicateTo, set by an application, is a comma-separated list of
+	// cluster names: the message is copied only to those remotes. An empty
+	// value means "replicate nowhere".
+	PropReplicateTo = "geo-sidecar.replicate-to"
+)
+
+// Skip reasons, the bounded label values of the skipped-messages metric.
+const (
+	skipRemoteOrigin    = "remote-origin"
+	skipBrokerReplica   = "broker-replicated"
+	skipMarker          = "marker"
+	skipReplicateTo     = "replicate-to"
+	skipRejectedTooBig  = "rejected-too-large"
+	skipRejectedInvalid = "rejected-invalid"
+)
+
+// decide says whether msg, read from the local cluster, is forwarded to
+// remote. It returns "" to forward, or the reason to skip. Markers are
+// skipped here; the replicated-subscription protocol handles them apart.
+func decide(msg pulsar.Message, remote string) string {
+	props := msg.Properties()
+	if marker.Is(msg) {
+		return skipMarker
+	}
+	if _, ok := props[PropOriginCluster]; ok {
+		return skipRemoteOrigin
+	}
+	if msg.IsReplicated() {
+		return skipBrokerReplica
+	}
+	if to, ok := props[PropReplicateTo]; ok && !listHas(to, remote) {
+		return skipReplicateTo
+	}
+	return ""
+}
+
+func listHas(list, name string) bool {
+	for _, s := range strings.Split(list, ",") {
+		if strings.TrimSpace(s) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// copyOf builds the message to send to the remote: payload (empty stays
+// empty, null stays null), key, ordering key, properties and event
+// time, plus the origin properties. seq, when non-nil, is the explicit
+// sequence id that lets the remote broker's deduplication drop resends.
+func copyOf(msg pulsar.Message, origin string, seq *int64) *pulsar.ProducerMessage {
+	props := make(map[string]string, len(msg.Properties())+3)
+	for k, v := range msg.Properties() {
+		props[k] = v
+	}
+	props[PropOriginCluster] = origin
+	props[PropOriginID] = formatID(msg.ID())
+	props[PropOriginPublishTime] = strconv.FormatInt(msg.PublishTime().UnixMilli(), 10)
+	// A nil payload is sent as a null (tombstone) message, so only a null
+	// at the origin may stay nil.
+	payload := msg.Payload()
+	if payload == nil && !msg.IsNullValue() {
+		payload = []byte{}
+	}
+	pm := &pulsar.ProducerMessage{
+		Payload:     payload,
+		Key:         msg.Key(),
+		OrderingKey: msg.OrderingKey(),
+		Properties:  props,
+		SequenceID:  seq,
+	}
+	// pulsar-client-go reads an unset event time back as Unix 0.
+	if et := msg.EventTime(); !et.IsZero() && et.UnixMilli() != 0 {
+		pm.EventTime = et
+	}
+	return pm
+}
+
+func formatID(id pulsar.MessageID) string {
+	return fmt.Sprintf("%d:%d:%d", id.LedgerID(), id.EntryID(), id.BatchIdx())
+}
+
+// Bit widths of the sequence id derived from a source position. Ledger ids
+// grow across a topic's life, entry ids restart in every ledger (Pulsar
+// rolls ledgers at 50,000 entries by default), batch indexes restart in
+// every entry. 36+17+10 = 63 bits keeps the id positive.
+const (
+	seqEntryBits = 17
+	seqBatchBits = 10
+	seqLedgerMax = 1<<(63-seqEntryBits-seqBatchBits) - 1
+)
+
+// sequenceID maps a source position to a sequence id that grows with the
+// position, so that a resend after a crash carries the same id as the first
+// send and the remote broker's deduplication can drop it. prev is the id
+// given to the previous message of this partition (-1 if none): should a
+// position not fit the bit widths, the id still grows, and ok is false (the
+// resend of such a message may be duplicated, never lost).
+func sequenceID(id pulsar.MessageID, prev int64) (seq int64, ok bool) {
+	l, e, b := id.LedgerID(), id.EntryID(), int64(id.BatchIdx())
+	if b < 0 {
+		b = 0
+	}
+	ok = l >= 0 && l <= seqLedgerMax && e >= 0 && e < 1<<seqEntryBits && b < 1<<seqBatchBits
+	if ok {
+		seq = l<<(seqEntryBits+seqBatchBits) | e<<seqBatchBits | b
+	}
+	if seq <= prev {
+		return prev + 1, false
+	}
+	return seq, ok
+}

@@ -1,0 +1,68 @@
+package replicator
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the sidecar's Prometheus metrics. Labels are bounded: source
+// and target are cluster names from the config, topic is a topic of a
+// configured namespace (never a partition, never a message id), reason is a
+// fixed word.
+type Metrics struct {
+	Messages       *prometheus.CounterVec
+	Bytes          *prometheus.CounterVec
+	Latency        *prometheus.HistogramVec
+	SendErrors     *prometheus.CounterVec
+	Skipped        *prometheus.CounterVec
+	DupsSuppressed *prometheus.CounterVec
+	Resent         *prometheus.CounterVec
+	Backlog        *prometheus.GaugeVec
+	OldestAge      *prometheus.GaugeVec
+	Connected      *prometheus.GaugeVec
+	Partitions     *prometheus.GaugeVec
+	Topics         *prometheus.GaugeVec
+	TopicsRefused  *prometheus.GaugeVec
+}
+
+// NewMetrics builds the metrics and registers them with reg (nil: not
+// registered, for tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	const ns = "geo_sidecar"
+	pair := []string{"source", "target"}
+	topic := []string{"source", "target", "topic"}
+	m := &Metrics{
+		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+			Name: "replicated_messages_total", Help: "Messages copied to the target and confirmed by it."}, pair),
+		Bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+			Name: "replicated_bytes_total", Help: "Payload bytes copied to the target and confirmed by it."}, pair),
+		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns,
+			Name: "replication_latency_seconds", Help: "Origin publish time to target confirmation.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14)}, pair),
+		SendErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+			Name: "send_errors_total", Help: "Failed sends to the target; the partition rewinds and retries."}, pair),
+		Skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+			Name: "skipped_messages_total", Help: "Messages acknowledged without copying, by reason."},
+			[]string{"source", "target", "reason"}),
+		DupsSuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+			Name: "duplicates_suppressed_total", Help: "Resends the target's deduplication recognised and dropped."}, pair),
+		Resent: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+			Name: "resent_messages_total", Help: "Messages sent again after a restart or rewind; without deduplication on the target, each may be a duplicate."}, pair),
+		Backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "backlog_messages", Help: "Messages on the source cursor not yet replicated."}, topic),
+		OldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "oldest_unreplicated_age_seconds", Help: "Age of the oldest message not yet replicated (0 when none), true even while the target is down."}, topic),
+		Connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "connected_partitions", Help: "Partitions whose cursor and target producer are both open."}, pair),
+		Partitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "partitions_managed", Help: "Topic partitions with a running replicator."}, pair),
+		Topics: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "topics_managed", Help: "Topics with running replicators."}, pair),
+		TopicsRefused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "topics_refused", Help: "Topics not replicated because the target disagrees (partition count mismatch)."}, pair),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsSuppressed,
+			m.Resent, m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused)
+	}
+	return m
+}

@@ -1,0 +1,278 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"go.uber.org/zap"
+)
+
+// source is what a partition needs of its cursor (a pulsar.Consumer on one
+// local partition). Used from one goroutine for Receive and another for
+// AckID, as pulsar.Consumer allows.
+type source interface {
+	Receive(ctx context.Context) (pulsar.Message, error)
+	AckID(pulsar.MessageID) error
+	Close()
+}
+
+// target is what a partition needs of its producer (a pulsar.Producer on
+// the same partition of the remote). Callbacks run in send order.
+type target interface {
+	SendAsync(ctx context.Context, msg *pulsar.ProducerMessage, cb func(pulsar.MessageID, *pulsar.ProducerMessage, error))
+	Flush() error
+	Close()
+}
+
+// endpoints opens a partition's cursor and producer. onActive is told when
+// the cursor becomes the active or a standby consumer of its Failover
+// subscription (several sidecars beside one cluster share partitions this
+// way).
+type endpoints interface {
+	openSource(ctx context.Context, onActive func(active bool)) (source, error)
+	openTarget(ctx context.Context) (target, error)
+}
+
+// partition replicates one local topic partition to one remote: the unit of
+// work. It owns its cursor and producer; one partition failing never stops
+// another.
+type partition struct {
+	local, remote string
+	topic         string // the topic (not partition) name, for metric labels
+	ends          endpoints
+	maxPending    int
+	msgRate       *limiter // shared by the pair's partitions; nil = unlimited
+	byteRate      *limiter
+	m             *Metrics
+	log           *zap.Logger
+
+	// drainTimeout bounds how long a stopping session waits for in-flight
+	// sends, so that SIGTERM exits within 10 s even when the remote is down.
+	drainTimeout time.Duration
+}
+
+// Run replicates until ctx is done, rebuilding the cursor and producer with
+// capped exponential backoff after any failure. It returns nil on a clean
+// stop.
+func (p *partition) Run(ctx context.Context) error {
+	bo := newBackoff(200*time.Millisecond, 10*time.Second)
+	var lastErr string
+	for ctx.Err() == nil {
+		progress, err := p.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if progress {
+			bo.reset()
+		}
+		if err == nil {
+			continue
+		}
+		if err.Error() != lastErr {
+			p.log.Warn("partition session failed, retrying with backoff", zap.Error(err))
+			lastErr = err.Error()
+		}
+		sleep(ctx, bo.next())
+	}
+	return nil
+}
+
+// inflight is one message sent and not yet confirmed.
+type inflight struct {
+	msg  pulsar.Message
+	size int
+	id   pulsar.MessageID
+	err  error
+	// synced, when set, receives whether the remote dropped the message as
+	// a duplicate; the sender waits on it while resynchronising.
+	synced chan bool
+}
+
+// session runs one cursor + producer lifetime. It returns whether anything
+// was replicated, and why it ended (nil when ctx ended it).
+//
+// Rules it keeps (see shared/notes/protocol.md, data path):
+//   - the cursor is acknowledged only after the remote confirmed, in order;
+//   - after the first failed send nothing later is acknowledged, and the
+//     session ends: the next session resumes from the cursor, so the remote
+//     never sees a gap or a reordering;
+//   - right after the producer opens, messages go one at a time until the
+//     remote confirms one that is not a duplicate. A resend after a crash
+//     then never shares a batch with new messages, which broker
+//     deduplication would drop whole (pulsar-client-go #1395).
+func (p *partition) session(ctx context.Context) (bool, error) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	var active atomic.Bool
+	active.Store(true)
+	src, err := p.ends.openSource(sctx, active.Store)
+	if err != nil {
+		return false, fmt.Errorf("open cursor: %w", err)
+	}
+
+	pair := []string{p.local, p.remote}
+	results := make(chan *inflight, p.maxPending+1)
+	slots := make(chan struct{}, p.maxPending)
+	stopAcker := make(chan struct{})
+	ackerDone := make(chan struct{})
+	var progress atomic.Bool
+	go func() {
+		defer close(ackerDone)
+		p.acker(src, results, slots, stopAcker, cancel, &progress)
+	}()
+
+	var dst target
+	closeTarget := func(drain bool) {
+		if dst == nil {
+			return
+		}
+		d := dst
+		dst = nil
+		p.m.Connected.WithLabelValues(pair...).Dec()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if drain {
+				_ = d.Flush()
+			}
+			d.Close()
+		}()
+		select {
+		case <-done:
+		case <-time.After(p.drainTimeout):
+			p.log.Warn("producer did not close in time; unconfirmed messages will be resent")
+		}
+	}
+
+	synced := false
+	prevSeq := int64(-1)
+	for {
+		msg, err := src.Receive(sctx)
+		if err != nil {
+			break
+		}
+		if !active.Load() {
+			// A standby holds no producer, so the active instance can open
+			// its own under the same name. The broker redelivers what this
+			// consumer got to the active one.
+			closeTarget(true)
+			synced = false
+			continue
+		}
+		if reason := decide(msg, p.remote); reason != "" {
+			p.m.Skipped.WithLabelValues(p.local, p.remote, reason).Inc()
+			_ = src.AckID(msg.ID())
+			continue
+		}
+		if dst == nil {
+			if dst, err = p.ends.openTarget(sctx); err != nil {
+				cancel(fmt.Errorf("open producer: %w", err))
+				break
+			}
+			p.m.Connected.WithLabelValues(pair...).Inc()
+		}
+		if p.msgRate.wait(sctx, 1) != nil || p.byteRate.wait(sctx, float64(len(msg.Payload()))) != nil {
+			break
+		}
+		seq, _ := sequenceID(msg.ID(), prevSeq)
+		prevSeq = seq
+		pm := copyOf(msg, p.local, &seq)
+		f := &inflight{msg: msg, size: len(msg.Payload())}
+		if !synced {
+			f.synced = make(chan bool, 1)
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-sctx.Done():
+		}
+		if sctx.Err() != nil {
+			break
+		}
+		dst.SendAsync(sctx, pm, func(id pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			f.id, f.err = id, err
+			results <- f
+		})
+		if !synced {
+			_ = dst.Flush()
+			select {
+			case dup := <-f.synced:
+				synced = !dup
+			case <-sctx.Done():
+			}
+		}
+	}
+
+	// Drain in-flight sends only on a clean stop; after a failure the
+	// producer may be broken and the next session resends anyway.
+	closeTarget(ctx.Err() != nil && errors.Is(context.Cause(sctx), context.Cause(ctx)))
+	close(stopAcker)
+	<-ackerDone
+	src.Close()
+	if ctx.Err() != nil {
+		return progress.Load(), nil
+	}
+	return progress.Load(), context.Cause(sctx)
+}
+
+// acker acknowledges the cursor in send order as confirmations arrive. After
+// the first failure it acknowledges nothing more and ends the session.
+func (p *partition) acker(src source, results <-chan *inflight, slots <-chan struct{},
+	stop <-chan struct{}, fail context.CancelCauseFunc, progress *atomic.Bool) {
+	failed := false
+	handle := func(f *inflight) {
+		<-slots
+		dup := false
+		switch {
+		case failed:
+		case f.err != nil && (errors.Is(f.err, pulsar.ErrMessageTooLarge) || errors.Is(f.err, pulsar.ErrInvalidMessage)):
+			// The remote can never take this message; waiting would stall
+			// the partition forever. Count it, log it, move on.
+			reason := skipRejectedTooBig
+			if errors.Is(f.err, pulsar.ErrInvalidMessage) {
+				reason = skipRejectedInvalid
+			}
+			p.m.Skipped.WithLabelValues(p.local, p.remote, reason).Inc()
+			p.log.Error("remote refused a message for good; skipped",
+				zap.String("origin_id", formatID(f.msg.ID())), zap.Error(f.err))
+			_ = src.AckID(f.msg.ID())
+		case f.err != nil:
+			failed = true
+			p.m.SendErrors.WithLabelValues(p.local, p.remote).Inc()
+			fail(fmt.Errorf("send: %w", f.err))
+		default:
+			dup = f.id != nil && f.id.LedgerID() < 0
+			if dup {
+				p.m.DupsSuppressed.WithLabelValues(p.local, p.remote).Inc()
+			} else {
+				p.m.Messages.WithLabelValues(p.local, p.remote).Inc()
+				p.m.Bytes.WithLabelValues(p.local, p.remote).Add(float64(f.size))
+				p.m.Latency.WithLabelValues(p.local, p.remote).Observe(time.Since(f.msg.PublishTime()).Seconds())
+			}
+			_ = src.AckID(f.msg.ID())
+			progress.Store(true)
+		}
+		if f.synced != nil {
+			f.synced <- dup
+		}
+	}
+	for {
+		select {
+		case f := <-results:
+			handle(f)
+		case <-stop:
+			for {
+				select {
+				case f := <-results:
+					handle(f)
+				default:
+					return
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,295 @@
+// Package replicator is the only part of geo-sidecar that reads and writes
+// Pulsar topics. For every replication entry in the config, every target
+// cluster and every partition of every matching topic, it runs one
+// partition replicator: a durable Failover subscription on the local
+// partition (the cursor) and a producer to the same partition on the remote.
+// Messages are forwarded in order and the cursor is acknowledged only after
+// the remote confirmed, so a remote outage grows the backlog and a crash
+// resumes from the cursor; nothing is lost.
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/config"
+)
+
+// Options are what the embedding program supplies. No globals: two
+// sidecars can run in one process (tests do).
+type Options struct {
+	Log      *zap.Logger
+	Registry prometheus.Registerer // nil: metrics are not registered
+	// Cluster, when set, limits this process to the replication entries
+	// whose source is that cluster: the deployment "beside" one cluster.
+	Cluster string
+}
+
+// Sidecar runs every replication pair of one config.
+type Sidecar struct {
+	cfg     *config.Config
+	log     *zap.Logger
+	m       *Metrics
+	cluster string
+
+	ready atomic.Bool
+	mu    sync.Mutex
+	pairs []*pair
+}
+
+// New checks that opts.Cluster names a source of cfg and builds the
+// sidecar; nothing connects until Run.
+func New(cfg *config.Config, opts Options) (*Sidecar, error) {
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	if opts.Cluster != "" {
+		if _, ok := cfg.Cluster(opts.Cluster); !ok {
+			return nil, fmt.Errorf("--cluster %q: not a cluster of the config", opts.Cluster)
+		}
+	}
+	return &Sidecar{cfg: cfg, log: opts.Log, m: NewMetrics(opts.Registry), cluster: opts.Cluster}, nil
+}
+
+// Metrics returns the sidecar's metrics.
+func (s *Sidecar) Metrics() *Metrics { return s.m }
+
+// Ready reports whether every pair has completed one topic discovery.
+func (s *Sidecar) Ready() bool { return s.ready.Load() }
+
+// Run connects to the clusters and replicates until ctx is done, then stops
+// every partition (in-flight sends finish or are abandoned, to be resent by
+// the next run) and returns nil.
+func (s *Sidecar) Run(ctx context.Context) error {
+	pairs, closeConns, err := s.build()
+	if err != nil {
+		return err
+	}
+	defer closeConns()
+	if len(pairs) == 0 {
+		return errors.New("no replication entry has this cluster as its source")
+	}
+
+	var wg sync.WaitGroup
+	var discovered atomic.Int32
+	for _, p := range pairs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.run(ctx, func() {
+				if int(discovered.Add(1)) == len(pairs) {
+					s.ready.Store(true)
+				}
+			})
+		}()
+	}
+	s.log.Info("sidecar started", zap.Int("pairs", len(pairs)))
+	<-ctx.Done()
+	wg.Wait()
+	s.log.Info("sidecar stopped")
+	return nil
+}
+
+// build dials the clusters the pairs need and builds one pair per
+// (replication entry, target). The returned func closes the connections.
+func (s *Sidecar) build() ([]*pair, func(), error) {
+	conns := map[string]*Conn{}
+	closeConns := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	conn := func(name string) (*Conn, error) {
+		if c, ok := conns[name]; ok {
+			return c, nil
+		}
+		cc, _ := s.cfg.Cluster(name)
+		c, err := Dial(cc, s.log)
+		if err != nil {
+			return nil, err
+		}
+		conns[name] = c
+		return c, nil
+	}
+	var pairs []*pair
+	for i, r := range s.cfg.Replication {
+		if s.cluster != "" && r.Source != s.cluster {
+			continue
+		}
+		local, err := conn(r.Source)
+		if err != nil {
+			closeConns()
+			return nil, nil, err
+		}
+		msgRate, byteRate := newLimiter(r.RateLimit.MessagesPerSecond), newLimiter(r.RateLimit.BytesPerSecond)
+		for _, t := range r.Targets {
+			remote, err := conn(t)
+			if err != nil {
+				closeConns()
+				return nil, nil, err
+			}
+			rc, _ := s.cfg.Cluster(t)
+			pairs = append(pairs, &pair{
+				entry: i, rep: r, local: local, remote: remote,
+				subscription: s.cfg.Sidecar.CursorName(t),
+				maxPending:   rc.MaxPendingMessages,
+				interval:     s.cfg.Sidecar.DiscoveryInterval.Duration,
+				msgRate:      msgRate, byteRate: byteRate,
+				m:       s.m,
+				log:     s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
+				running: map[string]*worker{},
+			})
+		}
+	}
+	s.mu.Lock()
+	s.pairs = pairs
+	s.mu.Unlock()
+	return pairs, closeConns, nil
+}
+
+// pair is one (replication entry, target cluster): it discovers the
+// entry's topics and keeps one partition replicator per partition running.
+type pair struct {
+	entry         int
+	rep           config.Replication
+	local, remote *Conn
+	subscription  string
+	maxPending    int
+	interval      time.Duration
+	msgRate       *limiter
+	byteRate      *limiter
+	m             *Metrics
+	log           *zap.Logger
+
+	running map[string]*worker // by partition topic name
+	refused map[string]string  // topic -> reason, logged once
+}
+
+// worker is a running partition replicator that can be stopped alone.
+type worker struct {
+	topic  string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (p *pair) run(ctx context.Context, discoveredOnce func()) {
+	first := true
+	var lastErr string
+	for {
+		err := p.discover(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if err.Error() != lastErr {
+				p.log.Warn("topic discovery failed", zap.Error(err))
+				lastErr = err.Error()
+			}
+		case err == nil:
+			lastErr = ""
+			if first {
+				first = false
+				discoveredOnce()
+			}
+		}
+		p.refreshStats(ctx)
+		if !sleep(ctx, min(p.interval, statsInterval)) {
+			break
+		}
+	}
+	for _, w := range p.running {
+		w.cancel()
+	}
+	for name, w := range p.running {
+		<-w.done
+		delete(p.running, name)
+	}
+	p.m.Partitions.WithLabelValues(p.local.Name, p.remote.Name).Set(0)
+	p.m.Topics.WithLabelValues(p.local.Name, p.remote.Name).Set(0)
+}
+
+// statsInterval is how often backlog and oldest-message age are refreshed
+// when the discovery interval is longer.
+const statsInterval = 10 * time.Second
+
+// discover lists the entry's topics, makes sure each exists on the remote
+// with the same partition count, and starts or stops partition replicators
+// to match.
+func (p *pair) discover(ctx context.Context) error {
+	topics, err := listTopics(ctx, p.local.Admin, p.rep)
+	if err != nil {
+		return fmt.Errorf("list topics of %s on %s: %w", p.rep.Namespace, p.local.Name, err)
+	}
+	want := map[string]string{} // partition topic -> topic
+	var refused int
+	for _, t := range topics {
+		if err := ensureRemote(ctx, p.remote.Admin, t); err != nil {
+			refused++
+			if p.refused == nil {
+				p.refused = map[string]string{}
+			}
+			if p.refused[t.name] != err.Error() {
+				p.log.Error("topic not replicated", zap.String("topic", t.name), zap.Error(err))
+				p.refused[t.name] = err.Error()
+			}
+			continue
+		}
+		delete(p.refused, t.name)
+		for _, pt := range t.partitionNames() {
+			want[pt] = t.name
+		}
+	}
+	for name, w := range p.running {
+		if _, ok := want[name]; !ok {
+			p.log.Info("partition gone, stopping its replicator", zap.String("partition", name))
+			w.cancel()
+			<-w.done
+			delete(p.running, name)
+		}
+	}
+	for name, topic := range want {
+		if _, ok := p.running[name]; !ok && ctx.Err() == nil {
+			p.start(ctx, name, topic)
+		}
+	}
+	p.m.Partitions.WithLabelValues(p.local.Name, p.remote.Name).Set(float64(len(p.running)))
+	p.m.Topics.WithLabelValues(p.local.Name, p.remote.Name).Set(float64(len(topics) - refused))
+	p.m.TopicsRefused.WithLabelValues(p.local.Name, p.remote.Name).Set(float64(refused))
+	return nil
+}
+
+func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
+	start := pulsar.SubscriptionPositionEarliest
+	if p.rep.Start == config.StartLatest {
+		start = pulsar.SubscriptionPositionLatest
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	w := &worker{topic: topic, cancel: cancel, done: make(chan struct{})}
+	pt := &partition{
+		local: p.local.Name, remote: p.remote.Name, topic: shortName(topic),
+		ends: &pulsarEndpoints{
+			local: p.local, remote: p.remote, topic: partitionTopic,
+			subscription: p.subscription,
+			producerName: "geo-sidecar." + p.local.Name + "-->" + p.remote.Name,
+			start:        start, maxPending: p.maxPending,
+		},
+		maxPending: p.maxPending, msgRate: p.msgRate, byteRate: p.byteRate,
+		m: p.m, log: p.log.With(zap.String("partition", partitionTopic)),
+		drainTimeout: 4 * time.Second,
+	}
+	p.running[partitionTopic] = w
+	p.log.Info("replicating partition", zap.String("partition", partitionTopic))
+	go func() {
+		defer close(w.done)
+		_ = pt.Run(wctx)
+	}()
+}
+
+func shortName(topic string) string { return topic[strings.LastIndex(topic, "/")+1:] }

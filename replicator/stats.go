@@ -1,0 +1,129 @@
+package replicator
+
+import (
+	"context"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"go.uber.org/zap"
+)
+
+// PairStatus is the replication state of one topic towards one target, read
+// from the source cluster's admin API: it is true whether or not a sidecar
+// is running, and whether or not the target is reachable.
+type PairStatus struct {
+	Source, Target string
+	Topic          string
+	Partitions     int
+	// Connected counts partitions whose cursor has a consumer attached.
+	Connected int
+	// Backlog is the number of messages on the cursors not yet replicated.
+	Backlog int64
+	// OldestAge is the age of the oldest unreplicated message (0 if none).
+	OldestAge time.Duration
+	// Rate is messages per second read by the cursors (1-minute window).
+	Rate float64
+}
+
+// inspect reads the status of topic t's cursor sub on admin's cluster.
+func inspect(ctx context.Context, admin pulsaradmin.Client, t topicInfo, sub string, now time.Time) (PairStatus, error) {
+	st := PairStatus{Topic: t.name, Partitions: t.partitions}
+	tn, err := utils.GetTopicName(t.name)
+	if err != nil {
+		return st, err
+	}
+	opt := utils.GetStatsOptions{GetEarliestTimeInBacklog: true, ExcludePublishers: true}
+	var parts []utils.TopicStats
+	if t.partitions > 0 {
+		ps, err := admin.Topics().GetPartitionedStatsWithOptionWithContext(ctx, *tn, true, opt)
+		if err != nil {
+			return st, err
+		}
+		for _, p := range ps.Partitions {
+			parts = append(parts, p)
+		}
+	} else {
+		s, err := admin.Topics().GetStatsWithOptionWithContext(ctx, *tn, opt)
+		if err != nil {
+			return st, err
+		}
+		parts = append(parts, s)
+	}
+	var oldest int64
+	for _, p := range parts {
+		sub, ok := p.Subscriptions[sub]
+		if !ok {
+			continue
+		}
+		if len(sub.Consumers) > 0 {
+			st.Connected++
+		}
+		st.Backlog += sub.MsgBacklog
+		st.Rate += sub.MsgRateOut
+		if e := sub.EarliestMsgPublishTimeInBacklog; sub.MsgBacklog > 0 && e > 0 && (oldest == 0 || e < oldest) {
+			oldest = e
+		}
+	}
+	if oldest > 0 {
+		st.OldestAge = now.Sub(time.UnixMilli(oldest))
+	}
+	return st, nil
+}
+
+// Status reads the replication state of every topic of every pair, from the
+// source clusters' admin APIs. It works whether or not Run is running (the
+// status command calls it on a sidecar that never runs).
+func (s *Sidecar) Status(ctx context.Context) ([]PairStatus, error) {
+	s.mu.Lock()
+	pairs := s.pairs
+	s.mu.Unlock()
+	if pairs == nil {
+		var closeConns func()
+		var err error
+		if pairs, closeConns, err = s.build(); err != nil {
+			return nil, err
+		}
+		defer closeConns()
+	}
+	var out []PairStatus
+	for _, p := range pairs {
+		st, err := p.status(ctx)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, st...)
+	}
+	return out, nil
+}
+
+func (p *pair) status(ctx context.Context) ([]PairStatus, error) {
+	topics, err := listTopics(ctx, p.local.Admin, p.rep)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	var out []PairStatus
+	for _, t := range topics {
+		st, err := inspect(ctx, p.local.Admin, t, p.subscription, now)
+		if err != nil {
+			return out, err
+		}
+		st.Source, st.Target = p.local.Name, p.remote.Name
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// refreshStats sets the backlog and oldest-age gauges of every topic.
+func (p *pair) refreshStats(ctx context.Context) {
+	sts, err := p.status(ctx)
+	if err != nil {
+		p.log.Debug("stats refresh failed", zap.Error(err))
+	}
+	for _, st := range sts {
+		labels := []string{p.local.Name, p.remote.Name, shortName(st.Topic)}
+		p.m.Backlog.WithLabelValues(labels...).Set(float64(st.Backlog))
+		p.m.OldestAge.WithLabelValues(labels...).Set(st.OldestAge.Seconds())
+	}
+}

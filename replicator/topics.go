@@ -1,0 +1,143 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/geo-sidecar/geo-sidecar/config"
+)
+
+// topicInfo is one replicated topic as the source cluster has it.
+type topicInfo struct {
+	name       string // persistent://tenant/ns/short
+	partitions int    // 0 for a non-partitioned topic
+}
+
+// partitionNames are the topics that partition replicators read: each
+// partition of a partitioned topic, or the topic itself.
+func (t topicInfo) partitionNames() []string {
+	if t.partitions == 0 {
+		return []string{t.name}
+	}
+	out := make([]string, t.partitions)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-partition-%d", t.name, i)
+	}
+	return out
+}
+
+var partitionSuffix = regexp.MustCompile(`-partition-\d+$`)
+
+// listTopics returns the persistent topics of r's namespace that r selects,
+// with their partition counts. System topics (names starting "__") are
+// never replicated.
+func listTopics(ctx context.Context, admin pulsaradmin.Client, r config.Replication) ([]topicInfo, error) {
+	ns, err := utils.GetNamespaceName(r.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	partitioned, plain, err := admin.Topics().ListWithContext(ctx, *ns)
+	if err != nil {
+		return nil, err
+	}
+	isPartitioned := map[string]bool{}
+	var out []topicInfo
+	for _, name := range partitioned {
+		if !selected(r, name) {
+			continue
+		}
+		isPartitioned[name] = true
+		tn, err := utils.GetTopicName(name)
+		if err != nil {
+			return nil, err
+		}
+		md, err := admin.Topics().GetMetadataWithContext(ctx, *tn)
+		if err != nil {
+			return nil, fmt.Errorf("partitions of %s: %w", name, err)
+		}
+		out = append(out, topicInfo{name: name, partitions: md.Partitions})
+	}
+	for _, name := range plain {
+		if base := partitionSuffix.ReplaceAllString(name, ""); base != name && isPartitioned[base] {
+			continue
+		}
+		if partitionSuffix.MatchString(name) {
+			// A partition whose topic metadata is gone: not ours to copy.
+			continue
+		}
+		if selected(r, name) {
+			out = append(out, topicInfo{name: name})
+		}
+	}
+	return out, nil
+}
+
+func selected(r config.Replication, name string) bool {
+	if !strings.HasPrefix(name, "persistent://") {
+		return false
+	}
+	short := shortName(name)
+	return !strings.HasPrefix(short, "__") && r.MatchesTopic(short)
+}
+
+// errPartitionMismatch is returned when the remote topic exists with a
+// partition count the sidecar cannot reconcile (more partitions than the
+// source, or partitioned on one side only).
+var errPartitionMismatch = errors.New("partition count mismatch")
+
+// ensureRemote creates t on the remote with the same partitions when it is
+// missing, and grows the remote's partitions when the source grew. The
+// remote's tenant and namespace must exist: creating them is an operator's
+// decision.
+func ensureRemote(ctx context.Context, admin pulsaradmin.Client, t topicInfo) error {
+	tn, err := utils.GetTopicName(t.name)
+	if err != nil {
+		return err
+	}
+	md, err := admin.Topics().GetMetadataWithContext(ctx, *tn)
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("read remote metadata: %w", err)
+	}
+	have := md.Partitions
+	switch {
+	case have == t.partitions && (have > 0 || err == nil):
+		return nil
+	case have == 0 && t.partitions == 0:
+		// A non-partitioned topic is created by the producer on first use.
+		return nil
+	case have == 0:
+		// Absent, or non-partitioned and empty of metadata: create.
+		err := admin.Topics().CreateWithContext(ctx, *tn, t.partitions)
+		if isConflict(err) {
+			return fmt.Errorf("%w: source has %d partitions, remote has a non-partitioned topic", errPartitionMismatch, t.partitions)
+		}
+		if err != nil {
+			return fmt.Errorf("create remote topic with %d partitions: %w", t.partitions, err)
+		}
+		return nil
+	case t.partitions > have:
+		if err := admin.Topics().UpdateWithContext(ctx, *tn, t.partitions); err != nil {
+			return fmt.Errorf("grow remote topic from %d to %d partitions: %w", have, t.partitions, err)
+		}
+		return nil
+	default:
+		return fmt.Errorf("%w: source has %d partitions, remote has %d", errPartitionMismatch, t.partitions, have)
+	}
+}
+
+func isNotFound(err error) bool {
+	var re rest.Error
+	return errors.As(err, &re) && re.Code == 404
+}
+
+func isConflict(err error) bool {
+	var re rest.Error
+	return errors.As(err, &re) && re.Code == 409
+}
