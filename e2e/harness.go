@@ -263,3 +263,12 @@ func BuildBinary(dir string) error {
 	Binary = out
 	return nil
 }
+
+func mustTopicName(t testing.TB, topic string) *utils.TopicName {
+	t.Helper()
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tn
+}

@@ -1,0 +1,185 @@
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/geo-sidecar/geo-sidecar/replicator"
+)
+
+// entry is one replication list item for Config.
+func entry(source, ns, topics string, targets ...string) string {
+	return fmt.Sprintf("  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n",
+		source, ns, topics, strings.Join(targets, ", "))
+}
+
+// all selects every topic of the namespace.
+const all = `topic_patterns: [".*"]`
+
+// drain consumes from topic as sub until want messages arrived (or timeout)
+// and then for settle more, so that extra copies (loops, duplicates) show.
+func drain(t *testing.T, c pulsar.Client, topic, sub string, want int, timeout, settle time.Duration) []pulsar.Message {
+	t.Helper()
+	got := Consume(t, c, topic, sub, want, timeout)
+	return append(got, Consume(t, c, topic, sub, 1<<30, settle)...)
+}
+
+func TestFailoverEastToWest(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "orders")
+	east, west := Client(t, "east"), Client(t, "west")
+
+	// A backlog that exists before the sidecar starts is copied (start:
+	// earliest is the default).
+	before := ProduceN(t, east, topic, "before", 500)
+	StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
+
+	evt := time.UnixMilli(1_700_000_000_123)
+	special := []*pulsar.ProducerMessage{
+		{Payload: []byte{}, Key: "empty"},
+		{Payload: []byte("props"), Key: "k1", OrderingKey: "ok1",
+			Properties: map[string]string{"app": "demo", "n": "1"}, EventTime: evt},
+	}
+	Produce(t, east, topic, special...)
+	after := ProduceN(t, east, topic, "after", 500)
+
+	got := drain(t, west, topic, "check", 1002, 60*time.Second, 2*time.Second)
+	want := slices.Concat(before, []string{"", "props"}, after)
+	if p := Payloads(got); !slices.Equal(p, want) {
+		t.Fatalf("west has %d messages, want %d in east's order (first difference at %d)", len(p), len(want), firstDiff(p, want))
+	}
+	empty, props := got[500], got[501]
+	if empty.Payload() == nil || len(empty.Payload()) != 0 || empty.IsNullValue() || empty.Key() != "empty" {
+		t.Errorf("empty payload not preserved: payload=%v null=%v key=%q", empty.Payload(), empty.IsNullValue(), empty.Key())
+	}
+	if props.Key() != "k1" || props.OrderingKey() != "ok1" || props.Properties()["app"] != "demo" ||
+		props.Properties()["n"] != "1" || !props.EventTime().Equal(evt) {
+		t.Errorf("key/ordering key/properties/event time not preserved: key=%q ok=%q props=%v event=%v",
+			props.Key(), props.OrderingKey(), props.Properties(), props.EventTime())
+	}
+	if props.Properties()[replicator.PropOriginCluster] != "east" ||
+		props.Properties()[replicator.PropOriginID] == "" || props.Properties()[replicator.PropOriginPublishTime] == "" {
+		t.Errorf("origin properties missing: %v", props.Properties())
+	}
+	if !got[0].EventTime().IsZero() && got[0].EventTime().UnixMilli() != 0 {
+		t.Errorf("unset event time came back as %v", got[0].EventTime())
+	}
+}
+
+func TestActiveActiveExactCounts(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "payments")
+	east, west := Client(t, "east"), Client(t, "west")
+	StartSidecar(t, []string{"east", "west"},
+		entry("east", ns, all, "west")+entry("west", ns, all, "east"))
+
+	fromEast := ProduceN(t, east, topic, "east", 300)
+	fromWest := ProduceN(t, west, topic, "west", 300)
+
+	for _, side := range []struct {
+		name string
+		c    pulsar.Client
+	}{{"east", east}, {"west", west}} {
+		got := Payloads(drain(t, side.c, topic, "check", 600, 60*time.Second, 3*time.Second))
+		if len(got) != 600 {
+			t.Fatalf("%s has %d messages, want exactly 600 (no loops, no duplicates)", side.name, len(got))
+		}
+		// Each origin's messages keep their order on both sides.
+		if e, w := only(got, "east-"), only(got, "west-"); !slices.Equal(e, fromEast) || !slices.Equal(w, fromWest) {
+			t.Fatalf("%s: per-origin order broken", side.name)
+		}
+	}
+}
+
+func TestPartitionedPerKeyOrder(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "clicks")
+	CreatePartitioned(t, topic, 4, "east")
+	east, west := Client(t, "east"), Client(t, "west")
+	StartSidecar(t, []string{"east", "west"}, entry("east", ns, "topics: [clicks]", "west"))
+
+	const n = 2000
+	msgs := make([]*pulsar.ProducerMessage, n)
+	for i := range msgs {
+		msgs[i] = &pulsar.ProducerMessage{Key: fmt.Sprintf("key-%d", i%20), Payload: []byte(fmt.Sprintf("key-%d:%d", i%20, i))}
+	}
+	Produce(t, east, topic, msgs...)
+
+	md, err := Admin(t, "west").Topics().GetMetadata(*mustTopicName(t, topic))
+	if err != nil || md.Partitions != 4 {
+		t.Fatalf("west topic: partitions=%d err=%v, want 4 partitions created by the sidecar", md.Partitions, err)
+	}
+	got := drain(t, west, topic, "check", n, 60*time.Second, 2*time.Second)
+	if len(got) != n {
+		t.Fatalf("west has %d messages, want %d", len(got), n)
+	}
+	last := map[string]int{}
+	for _, m := range got {
+		var i int
+		fmt.Sscanf(string(m.Payload())[strings.Index(string(m.Payload()), ":")+1:], "%d", &i)
+		if prev, ok := last[m.Key()]; ok && i <= prev {
+			t.Fatalf("key %s: message %d arrived after %d", m.Key(), i, prev)
+		}
+		last[m.Key()] = i
+	}
+}
+
+func TestReplicateToHonoured(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "routed")
+	east, west := Client(t, "east"), Client(t, "west")
+	StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
+
+	Produce(t, east, topic,
+		&pulsar.ProducerMessage{Payload: []byte("to-west"), Properties: map[string]string{replicator.PropReplicateTo: "north,west"}},
+		&pulsar.ProducerMessage{Payload: []byte("to-north"), Properties: map[string]string{replicator.PropReplicateTo: "north"}},
+		&pulsar.ProducerMessage{Payload: []byte("nowhere"), Properties: map[string]string{replicator.PropReplicateTo: ""}},
+		&pulsar.ProducerMessage{Payload: []byte("everywhere")},
+	)
+	got := Payloads(drain(t, west, topic, "check", 2, 30*time.Second, 3*time.Second))
+	if want := []string{"to-west", "everywhere"}; !slices.Equal(got, want) {
+		t.Fatalf("west got %q, want %q", got, want)
+	}
+}
+
+func TestRegexPicksUpNewTopic(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	east, west := Client(t, "east"), Client(t, "west")
+	StartSidecar(t, []string{"east", "west"}, entry("east", ns, `topic_patterns: ["late-.*"]`, "west"))
+
+	// Created after the sidecar started: discovery (1 s here) finds it.
+	late, other := Topic(ns, "late-1"), Topic(ns, "other")
+	want := ProduceN(t, east, late, "late", 100)
+	ProduceN(t, east, other, "other", 10)
+	got := Payloads(drain(t, west, late, "check", 100, 60*time.Second, time.Second))
+	if !slices.Equal(got, want) {
+		t.Fatalf("west has %d of %d messages of a topic created after start", len(got), len(want))
+	}
+	if n := len(Consume(t, west, other, "check", 10, 3*time.Second)); n != 0 {
+		t.Fatalf("topic not matching the pattern was replicated (%d messages)", n)
+	}
+}
+
+func only(ps []string, prefix string) []string {
+	var out []string
+	for _, p := range ps {
+		if strings.HasPrefix(p, prefix) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
