@@ -16,11 +16,13 @@ import (
 
 // Sidecar is a geo-sidecar process started by a test.
 type Sidecar struct {
-	t       testing.TB
-	cmd     *exec.Cmd
-	Listen  string // host:port of its HTTP endpoints
-	LogPath string
-	done    chan error
+	t          testing.TB
+	cmd        *exec.Cmd
+	Listen     string // host:port of its HTTP endpoints
+	ConfigPath string
+	LogPath    string
+	args       []string
+	done       chan error
 }
 
 // Config is the YAML of a sidecar config for the test bed: the named
@@ -81,7 +83,7 @@ func StartSidecarFile(t testing.TB, cfg, listen string, args ...string) *Sidecar
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &Sidecar{t: t, cmd: cmd, Listen: listen, LogPath: logPath, done: make(chan error, 1)}
+	s := &Sidecar{t: t, cmd: cmd, Listen: listen, ConfigPath: cfg, LogPath: logPath, args: args, done: make(chan error, 1)}
 	go func() { s.done <- cmd.Wait(); logf.Close() }()
 	t.Cleanup(func() {
 		s.Stop()
@@ -128,6 +130,13 @@ func (s *Sidecar) Stop() time.Duration {
 		_ = s.cmd.Process.Kill()
 	}
 	return time.Since(start)
+}
+
+// Restart starts a new process with the same config and arguments (after
+// Kill or Stop).
+func (s *Sidecar) Restart() *Sidecar {
+	s.t.Helper()
+	return StartSidecarFile(s.t, s.ConfigPath, s.Listen, s.args...)
 }
 
 // Kill sends SIGKILL (kill -9) and waits for the process to be gone.

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
@@ -97,6 +98,38 @@ func (e *pulsarEndpoints) openTarget(ctx context.Context) (target, error) {
 			CompressionType:         pulsar.NoCompression,
 		})
 	}, func(t target) { t.Close() })
+}
+
+// lookBack bounds how many entries lastCopied reads back from the end of
+// the remote partition, past entries written by others (active-active).
+const lookBack = 20
+
+func (e *pulsarEndpoints) lastCopied(ctx context.Context) (position, bool, error) {
+	tn, err := utils.GetTopicName(e.topic)
+	if err != nil {
+		return position{}, false, err
+	}
+	last, err := e.remote.Admin.Topics().GetLastMessageIDWithContext(ctx, *tn)
+	if err != nil {
+		return position{}, false, fmt.Errorf("last message id: %w", err)
+	}
+	for entry := last.EntryID; last.LedgerID >= 0 && entry >= 0 && entry > last.EntryID-lookBack; entry-- {
+		msgs, err := e.remote.Admin.Subscriptions().GetMessagesByIDWithContext(ctx, *tn, last.LedgerID, entry)
+		if err != nil || len(msgs) == 0 {
+			return position{}, false, nil
+		}
+		// The admin client gives every message of a batch the same
+		// (merged) property map; our copies all carry PropOriginID, so the
+		// merged value is the last message's.
+		props := msgs[len(msgs)-1].Properties
+		if props[PropOriginCluster] != e.local.Name {
+			continue
+		}
+		if p, ok := parsePosition(props[PropOriginID]); ok {
+			return p, true, nil
+		}
+	}
+	return position{}, false, nil
 }
 
 // Batching towards the remote: the source's batches were unpacked by the

@@ -36,7 +36,37 @@ const (
 	skipReplicateTo     = "replicate-to"
 	skipRejectedTooBig  = "rejected-too-large"
 	skipRejectedInvalid = "rejected-invalid"
+	skipAlreadyCopied   = "already-copied"
 )
+
+// position is a message id in one partition: ledger, entry, batch index
+// (-1 for a message that is not in a batch).
+type position struct {
+	ledger, entry int64
+	batch         int32
+}
+
+func positionOf(id pulsar.MessageID) position {
+	return position{id.LedgerID(), id.EntryID(), id.BatchIdx()}
+}
+
+// after reports whether p comes after q in the partition.
+func (p position) after(q position) bool {
+	if p.ledger != q.ledger {
+		return p.ledger > q.ledger
+	}
+	if p.entry != q.entry {
+		return p.entry > q.entry
+	}
+	return p.batch > q.batch
+}
+
+// parsePosition reads the "ledger:entry:batch" form of PropOriginID.
+func parsePosition(s string) (position, bool) {
+	var p position
+	n, err := fmt.Sscanf(s, "%d:%d:%d", &p.ledger, &p.entry, &p.batch)
+	return p, err == nil && n == 3
+}
 
 // decide says whether msg, read from the local cluster, is forwarded to
 // remote. It returns "" to forward, or the reason to skip. Markers are

@@ -35,6 +35,11 @@ type target interface {
 type endpoints interface {
 	openSource(ctx context.Context, onActive func(active bool)) (source, error)
 	openTarget(ctx context.Context) (target, error)
+	// lastCopied returns the origin position of the newest message this
+	// pair has written to the remote partition, if it can be found. It is
+	// called with the producer open, so no other writer of the pair can
+	// add to it meanwhile.
+	lastCopied(ctx context.Context) (position, bool, error)
 }
 
 // partition replicates one local topic partition to one remote: the unit of
@@ -151,6 +156,8 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 
 	synced := false
 	prevSeq := int64(-1)
+	var copied position // everything up to here is already on the remote
+	var found bool
 	for {
 		msg, err := src.Receive(sctx)
 		if err != nil {
@@ -175,6 +182,16 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 				break
 			}
 			p.m.Connected.WithLabelValues(pair...).Inc()
+			if copied, found, err = p.ends.lastCopied(sctx); err != nil {
+				p.log.Warn("cannot read the remote's last copied message; resends after a crash may be duplicated", zap.Error(err))
+			}
+		}
+		if found && !positionOf(msg.ID()).after(copied) {
+			// Already on the remote: the previous run confirmed it but
+			// crashed before the cursor acknowledged it.
+			p.m.Skipped.WithLabelValues(p.local, p.remote, skipAlreadyCopied).Inc()
+			_ = src.AckID(msg.ID())
+			continue
 		}
 		if p.msgRate.wait(sctx, 1) != nil || p.byteRate.wait(sctx, float64(len(msg.Payload()))) != nil {
 			break

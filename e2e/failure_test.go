@@ -1,0 +1,319 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+)
+
+// loadGen publishes "<prefix>-<i>" messages to topic at about rate per
+// second in the background until n are confirmed. Sent reports progress;
+// Wait blocks until all are confirmed.
+type loadGen struct {
+	sent atomic.Int64
+	done chan error
+	n    int
+}
+
+func startLoad(t *testing.T, c pulsar.Client, topic, prefix string, n, rate int) *loadGen {
+	t.Helper()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, MaxPendingMessages: 2000, SendTimeout: -1})
+	if err != nil {
+		t.Fatalf("producer on %s: %v", topic, err)
+	}
+	g := &loadGen{done: make(chan error, 1), n: n}
+	go func() {
+		defer p.Close()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		per := max(rate/100, 1)
+		var firstErr atomic.Value
+		for i := 0; i < n; {
+			<-tick.C
+			for j := 0; j < per && i < n; j, i = j+1, i+1 {
+				p.SendAsync(context.Background(), &pulsar.ProducerMessage{
+					Payload: []byte(fmt.Sprintf("%s-%d", prefix, i)), Key: fmt.Sprintf("k%d", i%8),
+				}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+					if err != nil {
+						firstErr.CompareAndSwap(nil, err)
+					}
+					g.sent.Add(1)
+				})
+			}
+		}
+		err := p.Flush()
+		if e, ok := firstErr.Load().(error); ok {
+			err = e
+		}
+		g.done <- err
+	}()
+	return g
+}
+
+func (g *loadGen) waitSent(t *testing.T, atLeast int64) {
+	t.Helper()
+	Eventually(t, 120*time.Second, func() error {
+		if s := g.sent.Load(); s < atLeast {
+			return fmt.Errorf("load generator sent %d of %d", s, atLeast)
+		}
+		return nil
+	})
+}
+
+func (g *loadGen) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-g.done:
+		if err != nil {
+			t.Fatalf("load generator: %v", err)
+		}
+	case <-time.After(5 * time.Minute):
+		t.Fatal("load generator did not finish")
+	}
+}
+
+// tally compares what arrived with the n messages "<prefix>-<i>" sent:
+// missing ones (must be none) and duplicates.
+func tally(got []pulsar.Message, prefix string, n int) (missing, dups int) {
+	seen := map[string]int{}
+	for _, m := range got {
+		if p := string(m.Payload()); strings.HasPrefix(p, prefix+"-") {
+			seen[p]++
+		}
+	}
+	for i := range n {
+		c := seen[fmt.Sprintf("%s-%d", prefix, i)]
+		if c == 0 {
+			missing++
+		} else {
+			dups += c - 1
+		}
+	}
+	return missing, dups
+}
+
+func TestKillNineUnderLoad(t *testing.T) {
+	for _, dedup := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dedup=%v", dedup), func(t *testing.T) {
+			ns := NewNamespace(t, "east", "west")
+			if dedup {
+				if err := Admin(t, "west").Namespaces().SetDeduplicationStatus(ns, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			topic := Topic(ns, "crash")
+			east, west := Client(t, "east"), Client(t, "west")
+			s := StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
+
+			const n = 20000
+			load := startLoad(t, east, topic, "m", n, 4000)
+			load.waitSent(t, n/3)
+			Eventually(t, 30*time.Second, func() error {
+				if v := s.Metric("geo_sidecar_replicated_messages_total"); v < 1000 {
+					return fmt.Errorf("replicated %v before the kill", v)
+				}
+				return nil
+			})
+			before := s.Metric("geo_sidecar_replicated_messages_total")
+			s.Kill()
+			time.Sleep(500 * time.Millisecond)
+			s = s.Restart()
+			load.wait(t)
+
+			got := drain(t, west, topic, "check", n, 90*time.Second, 3*time.Second)
+			missing, dups := tally(got, "m", n)
+			t.Logf("kill -9 under load, dedup=%v: %d messages (%.0f replicated before the kill), %d missing, %d duplicates; after restart %.0f skipped as already on the target, %.0f suppressed by the target's deduplication",
+				dedup, n, before, missing, dups, s.Metric("geo_sidecar_skipped_messages_total", `reason="already-copied"`),
+				s.Metric("geo_sidecar_duplicates_suppressed_total"))
+			if missing > 0 {
+				t.Fatalf("%d messages lost", missing)
+			}
+			if dedup && dups > 0 {
+				t.Fatalf("%d duplicates with deduplication enabled on the target", dups)
+			}
+			if !dedup && dups > 5000 {
+				t.Fatalf("%d duplicates: more than could have been in flight", dups)
+			}
+		})
+	}
+}
+
+func TestTargetOutage(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "outage")
+	east := Client(t, "east")
+	s := StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
+	// Create the topic on west before the outage (the sidecar would too).
+	ProduceN(t, east, topic, "warm", 10)
+	Eventually(t, 30*time.Second, func() error {
+		if v := s.Metric("geo_sidecar_replicated_messages_total"); v < 10 {
+			return fmt.Errorf("replicated %v of 10", v)
+		}
+		return nil
+	})
+
+	const n = 30000
+	load := startLoad(t, east, topic, "m", n, 500)
+	load.waitSent(t, 1000)
+	if err := Down("west"); err != nil {
+		t.Fatal(err)
+	}
+	downAt := time.Now()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = Up("west")
+		}
+	})
+	// While west is down the backlog grows and the age of the oldest
+	// unreplicated message is reported (Pulsar's own replicator reports 0).
+	Eventually(t, 60*time.Second, func() error {
+		b, age := s.Metric("geo_sidecar_backlog_messages"), s.Metric("geo_sidecar_oldest_unreplicated_age_seconds")
+		if b < 1000 || age < 5 {
+			return fmt.Errorf("backlog %v, oldest age %vs", b, age)
+		}
+		return nil
+	})
+	if d := 30*time.Second - time.Since(downAt); d > 0 {
+		time.Sleep(d)
+	}
+	backlog := s.Metric("geo_sidecar_backlog_messages")
+	if err := Up("west"); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	upAt := time.Now()
+	t.Logf("west down for %s; backlog at restart %.0f", upAt.Sub(downAt).Round(time.Second), backlog)
+	load.wait(t)
+
+	west := Client(t, "west")
+	got := drain(t, west, topic, "check", n+10, 180*time.Second, 2*time.Second)
+	missing, dups := tally(got, "m", n)
+	Eventually(t, 60*time.Second, func() error {
+		if b := s.Metric("geo_sidecar_backlog_messages"); b > 0 {
+			return fmt.Errorf("backlog %v", b)
+		}
+		return nil
+	})
+	t.Logf("outage: %d messages, %d missing, %d duplicates, all on west %s after west was ready again",
+		n, missing, dups, time.Since(upAt).Round(100*time.Millisecond))
+	if missing > 0 {
+		t.Fatalf("%d messages lost", missing)
+	}
+}
+
+func TestTwoInstancesActiveKilled(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "ha")
+	east, west := Client(t, "east"), Client(t, "west")
+	rep := entry("east", ns, "topics: [ha]", "west")
+	ProduceN(t, east, topic, "warm", 1) // the topic exists before either instance looks
+	a := StartSidecar(t, []string{"east", "west"}, rep, "--cluster", "east")
+	b := StartSidecar(t, []string{"east", "west"}, rep, "--cluster", "east")
+
+	const n = 10000
+	load := startLoad(t, east, topic, "m", n, 2000)
+	load.waitSent(t, n/3)
+	active, standby := a, b
+	Eventually(t, 30*time.Second, func() error {
+		switch {
+		case a.Metric("geo_sidecar_connected_partitions") == 1:
+			active, standby = a, b
+		case b.Metric("geo_sidecar_connected_partitions") == 1:
+			active, standby = b, a
+		default:
+			return fmt.Errorf("no instance holds the partition")
+		}
+		return nil
+	})
+	active.Kill()
+	load.wait(t)
+
+	got := drain(t, west, topic, "check", n+1, 90*time.Second, 3*time.Second)
+	missing, dups := tally(got, "m", n)
+	t.Logf("HA takeover: %d messages, %d missing, %d duplicates; standby replicated %.0f",
+		n, missing, dups, standby.Metric("geo_sidecar_replicated_messages_total"))
+	if missing > 0 {
+		t.Fatalf("%d messages lost after the active instance was killed", missing)
+	}
+	if standby.Metric("geo_sidecar_replicated_messages_total") == 0 {
+		t.Fatal("the standby never took over")
+	}
+}
+
+func TestAggregateIntoWest(t *testing.T) {
+	if err := Up("north"); err != nil {
+		t.Fatal(err)
+	}
+	ns := NewNamespace(t, "east", "west", "north")
+	topic := Topic(ns, "agg")
+	StartSidecar(t, []string{"east", "west", "north"},
+		entry("east", ns, all, "west")+entry("north", ns, all, "west"))
+	fromEast := ProduceN(t, Client(t, "east"), topic, "east", 300)
+	fromNorth := ProduceN(t, Client(t, "north"), topic, "north", 300)
+	got := Payloads(drain(t, Client(t, "west"), topic, "check", 600, 60*time.Second, 2*time.Second))
+	if len(got) != 600 {
+		t.Fatalf("west has %d messages, want 600", len(got))
+	}
+	if e, n := only(got, "east-"), only(got, "north-"); !equal(e, fromEast) || !equal(n, fromNorth) {
+		t.Fatal("per-origin order broken on west")
+	}
+}
+
+func equal(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }
+
+// TestBadConfigCorpus runs `geo-sidecar validate` on every bad config of
+// config/testdata and expects exit code 1 with each expected error.
+func TestBadConfigCorpus(t *testing.T) {
+	files, _ := filepath.Glob("../config/testdata/bad/*.yaml")
+	if len(files) < 10 {
+		t.Fatalf("only %d bad configs found", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			want, err := os.ReadFile(strings.TrimSuffix(f, ".yaml") + ".want")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(Binary, "validate", "--config", f).CombinedOutput()
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != 1 {
+				t.Fatalf("exit: %v, want code 1\n%s", err, out)
+			}
+			for _, w := range strings.Split(strings.TrimSpace(string(want)), "\n") {
+				if w != "" && !strings.Contains(string(out), w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+// TestStatusCommand checks the status table of a pair that has caught up.
+func TestStatusCommand(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "st")
+	s := StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
+	ProduceN(t, Client(t, "east"), topic, "m", 100)
+	Eventually(t, 30*time.Second, func() error {
+		out, err := exec.Command(Binary, "status", "--config", s.ConfigPath).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("status: %v\n%s", err, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 8 && f[0] == "east" && f[1] == "west" && f[2] == topic && f[4] == "1/1" && f[5] == "0" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no caught-up row for %s:\n%s", topic, out)
+	})
+}
