@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	pulsarbackoff "github.com/apache/pulsar-client-go/pulsar/backoff"
 	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
@@ -78,7 +79,7 @@ func (e *pulsarEndpoints) openSource(ctx context.Context, onActive func(bool)) (
 			SubscriptionInitialPosition: e.start,
 			ReceiverQueueSize:           e.maxPending,
 			EventListener:               activeListener(onActive),
-			Name:                        "",
+			BackOffPolicyFunc:           reconnectPolicy,
 		})
 	}, func(s source) { s.Close() })
 }
@@ -96,6 +97,12 @@ func (e *pulsarEndpoints) openTarget(ctx context.Context) (target, error) {
 			BatchingMaxMessages:     uint(e.maxPending),
 			BatchingMaxSize:         batchBytes,
 			CompressionType:         pulsar.NoCompression,
+			// No send timeout: a message that timed out while later ones
+			// were sent after a reconnect would leave a gap on the remote.
+			// While the remote is down, sends wait; the cursor's backlog
+			// grows and nothing is acknowledged.
+			SendTimeout:       -1,
+			BackOffPolicyFunc: reconnectPolicy,
 		})
 	}, func(t target) { t.Close() })
 }
@@ -164,6 +171,19 @@ func callCtx[T any](ctx context.Context, open func() (T, error), closeLate func(
 		return zero, ctx.Err()
 	}
 }
+
+// reconnectPolicy caps the client's reconnect delay at 5 s (its default
+// grows to 60 s), so a remote that comes back is written to again within
+// seconds.
+func reconnectPolicy() pulsarbackoff.Policy {
+	return &reconnect{b: newBackoff(100*time.Millisecond, 5*time.Second)}
+}
+
+type reconnect struct{ b *backoff }
+
+func (r *reconnect) Next() time.Duration       { return r.b.next() }
+func (r *reconnect) IsMaxBackoffReached() bool { return r.b.cur >= r.b.max }
+func (r *reconnect) Reset()                    { r.b.reset() }
 
 // activeListener adapts a func to pulsar.ConsumerEventListener.
 type activeListener func(bool)

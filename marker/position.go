@@ -1,0 +1,48 @@
+package marker
+
+import (
+	"cmp"
+	"strconv"
+)
+
+// Position is a message id inside ONE partition of ONE cluster: the ledger,
+// the entry in the ledger, and the index of the message in a batched entry.
+// Positions of different partitions or clusters never compare meaningfully.
+type Position struct {
+	Ledger int64
+	Entry  int64
+	// Batch is the index inside a batched entry, or -1 for an entry that is
+	// not batched (the whole entry).
+	Batch int32
+}
+
+// Compare returns -1, 0 or +1 as p is before, equal to or after q in the
+// partition: by ledger, then entry, then batch index.
+//
+// Batch -1 (a non-batched entry, or the entry as a whole) sorts after every
+// batch index of the same entry, so a position naming a whole entry is at
+// or beyond each message in it, which is what "consumed up to" needs. Pulsar
+// uses no other negative batch index; should one appear, it also sorts after
+// all non-negative indexes (in the order of its value as a uint32), so that
+// Compare stays a total order.
+func (p Position) Compare(q Position) int {
+	if c := cmp.Compare(p.Ledger, q.Ledger); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(p.Entry, q.Entry); c != 0 {
+		return c
+	}
+	return cmp.Compare(uint32(p.Batch), uint32(q.Batch))
+}
+
+// String returns "ledger:entry:batch", the form of the origin-id property
+// that the replicator writes on every copy.
+func (p Position) String() string {
+	b := make([]byte, 0, 48)
+	b = strconv.AppendInt(b, p.Ledger, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, p.Entry, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(p.Batch), 10)
+	return string(b)
+}

@@ -1,0 +1,813 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+)
+
+// The partition tests run Run or session against the fakes in
+// fakes_test.go, inside synctest bubbles: synctest.Wait says when the
+// pipeline is idle, and backoff sleeps take no real time.
+
+func TestPartitionForwardsInOrderAndSkips(t *testing.T) {
+	for _, maxPending := range []int{1, 4, 100} {
+		t.Run(fmt.Sprintf("maxPending=%d", maxPending), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				testForwardsInOrderAndSkips(t, maxPending)
+			})
+		})
+	}
+}
+
+func testForwardsInOrderAndSkips(t *testing.T, maxPending int) {
+	w := newFakeWorld()
+	ms := make([]*fakeMsg, 12)
+	for i := range ms {
+		ms[i] = msg(i)
+	}
+	ms[1].props[marker.Property] = "request"
+	ms[2].key, ms[2].orderingKey, ms[2].props["app"] = "k2", "ok2", "v2"
+	ms[3].props[PropOriginCluster] = "north"
+	ms[4].props[PropReplicateTo] = "north"
+	ms[5].props[PropReplicateTo] = "north, west"
+	ms[6].replicated = true
+	ms[7].payload = []byte{}
+	ms[8].payload, ms[8].null = nil, true
+	ms[10].props[PropReplicateTo] = ""
+	forwarded := []int{0, 2, 5, 7, 8, 9, 11}
+	skipped := map[string]int{skipMarker: 1, skipRemoteOrigin: 1, skipReplicateTo: 2, skipBrokerReplica: 1}
+	var wantBytes int
+	for _, i := range forwarded {
+		wantBytes += len(ms[i].payload)
+	}
+	w.publish(ms...)
+
+	p := newTestPartition(t, w, maxPending)
+	r := startRun(t, p, w)
+	waitFor(t, "every message acknowledged", func() bool { return len(w.acks()) == len(ms) })
+	if got := gauge(p.m.Connected, "east", "west"); got != 1 {
+		t.Errorf("connected while running = %v, want 1", got)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run() = %v, want nil on a clean stop", err)
+	}
+
+	if got, want := w.sent(-1), names(forwarded...); !slices.Equal(got, want) {
+		t.Errorf("sent %v, want %v (in order, once each)", got, want)
+	}
+	acks := w.acks()
+	var fwdAcks []string
+	for _, a := range acks {
+		if slices.Contains(names(forwarded...), a) {
+			fwdAcks = append(fwdAcks, a)
+		}
+	}
+	if want := names(forwarded...); !slices.Equal(fwdAcks, want) {
+		t.Errorf("forwarded messages acknowledged in order %v, want %v", fwdAcks, want)
+	}
+	slices.Sort(acks)
+	allNames := names(span(0, len(ms))...)
+	slices.Sort(allNames)
+	if !slices.Equal(acks, allNames) {
+		t.Errorf("acknowledged %v, want every message once", acks)
+	}
+	w.checkInvariants(t)
+	w.checkClosed(t)
+	if s, tg := w.opens(); s != 1 || tg != 1 {
+		t.Errorf("opened %d cursors and %d producers, want 1 and 1", s, tg)
+	}
+	if got, want := w.remoteHas(), names(forwarded...); !slices.Equal(got, want) {
+		t.Errorf("remote holds %v, want %v", got, want)
+	}
+
+	// What the remote got is a faithful copy.
+	for _, s := range w.sendLog() {
+		var src *fakeMsg
+		for _, m := range ms {
+			if formatID(m.id) == s.pm.Properties[PropOriginID] {
+				src = m
+			}
+		}
+		if (s.pm.Payload == nil) != src.null || string(s.pm.Payload) != string(src.payload) {
+			t.Errorf("%s: payload %#v, want %#v", s.name, s.pm.Payload, src.payload)
+		}
+		if s.pm.Key != src.key || s.pm.OrderingKey != src.orderingKey {
+			t.Errorf("%s: key %q / %q, want %q / %q", s.name, s.pm.Key, s.pm.OrderingKey, src.key, src.orderingKey)
+		}
+		for k, v := range src.props {
+			if s.pm.Properties[k] != v {
+				t.Errorf("%s: property %q = %q, want %q", s.name, k, s.pm.Properties[k], v)
+			}
+		}
+	}
+
+	m := p.m
+	if got := counter(m.Messages, "east", "west"); got != float64(len(forwarded)) {
+		t.Errorf("replicated messages = %v, want %d", got, len(forwarded))
+	}
+	if got := counter(m.Bytes, "east", "west"); got != float64(wantBytes) {
+		t.Errorf("replicated bytes = %v, want %d", got, wantBytes)
+	}
+	if w.lastCopiedCalls != 1 {
+		t.Errorf("lastCopied called %d times, want once, when the producer opened", w.lastCopiedCalls)
+	}
+	skipped[skipAlreadyCopied] = 0
+	for reason, want := range skipped {
+		if got := counter(m.Skipped, "east", "west", reason); got != float64(want) {
+			t.Errorf("skipped{reason=%q} = %v, want %d", reason, got, want)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		got  float64
+	}{
+		{"send errors", counter(m.SendErrors, "east", "west")},
+		{"duplicates suppressed", counter(m.DupsSuppressed, "east", "west")},
+		{"connected after stop", gauge(m.Connected, "east", "west")},
+	} {
+		if c.got != 0 {
+			t.Errorf("%s = %v, want 0", c.name, c.got)
+		}
+	}
+}
+
+func TestPartitionResync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		for i := range 8 {
+			w.publish(msg(i))
+		}
+		// The remote already has m0 and m1 (a resend after a crash), and
+		// lastCopied cannot tell: deduplication is the only defence.
+		w.outcome = func(name string, _ int) outcome {
+			return outcome{dup: name == "m0" || name == "m1"}
+		}
+		w.lastCopiedFunc = func() (position, bool, error) {
+			return position{}, false, errors.New("admin API unavailable")
+		}
+		g0 := w.hold("m0", 1)
+		g3 := w.hold("m3", 1)
+		p := newTestPartition(t, w, 100)
+		r := startRun(t, p, w)
+
+		synctest.Wait()
+		if got := w.sent(-1); !slices.Equal(got, names(0)) {
+			t.Fatalf("before the first callback: sent %v, want only [m0]", got)
+		}
+		g0.release()
+
+		// m0 and m1 are duplicates, m2 is not: from m3 on, sends are
+		// pipelined, so m4..m7 go while m3's callback is held.
+		synctest.Wait()
+		if got, want := w.sent(-1), names(span(0, 8)...); !slices.Equal(got, want) {
+			t.Fatalf("with m3's callback held: sent %v, want %v", got, want)
+		}
+		if got, want := w.acks(), names(0, 1, 2); !slices.Equal(got, want) {
+			t.Errorf("with m3's callback held: acknowledged %v, want %v", got, want)
+		}
+		for _, s := range w.sendLog() {
+			resync := s.name == "m0" || s.name == "m1" || s.name == "m2"
+			if resync && s.outstanding != 0 {
+				t.Errorf("%s sent with %d sends unanswered, want 0 while resynchronising", s.name, s.outstanding)
+			}
+			if s.name == "m7" && s.outstanding == 0 {
+				t.Errorf("m7 sent with no send outstanding, want pipelining after the remote confirmed m2")
+			}
+		}
+		g3.release()
+
+		waitFor(t, "every message acknowledged", func() bool { return len(w.acks()) == 8 })
+		if err := r.stop(); err != nil {
+			t.Fatalf("Run() = %v", err)
+		}
+		if got, want := w.acks(), names(span(0, 8)...); !slices.Equal(got, want) {
+			t.Errorf("acknowledged %v, want %v", got, want)
+		}
+		if got := counter(p.m.DupsSuppressed, "east", "west"); got != 2 {
+			t.Errorf("duplicates suppressed = %v, want 2", got)
+		}
+		if got := counter(p.m.Messages, "east", "west"); got != 6 {
+			t.Errorf("replicated messages = %v, want 6", got)
+		}
+		w.checkInvariants(t)
+		w.checkClosed(t)
+	})
+}
+
+func TestPartitionSendErrorRewinds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boom := errors.New("boom: connection reset")
+		w := newFakeWorld()
+		for i := range 6 {
+			w.publish(msg(i))
+		}
+		// A connection reset fails m3 the first time, and m4 and m5 sent
+		// behind it.
+		w.outcome = func(name string, attempt int) outcome {
+			if attempt == 1 && (name == "m3" || name == "m4" || name == "m5") {
+				return outcome{err: boom}
+			}
+			return outcome{}
+		}
+		g := w.hold("m3", 1)
+		p := newTestPartition(t, w, 100)
+		r := startRun(t, p, w)
+
+		synctest.Wait()
+		if got, want := w.sent(0), names(span(0, 6)...); !slices.Equal(got, want) {
+			t.Fatalf("first session sent %v, want %v", got, want)
+		}
+		g.release()
+
+		// The session ends; Run is backing off before the next one.
+		synctest.Wait()
+		if got, want := w.acks(), names(0, 1, 2); !slices.Equal(got, want) {
+			t.Errorf("after m3 failed: acknowledged %v, want %v (nothing from m3 on)", got, want)
+		}
+		if s, tg := w.opens(); s != 1 || tg != 1 {
+			t.Errorf("after m3 failed: opened %d cursors and %d producers, want 1 and 1 (backing off)", s, tg)
+		}
+		w.checkClosed(t)
+		if got := counter(p.m.SendErrors, "east", "west"); got != 1 {
+			t.Errorf("send errors = %v, want 1", got)
+		}
+
+		// The next session resends from m3, resynchronising first: m4
+		// waits for m3's callback.
+		g2 := w.hold("m3", 2)
+		waitFor(t, "a second producer", func() bool { _, tg := w.opens(); return tg == 2 })
+		synctest.Wait()
+		if got := w.sent(1); !slices.Equal(got, names(3)) {
+			t.Errorf("second session, m3 unanswered: sent %v, want [m3]", got)
+		}
+		g2.release()
+
+		waitFor(t, "every message acknowledged", func() bool { return len(w.acks()) == 6 })
+		if err := r.stop(); err != nil {
+			t.Fatalf("Run() = %v", err)
+		}
+		if got, want := w.acks(), names(span(0, 6)...); !slices.Equal(got, want) {
+			t.Errorf("acknowledged %v, want %v", got, want)
+		}
+		if got, want := w.sent(1), names(3, 4, 5); !slices.Equal(got, want) {
+			t.Errorf("second session sent %v, want %v", got, want)
+		}
+		if s, tg := w.opens(); s != 2 || tg != 2 {
+			t.Errorf("opened %d cursors and %d producers, want 2 and 2", s, tg)
+		}
+		if got, want := w.remoteHas(), names(span(0, 6)...); !slices.Equal(got, want) {
+			t.Errorf("remote holds %v, want %v", got, want)
+		}
+		if got := counter(p.m.SendErrors, "east", "west"); got != 1 {
+			t.Errorf("send errors = %v, want 1 (the errors behind the first do not count)", got)
+		}
+		if got := counter(p.m.Messages, "east", "west"); got != 6 {
+			t.Errorf("replicated messages = %v, want 6", got)
+		}
+		w.checkInvariants(t)
+		w.checkClosed(t)
+	})
+}
+
+func TestSessionSendErrorIsReturned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boom := errors.New("boom")
+		w := newFakeWorld()
+		for i := range 4 {
+			w.publish(msg(i))
+		}
+		w.outcome = func(name string, _ int) outcome {
+			if name == "m2" {
+				return outcome{err: boom}
+			}
+			return outcome{}
+		}
+		p := newTestPartition(t, w, 10)
+		progress, err := p.session(context.Background())
+		if !errors.Is(err, boom) {
+			t.Fatalf("session() error = %v, want one wrapping %v", err, boom)
+		}
+		if !strings.Contains(err.Error(), "send") {
+			t.Errorf("session() error = %q, want it to say what failed (send)", err)
+		}
+		if !progress {
+			t.Error("session() progress = false, want true (m0 and m1 were replicated)")
+		}
+		if got, want := w.acks(), names(0, 1); !slices.Equal(got, want) {
+			t.Errorf("acknowledged %v, want %v", got, want)
+		}
+		w.checkInvariants(t)
+		w.checkClosed(t)
+	})
+}
+
+func TestPartitionSkipsWhatRemoteHas(t *testing.T) {
+	tests := []struct {
+		name      string
+		preload   []string // on the remote before the run
+		copied    func() (position, bool, error)
+		wantSent  []string
+		wantSkips int
+	}{
+		{name: "remote empty", wantSent: names(span(0, 6)...)},
+		{name: "crash after m2 was confirmed", preload: names(0, 1, 2),
+			wantSent: names(3, 4, 5), wantSkips: 3},
+		{name: "everything copied", preload: names(span(0, 6)...), wantSkips: 6},
+		{name: "lastCopied fails", preload: names(0, 1, 2),
+			copied:   func() (position, bool, error) { return position{}, false, errors.New("admin down") },
+			wantSent: names(span(0, 6)...)},
+		{name: "newest copy in an older ledger", preload: names(0),
+			copied:   func() (position, bool, error) { return position{ledger: 9, entry: 1 << 20, batch: 5}, true, nil },
+			wantSent: names(span(0, 6)...)},
+		{name: "batch index counts", preload: names(0, 1, 2),
+			copied:   func() (position, bool, error) { return position{ledger: 10, entry: 2, batch: -1}, true, nil },
+			wantSent: names(3, 4, 5), wantSkips: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newFakeWorld()
+				for i := range 6 {
+					w.publish(msg(i))
+				}
+				w.preload(tt.preload...)
+				w.lastCopiedFunc = tt.copied
+				p := newTestPartition(t, w, 10)
+				r := startRun(t, p, w)
+				waitFor(t, "every message acknowledged", func() bool { return len(w.acks()) == 6 })
+				if err := r.stop(); err != nil {
+					t.Fatalf("Run() = %v", err)
+				}
+				if got := w.sent(-1); !slices.Equal(got, tt.wantSent) {
+					t.Errorf("sent %v, want %v", got, tt.wantSent)
+				}
+				if got, want := w.acks(), names(span(0, 6)...); !slices.Equal(got, want) {
+					t.Errorf("acknowledged %v, want %v", got, want)
+				}
+				if got := counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != float64(tt.wantSkips) {
+					t.Errorf("skipped{reason=%q} = %v, want %d", skipAlreadyCopied, got, tt.wantSkips)
+				}
+				if got := counter(p.m.Messages, "east", "west"); got != float64(len(tt.wantSent)) {
+					t.Errorf("replicated messages = %v, want %d", got, len(tt.wantSent))
+				}
+				w.checkInvariants(t)
+				w.checkClosed(t)
+			})
+		})
+	}
+}
+
+func TestPartitionNoLossWhenALaterSendLanded(t *testing.T) {
+	t.Skip("bug: when a send fails (e.g. ErrSendTimeout, which pulsar-client-go raises for the oldest " +
+		"pending messages only) while a later send still reaches the remote, the next session's " +
+		"lastCopied sees the later copy and partition.session acks the failed message as already-copied: " +
+		"it never reaches the remote")
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		for i := range 6 {
+			w.publish(msg(i))
+		}
+		// m3 times out in the client; m4 and m5, still pending, are resent
+		// on reconnect and persisted before the producer is closed.
+		w.outcome = func(name string, attempt int) outcome {
+			if name == "m3" && attempt == 1 {
+				return outcome{err: pulsar.ErrSendTimeout}
+			}
+			return outcome{}
+		}
+		g := w.hold("m3", 1)
+		p := newTestPartition(t, w, 10)
+		r := startRun(t, p, w)
+		synctest.Wait()
+		g.release()
+		waitFor(t, "every message acknowledged", func() bool { return len(w.acks()) == 6 })
+		if err := r.stop(); err != nil {
+			t.Fatalf("Run() = %v", err)
+		}
+		if got := w.remoteHas(); !slices.Contains(got, "m3") {
+			t.Errorf("remote holds %v: m3 lost (acknowledged as %q without ever being copied)", got, skipAlreadyCopied)
+		}
+	})
+}
+
+func TestPartitionRemoteRefusesForGood(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		reason string
+	}{
+		{"too large", pulsar.ErrMessageTooLarge, skipRejectedTooBig},
+		{"too large, wrapped", fmt.Errorf("send: %w", pulsar.ErrMessageTooLarge), skipRejectedTooBig},
+		{"invalid", pulsar.ErrInvalidMessage, skipRejectedInvalid},
+		{"invalid, joined", errors.Join(pulsar.ErrInvalidMessage, errors.New("message is nil")), skipRejectedInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newFakeWorld()
+				for i := range 5 {
+					w.publish(msg(i))
+				}
+				w.outcome = func(name string, _ int) outcome {
+					if name == "m2" {
+						return outcome{err: tt.err}
+					}
+					return outcome{}
+				}
+				p := newTestPartition(t, w, 10)
+				r := startRun(t, p, w)
+				waitFor(t, "every message acknowledged", func() bool { return len(w.acks()) == 5 })
+				if err := r.stop(); err != nil {
+					t.Fatalf("Run() = %v", err)
+				}
+				if got, want := w.acks(), names(span(0, 5)...); !slices.Equal(got, want) {
+					t.Errorf("acknowledged %v, want %v", got, want)
+				}
+				if got, want := w.sent(-1), names(span(0, 5)...); !slices.Equal(got, want) {
+					t.Errorf("sent %v, want %v (once each)", got, want)
+				}
+				if s, tg := w.opens(); s != 1 || tg != 1 {
+					t.Errorf("opened %d cursors and %d producers, want 1 and 1 (no session restart)", s, tg)
+				}
+				if got := counter(p.m.Skipped, "east", "west", tt.reason); got != 1 {
+					t.Errorf("skipped{reason=%q} = %v, want 1", tt.reason, got)
+				}
+				if got := counter(p.m.Messages, "east", "west"); got != 4 {
+					t.Errorf("replicated messages = %v, want 4", got)
+				}
+				if got := counter(p.m.SendErrors, "east", "west"); got != 0 {
+					t.Errorf("send errors = %v, want 0", got)
+				}
+				w.checkInvariants(t)
+				w.checkClosed(t)
+			})
+		})
+	}
+}
+
+func TestPartitionResyncContinuesAfterRefusedMessage(t *testing.T) {
+	t.Skip("bug: a message the remote refuses for good (ErrMessageTooLarge/ErrInvalidMessage) " +
+		"ends resynchronisation in partition.session, although the remote confirmed nothing; " +
+		"the next sends are pipelined and a resend may share a batch with new messages (pulsar-client-go #1395)")
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		for i := range 4 {
+			w.publish(msg(i))
+		}
+		w.outcome = func(name string, _ int) outcome {
+			if name == "m0" {
+				return outcome{err: pulsar.ErrMessageTooLarge}
+			}
+			return outcome{dup: name == "m1"}
+		}
+		g := w.hold("m1", 1)
+		p := newTestPartition(t, w, 10)
+		r := startRun(t, p, w)
+
+		// m0 was refused by the client, not confirmed by the remote: m1 must
+		// still go alone.
+		synctest.Wait()
+		if got, want := w.sent(-1), names(0, 1); !slices.Equal(got, want) {
+			t.Errorf("with m1's callback held: sent %v, want %v (still resynchronising)", got, want)
+		}
+		g.release()
+		waitFor(t, "every message acknowledged", func() bool { return len(w.acks()) == 4 })
+		if err := r.stop(); err != nil {
+			t.Fatalf("Run() = %v", err)
+		}
+		for _, s := range w.sendLog() {
+			if s.name != "m3" && s.outstanding != 0 {
+				t.Errorf("%s sent with %d sends unanswered, want 0 until a non-duplicate is confirmed", s.name, s.outstanding)
+			}
+		}
+		w.checkInvariants(t)
+	})
+}
+
+func TestPartitionOpenFailures(t *testing.T) {
+	remoteDown := errors.New("remote down")
+	localDown := errors.New("local down")
+	tests := []struct {
+		name     string
+		setup    func(w *fakeWorld)
+		wantErr  error
+		wantText string
+		opens    func(w *fakeWorld) int
+	}{
+		{
+			name:     "producer",
+			setup:    func(w *fakeWorld) { w.openTargetErr = remoteDown },
+			wantErr:  remoteDown,
+			wantText: "open producer",
+			opens:    func(w *fakeWorld) int { _, tg := w.opens(); return tg },
+		},
+		{
+			name:     "cursor",
+			setup:    func(w *fakeWorld) { w.openSourceErr = localDown },
+			wantErr:  localDown,
+			wantText: "open cursor",
+			opens:    func(w *fakeWorld) int { s, _ := w.opens(); return s },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+"/session", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newFakeWorld()
+				w.publish(msg(0))
+				tt.setup(w)
+				p := newTestPartition(t, w, 10)
+				progress, err := p.session(context.Background())
+				if !errors.Is(err, tt.wantErr) || !strings.Contains(err.Error(), tt.wantText) {
+					t.Errorf("session() error = %v, want %q wrapping %v", err, tt.wantText, tt.wantErr)
+				}
+				if progress {
+					t.Error("session() progress = true, want false")
+				}
+				if got := w.acks(); len(got) != 0 {
+					t.Errorf("acknowledged %v, want nothing", got)
+				}
+				w.checkClosed(t)
+			})
+		})
+		t.Run(tt.name+"/Run retries", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newFakeWorld()
+				w.publish(msg(0))
+				tt.setup(w)
+				p := newTestPartition(t, w, 10)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := p.Run(ctx); err != nil {
+					t.Errorf("Run() = %v, want nil when ctx ends", err)
+				}
+				// Five seconds of fake time with a 200ms backoff doubling
+				// each time: a handful of attempts, not one, not a hot loop.
+				if n := tt.opens(w); n < 2 || n > 8 {
+					t.Errorf("%d open attempts, want a few (backoff between them)", n)
+				}
+				if got := w.acks(); len(got) != 0 {
+					t.Errorf("acknowledged %v, want nothing", got)
+				}
+				if got := w.sent(-1); len(got) != 0 {
+					t.Errorf("sent %v, want nothing", got)
+				}
+				w.checkClosed(t)
+			})
+		})
+	}
+}
+
+func TestPartitionCleanStopDrains(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		for i := range 5 {
+			w.publish(msg(i))
+		}
+		var gates []*gate
+		for i := 1; i < 5; i++ {
+			gates = append(gates, w.hold(fmt.Sprintf("m%d", i), 1))
+		}
+		p := newTestPartition(t, w, 10)
+		r := startRun(t, p, w)
+
+		synctest.Wait()
+		if got, want := w.sent(-1), names(span(0, 5)...); !slices.Equal(got, want) {
+			t.Fatalf("sent %v, want %v", got, want)
+		}
+		if got, want := w.acks(), names(0); !slices.Equal(got, want) {
+			t.Fatalf("acknowledged %v, want %v", got, want)
+		}
+
+		r.cancel()
+		synctest.Wait()
+		// Stopping: the producer is being flushed; m1..m4 are in flight.
+		if n := w.target(0).flushCount(); n < 2 {
+			t.Errorf("%d flushes, want the resync flush and a drain flush", n)
+		}
+		if got, want := w.acks(), names(0); !slices.Equal(got, want) {
+			t.Errorf("while draining: acknowledged %v, want %v", got, want)
+		}
+		for _, g := range gates {
+			g.release()
+		}
+		if err := r.stop(); err != nil {
+			t.Fatalf("Run() = %v, want nil on a clean stop", err)
+		}
+		if got, want := w.acks(), names(span(0, 5)...); !slices.Equal(got, want) {
+			t.Errorf("acknowledged %v, want %v (in-flight messages confirmed during the drain)", got, want)
+		}
+		if got := counter(p.m.Messages, "east", "west"); got != 5 {
+			t.Errorf("replicated messages = %v, want 5", got)
+		}
+		if got := gauge(p.m.Connected, "east", "west"); got != 0 {
+			t.Errorf("connected after stop = %v, want 0", got)
+		}
+		w.checkInvariants(t)
+		w.checkClosed(t)
+	})
+}
+
+func TestPartitionStopWithStuckRemote(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		for i := range 3 {
+			w.publish(msg(i))
+		}
+		g := w.hold("m1", 1)
+		p := newTestPartition(t, w, 10)
+		p.drainTimeout = 2 * time.Second
+		r := startRun(t, p, w)
+		synctest.Wait()
+
+		start := time.Now()
+		if err := r.stop(); err != nil {
+			t.Fatalf("Run() = %v, want nil", err)
+		}
+		if d := time.Since(start); d > p.drainTimeout {
+			t.Errorf("stopping took %v (fake clock), want at most the drain timeout %v", d, p.drainTimeout)
+		}
+		if got, want := w.acks(), names(0); !slices.Equal(got, want) {
+			t.Errorf("acknowledged %v, want %v", got, want)
+		}
+		if !w.source(0).isClosedNow() {
+			t.Error("cursor not closed")
+		}
+		// The remote answers late: nothing more is acknowledged.
+		g.release()
+		synctest.Wait()
+		if got, want := w.acks(), names(0); !slices.Equal(got, want) {
+			t.Errorf("after a late answer: acknowledged %v, want %v", got, want)
+		}
+		w.checkInvariants(t)
+	})
+}
+
+func (s *fakeSource) isClosedNow() bool {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	return s.isClosed
+}
+
+func TestPartitionStandby(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		w.publish(msg(0), msg(1))
+		p := newTestPartition(t, w, 10)
+		r := startRun(t, p, w)
+		waitFor(t, "m0 and m1 acknowledged", func() bool { return len(w.acks()) == 2 })
+
+		w.setActive(false)
+		w.publish(msg(2), msg(3))
+		synctest.Wait()
+		if got, want := w.source(0).receivedNames(), names(0, 1, 2, 3); !slices.Equal(got, want) {
+			t.Fatalf("cursor delivered %v, want %v", got, want)
+		}
+		if got, want := w.sent(-1), names(0, 1); !slices.Equal(got, want) {
+			t.Errorf("standby: sent %v, want %v", got, want)
+		}
+		if got, want := w.acks(), names(0, 1); !slices.Equal(got, want) {
+			t.Errorf("standby: acknowledged %v, want %v", got, want)
+		}
+		if !w.target(0).isClosed() {
+			t.Error("standby: producer still open")
+		}
+		if got := gauge(p.m.Connected, "east", "west"); got != 0 {
+			t.Errorf("standby: connected = %v, want 0", got)
+		}
+		if _, tg := w.opens(); tg != 1 {
+			t.Errorf("standby: opened %d producers, want 1", tg)
+		}
+
+		// Active again: the broker redelivers what the standby dropped.
+		w.setActive(true)
+		w.source(0).rewind()
+		waitFor(t, "every message acknowledged", func() bool { return len(w.acks()) == 4 })
+		if err := r.stop(); err != nil {
+			t.Fatalf("Run() = %v", err)
+		}
+		if got, want := w.sent(-1), names(0, 1, 2, 3); !slices.Equal(got, want) {
+			t.Errorf("sent %v, want %v", got, want)
+		}
+		if got, want := w.acks(), names(0, 1, 2, 3); !slices.Equal(got, want) {
+			t.Errorf("acknowledged %v, want %v", got, want)
+		}
+		if s, tg := w.opens(); s != 1 || tg != 2 {
+			t.Errorf("opened %d cursors and %d producers, want 1 and 2", s, tg)
+		}
+		w.checkInvariants(t)
+		w.checkClosed(t)
+	})
+}
+
+func TestPartitionStandbyReleasesProducerWhenIdle(t *testing.T) {
+	t.Skip("bug: partition.session closes the producer of a standby only when a message arrives " +
+		"while inactive; the broker sends a Failover standby nothing, so it keeps the producer " +
+		"(and its fixed name on the remote) open and the active instance cannot open its own")
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		w.publish(msg(0))
+		p := newTestPartition(t, w, 10)
+		r := startRun(t, p, w)
+		waitFor(t, "m0 acknowledged", func() bool { return len(w.acks()) == 1 })
+
+		w.setActive(false)
+		synctest.Wait()
+		time.Sleep(5 * time.Second) // fake clock: room for a timer-based release
+		synctest.Wait()
+		if !w.target(0).isClosed() {
+			t.Error("standby with no traffic: producer still open")
+		}
+		if err := r.stop(); err != nil {
+			t.Fatalf("Run() = %v", err)
+		}
+	})
+}
+
+func TestSessionReportsReceiveError(t *testing.T) {
+	t.Skip("bug: when the cursor's Receive fails for a reason other than ctx (e.g. the client " +
+		"closed the consumer after a non-retriable reconnect error), partition.session returns a nil " +
+		"error: the cause is never logged and Run restarts at once, without backoff")
+	synctest.Test(t, func(t *testing.T) {
+		closed := errors.New("consumer closed")
+		w := newFakeWorld()
+		w.recvErr = closed
+		p := newTestPartition(t, w, 10)
+		if _, err := p.session(context.Background()); !errors.Is(err, closed) {
+			t.Errorf("session() error = %v, want one wrapping %v", err, closed)
+		}
+
+		// Run backs off between sessions like after any other failure.
+		w.sourceOpenLimit = 50 // a hot loop blocks here instead of spinning
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := p.Run(ctx); err != nil {
+			t.Errorf("Run() = %v", err)
+		}
+		if s, _ := w.opens(); s > 5 {
+			t.Errorf("%d cursors opened in one second (fake clock), want a few (backoff)", s)
+		}
+	})
+}
+
+func TestPartitionRateLimited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Two partitions of one pair share the limiters.
+		msgRate, byteRate := newLimiter(1000), newLimiter(20_000)
+		const n = 300
+		var worlds []*fakeWorld
+		var runners []*runner
+		for range 2 {
+			w := newFakeWorld()
+			for i := range n {
+				w.publish(msg(i))
+			}
+			p := newTestPartition(t, w, 16)
+			p.msgRate, p.byteRate = msgRate, byteRate
+			worlds = append(worlds, w)
+			runners = append(runners, startRun(t, p, w))
+		}
+		for i, w := range worlds {
+			waitFor(t, fmt.Sprintf("partition %d acknowledged everything", i), func() bool { return len(w.acks()) == n })
+		}
+		for i, r := range runners {
+			if err := r.stop(); err != nil {
+				t.Errorf("partition %d: Run() = %v", i, err)
+			}
+			if got, want := worlds[i].acks(), names(span(0, n)...); !slices.Equal(got, want) {
+				t.Errorf("partition %d: acknowledged %d messages out of order or incomplete", i, len(got))
+			}
+			worlds[i].checkInvariants(t)
+		}
+	})
+}
+
+func TestPartitionStopWhileRateLimited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		for i := range 5 {
+			w.publish(msg(i))
+		}
+		p := newTestPartition(t, w, 10)
+		p.msgRate = newLimiter(0.001) // burst 1: one message, then a very long wait
+		r := startRun(t, p, w)
+		waitFor(t, "m0 acknowledged", func() bool { return len(w.acks()) == 1 })
+		synctest.Wait()
+		if err := r.stop(); err != nil {
+			t.Fatalf("Run() = %v", err)
+		}
+		if got, want := w.acks(), names(0); !slices.Equal(got, want) {
+			t.Errorf("acknowledged %v, want %v", got, want)
+		}
+		w.checkClosed(t)
+	})
+}
