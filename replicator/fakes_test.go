@@ -70,6 +70,7 @@ type fakeWorld struct {
 	sourceOpens   int
 	targetOpens   int
 	onActive      func(bool)
+	inactive      bool // like the broker, dispatch nothing to a standby
 	remoteEntry   int64
 	openSourceErr error
 	openTargetErr error
@@ -168,6 +169,8 @@ func (w *fakeWorld) releaseAll() {
 func (w *fakeWorld) setActive(active bool) {
 	w.mu.Lock()
 	f := w.onActive
+	w.inactive = !active
+	w.signalLocked()
 	w.mu.Unlock()
 	f(active)
 }
@@ -275,6 +278,10 @@ func (w *fakeWorld) openSource(ctx context.Context, onActive func(bool)) (source
 	s := &fakeSource{w: w, closedCh: make(chan struct{}), recvErr: w.recvErr}
 	w.sources = append(w.sources, s)
 	w.onActive = onActive
+	if w.inactive {
+		// The client tells a new standby at once, from its own goroutine.
+		go onActive(false)
+	}
 	return s, nil
 }
 
@@ -357,7 +364,7 @@ func (s *fakeSource) Receive(ctx context.Context) (pulsar.Message, error) {
 		for s.next < len(w.msgs) && w.acked[w.names[formatID(w.msgs[s.next].id)]] {
 			s.next++
 		}
-		if s.next < len(w.msgs) {
+		if s.next < len(w.msgs) && !w.inactive {
 			m := w.msgs[s.next]
 			s.next++
 			s.received = append(s.received, w.names[formatID(m.id)])

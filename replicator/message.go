@@ -63,9 +63,17 @@ func (p position) after(q position) bool {
 
 // parsePosition reads the "ledger:entry:batch" form of PropOriginID.
 func parsePosition(s string) (position, bool) {
-	var p position
-	n, err := fmt.Sscanf(s, "%d:%d:%d", &p.ledger, &p.entry, &p.batch)
-	return p, err == nil && n == 3
+	f := strings.Split(s, ":")
+	if len(f) != 3 {
+		return position{}, false
+	}
+	l, err1 := strconv.ParseInt(f[0], 10, 64)
+	e, err2 := strconv.ParseInt(f[1], 10, 64)
+	b, err3 := strconv.ParseInt(f[2], 10, 32)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return position{}, false
+	}
+	return position{l, e, int32(b)}, true
 }
 
 // decide says whether msg, read from the local cluster, is forwarded to

@@ -74,7 +74,7 @@ func (p *partition) Run(ctx context.Context) error {
 		if progress {
 			bo.reset()
 		}
-		if err == nil {
+		if err == nil || errors.Is(err, errStandby) {
 			continue
 		}
 		if err.Error() != lastErr {
@@ -86,14 +86,19 @@ func (p *partition) Run(ctx context.Context) error {
 	return nil
 }
 
+// errStandby ends a session whose cursor became a standby while it held
+// the producer; Run starts the next one at once.
+var errStandby = errors.New("cursor became a standby")
+
 // inflight is one message sent and not yet confirmed.
 type inflight struct {
 	msg  pulsar.Message
 	size int
 	id   pulsar.MessageID
 	err  error
-	// synced, when set, receives whether the remote dropped the message as
-	// a duplicate; the sender waits on it while resynchronising.
+	// synced, when set, receives whether the remote stored the message as
+	// new (not a duplicate, not refused); the sender waits on it while
+	// resynchronising.
 	synced chan bool
 }
 
@@ -113,9 +118,17 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	var active atomic.Bool
+	// A standby must hold no producer, so that the active instance can
+	// open its own under the same name: becoming inactive while holding one
+	// ends the session, and the next one waits as a plain standby.
+	var active, holding atomic.Bool
 	active.Store(true)
-	src, err := p.ends.openSource(sctx, active.Store)
+	src, err := p.ends.openSource(sctx, func(a bool) {
+		active.Store(a)
+		if !a && holding.Load() {
+			cancel(errStandby)
+		}
+	})
 	if err != nil {
 		return false, fmt.Errorf("open cursor: %w", err)
 	}
@@ -138,6 +151,7 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 		}
 		d := dst
 		dst = nil
+		holding.Store(false)
 		p.m.Connected.WithLabelValues(pair...).Dec()
 		done := make(chan struct{})
 		go func() {
@@ -161,6 +175,11 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 	for {
 		msg, err := src.Receive(sctx)
 		if err != nil {
+			if sctx.Err() == nil {
+				// The client closed the consumer (for instance after a
+				// non-retriable reconnect error).
+				cancel(fmt.Errorf("receive: %w", err))
+			}
 			break
 		}
 		if !active.Load() {
@@ -181,7 +200,12 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 				cancel(fmt.Errorf("open producer: %w", err))
 				break
 			}
+			holding.Store(true)
 			p.m.Connected.WithLabelValues(pair...).Inc()
+			if !active.Load() {
+				cancel(errStandby)
+				break
+			}
 			if copied, found, err = p.ends.lastCopied(sctx); err != nil {
 				p.log.Warn("cannot read the remote's last copied message; resends after a crash may be duplicated", zap.Error(err))
 			}
@@ -217,8 +241,7 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 		if !synced {
 			_ = dst.Flush()
 			select {
-			case dup := <-f.synced:
-				synced = !dup
+			case synced = <-f.synced:
 			case <-sctx.Done():
 			}
 		}
@@ -243,7 +266,7 @@ func (p *partition) acker(src source, results <-chan *inflight, slots <-chan str
 	failed := false
 	handle := func(f *inflight) {
 		<-slots
-		dup := false
+		stored := false
 		switch {
 		case failed:
 		case f.err != nil && (errors.Is(f.err, pulsar.ErrMessageTooLarge) || errors.Is(f.err, pulsar.ErrInvalidMessage)):
@@ -262,7 +285,8 @@ func (p *partition) acker(src source, results <-chan *inflight, slots <-chan str
 			p.m.SendErrors.WithLabelValues(p.local, p.remote).Inc()
 			fail(fmt.Errorf("send: %w", f.err))
 		default:
-			dup = f.id != nil && f.id.LedgerID() < 0
+			dup := f.id != nil && f.id.LedgerID() < 0
+			stored = !dup
 			if dup {
 				p.m.DupsSuppressed.WithLabelValues(p.local, p.remote).Inc()
 			} else {
@@ -274,7 +298,7 @@ func (p *partition) acker(src source, results <-chan *inflight, slots <-chan str
 			progress.Store(true)
 		}
 		if f.synced != nil {
-			f.synced <- dup
+			f.synced <- stored
 		}
 	}
 	for {

@@ -368,10 +368,11 @@ func TestPartitionSkipsWhatRemoteHas(t *testing.T) {
 }
 
 func TestPartitionNoLossWhenALaterSendLanded(t *testing.T) {
-	t.Skip("bug: when a send fails (e.g. ErrSendTimeout, which pulsar-client-go raises for the oldest " +
-		"pending messages only) while a later send still reaches the remote, the next session's " +
-		"lastCopied sees the later copy and partition.session acks the failed message as already-copied: " +
-		"it never reaches the remote")
+	t.Skip("bug: when a send fails while a later send still reaches the remote (pulsar-client-go's " +
+		"ErrSendTimeout fails only the oldest pending messages; the others are resent on reconnect), " +
+		"the next session's lastCopied sees the later copy and partition.session acks the failed message " +
+		"as already-copied: it never reaches the remote. SendTimeout: -1 in clients.go (commit bbae132) " +
+		"removes that client behaviour; session itself still assumes no gap")
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		for i := range 6 {
@@ -456,9 +457,6 @@ func TestPartitionRemoteRefusesForGood(t *testing.T) {
 }
 
 func TestPartitionResyncContinuesAfterRefusedMessage(t *testing.T) {
-	t.Skip("bug: a message the remote refuses for good (ErrMessageTooLarge/ErrInvalidMessage) " +
-		"ends resynchronisation in partition.session, although the remote confirmed nothing; " +
-		"the next sends are pipelined and a resend may share a batch with new messages (pulsar-client-go #1395)")
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		for i := range 4 {
@@ -666,12 +664,12 @@ func TestPartitionStandby(t *testing.T) {
 		r := startRun(t, p, w)
 		waitFor(t, "m0 and m1 acknowledged", func() bool { return len(w.acks()) == 2 })
 
+		// Becoming a standby while holding the producer ends the session
+		// at once (the producer's name must be free for the active
+		// instance); the next session waits as a plain standby.
 		w.setActive(false)
 		w.publish(msg(2), msg(3))
 		synctest.Wait()
-		if got, want := w.source(0).receivedNames(), names(0, 1, 2, 3); !slices.Equal(got, want) {
-			t.Fatalf("cursor delivered %v, want %v", got, want)
-		}
 		if got, want := w.sent(-1), names(0, 1); !slices.Equal(got, want) {
 			t.Errorf("standby: sent %v, want %v", got, want)
 		}
@@ -690,7 +688,6 @@ func TestPartitionStandby(t *testing.T) {
 
 		// Active again: the broker redelivers what the standby dropped.
 		w.setActive(true)
-		w.source(0).rewind()
 		waitFor(t, "every message acknowledged", func() bool { return len(w.acks()) == 4 })
 		if err := r.stop(); err != nil {
 			t.Fatalf("Run() = %v", err)
@@ -701,8 +698,8 @@ func TestPartitionStandby(t *testing.T) {
 		if got, want := w.acks(), names(0, 1, 2, 3); !slices.Equal(got, want) {
 			t.Errorf("acknowledged %v, want %v", got, want)
 		}
-		if s, tg := w.opens(); s != 1 || tg != 2 {
-			t.Errorf("opened %d cursors and %d producers, want 1 and 2", s, tg)
+		if s, tg := w.opens(); s != 2 || tg != 2 {
+			t.Errorf("opened %d cursors and %d producers, want 2 and 2 (one session each side of the standby spell)", s, tg)
 		}
 		w.checkInvariants(t)
 		w.checkClosed(t)
@@ -710,9 +707,6 @@ func TestPartitionStandby(t *testing.T) {
 }
 
 func TestPartitionStandbyReleasesProducerWhenIdle(t *testing.T) {
-	t.Skip("bug: partition.session closes the producer of a standby only when a message arrives " +
-		"while inactive; the broker sends a Failover standby nothing, so it keeps the producer " +
-		"(and its fixed name on the remote) open and the active instance cannot open its own")
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeWorld()
 		w.publish(msg(0))
@@ -734,9 +728,6 @@ func TestPartitionStandbyReleasesProducerWhenIdle(t *testing.T) {
 }
 
 func TestSessionReportsReceiveError(t *testing.T) {
-	t.Skip("bug: when the cursor's Receive fails for a reason other than ctx (e.g. the client " +
-		"closed the consumer after a non-retriable reconnect error), partition.session returns a nil " +
-		"error: the cause is never logged and Run restarts at once, without backoff")
 	synctest.Test(t, func(t *testing.T) {
 		closed := errors.New("consumer closed")
 		w := newFakeWorld()
