@@ -319,3 +319,27 @@ func TestStatusCommand(t *testing.T) {
 		return fmt.Errorf("no caught-up row for %s:\n%s", topic, out)
 	})
 }
+
+// TestSigtermUnderLoad: SIGTERM stops the sidecar within 10 s while it is
+// busy, and a restart carries on with nothing lost.
+func TestSigtermUnderLoad(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "term")
+	east, west := Client(t, "east"), Client(t, "west")
+	s := StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
+	const n = 10000
+	load := startLoad(t, east, topic, "m", n, 3000)
+	load.waitSent(t, n/3)
+	took := s.Stop()
+	t.Logf("SIGTERM under load: exited in %s", took.Round(time.Millisecond))
+	if took > 10*time.Second {
+		t.Errorf("exit took %s, want at most 10 s", took)
+	}
+	s.Restart()
+	load.wait(t)
+	missing, dups := tally(drain(t, west, topic, "check", n, 60*time.Second, 2*time.Second), "m", n)
+	t.Logf("after SIGTERM and restart: %d missing, %d duplicates", missing, dups)
+	if missing > 0 {
+		t.Fatalf("%d messages lost", missing)
+	}
+}

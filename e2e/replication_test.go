@@ -183,3 +183,39 @@ func firstDiff(a, b []string) int {
 	}
 	return min(len(a), len(b))
 }
+
+// TestPartitionGrowthFollowed: partitions added on the source are created on
+// the target and replicated within the discovery interval.
+func TestPartitionGrowthFollowed(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "grow")
+	CreatePartitioned(t, topic, 2, "east")
+	east, west := Client(t, "east"), Client(t, "west")
+	StartSidecar(t, []string{"east", "west"}, entry("east", ns, "topics: [grow]", "west"))
+	first := ProduceN(t, east, topic, "a", 200)
+	if err := Admin(t, "east").Topics().Update(*mustTopicName(t, topic), 4); err != nil {
+		t.Fatal(err)
+	}
+	// Write to the new partitions directly, so the test does not depend on
+	// when the producer notices the new partition count.
+	var second []string
+	for p := 2; p < 4; p++ {
+		second = append(second, ProduceN(t, east, fmt.Sprintf("%s-partition-%d", topic, p), fmt.Sprintf("p%d", p), 100)...)
+	}
+	// Wait for the target to grow before subscribing there: a consumer
+	// notices new partitions only once a minute.
+	Eventually(t, 30*time.Second, func() error {
+		md, err := Admin(t, "west").Topics().GetMetadata(*mustTopicName(t, topic))
+		if err != nil || md.Partitions != 4 {
+			return fmt.Errorf("west partitions = %d (%v), want 4", md.Partitions, err)
+		}
+		return nil
+	})
+	got := Payloads(drain(t, west, topic, "check", len(first)+len(second), 60*time.Second, 2*time.Second))
+	slices.Sort(got)
+	want := slices.Concat(first, second)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("west has %d messages, want %d", len(got), len(want))
+	}
+}
