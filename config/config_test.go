@@ -223,6 +223,7 @@ func validConfig() *Config {
 			Listen:            "127.0.0.1:0",
 			DiscoveryInterval: Duration{time.Second},
 			CursorPrefix:      DefaultCursorPrefix,
+			MarkerKeyEnv:      "GEO_MARKER_KEY",
 			Snapshot:          Snapshot{Interval: Duration{time.Second}, Timeout: Duration{2 * time.Second}, CacheSize: 1},
 		},
 		Clusters: []Cluster{

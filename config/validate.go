@@ -267,6 +267,10 @@ func (c *Config) validateReplication(p *problems, clusters map[string]bool) {
 			seenSub[s] = true
 		}
 		r.subRE = compilePatterns(p, path+".subscription_patterns", r.SubscriptionPatterns)
+		if (len(r.Subscriptions) > 0 || len(r.SubscriptionPatterns) > 0) &&
+			c.Sidecar.MarkerKeyFile == "" && c.Sidecar.MarkerKeyEnv == "" {
+			p.add(path, "subscriptions to keep in step need a marker key (sidecar.marker_key_file or sidecar.marker_key_env): unsigned markers could be forged")
+		}
 	}
 	c.checkOverlap(p)
 }
