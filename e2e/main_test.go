@@ -23,6 +23,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	MarkerKeyFile = dir + "/marker.key"
+	if err := os.WriteFile(MarkerKeyFile, []byte("e2e-marker-key-0123456789abcdef\n"), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	if err := BuildBinary(dir); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		os.Exit(1)

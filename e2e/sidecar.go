@@ -25,13 +25,17 @@ type Sidecar struct {
 	done       chan error
 }
 
+// MarkerKeyFile holds the marker key every test sidecar shares; TestMain
+// writes it.
+var MarkerKeyFile string
+
 // Config is the YAML of a sidecar config for the test bed: the named
 // clusters, the given replication entries (YAML list items, already
-// indented by two spaces) and a 1 s discovery interval. listen is filled in
-// by StartSidecar.
+// indented by two spaces), a 1 s discovery interval and the shared marker
+// key. listen is filled in by StartSidecar.
 func Config(listen string, clusters []string, replication string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  discovery_interval: 1s\nclusters:\n", listen)
+	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  discovery_interval: 1s\n  marker_key_file: %s\nclusters:\n", listen, MarkerKeyFile)
 	for _, n := range clusters {
 		c := Get(n)
 		fmt.Fprintf(&b, "  - name: %s\n    service_url: %s\n    admin_url: %s\n", c.Name, c.ServiceURL, c.AdminURL)

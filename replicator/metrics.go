@@ -15,13 +15,24 @@ type Metrics struct {
 	SendErrors     *prometheus.CounterVec
 	Skipped        *prometheus.CounterVec
 	DupsSuppressed *prometheus.CounterVec
-	Resent         *prometheus.CounterVec
 	Backlog        *prometheus.GaugeVec
 	OldestAge      *prometheus.GaugeVec
 	Connected      *prometheus.GaugeVec
 	Partitions     *prometheus.GaugeVec
 	Topics         *prometheus.GaugeVec
 	TopicsRefused  *prometheus.GaugeVec
+
+	// Replicated subscriptions.
+	MarkersInvalid         *prometheus.CounterVec
+	MarkersWritten         *prometheus.CounterVec
+	SnapshotsStarted       *prometheus.CounterVec
+	SnapshotsCompleted     *prometheus.CounterVec
+	SnapshotsTimedOut      *prometheus.CounterVec
+	SnapshotRTT            *prometheus.HistogramVec
+	UpdatesSent            *prometheus.CounterVec
+	UpdatesApplied         *prometheus.CounterVec
+	SubscriptionLag        *prometheus.GaugeVec
+	SubscriptionLagSeconds *prometheus.GaugeVec
 }
 
 // NewMetrics builds the metrics and registers them with reg (nil: not
@@ -45,8 +56,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"source", "target", "reason"}),
 		DupsSuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 			Name: "duplicates_suppressed_total", Help: "Resends the target's deduplication recognised and dropped."}, pair),
-		Resent: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
-			Name: "resent_messages_total", Help: "Messages sent again after a restart or rewind; without deduplication on the target, each may be a duplicate."}, pair),
 		Backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 			Name: "backlog_messages", Help: "Messages on the source cursor not yet replicated."}, topic),
 		OldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
@@ -60,9 +69,36 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		TopicsRefused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 			Name: "topics_refused", Help: "Topics not replicated because the target disagrees (partition count mismatch)."}, pair),
 	}
+	sub := []string{"source", "target", "subscription"}
+	m.MarkersInvalid = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "markers_invalid_total", Help: "Markers skipped because they did not decode or verify, by reason."},
+		[]string{"cluster", "reason"})
+	m.MarkersWritten = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "markers_written_total", Help: "Markers written into local partitions, by kind."},
+		[]string{"source", "target", "kind"})
+	m.SnapshotsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "snapshots_started_total", Help: "Snapshot requests written."}, pair)
+	m.SnapshotsCompleted = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "snapshots_completed_total", Help: "Snapshots completed."}, pair)
+	m.SnapshotsTimedOut = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "snapshots_timed_out_total", Help: "Snapshot requests that got no usable response in time."}, pair)
+	m.SnapshotRTT = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns,
+		Name: "snapshot_round_trip_seconds", Help: "Snapshot request to completion.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, pair)
+	m.UpdatesSent = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "subscription_updates_sent_total", Help: "Subscription updates written for a remote."}, pair)
+	m.UpdatesApplied = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "subscription_updates_received_total", Help: "Subscription updates received from a remote, by outcome (applied, created, consumers-attached, not-forward, error)."},
+		[]string{"cluster", "outcome"})
+	m.SubscriptionLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+		Name: "subscription_lag_messages", Help: "Messages the remote copy of a subscription would deliver again after a failover now (remote backlog minus local)."}, sub)
+	m.SubscriptionLagSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+		Name: "subscription_lag_seconds", Help: "Age of the snapshot behind the remote copy of a subscription, while it trails the local one."}, sub)
 	if reg != nil {
 		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsSuppressed,
-			m.Resent, m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused)
+			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused,
+			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
+			m.SnapshotRTT, m.UpdatesSent, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds)
 	}
 	return m
 }

@@ -58,12 +58,25 @@ type partition struct {
 	// drainTimeout bounds how long a stopping session waits for in-flight
 	// sends, so that SIGTERM exits within 10 s even when the remote is down.
 	drainTimeout time.Duration
+
+	// sync keeps subscriptions in step; nil when none are configured.
+	sync *subSync
+	// linkUp is true while a producer to the remote is open.
+	linkUp atomic.Bool
 }
 
 // Run replicates until ctx is done, rebuilding the cursor and producer with
 // capped exponential backoff after any failure. It returns nil on a clean
 // stop.
 func (p *partition) Run(ctx context.Context) error {
+	if p.sync != nil {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			p.sync.run(ctx, p.linkUp.Load)
+		}()
+	}
 	bo := newBackoff(200*time.Millisecond, 10*time.Second)
 	var lastErr string
 	for ctx.Err() == nil {
@@ -152,6 +165,7 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 		d := dst
 		dst = nil
 		holding.Store(false)
+		p.linkUp.Store(false)
 		p.m.Connected.WithLabelValues(pair...).Dec()
 		done := make(chan struct{})
 		go func() {
@@ -190,7 +204,17 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 			synced = false
 			continue
 		}
-		if reason := decide(msg, p.remote); reason != "" {
+		reason := decide(msg, p.remote)
+		if p.sync != nil {
+			if reason == skipMarker {
+				if p.sync.marker(sctx, msg) {
+					reason = ""
+				}
+			} else {
+				p.sync.data(sctx, msg)
+			}
+		}
+		if reason != "" {
 			p.m.Skipped.WithLabelValues(p.local, p.remote, reason).Inc()
 			_ = src.AckID(msg.ID())
 			continue
@@ -201,6 +225,7 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 				break
 			}
 			holding.Store(true)
+			p.linkUp.Store(true)
 			p.m.Connected.WithLabelValues(pair...).Inc()
 			if !active.Load() {
 				cancel(errStandby)

@@ -12,16 +12,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/snapshot"
+	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
 
 // Options are what the embedding program supplies. No globals: two
@@ -40,6 +44,8 @@ type Sidecar struct {
 	log     *zap.Logger
 	m       *Metrics
 	cluster string
+	key     []byte // marker key; nil when no subscription is kept in step
+	applied appliedPositions
 
 	ready atomic.Bool
 	mu    sync.Mutex
@@ -57,7 +63,11 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 			return nil, fmt.Errorf("--cluster %q: not a cluster of the config", opts.Cluster)
 		}
 	}
-	return &Sidecar{cfg: cfg, log: opts.Log, m: NewMetrics(opts.Registry), cluster: opts.Cluster}, nil
+	key, err := cfg.MarkerKey()
+	if err != nil {
+		return nil, err
+	}
+	return &Sidecar{cfg: cfg, log: opts.Log, m: NewMetrics(opts.Registry), cluster: opts.Cluster, key: key}, nil
 }
 
 // Metrics returns the sidecar's metrics.
@@ -145,6 +155,9 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				interval:     s.cfg.Sidecar.DiscoveryInterval.Duration,
 				msgRate:      msgRate, byteRate: byteRate,
 				m:       s.m,
+				cfg:     s.cfg,
+				key:     s.key,
+				applied: &s.applied,
 				log:     s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
 				running: map[string]*worker{},
 			})
@@ -172,6 +185,10 @@ type pair struct {
 
 	running map[string]*worker // by partition topic name
 	refused map[string]string  // topic -> reason, logged once
+
+	cfg     *config.Config
+	key     []byte
+	applied *appliedPositions
 }
 
 // worker is a running partition replicator that can be stopped alone.
@@ -284,6 +301,7 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 		m: p.m, log: p.log.With(zap.String("partition", partitionTopic)),
 		drainTimeout: 4 * time.Second,
 	}
+	pt.sync = p.newSync(ctx, partitionTopic, topic)
 	p.running[partitionTopic] = w
 	p.log.Info("replicating partition", zap.String("partition", partitionTopic))
 	go func() {
@@ -293,3 +311,78 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 }
 
 func shortName(topic string) string { return topic[strings.LastIndex(topic, "/")+1:] }
+
+// newSync returns the subscription sync of one partition, or nil when the
+// entry keeps no subscription in step.
+func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subSync {
+	if p.key == nil || (len(p.rep.Subscriptions) == 0 && len(p.rep.SubscriptionPatterns) == 0) {
+		return nil
+	}
+	sc := p.cfg.Sidecar.Snapshot
+	own := p.cfg.Sidecar.CursorPrefix + "."
+	return &subSync{
+		local: p.local.Name, remote: p.remote.Name, topic: partitionTopic, key: p.key,
+		interval: sc.Interval.Duration,
+		tracked: func(sub string) bool {
+			return !strings.HasPrefix(sub, own) && !strings.HasPrefix(sub, "pulsar.") && p.rep.MatchesSubscription(sub)
+		},
+		machine: snapshot.New(snapshot.Config{
+			Topic: partitionTopic, Local: p.local.Name, Remote: p.remote.Name,
+			Interval: sc.Interval.Duration, Timeout: sc.Timeout.Duration, CacheSize: sc.CacheSize,
+			ThirdOrigins: thirdOrigins(p.cfg, p.rep.Namespace, shortName(topic), p.local.Name, p.remote.Name),
+			Fresh:        p.freshCursor(ctx, partitionTopic),
+			NewID:        newSnapshotID, Now: time.Now,
+		}),
+		planner: subscription.NewPlanner(),
+		writer: &markerWriter{client: p.local.Client, topic: partitionTopic, key: p.key,
+			name: "geo-sidecar.markers." + p.local.Name + "-->" + p.remote.Name},
+		localAdmin: p.local.Admin, remoteAdmin: p.remote.Admin, client: p.local.Client,
+		m: p.m, log: p.log.With(zap.String("partition", partitionTopic)),
+		applyNow: make(chan struct{}, 1),
+		applied:  p.applied,
+	}
+}
+
+// freshCursor reports whether this pair's cursor on the partition does not
+// exist yet and will start at the earliest message: then it reads every
+// message and the snapshot watermarks are exact from the start.
+func (p *pair) freshCursor(ctx context.Context, partitionTopic string) bool {
+	if p.rep.Start != config.StartEarliest {
+		return false
+	}
+	tn, err := utils.GetTopicName(partitionTopic)
+	if err != nil {
+		return false
+	}
+	st, err := p.local.Admin.Topics().GetInternalStatsWithContext(ctx, *tn)
+	if err != nil {
+		return false
+	}
+	_, exists := st.Cursors[p.subscription]
+	return !exists
+}
+
+// thirdOrigins are the clusters other than a and b whose messages of topic
+// in namespace ns are copied into both a and b.
+func thirdOrigins(cfg *config.Config, ns, topic, a, b string) []string {
+	into := map[string]map[string]bool{} // origin -> targets
+	for _, r := range cfg.Replication {
+		if r.Namespace != ns || !r.MatchesTopic(topic) {
+			continue
+		}
+		if into[r.Source] == nil {
+			into[r.Source] = map[string]bool{}
+		}
+		for _, t := range r.Targets {
+			into[r.Source][t] = true
+		}
+	}
+	var out []string
+	for origin, targets := range into {
+		if origin != a && origin != b && targets[a] && targets[b] {
+			out = append(out, origin)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -2,11 +2,15 @@ package replicator
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
 
 // PairStatus is the replication state of one topic towards one target, read
@@ -24,6 +28,18 @@ type PairStatus struct {
 	OldestAge time.Duration
 	// Rate is messages per second read by the cursors (1-minute window).
 	Rate float64
+	// Subscriptions are the subscriptions kept in step, with how far their
+	// copy on the target trails them.
+	Subscriptions []SubStatus
+}
+
+// SubStatus is one subscription kept in step: its backlog on the source
+// and on the target. Lag (target minus source) is what a failover now
+// would deliver again.
+type SubStatus struct {
+	Name                         string
+	SourceBacklog, TargetBacklog int64
+	Lag                          int64
 }
 
 // inspect reads the status of topic t's cursor sub on admin's cluster.
@@ -110,6 +126,9 @@ func (p *pair) status(ctx context.Context) ([]PairStatus, error) {
 			return out, err
 		}
 		st.Source, st.Target = p.local.Name, p.remote.Name
+		if len(p.rep.Subscriptions) > 0 || len(p.rep.SubscriptionPatterns) > 0 {
+			st.Subscriptions = p.subStatus(ctx, t)
+		}
 		out = append(out, st)
 	}
 	return out, nil
@@ -126,4 +145,53 @@ func (p *pair) refreshStats(ctx context.Context) {
 		p.m.Backlog.WithLabelValues(labels...).Set(float64(st.Backlog))
 		p.m.OldestAge.WithLabelValues(labels...).Set(st.OldestAge.Seconds())
 	}
+}
+
+// subStatus compares the tracked subscriptions' backlogs on both sides.
+func (p *pair) subStatus(ctx context.Context, t topicInfo) []SubStatus {
+	local, err1 := subBacklogs(ctx, p.local.Admin, t)
+	remote, err2 := subBacklogs(ctx, p.remote.Admin, t)
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	var out []SubStatus
+	for name, lb := range local {
+		if strings.HasPrefix(name, p.cfg.Sidecar.CursorPrefix+".") || !p.rep.MatchesSubscription(name) {
+			continue
+		}
+		rb, ok := remote[name]
+		if !ok {
+			rb = -1
+		}
+		out = append(out, SubStatus{Name: name, SourceBacklog: lb, TargetBacklog: rb, Lag: subscription.Lag(lb, max(rb, 0))})
+	}
+	slices.SortFunc(out, func(a, b SubStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func subBacklogs(ctx context.Context, admin pulsaradmin.Client, t topicInfo) (map[string]int64, error) {
+	tn, err := utils.GetTopicName(t.name)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	opt := utils.GetStatsOptions{ExcludePublishers: true, ExcludeConsumers: true, GetPreciseBacklog: true}
+	if t.partitions > 0 {
+		st, err := admin.Topics().GetPartitionedStatsWithOptionWithContext(ctx, *tn, false, opt)
+		if err != nil {
+			return nil, err
+		}
+		for name, s := range st.Subscriptions {
+			out[name] = s.MsgBacklog
+		}
+		return out, nil
+	}
+	st, err := admin.Topics().GetStatsWithOptionWithContext(ctx, *tn, opt)
+	if err != nil {
+		return nil, err
+	}
+	for name, s := range st.Subscriptions {
+		out[name] = s.MsgBacklog
+	}
+	return out, nil
 }

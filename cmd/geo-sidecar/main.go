@@ -33,6 +33,8 @@ Usage:
                                                  replicate (with --cluster: only pairs whose source is NAME)
   geo-sidecar status   --config FILE [--cluster NAME]
                                                  backlog, oldest unreplicated message and rate per pair
+  geo-sidecar drill    --config FILE --topic T --subscription S --from A --to B [--messages N] [--type T]
+                                                 a failover drill against live clusters
   geo-sidecar version
 
 Run "geo-sidecar COMMAND --help" for a command's flags.
@@ -60,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(rest, stderr)
 	case "status":
 		return cmdStatus(rest, stdout, stderr)
+	case "drill":
+		return cmdDrill(rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "geo-sidecar", version)
 		return exitOK
@@ -131,6 +135,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	c.fs.StringVar(&c.cluster, "cluster", "", "run only the pairs whose source is this cluster")
 	level := c.fs.String("log-level", "info", "debug, info, warn or error")
 	format := c.fs.String("log-format", "json", "json or console")
+	startPprof := pprofFlag(c.fs)
 	cfg, code := c.parse(args, stderr)
 	if code >= 0 {
 		return code
@@ -141,6 +146,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer func() { _ = log.Sync() }()
+	defer startPprof(log)()
 
 	ctx, stop := signalContext(log)
 	defer stop()
@@ -183,6 +189,26 @@ func PrintStatus(w io.Writer, sts []replicator.PairStatus) {
 		parts := max(st.Partitions, 1)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t%d\t%s\t%.1f\n", st.Source, st.Target, st.Topic,
 			st.Partitions, st.Connected, parts, st.Backlog, st.OldestAge.Round(time.Millisecond), st.Rate)
+	}
+	_ = tw.Flush()
+	var subs bool
+	for _, st := range sts {
+		subs = subs || len(st.Subscriptions) > 0
+	}
+	if !subs {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SOURCE\tTARGET\tTOPIC\tSUBSCRIPTION\tSOURCE BACKLOG\tTARGET BACKLOG\tLAG (redelivered on failover)")
+	for _, st := range sts {
+		for _, s := range st.Subscriptions {
+			target := fmt.Sprint(s.TargetBacklog)
+			if s.TargetBacklog < 0 {
+				target = "(absent)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\n", st.Source, st.Target, st.Topic, s.Name, s.SourceBacklog, target, s.Lag)
+		}
 	}
 	_ = tw.Flush()
 }

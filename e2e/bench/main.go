@@ -1,0 +1,157 @@
+// Command bench is `make bench`: with the east and west test-bed clusters
+// up, it measures geo-sidecar side by side with Pulsar's own (built-in)
+// geo-replication on the same clusters, and against the direct-produce
+// limit (a producer writing straight to west with the same settings, the
+// ceiling a replicator cannot beat).
+//
+// Every run works in a fresh tenant, bench<unix-seconds>:
+//
+//	bench…/builtin   Pulsar's geo-replication east<->west (cluster.sh geo)
+//	bench…/bdrain    the same, for the backlog-drain workload (its replicator
+//	                 dispatch rate is throttled while the backlog is built)
+//	bench…/sidecar   local-only on each cluster; geo-sidecar copies east->west
+//	bench…/direct    west only: the direct-produce limit
+//	bench…/scale     1,000 topics copied by one sidecar
+//
+// Each workload runs several rounds; in every round the built-in and the
+// sidecar arm run one after the other, the order alternating between
+// rounds, so both see the same machine state. Medians are reported. The
+// sidecar is the real binary, run as a subprocess per workload so that its
+// CPU seconds and peak RSS can be read from /proc.
+//
+// Absolute numbers on a 2-core machine shared by two Pulsar JVMs are noisy;
+// the ratios measured within one run are what the table is for.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// sizes are the knobs of one run.
+type sizes struct {
+	Rounds        int
+	TPMessages    int           // per arm per round, throughput workloads
+	LatRate       int           // messages per second, latency workload
+	LatDuration   time.Duration // per arm per round
+	DrainMessages int           // backlog per arm per round
+	DrainParts    int           // partitions of the drain topic
+	ScaleTopics   int
+	ScaleMessages int           // spread over every scale topic
+	IdleWindow    time.Duration // idle CPU measured over this long
+}
+
+var (
+	fullSizes = sizes{
+		Rounds: 3, TPMessages: 200_000,
+		LatRate: 1000, LatDuration: 15 * time.Second,
+		DrainMessages: 1_000_000, DrainParts: 1,
+		ScaleTopics: 1000, ScaleMessages: 200_000, IdleWindow: 30 * time.Second,
+	}
+	quickSizes = sizes{
+		Rounds: 1, TPMessages: 20_000,
+		LatRate: 500, LatDuration: 4 * time.Second,
+		DrainMessages: 20_000, DrainParts: 1,
+		ScaleTopics: 50, ScaleMessages: 5_000, IdleWindow: 5 * time.Second,
+	}
+)
+
+// options are the command line.
+type options struct {
+	Binary  string
+	Versus  string // a second geo-sidecar binary, measured as an extra arm
+	Out     string
+	Readme  string
+	Profile string // directory for pprof profiles; empty: no profiling
+	// ProfileSeconds is the length of each CPU profile.
+	ProfileSeconds time.Duration
+	Only           map[string]bool
+	Sizes          sizes
+	Quick          bool
+	Keep           bool
+	Machine        string
+	Progress       *os.File
+}
+
+func main() {
+	var o options
+	var only string
+	var rounds, tp, drain, topics int
+	flag.StringVar(&o.Binary, "binary", "bin/geo-sidecar", "geo-sidecar binary to measure")
+	flag.StringVar(&o.Versus, "versus", "", "also measure this second geo-sidecar binary as an extra throughput arm (A/B test of a change)")
+	flag.StringVar(&o.Out, "out", "e2e/bench/RESULTS.md", "write the markdown report here (empty: print only)")
+	flag.StringVar(&o.Readme, "readme", "", "also replace the Benchmark section of this README with the table")
+	flag.StringVar(&o.Profile, "profile", "", "run the sidecar with --pprof and save CPU, allocation and blocking profiles of each workload here (perturbs the measurement)")
+	flag.DurationVar(&o.ProfileSeconds, "profile-seconds", 15*time.Second, "length of each CPU profile")
+	flag.BoolVar(&o.Quick, "quick", false, "small sizes, one round (a minute or two)")
+	flag.BoolVar(&o.Keep, "keep", false, "keep the bench tenant's topics and namespaces afterwards")
+	flag.StringVar(&only, "only", "", "comma-separated workloads to run (tp1,tp4,latency,drain,scale); default all")
+	flag.IntVar(&rounds, "rounds", 0, "rounds per workload (default 3, quick 1)")
+	flag.IntVar(&tp, "tp-messages", 0, "messages per arm per throughput round")
+	flag.IntVar(&drain, "drain-messages", 0, "backlog per arm per drain round")
+	flag.IntVar(&topics, "scale-topics", 0, "topics of the scale run")
+	flag.Parse()
+
+	o.Sizes = fullSizes
+	if o.Quick {
+		o.Sizes = quickSizes
+	}
+	if rounds > 0 {
+		o.Sizes.Rounds = rounds
+	}
+	if tp > 0 {
+		o.Sizes.TPMessages = tp
+	}
+	if drain > 0 {
+		o.Sizes.DrainMessages = drain
+	}
+	if topics > 0 {
+		o.Sizes.ScaleTopics = topics
+	}
+	o.Only = parseOnly(only)
+	o.Machine = machine()
+	o.Progress = os.Stderr
+
+	rep, err := run(o)
+	if rep != nil {
+		md := rep.Markdown()
+		fmt.Println(md)
+		if o.Out != "" {
+			if werr := os.WriteFile(o.Out, []byte(md), 0o644); werr != nil {
+				fmt.Fprintf(os.Stderr, "bench: %v\n", werr)
+				os.Exit(1)
+			}
+			fmt.Fprintf(os.Stderr, "bench: report written to %s\n", o.Out)
+		}
+		if o.Readme != "" && err == nil {
+			if werr := updateReadme(o.Readme, rep); werr != nil {
+				fmt.Fprintf(os.Stderr, "bench: %v\n", werr)
+				os.Exit(1)
+			}
+			fmt.Fprintf(os.Stderr, "bench: %s updated\n", o.Readme)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+var workloads = []string{"tp1", "tp4", "latency", "drain", "scale"}
+
+func parseOnly(s string) map[string]bool {
+	m := map[string]bool{}
+	if s == "" {
+		for _, w := range workloads {
+			m[w] = true
+		}
+		return m
+	}
+	for _, w := range strings.Split(s, ",") {
+		m[strings.TrimSpace(w)] = true
+	}
+	return m
+}

@@ -1,0 +1,408 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/geo-sidecar/geo-sidecar/e2e"
+)
+
+// env is one benchmark run's connections and namespaces.
+type env struct {
+	o        options
+	tenant   string
+	dir      string // configs and sidecar logs
+	east     pulsar.Client
+	west     pulsar.Client
+	eastAdm  pulsaradmin.Client
+	westAdm  pulsaradmin.Client
+	http     *http.Client
+	meter    *meter
+	cleanups []func()
+}
+
+// Namespaces of a run, under e.tenant.
+const (
+	nsBuiltin = "builtin" // Pulsar geo-replication east<->west
+	nsBDrain  = "bdrain"  // the same, replicator throttled while a backlog builds
+	nsSidecar = "sidecar" // local-only; geo-sidecar copies east->west
+	nsDirect  = "direct"  // west only
+	nsScale   = "scale"   // local-only; one sidecar, many topics
+)
+
+func (e *env) ns(name string) string { return e.tenant + "/" + name }
+
+func (e *env) topic(ns, short string) string { return "persistent://" + e.ns(ns) + "/" + short }
+
+func (e *env) logf(format string, args ...any) {
+	fmt.Fprintf(e.o.Progress, "[bench %s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func newEnv(o options) (*env, error) {
+	e := &env{o: o, tenant: fmt.Sprintf("bench%d", time.Now().Unix()), http: &http.Client{Timeout: 30 * time.Second}, meter: newMeter()}
+	var err error
+	if e.dir, err = os.MkdirTemp("", "geo-sidecar-bench"); err != nil {
+		return nil, err
+	}
+	for _, c := range []struct {
+		name string
+		cl   *pulsar.Client
+		adm  *pulsaradmin.Client
+	}{{"east", &e.east, &e.eastAdm}, {"west", &e.west, &e.westAdm}} {
+		cc := e2e.Get(c.name)
+		*c.cl, err = pulsar.NewClient(pulsar.ClientOptions{
+			URL: cc.ServiceURL, OperationTimeout: 30 * time.Second, ConnectionTimeout: 5 * time.Second,
+			Logger: pulsarlog.DefaultNopLogger(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("client for %s: %w", c.name, err)
+		}
+		if *c.adm, err = pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: cc.AdminURL}); err != nil {
+			return nil, fmt.Errorf("admin for %s: %w", c.name, err)
+		}
+	}
+	return e, nil
+}
+
+// setup creates the run's tenant and namespaces. Pulsar's geo-replication
+// is wired by cluster.sh geo, exactly as the test bed documents it; the
+// other namespaces replicate nowhere (a namespace created on a cluster
+// replicates to that cluster only), which is the sidecar's setting.
+func (e *env) setup() error {
+	e.logf("tenant %s: namespaces %s, %s (Pulsar geo-replication), %s, %s, %s", e.tenant, nsBuiltin, nsBDrain, nsSidecar, nsDirect, nsScale)
+	for _, ns := range []string{nsBuiltin, nsBDrain} {
+		if err := e2e.Script("geo", "east", "west", e.ns(ns)); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		adm pulsaradmin.Client
+		nss []string
+	}{{e.eastAdm, []string{nsSidecar, nsScale}}, {e.westAdm, []string{nsSidecar, nsScale, nsDirect}}} {
+		for _, ns := range c.nss {
+			if err := c.adm.Namespaces().CreateNamespace(e.ns(ns)); err != nil && !isConflict(err) {
+				return fmt.Errorf("create namespace %s: %w", e.ns(ns), err)
+			}
+		}
+	}
+	// The sidecar namespaces must not be replicated by Pulsar itself.
+	for _, adm := range []pulsaradmin.Client{e.eastAdm, e.westAdm} {
+		for _, ns := range []string{nsSidecar, nsScale} {
+			cl, err := adm.Namespaces().GetNamespaceReplicationClusters(e.ns(ns))
+			if err != nil {
+				return fmt.Errorf("replication clusters of %s: %w", e.ns(ns), err)
+			}
+			if len(cl) != 1 {
+				return fmt.Errorf("namespace %s replicates to %v; want its own cluster only", e.ns(ns), cl)
+			}
+		}
+	}
+	return nil
+}
+
+// cleanup deletes what the run created (best effort), unless -keep.
+func (e *env) cleanup() {
+	for i := len(e.cleanups) - 1; i >= 0; i-- {
+		e.cleanups[i]()
+	}
+	if !e.o.Keep {
+		e.logf("deleting tenant %s", e.tenant)
+		for _, ns := range []string{nsBuiltin, nsBDrain} {
+			// Stop Pulsar's replication first, or each cluster's deletion
+			// would be refused (topics still replicated).
+			for _, adm := range []pulsaradmin.Client{e.eastAdm, e.westAdm} {
+				_ = adm.Namespaces().SetNamespaceReplicationClusters(e.ns(ns), []string{clusterOf(adm, e)})
+			}
+		}
+		for _, c := range []struct {
+			adm pulsaradmin.Client
+			nss []string
+		}{{e.eastAdm, []string{nsBuiltin, nsBDrain, nsSidecar, nsScale}}, {e.westAdm, []string{nsBuiltin, nsBDrain, nsSidecar, nsScale, nsDirect}}} {
+			for _, ns := range c.nss {
+				e.deleteNamespace(c.adm, e.ns(ns))
+			}
+			_ = c.adm.Tenants().Delete(e.tenant)
+		}
+	}
+	e.east.Close()
+	e.west.Close()
+	_ = os.RemoveAll(e.dir)
+}
+
+func clusterOf(adm pulsaradmin.Client, e *env) string {
+	if adm == e.eastAdm {
+		return "east"
+	}
+	return "west"
+}
+
+// deleteNamespace force-deletes a namespace and its topics (best effort).
+func (e *env) deleteNamespace(adm pulsaradmin.Client, ns string) {
+	cluster := "east"
+	if adm == e.westAdm {
+		cluster = "west"
+	}
+	u := e2e.Get(cluster).AdminURL + "/admin/v2/namespaces/" + ns + "?force=true"
+	req, _ := http.NewRequest(http.MethodDelete, u, nil)
+	if resp, err := e.http.Do(req); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+// createTopic creates a partitioned topic on the named clusters; "already
+// exists" is fine (Pulsar may have created it on the peer of a replicated
+// namespace).
+func (e *env) createTopic(topic string, partitions int, clusters ...string) error {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return err
+	}
+	for _, c := range clusters {
+		if err := e.admin(c).Topics().Create(*tn, partitions); err != nil && !isConflict(err) {
+			return fmt.Errorf("create %s on %s: %w", topic, c, err)
+		}
+	}
+	return nil
+}
+
+func (e *env) deleteTopic(topic string, clusters ...string) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return
+	}
+	for _, c := range clusters {
+		_ = e.admin(c).Topics().Delete(*tn, true, false)
+	}
+}
+
+func (e *env) admin(cluster string) pulsaradmin.Client {
+	if cluster == "east" {
+		return e.eastAdm
+	}
+	return e.westAdm
+}
+
+func (e *env) client(cluster string) pulsar.Client {
+	if cluster == "east" {
+		return e.east
+	}
+	return e.west
+}
+
+// received is how many messages the broker of cluster has taken into topic
+// (a partitioned topic) since it was loaded: msgInCounter, summed over
+// partitions. It counts messages, not entries, whoever wrote them (an
+// application producer, Pulsar's replicator, or geo-sidecar), so it is the
+// same yardstick for every arm and costs the broker far less than a
+// consumer would.
+func (e *env) received(ctx context.Context, cluster, topic string) (int64, error) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return 0, err
+	}
+	u := fmt.Sprintf("%s/admin/v2/%s/partitioned-stats?perPartition=false&excludePublishers=true&excludeConsumers=true",
+		e2e.Get(cluster).AdminURL, tn.GetRestPath())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := e.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return 0, fmt.Errorf("stats of %s on %s: %s: %s", topic, cluster, resp.Status, b)
+	}
+	var st struct {
+		MsgInCounter int64 `json:"msgInCounter"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return 0, err
+	}
+	return st.MsgInCounter, nil
+}
+
+// waitReceived polls received every 50 ms until it reaches want, and
+// returns when it first did (and when the count first moved past from, for
+// drains). It gives up after timeout.
+func (e *env) waitReceived(cluster, topic string, from, want int64, timeout time.Duration) (first, done time.Time, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last int64
+	for {
+		n, err := e.received(ctx, cluster, topic)
+		now := time.Now()
+		if err == nil {
+			last = n
+			if first.IsZero() && n > from {
+				first = now
+			}
+			if n >= want {
+				return first, now, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return first, now, fmt.Errorf("%s on %s has %d of %d messages after %s", topic, cluster, last, want, timeout)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// payload is a 1 KiB message body. The first 8 bytes carry the send time
+// (Unix ns) and the next 8 a tag, for the latency workload.
+const msgSize = 1024
+
+func payload(sent time.Time, tag uint64) []byte {
+	b := make([]byte, msgSize)
+	putUint64(b[0:], uint64(sent.UnixNano()))
+	putUint64(b[8:], tag)
+	for i := 16; i < msgSize; i++ {
+		b[i] = byte(i * 31)
+	}
+	return b
+}
+
+func putUint64(b []byte, v uint64) {
+	for i := range 8 {
+		b[i] = byte(v >> (8 * i))
+	}
+}
+
+func getUint64(b []byte) uint64 {
+	var v uint64
+	for i := range 8 {
+		v |= uint64(b[i]) << (8 * i)
+	}
+	return v
+}
+
+// batching is the application producer every throughput and backlog
+// workload uses, on both arms and for the direct limit: pulsar-client-go
+// defaults (batches of up to 1,000 messages or 128 KiB, 10 ms delay, 1,000
+// pending), no compression.
+func batching(topic string) pulsar.ProducerOptions {
+	return pulsar.ProducerOptions{Topic: topic, CompressionType: pulsar.NoCompression}
+}
+
+// produce publishes n messages of 1 KiB to topic on cluster as fast as the
+// producer allows and waits for every receipt.
+func (e *env) produce(cluster, topic string, n int) error {
+	p, err := e.client(cluster).CreateProducer(batching(topic))
+	if err != nil {
+		return fmt.Errorf("producer on %s %s: %w", cluster, topic, err)
+	}
+	defer p.Close()
+	body := payload(time.Now(), 0)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	wg.Add(n)
+	for range n {
+		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: body}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	if err := p.Flush(); err != nil {
+		return err
+	}
+	wg.Wait()
+	return firstErr
+}
+
+func isConflict(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "409") || strings.Contains(strings.ToLower(err.Error()), "already exist"))
+}
+
+// machine describes the host for the report.
+func machine() string {
+	model := "unknown CPU"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "MemTotal:") {
+				fmt.Sscan(strings.TrimPrefix(line, "MemTotal:"), &kb)
+			}
+		}
+		mem = fmt.Sprintf(", %.0f GiB", float64(kb)/(1<<20))
+	}
+	return fmt.Sprintf("%d cores (%s)%s, %s/%s, %s", runtime.NumCPU(), model, mem, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// pulsarVersion asks east's broker for its version.
+func (e *env) pulsarVersion() string {
+	resp, err := e.http.Get(e2e.Get("east").AdminURL + "/admin/v2/brokers/version")
+	if err != nil {
+		return "?"
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+	v := strings.Trim(strings.TrimSpace(string(b)), `"`)
+	if resp.StatusCode != http.StatusOK || v == "" {
+		return "?"
+	}
+	return v
+}
+
+// adminDo sends a JSON request to a cluster's admin API; 2xx and 204 are
+// success.
+func (e *env) adminDo(cluster, method, path string, body any) error {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = strings.NewReader(string(b))
+	}
+	req, err := http.NewRequest(method, e2e.Get(cluster).AdminURL+path, r)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s %s on %s: %s: %s", method, path, cluster, resp.Status, b)
+	}
+	return nil
+}

@@ -1,0 +1,776 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+)
+
+// The arms of a comparison.
+const (
+	armBuiltin = "built-in"
+	armSidecar = "sidecar"
+	armDirect  = "direct"
+	// armVersus is a second sidecar binary (-versus), for A/B tests of a
+	// change; it appears in the per-round tables only.
+	armVersus = "sidecar-b"
+)
+
+// order returns the arms of round r: rotated every round, so that no arm
+// always runs first (on a fresh broker cache) or last.
+func order(r int, arms ...string) []string {
+	out := slices.Clone(arms)
+	for range r % len(arms) {
+		out = append(out[1:], out[0])
+	}
+	return out
+}
+
+// settle is the pause between two arms: the brokers finish writing and
+// collecting garbage from the previous arm.
+const settle = 2 * time.Second
+
+// sidecarRun is what one sidecar process used during a measured window.
+type sidecarRun struct {
+	CPU        time.Duration
+	Messages   int
+	PeakRSS    int64 // VmHWM at the end of the workload
+	Threads    int
+	Goroutines int
+}
+
+// ---- throughput -----------------------------------------------------------
+
+// tpRound is one arm of one throughput round.
+type tpRound struct {
+	Arm     string
+	Round   int
+	Msgs    int
+	Dur     time.Duration // first send to the last message on west
+	Publish time.Duration // first send to the last receipt (the publishing side)
+	CPU     time.Duration // the sidecar's CPU in the window (sidecar arm)
+	Use     window        // the machine and the brokers in the window
+}
+
+type tpResult struct {
+	Partitions int
+	Rounds     []tpRound
+	Sidecar    sidecarRun
+}
+
+// throughput measures sustained replication: a batching producer on east
+// publishes TPMessages 1 KiB messages as fast as it can, and the arm's
+// time is from the first send to the moment west's broker has taken the
+// last one. The direct arm publishes the same messages to west itself.
+func (e *env) throughput(parts int) (*tpResult, error) {
+	name := fmt.Sprintf("tp%d", parts)
+	n := e.o.Sizes.TPMessages
+	topics := map[string]string{
+		armBuiltin: e.topic(nsBuiltin, name),
+		armSidecar: e.topic(nsSidecar, name),
+		armDirect:  e.topic(nsDirect, name),
+	}
+	from := map[string]string{armBuiltin: "east", armSidecar: "east", armDirect: "west"}
+	for _, arm := range []string{armBuiltin, armSidecar} {
+		if err := e.createTopic(topics[arm], parts, "east", "west"); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.createTopic(topics[armDirect], parts, "west"); err != nil {
+		return nil, err
+	}
+	sc, err := e.sidecarFor(e.o.Binary, name, nsSidecar, name)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.stop()
+	arms := []string{armBuiltin, armSidecar, armDirect}
+	scs := map[string]*sidecar{armSidecar: sc}
+	if e.o.Versus != "" {
+		topics[armVersus], from[armVersus] = e.topic(nsSidecar, name+"b"), "east"
+		if err := e.createTopic(topics[armVersus], parts, "east", "west"); err != nil {
+			return nil, err
+		}
+		scb, err := e.sidecarFor(e.o.Versus, name+"b", nsSidecar, name+"b")
+		if err != nil {
+			return nil, err
+		}
+		defer scb.stop()
+		scs[armVersus] = scb
+		arms = append(arms, armVersus)
+	}
+	res := &tpResult{Partitions: parts}
+	if err := e.warmUp(topics, from); err != nil {
+		return nil, err
+	}
+	timeout := max(2*time.Minute, time.Duration(n/500)*time.Second)
+	for r := range e.o.Sizes.Rounds {
+		for _, arm := range order(r, arms...) {
+			sc := sc
+			if s, ok := scs[arm]; ok {
+				sc = s
+			}
+			time.Sleep(settle)
+			topic := topics[arm]
+			base, err := e.received(context.Background(), "west", topic)
+			if err != nil {
+				return nil, err
+			}
+			u0, _ := sc.usage()
+			m0 := e.meter.sample()
+			var stopProf func()
+			if arm == armSidecar && r == 0 {
+				stopProf = sc.cpuProfile(e.o.ProfileSeconds, name)
+			}
+			t0 := time.Now()
+			pubErr := make(chan error, 1)
+			var pubDur time.Duration
+			go func() {
+				err := e.produce(from[arm], topic, n)
+				pubDur = time.Since(t0)
+				pubErr <- err
+			}()
+			_, done, werr := e.waitReceived("west", topic, base, base+int64(n), timeout)
+			if err := <-pubErr; err != nil {
+				return nil, fmt.Errorf("%s %s: publish: %w", name, arm, err)
+			}
+			if werr != nil {
+				return nil, fmt.Errorf("%s %s: %w", name, arm, werr)
+			}
+			u1, _ := sc.usage()
+			use := e.meter.since(m0)
+			if stopProf != nil {
+				stopProf()
+			}
+			tr := tpRound{Arm: arm, Round: r, Msgs: n, Dur: done.Sub(t0), Publish: pubDur, Use: use}
+			if _, ok := scs[arm]; ok {
+				tr.CPU = u1.CPU - u0.CPU
+			}
+			res.Rounds = append(res.Rounds, tr)
+			e.logf("%s round %d %-9s %7.0f msg/s (%d messages in %s; publish %s; CPU s: sidecar %.2f east %.2f west %.2f; machine %.0f%% busy)",
+				name, r+1, arm, float64(n)/tr.Dur.Seconds(), n, tr.Dur.Round(time.Millisecond), pubDur.Round(time.Millisecond),
+				tr.CPU.Seconds(), use.Broker["east"].Seconds(), use.Broker["west"].Seconds(), 100*use.Busy)
+		}
+	}
+	res.Sidecar = e.finish(sc, name)
+	for _, r := range res.Rounds {
+		if r.Arm == armSidecar {
+			res.Sidecar.Messages += r.Msgs
+			res.Sidecar.CPU += r.CPU
+		}
+	}
+	return res, nil
+}
+
+// sidecarFor starts a sidecar copying the named topics of namespace ns
+// east->west and waits until it is ready.
+func (e *env) sidecarFor(binary, name, ns string, topics ...string) (*sidecar, error) {
+	listen, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := e.startSidecar(binary, name, listen, sidecarConfig(listen, e.ns(ns), "", false, topics...))
+	if err != nil {
+		return nil, err
+	}
+	if err := sc.waitReady(60 * time.Second); err != nil {
+		sc.stop()
+		return nil, err
+	}
+	return sc, nil
+}
+
+// warmUp sends 2,000 messages through every arm and waits for them on
+// west: connections, producers (the sidecar opens its producer on the
+// first message) and JIT-compiled broker paths are ready before anything
+// is measured.
+func (e *env) warmUp(topics, from map[string]string) error {
+	const n = 2000
+	for _, arm := range []string{armBuiltin, armSidecar, armDirect, armVersus} {
+		topic, ok := topics[arm]
+		if !ok {
+			continue
+		}
+		base, err := e.received(context.Background(), "west", topic)
+		if err != nil {
+			return err
+		}
+		if err := e.produce(from[arm], topic, n); err != nil {
+			return fmt.Errorf("warm-up %s: %w", arm, err)
+		}
+		if _, _, err := e.waitReceived("west", topic, base, base+n, 2*time.Minute); err != nil {
+			return fmt.Errorf("warm-up %s: %w", arm, err)
+		}
+	}
+	return nil
+}
+
+// finish reads the sidecar's peak RSS, threads and goroutines, saves its
+// allocation and blocking profiles when profiling, and stops it.
+func (e *env) finish(sc *sidecar, label string) sidecarRun {
+	u, _ := sc.usage()
+	g, _ := sc.metric("go_goroutines")
+	sc.profile("allocs", "", label)
+	sc.profile("block", "", label)
+	sc.profile("mutex", "", label)
+	sc.profile("goroutine", "", label)
+	sc.stop()
+	return sidecarRun{PeakRSS: u.HWM, Threads: u.Threads, Goroutines: int(g)}
+}
+
+// ---- latency --------------------------------------------------------------
+
+type latRound struct {
+	Arm           string
+	Round         int
+	Sent, Got     int
+	P50, P99, Max time.Duration
+}
+
+type latResult struct {
+	Rate    int
+	Rounds  []latRound
+	Sidecar sidecarRun
+}
+
+// latency measures publish-on-east to received-on-west at a fixed
+// moderate rate. The producer does not batch (a batching delay would be
+// the application's latency, not replication's); each payload carries its
+// send time, and a consumer on west takes the difference on receipt. The
+// direct arm (publish on west, receive on west) is the floor: one hop.
+func (e *env) latency() (*latResult, error) {
+	const name = "lat"
+	rate, d := e.o.Sizes.LatRate, e.o.Sizes.LatDuration
+	topics := map[string]string{
+		armBuiltin: e.topic(nsBuiltin, name),
+		armSidecar: e.topic(nsSidecar, name),
+		armDirect:  e.topic(nsDirect, name),
+	}
+	from := map[string]string{armBuiltin: "east", armSidecar: "east", armDirect: "west"}
+	for _, arm := range []string{armBuiltin, armSidecar} {
+		if err := e.createTopic(topics[arm], 1, "east", "west"); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.createTopic(topics[armDirect], 1, "west"); err != nil {
+		return nil, err
+	}
+	sc, err := e.sidecarFor(e.o.Binary, "latency", nsSidecar, name)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.stop()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	col := map[string]*collector{}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for arm, topic := range topics {
+		cons, err := e.west.Subscribe(pulsar.ConsumerOptions{
+			Topic: topic, SubscriptionName: "bench-latency", Type: pulsar.Exclusive,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionLatest,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("consumer on west %s: %w", topic, err)
+		}
+		c := &collector{}
+		col[arm] = c
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cons.Close()
+			c.run(ctx, cons)
+		}()
+	}
+	res := &latResult{Rate: rate}
+	tag := uint64(time.Now().UnixNano())
+	// Warm-up: two seconds at the rate through every arm, not recorded.
+	for _, arm := range []string{armBuiltin, armSidecar, armDirect} {
+		tag++
+		if _, _, err := e.paced(from[arm], topics[arm], col[arm], tag, rate, 2*time.Second); err != nil {
+			return nil, fmt.Errorf("latency warm-up %s: %w", arm, err)
+		}
+	}
+	for r := range e.o.Sizes.Rounds {
+		for _, arm := range order(r, armBuiltin, armSidecar, armDirect) {
+			time.Sleep(settle)
+			tag++
+			u0, _ := sc.usage()
+			sent, samples, err := e.paced(from[arm], topics[arm], col[arm], tag, rate, d)
+			if err != nil {
+				return nil, fmt.Errorf("latency %s: %w", arm, err)
+			}
+			u1, _ := sc.usage()
+			lr := latRound{Arm: arm, Round: r, Sent: sent, Got: len(samples)}
+			if len(samples) > 0 {
+				slices.Sort(samples)
+				lr.P50, lr.P99, lr.Max = quantile(samples, 0.50), quantile(samples, 0.99), samples[len(samples)-1]
+			}
+			if arm == armSidecar {
+				res.Sidecar.CPU += u1.CPU - u0.CPU
+				res.Sidecar.Messages += sent
+			}
+			res.Rounds = append(res.Rounds, lr)
+			e.logf("latency round %d %-8s p50 %s p99 %s max %s (%d/%d received)", r+1, arm,
+				ms(lr.P50), ms(lr.P99), ms(lr.Max), lr.Got, lr.Sent)
+		}
+	}
+	run := e.finish(sc, "latency")
+	run.CPU, run.Messages = res.Sidecar.CPU, res.Sidecar.Messages
+	res.Sidecar = run
+	return res, nil
+}
+
+// paced publishes at rate for d, without batching, each message stamped
+// with its send time and tag, then waits (up to 15 s) until col has seen
+// every one. It returns how many were sent and their latencies.
+func (e *env) paced(cluster, topic string, col *collector, tag uint64, rate int, d time.Duration) (int, []time.Duration, error) {
+	p, err := e.client(cluster).CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, CompressionType: pulsar.NoCompression})
+	if err != nil {
+		return 0, nil, err
+	}
+	defer p.Close()
+	col.expect(tag)
+	interval := time.Second / time.Duration(rate)
+	n := int(d / interval)
+	start := time.Now()
+	var failed atomic.Int64
+	for i := range n {
+		if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
+			time.Sleep(w)
+		}
+		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: payload(time.Now(), tag)},
+			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				if err != nil {
+					failed.Add(1)
+				}
+			})
+	}
+	if err := p.Flush(); err != nil {
+		return n, nil, err
+	}
+	if f := failed.Load(); f > 0 {
+		return n, nil, fmt.Errorf("%d sends failed", f)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for col.count(tag) < n && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if os.Getenv("BENCH_DEBUG_LAT") != "" {
+		col.dump(topic)
+	}
+	return n, col.take(tag), nil
+}
+
+// collector records the latency of every message a consumer receives,
+// by tag; geo-sidecar markers are acknowledged and skipped.
+type collector struct {
+	mu  sync.Mutex
+	tag uint64
+	lat []time.Duration
+}
+
+func (c *collector) run(ctx context.Context, cons pulsar.Consumer) {
+	for {
+		m, err := cons.Receive(ctx)
+		if err != nil {
+			return
+		}
+		now := time.Now()
+		_ = cons.Ack(m)
+		if marker.Is(m) || len(m.Payload()) != msgSize {
+			continue
+		}
+		b := m.Payload()
+		sent, tag := int64(getUint64(b)), getUint64(b[8:])
+		c.mu.Lock()
+		if tag == c.tag {
+			c.lat = append(c.lat, now.Sub(time.Unix(0, sent)))
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *collector) dump(topic string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprintf(os.Stderr, "DEBUG %s:", topic)
+	for i, l := range c.lat {
+		if l > 40*time.Millisecond {
+			fmt.Fprintf(os.Stderr, " %d:%.0f", i, float64(l)/1e6)
+		}
+	}
+	fmt.Fprintln(os.Stderr)
+}
+
+func (c *collector) expect(tag uint64) {
+	c.mu.Lock()
+	c.tag, c.lat = tag, nil
+	c.mu.Unlock()
+}
+
+func (c *collector) count(tag uint64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tag != tag {
+		return 0
+	}
+	return len(c.lat)
+}
+
+func (c *collector) take(tag uint64) []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tag != tag {
+		return nil
+	}
+	return slices.Clone(c.lat)
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// ---- backlog drain --------------------------------------------------------
+
+type drainRound struct {
+	Arm    string
+	Round  int
+	Msgs   int
+	Leaked int64         // reached west while the replicator was held
+	React  time.Duration // release to the first message on west
+	Dur    time.Duration // release to the last message on west
+	CPU    time.Duration
+	HWM    int64
+	Use    window
+}
+
+type drainResult struct {
+	Messages, Partitions int
+	Rounds               []drainRound
+	Sidecar              sidecarRun
+}
+
+// replicatorHold is the built-in arm's "target unreachable". West is never
+// stopped (other work uses it), and removing west from the namespace's
+// replication clusters would delete the replicator's cursor, and with it
+// the backlog. Instead the namespace's replicator dispatch rate is set to
+// 1 message and 1 byte per second while the backlog is built: Pulsar's
+// PersistentReplicator asks its DispatchRateLimiter before every read and,
+// with no permits, reschedules the read after MESSAGE_RATE_BACKOFF_MS (1 s)
+// without reading, so the backlog stays on the replicator's durable cursor
+// (pulsar.repl.west) exactly as during an outage. At most the first read
+// gets through (one entry, i.e. one batch, per partition; the limiter then
+// owes ~128 KB of tokens, days at 1 byte/s); the run reports it as leaked.
+// Setting the rate back to -1 (no limit) releases it; the replicator
+// notices within its 1 s backoff, which counts in the built-in's drain time
+// just as the sidecar's process start, discovery and subscribe count in
+// its own.
+var replicatorHold = utils.DispatchRate{DispatchThrottlingRateInMsg: 1, DispatchThrottlingRateInByte: 1, RatePeriodInSecond: 1}
+
+var replicatorFree = utils.DispatchRate{DispatchThrottlingRateInMsg: -1, DispatchThrottlingRateInByte: -1, RatePeriodInSecond: 1}
+
+// release lifts the replicator dispatch rate of ns and restarts topic's
+// replicators so that they read again. The restart is needed on Pulsar
+// 4.0.7: a PersistentReplicator that found no rate-limiter permits leaves
+// an in-flight read task behind (readPos set, no entries), so its next
+// readMoreEntries sees "a pending read", logs "Skip the reading because
+// there is a pending read task" and never schedules another read, limit
+// or no limit. Unloading the topic drops that replicator; touching the
+// topic loads it again, and the new replicator resumes from the durable
+// cursor's mark-delete position with the whole backlog intact.
+func (e *env) release(ns utils.NameSpaceName, topic string) error {
+	if err := e.eastAdm.Namespaces().SetReplicatorDispatchRate(ns, replicatorFree); err != nil {
+		return err
+	}
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return err
+	}
+	if err := e.eastAdm.Topics().Unload(*tn); err != nil {
+		return fmt.Errorf("unload %s: %w", topic, err)
+	}
+	_, err = e.received(context.Background(), "east", topic) // loads every partition
+	return err
+}
+
+// drain measures how long each arm takes to copy a backlog of
+// DrainMessages built while its replicator could not reach west. For the
+// sidecar, "unreachable" is "not running": its cursor subscription exists
+// and accumulates the backlog; the drain is timed from the process start.
+func (e *env) drain() (*drainResult, error) {
+	n, parts := e.o.Sizes.DrainMessages, e.o.Sizes.DrainParts
+	res := &drainResult{Messages: n, Partitions: parts}
+	ns, err := utils.GetNamespaceName(e.ns(nsBDrain))
+	if err != nil {
+		return nil, err
+	}
+	cursor := "geo-sidecar.repl.west" // the default cursor_prefix + target
+	timeout := max(3*time.Minute, time.Duration(n/1000)*time.Second)
+	for r := range e.o.Sizes.Rounds {
+		short := fmt.Sprintf("d%d", r)
+		topics := map[string]string{armBuiltin: e.topic(nsBDrain, short), armSidecar: e.topic(nsSidecar, short)}
+		if err := e.eastAdm.Namespaces().SetReplicatorDispatchRate(*ns, replicatorHold); err != nil {
+			return nil, fmt.Errorf("hold the built-in replicator: %w", err)
+		}
+		time.Sleep(time.Second) // the policy reaches the broker's namespace cache
+		for _, t := range topics {
+			if err := e.createTopic(t, parts, "east", "west"); err != nil {
+				return nil, err
+			}
+		}
+		tn, _ := utils.GetTopicName(topics[armSidecar])
+		if err := e.eastAdm.Subscriptions().Create(*tn, cursor, utils.Earliest); err != nil && !isConflict(err) {
+			return nil, fmt.Errorf("create the sidecar's cursor: %w", err)
+		}
+		e.logf("drain round %d: building a backlog of %d messages on each arm", r+1, n)
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		for _, t := range topics {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- e.produce("east", t, n)
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				return nil, fmt.Errorf("build backlog: %w", err)
+			}
+		}
+		e.logf("drain round %d: backlogs built in %s", r+1, time.Since(t0).Round(time.Millisecond))
+		for _, arm := range order(r, armBuiltin, armSidecar) {
+			time.Sleep(settle)
+			topic := topics[arm]
+			leaked, err := e.received(context.Background(), "west", topic)
+			if err != nil {
+				return nil, err
+			}
+			dr := drainRound{Arm: arm, Round: r, Msgs: n, Leaked: leaked}
+			var sc *sidecar
+			m0 := e.meter.sample()
+			start := time.Now()
+			if arm == armBuiltin {
+				if err := e.release(*ns, topic); err != nil {
+					return nil, fmt.Errorf("release the built-in replicator: %w", err)
+				}
+			} else {
+				listen, err := freeAddr()
+				if err != nil {
+					return nil, err
+				}
+				if sc, err = e.startSidecar(e.o.Binary, fmt.Sprintf("drain-%d", r), listen, sidecarConfig(listen, e.ns(nsSidecar), "", false, short)); err != nil {
+					return nil, err
+				}
+				start = sc.started
+			}
+			var stopProf func()
+			if sc != nil && r == 0 {
+				stopProf = sc.cpuProfile(e.o.ProfileSeconds, "drain")
+			}
+			first, done, err := e.waitReceived("west", topic, leaked, int64(n), timeout)
+			if err != nil {
+				if sc != nil {
+					sc.stop()
+				}
+				return nil, fmt.Errorf("drain %s: %w", arm, err)
+			}
+			dr.React, dr.Dur = first.Sub(start), done.Sub(start)
+			dr.Use = e.meter.since(m0)
+			if sc != nil {
+				u, _ := sc.usage()
+				dr.CPU, dr.HWM = u.CPU, u.HWM
+				if stopProf != nil {
+					stopProf()
+				}
+				run := e.finish(sc, "drain")
+				res.Sidecar.CPU += dr.CPU
+				res.Sidecar.Messages += n
+				res.Sidecar.PeakRSS = max(res.Sidecar.PeakRSS, run.PeakRSS)
+				res.Sidecar.Threads, res.Sidecar.Goroutines = max(res.Sidecar.Threads, run.Threads), max(res.Sidecar.Goroutines, run.Goroutines)
+			}
+			res.Rounds = append(res.Rounds, dr)
+			e.logf("drain round %d %-8s %d messages in %s (%7.0f msg/s; first after %s; %d leaked while held)", r+1, arm,
+				n, dr.Dur.Round(time.Millisecond), float64(n)/dr.Dur.Seconds(), dr.React.Round(time.Millisecond), leaked)
+		}
+		// The backlogs are a GiB or two each: free the space.
+		e.deleteTopic(topics[armSidecar], "east", "west")
+		e.deleteTopic(topics[armBuiltin], "east", "west")
+	}
+	return res, nil
+}
+
+// ---- scale ----------------------------------------------------------------
+
+type scaleResult struct {
+	Topics       int
+	Ready        time.Duration // process start to /readyz
+	Startup      time.Duration // process start until every topic has replicated
+	RSS, HWM     int64
+	Threads      int
+	Goroutines   int
+	IdleWindow   time.Duration
+	IdleCPU      time.Duration
+	Messages     int
+	Dur          time.Duration
+	CPU          time.Duration // during the spread traffic
+	HWMAfter     int64
+	GoroutinesTr int // during traffic (after)
+	Stop         time.Duration
+}
+
+// scale runs one sidecar over ScaleTopics topics: each topic holds one
+// message before the sidecar starts, so "every topic replicates" is
+// "replicated_messages_total reached the topic count". Then it idles
+// (RSS, goroutines, CPU), then carries traffic spread over every topic.
+func (e *env) scale() (*scaleResult, error) {
+	k, m := e.o.Sizes.ScaleTopics, e.o.Sizes.ScaleMessages
+	res := &scaleResult{Topics: k, Messages: m, IdleWindow: e.o.Sizes.IdleWindow}
+	e.logf("scale: creating %d topics on east, one message each", k)
+	producers := make([]pulsar.Producer, k)
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				opts := batching(e.topic(nsScale, fmt.Sprintf("s-%04d", i)))
+				// The spread traffic is a few hundred messages per topic:
+				// a longer batching delay keeps the 1,000 idle producers of
+				// this process from waking every 10 ms.
+				opts.BatchingMaxPublishDelay = 100 * time.Millisecond
+				p, err := e.east.CreateProducer(opts)
+				if err == nil {
+					_, err = p.Send(context.Background(), &pulsar.ProducerMessage{Payload: payload(time.Now(), 0)})
+				}
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				producers[i] = p
+				mu.Unlock()
+			}
+		}()
+	}
+	t0 := time.Now()
+	for i := range k {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	defer func() {
+		var cw sync.WaitGroup
+		for _, p := range producers {
+			if p != nil {
+				cw.Add(1)
+				go func() { defer cw.Done(); p.Close() }()
+			}
+		}
+		cw.Wait()
+	}()
+	if firstErr != nil {
+		return nil, fmt.Errorf("scale topics: %w", firstErr)
+	}
+	e.logf("scale: %d topics created in %s; starting one sidecar for all of them", k, time.Since(t0).Round(time.Millisecond))
+
+	listen, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	sc, err := e.startSidecar(e.o.Binary, "scale", listen, sidecarConfig(listen, e.ns(nsScale), "", true, "s-.*"))
+	if err != nil {
+		return nil, err
+	}
+	defer sc.stop()
+	if err := sc.waitReady(5 * time.Minute); err != nil {
+		return nil, err
+	}
+	res.Ready = time.Since(sc.started)
+	done, err := sc.waitMetric("geo_sidecar_replicated_messages_total", float64(k), 10*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	res.Startup = done.Sub(sc.started)
+	e.logf("scale: ready after %s, every topic replicated after %s", res.Ready.Round(time.Millisecond), res.Startup.Round(time.Millisecond))
+
+	time.Sleep(5 * time.Second) // let start-up work finish before idling
+	u0, _ := sc.usage()
+	g, _ := sc.metric("go_goroutines")
+	res.RSS, res.Threads, res.Goroutines = u0.RSS, u0.Threads, int(g)
+	stopProf := sc.cpuProfile(res.IdleWindow, "scale-idle")
+	time.Sleep(res.IdleWindow)
+	u1, _ := sc.usage()
+	stopProf()
+	res.IdleCPU = u1.CPU - u0.CPU
+	res.HWM = u1.HWM
+	sc.profile("goroutine", "", "scale-idle")
+	sc.profile("heap", "", "scale-idle")
+	e.logf("scale: idle RSS %s MiB, %d goroutines, %d threads, idle CPU %.2f%% of a core",
+		mib(res.RSS), res.Goroutines, res.Threads, 100*res.IdleCPU.Seconds()/res.IdleWindow.Seconds())
+
+	base, err := sc.metric("geo_sidecar_replicated_messages_total")
+	if err != nil {
+		return nil, err
+	}
+	body := payload(time.Now(), 0)
+	var failed atomic.Int64
+	stopProf = sc.cpuProfile(e.o.ProfileSeconds, "scale-traffic")
+	t1 := time.Now()
+	for i := range m {
+		producers[i%k].SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: body},
+			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				if err != nil {
+					failed.Add(1)
+				}
+			})
+	}
+	var fw sync.WaitGroup
+	for _, p := range producers {
+		fw.Add(1)
+		go func() { defer fw.Done(); _ = p.Flush() }()
+	}
+	fw.Wait()
+	if f := failed.Load(); f > 0 {
+		return nil, fmt.Errorf("scale traffic: %d sends failed", f)
+	}
+	done, err = sc.waitMetric("geo_sidecar_replicated_messages_total", base+float64(m), max(5*time.Minute, time.Duration(m/200)*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	res.Dur = done.Sub(t1)
+	u2, _ := sc.usage()
+	stopProf()
+	res.CPU = u2.CPU - u1.CPU
+	res.HWMAfter = u2.HWM
+	g, _ = sc.metric("go_goroutines")
+	res.GoroutinesTr = int(g)
+	e.logf("scale: %d messages over %d topics in %s (%.0f msg/s)", m, k, res.Dur.Round(time.Millisecond), float64(m)/res.Dur.Seconds())
+	sc.profile("allocs", "", "scale")
+	res.Stop = sc.stop()
+	return res, nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }
+
+func mib(b int64) string { return fmt.Sprintf("%.0f", float64(b)/(1<<20)) }

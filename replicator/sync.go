@@ -1,0 +1,481 @@
+package replicator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/snapshot"
+	"github.com/geo-sidecar/geo-sidecar/subscription"
+)
+
+// subSync keeps the configured subscriptions of one (local partition,
+// remote) in step: it feeds what the partition's replicator reads to the
+// snapshot machine, writes the markers the machine returns, sends updates
+// when a local subscription passes a snapshot, and applies updates that
+// arrive from the remote. It outlives the replicator's sessions.
+type subSync struct {
+	local, remote string
+	topic         string // partition topic name, the same on both sides
+	key           []byte
+	interval      time.Duration
+	tracked       func(sub string) bool
+	machine       *snapshot.Machine
+	planner       *subscription.Planner
+	writer        *markerWriter
+	localAdmin    pulsaradmin.Client
+	remoteAdmin   pulsaradmin.Client
+	client        pulsar.Client // local, for the start-up scan
+	m             *Metrics
+	log           *zap.Logger
+
+	applyMu  sync.Mutex
+	toApply  map[string]marker.Position // latest pending update per subscription
+	applyNow chan struct{}
+
+	// applied records where received updates put subscriptions on this
+	// cluster; it is shared by every remote's subSync of the partition.
+	applied *appliedPositions
+
+	badLogAt time.Time // last time an invalid marker was logged
+	last     snapshot.Stats
+	sent     map[string]snapshot.Snapshot // last update sent per subscription
+}
+
+func posOf(id pulsar.MessageID) marker.Position {
+	return marker.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
+}
+
+// data feeds a data message read from the local partition.
+func (s *subSync) data(ctx context.Context, msg pulsar.Message) {
+	props := msg.Properties()
+	origin := props[PropOriginCluster]
+	var opos marker.Position
+	if origin != "" {
+		p, ok := parsePosition(props[PropOriginID])
+		if !ok {
+			origin = "" // not a copy we can place; count it as local data
+		}
+		opos = marker.Position{Ledger: p.ledger, Entry: p.entry, Batch: p.batch}
+	}
+	s.write(ctx, s.machine.Data(posOf(msg.ID()), origin, opos))
+}
+
+// marker handles a marker read from the local partition and reports whether
+// the replicator forwards it to the remote: only markers this sidecar wrote
+// for that remote, of the kinds that travel (request, response, update).
+func (s *subSync) marker(ctx context.Context, msg pulsar.Message) (forward bool) {
+	mk, err := marker.Decode(msg.Payload(), s.key)
+	if err != nil {
+		s.m.MarkersInvalid.WithLabelValues(s.local, marker.Reason(err)).Inc()
+		if time.Since(s.badLogAt) > 10*time.Second {
+			s.badLogAt = time.Now()
+			s.log.Warn("skipping a marker that does not decode or verify (logged at most every 10 s)",
+				zap.String("reason", marker.Reason(err)), zap.String("position", formatID(msg.ID())))
+		}
+		return false
+	}
+	if mk.Topic != s.topic {
+		s.m.MarkersInvalid.WithLabelValues(s.local, "wrong-topic").Inc()
+		return false
+	}
+	_, copied := msg.Properties()[PropOriginCluster]
+	switch {
+	case !copied && mk.From == s.local && mk.To == s.remote:
+		// Ours, towards this remote. Snapshot markers stay here and feed
+		// the cache (also when re-read after a restart).
+		s.write(ctx, s.machine.Marker(posOf(msg.ID()), mk))
+		return mk.Kind != marker.KindSnapshot
+	case copied && mk.From == s.remote && mk.To == s.local:
+		if mk.Kind == marker.KindUpdate {
+			s.enqueueApply(mk.Subscription, mk.Remote)
+			return false
+		}
+		s.write(ctx, s.machine.Marker(posOf(msg.ID()), mk))
+	}
+	return false
+}
+
+// write puts markers into the local partition.
+func (s *subSync) write(ctx context.Context, mks []marker.Marker) {
+	for _, mk := range mks {
+		if err := s.writer.write(ctx, mk); err != nil {
+			s.log.Warn("writing a marker failed", zap.Stringer("kind", mk.Kind), zap.Error(err))
+			continue
+		}
+		s.m.MarkersWritten.WithLabelValues(s.local, s.remote, mk.Kind.String()).Inc()
+	}
+}
+
+// run ticks the snapshot machine, follows the tracked subscriptions and
+// applies received updates until ctx is done.
+func (s *subSync) run(ctx context.Context, linkUp func() bool) {
+	defer s.writer.close()
+	s.rebuild(ctx)
+	go s.applyLoop(ctx)
+	// The machine is ticked four times per interval, so a request goes out
+	// as soon as the interval has passed rather than up to a whole tick
+	// later; subscriptions are followed twice per interval.
+	t := time.NewTicker(max(s.interval/4, 10*time.Millisecond))
+	defer t.Stop()
+	var followed time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.write(ctx, s.machine.Tick(linkUp()))
+		s.countStats()
+		if time.Since(followed) < s.interval/2 {
+			continue
+		}
+		followed = time.Now()
+		if err := s.follow(ctx); err != nil && ctx.Err() == nil {
+			s.log.Debug("following subscriptions failed", zap.Error(err))
+		}
+	}
+}
+
+func (s *subSync) countStats() {
+	st := s.machine.Stats()
+	pair := []string{s.local, s.remote}
+	s.m.SnapshotsStarted.WithLabelValues(pair...).Add(float64(st.Started - s.last.Started))
+	s.m.SnapshotsCompleted.WithLabelValues(pair...).Add(float64(st.Completed - s.last.Completed))
+	s.m.SnapshotsTimedOut.WithLabelValues(pair...).Add(float64(st.TimedOut - s.last.TimedOut))
+	if st.Completed > s.last.Completed {
+		s.m.SnapshotRTT.WithLabelValues(pair...).Observe(st.LastRTT.Seconds())
+	}
+	s.last = st
+}
+
+// follow reads the tracked subscriptions' mark-delete positions on the
+// local partition and sends an update for each one that passed a newer
+// snapshot; it also sets the lag gauges.
+func (s *subSync) follow(ctx context.Context) error {
+	tn, err := utils.GetTopicName(s.topic)
+	if err != nil {
+		return err
+	}
+	internal, err := s.localAdmin.Topics().GetInternalStatsWithContext(ctx, *tn)
+	if err != nil {
+		return fmt.Errorf("local internal stats: %w", err)
+	}
+	var slowest *marker.Position
+	for name, c := range internal.Cursors {
+		if !s.tracked(name) {
+			continue
+		}
+		md, ok := parseEntry(c.MarkDeletePosition)
+		if !ok {
+			continue
+		}
+		if at, ok := s.applied.get(s.local, s.topic, name); ok && md.Compare(at) < 0 {
+			// The position came from a remote's update, not from consumers
+			// here: echoing it back (or on to a third cluster) would chain
+			// snapshots of different pairs, whose positions do not compose,
+			// and could move a subscription past unconsumed messages.
+			continue
+		}
+		if slowest == nil || md.Compare(*slowest) < 0 {
+			slowest = &md
+		}
+		snap, ok := s.planner.Next(name, md, s.machine)
+		if !ok {
+			continue
+		}
+		up := marker.Marker{Kind: marker.KindUpdate, From: s.local, To: s.remote, Topic: s.topic,
+			Subscription: name, Local: snap.Local, Remote: snap.Remote, Time: time.Now().UnixMilli()}
+		if err := s.writer.write(ctx, up); err != nil {
+			s.planner.Forget(name) // send it again next time
+			return fmt.Errorf("write update: %w", err)
+		}
+		if s.sent == nil {
+			s.sent = map[string]snapshot.Snapshot{}
+		}
+		s.sent[name] = snap
+		s.m.UpdatesSent.WithLabelValues(s.local, s.remote).Inc()
+		s.m.MarkersWritten.WithLabelValues(s.local, s.remote, marker.KindUpdate.String()).Inc()
+	}
+	if slowest != nil {
+		s.machine.Prune(*slowest)
+	}
+	return s.lag(ctx, tn)
+}
+
+// lag sets, per tracked subscription, how many messages the remote copy of
+// the subscription would deliver again after a failover right now, and how
+// old the snapshot behind its last update is.
+func (s *subSync) lag(ctx context.Context, tn *utils.TopicName) error {
+	opt := utils.GetStatsOptions{ExcludePublishers: true, GetPreciseBacklog: true}
+	local, err := s.localAdmin.Topics().GetStatsWithOptionWithContext(ctx, *tn, opt)
+	if err != nil {
+		return err
+	}
+	remote, err := s.remoteAdmin.Topics().GetStatsWithOptionWithContext(ctx, *tn, opt)
+	if err != nil {
+		return err
+	}
+	for name, ls := range local.Subscriptions {
+		if !s.tracked(name) {
+			continue
+		}
+		rs, ok := remote.Subscriptions[name]
+		if !ok {
+			continue
+		}
+		labels := []string{s.local, s.remote, name}
+		s.m.SubscriptionLag.WithLabelValues(labels...).Set(float64(subscription.Lag(ls.MsgBacklog, rs.MsgBacklog)))
+		age := 0.0
+		if snap, ok := s.sent[name]; ok && ls.MsgBacklog < rs.MsgBacklog {
+			age = time.Since(snap.Time).Seconds()
+		}
+		s.m.SubscriptionLagSeconds.WithLabelValues(labels...).Set(age)
+	}
+	return nil
+}
+
+// parseEntry reads Pulsar's "ledger:entry" mark-delete position.
+func parseEntry(s string) (marker.Position, bool) {
+	l, e, ok := strings.Cut(s, ":")
+	if !ok {
+		return marker.Position{}, false
+	}
+	p, ok := parsePosition(l + ":" + e + ":-1")
+	return marker.Position{Ledger: p.ledger, Entry: p.entry, Batch: -1}, ok
+}
+
+func (s *subSync) enqueueApply(sub string, at marker.Position) {
+	s.applyMu.Lock()
+	if s.toApply == nil {
+		s.toApply = map[string]marker.Position{}
+	}
+	if cur, ok := s.toApply[sub]; !ok || at.Compare(cur) > 0 {
+		s.toApply[sub] = at
+	}
+	s.applyMu.Unlock()
+	select {
+	case s.applyNow <- struct{}{}:
+	default:
+	}
+}
+
+// applyLoop applies received updates, the newest per subscription, off the
+// data path: an admin call must not hold up replication.
+func (s *subSync) applyLoop(ctx context.Context) {
+	admin := pulsarSubAdmin{s.localAdmin}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.applyNow:
+		}
+		s.applyMu.Lock()
+		batch := s.toApply
+		s.toApply = nil
+		s.applyMu.Unlock()
+		for sub, at := range batch {
+			out, err := subscription.Apply(ctx, admin, s.topic, sub, at)
+			s.m.UpdatesApplied.WithLabelValues(s.local, string(out)).Inc()
+			if out == subscription.Applied || out == subscription.Created {
+				s.applied.set(s.local, s.topic, sub, at)
+			}
+			switch {
+			case err != nil:
+				s.log.Warn("applying a subscription update failed", zap.String("subscription", sub), zap.Error(err))
+			case out == subscription.RefusedConsumers:
+				s.log.Debug("subscription update not applied: consumers attached", zap.String("subscription", sub))
+			}
+		}
+	}
+}
+
+// rebuild refills the snapshot cache after a start by re-reading this
+// pair's snapshot markers (the cache's durable form) from the oldest entry
+// the partition still holds. Reading from the slowest tracked
+// subscription's position would miss the very snapshot that covers it,
+// which sits just before it. Only partitions with a tracked subscription
+// are scanned.
+func (s *subSync) rebuild(ctx context.Context) {
+	tn, err := utils.GetTopicName(s.topic)
+	if err != nil {
+		return
+	}
+	internal, err := s.localAdmin.Topics().GetInternalStatsWithContext(ctx, *tn)
+	if err != nil {
+		return
+	}
+	tracked := false
+	for name := range internal.Cursors {
+		tracked = tracked || s.tracked(name)
+	}
+	if !tracked {
+		return
+	}
+	r, err := s.client.CreateReader(pulsar.ReaderOptions{
+		Topic:          s.topic,
+		StartMessageID: pulsar.EarliestMessageID(),
+	})
+	if err != nil {
+		s.log.Warn("cannot re-read snapshot markers; subscriptions sync from new snapshots", zap.Error(err))
+		return
+	}
+	defer r.Close()
+	n := 0
+	for r.HasNext() && ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		msg, err := r.Next(rctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		if k, ok := marker.KindOf(msg.Properties()); !ok || k != marker.KindSnapshot {
+			continue
+		}
+		if mk, err := marker.Decode(msg.Payload(), s.key); err == nil && mk.Topic == s.topic &&
+			mk.From == s.local && mk.To == s.remote {
+			s.machine.Marker(posOf(msg.ID()), mk)
+			n++
+		}
+	}
+	s.log.Debug("snapshot cache rebuilt", zap.Int("snapshot_markers", n))
+}
+
+// markerWriter writes markers into the local partition through a producer
+// opened on first use.
+type markerWriter struct {
+	client pulsar.Client
+	topic  string
+	name   string
+	key    []byte
+
+	mu sync.Mutex
+	p  pulsar.Producer
+}
+
+func (w *markerWriter) write(ctx context.Context, mk marker.Marker) error {
+	payload, err := marker.Encode(mk, w.key)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	if w.p == nil {
+		p, err := callCtx(ctx, func() (pulsar.Producer, error) {
+			return w.client.CreateProducer(pulsar.ProducerOptions{Topic: w.topic, Name: w.name,
+				BatchingMaxPublishDelay: time.Millisecond, SendTimeout: 30 * time.Second})
+		}, func(p pulsar.Producer) { p.Close() })
+		if err != nil {
+			w.mu.Unlock()
+			return fmt.Errorf("open marker producer: %w", err)
+		}
+		w.p = p
+	}
+	p := w.p
+	w.mu.Unlock()
+	p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload, Properties: marker.Properties(mk.Kind)},
+		func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				w.mu.Lock()
+				if w.p == p {
+					w.p = nil // reopen on next write
+					go p.Close()
+				}
+				w.mu.Unlock()
+			}
+		})
+	return nil
+}
+
+func (w *markerWriter) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.p != nil {
+		_ = w.p.Flush()
+		w.p.Close()
+		w.p = nil
+	}
+}
+
+// pulsarSubAdmin is subscription.Admin over Pulsar's admin API.
+type pulsarSubAdmin struct{ a pulsaradmin.Client }
+
+func (p pulsarSubAdmin) State(ctx context.Context, topic, sub string) (subscription.State, error) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return subscription.State{}, err
+	}
+	st, err := p.a.Topics().GetStatsWithOptionWithContext(ctx, *tn, utils.GetStatsOptions{ExcludePublishers: true})
+	if err != nil {
+		return subscription.State{}, err
+	}
+	ss, ok := st.Subscriptions[sub]
+	if !ok {
+		return subscription.State{}, nil
+	}
+	internal, err := p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
+	if err != nil {
+		return subscription.State{}, err
+	}
+	md, ok := parseEntry(internal.Cursors[sub].MarkDeletePosition)
+	if !ok {
+		return subscription.State{}, fmt.Errorf("no mark-delete position for %s", sub)
+	}
+	return subscription.State{Exists: true, MarkDelete: md, Consumers: len(ss.Consumers)}, nil
+}
+
+func (p pulsarSubAdmin) Create(ctx context.Context, topic, sub string, at marker.Position) error {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return err
+	}
+	return p.a.Subscriptions().CreateWithContext(ctx, *tn, sub, utils.MessageID{LedgerID: at.Ledger, EntryID: at.Entry, PartitionIndex: -1})
+}
+
+func (p pulsarSubAdmin) Reset(ctx context.Context, topic, sub string, at marker.Position) error {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return err
+	}
+	return p.a.Subscriptions().ResetCursorToMessageIDWithContext(ctx, *tn, sub, utils.MessageID{LedgerID: at.Ledger, EntryID: at.Entry, PartitionIndex: -1})
+}
+
+func newSnapshotID() string { return uuid.NewString() }
+
+// appliedPositions remembers, per (cluster, partition, subscription), the
+// position the last applied update moved the subscription to. Safe for
+// concurrent use.
+type appliedPositions struct {
+	mu sync.Mutex
+	m  map[string]marker.Position
+}
+
+func (a *appliedPositions) key(cluster, topic, sub string) string {
+	return cluster + "\x00" + topic + "\x00" + sub
+}
+
+// set records at, entry granular (the subscription sits at at's entry).
+func (a *appliedPositions) set(cluster, topic, sub string, at marker.Position) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[string]marker.Position{}
+	}
+	at.Batch = -1
+	a.m[a.key(cluster, topic, sub)] = at
+}
+
+func (a *appliedPositions) get(cluster, topic, sub string) (marker.Position, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.m[a.key(cluster, topic, sub)]
+	return p, ok
+}

@@ -1,0 +1,164 @@
+package snapshot
+
+import (
+	"slices"
+	"time"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+)
+
+// The unexported methods below hold the protocol; the exported ones in
+// snapshot.go take m.mu around them.
+
+func (m *Machine) data(pos marker.Position, origin string, originPos marker.Position) []marker.Marker {
+	m.dataSince = true
+	// Only third origins' watermarks are ever used. Tracking no other
+	// keeps seen bounded by the config, whatever origin properties
+	// producers put on messages.
+	if origin != "" && slices.Contains(m.cfg.ThirdOrigins, origin) {
+		if q, ok := m.seen[origin]; !ok || originPos.Compare(q) > 0 {
+			m.seen[origin] = originPos
+		}
+	}
+	if p := m.pending; p != nil && p.responded && m.met(p.need) {
+		return m.complete(pos)
+	}
+	return nil
+}
+
+func (m *Machine) marker(pos marker.Position, mk marker.Marker) []marker.Marker {
+	if mk.Topic != m.cfg.Topic {
+		return nil
+	}
+	fromRemote := mk.From == m.cfg.Remote && mk.To == m.cfg.Local
+	switch mk.Kind {
+	case marker.KindSnapshotRequest:
+		if fromRemote {
+			return m.respond(pos, mk)
+		}
+	case marker.KindSnapshotResponse:
+		if fromRemote {
+			return m.responded(pos, mk)
+		}
+	case marker.KindSnapshot:
+		if mk.From == m.cfg.Local && mk.To == m.cfg.Remote {
+			m.cache.add(Snapshot{ID: mk.SnapshotID, Local: mk.Local, Remote: mk.Remote, Time: time.UnixMilli(mk.Time)})
+		}
+	}
+	return nil
+}
+
+// respond answers Remote's request read at pos, unless a third origin's
+// watermark is unknown.
+func (m *Machine) respond(pos marker.Position, req marker.Marker) []marker.Marker {
+	var wm map[string]marker.Position
+	for _, c := range m.cfg.ThirdOrigins {
+		q, ok := m.seen[c]
+		if !ok {
+			if m.cfg.Fresh {
+				continue // nothing of c at or before pos: no constraint
+			}
+			m.stats.Unanswered++
+			return nil
+		}
+		if wm == nil {
+			wm = make(map[string]marker.Position, len(m.cfg.ThirdOrigins))
+		}
+		wm[c] = q
+	}
+	return []marker.Marker{{
+		Kind:       marker.KindSnapshotResponse,
+		From:       m.cfg.Local,
+		To:         m.cfg.Remote,
+		Topic:      m.cfg.Topic,
+		SnapshotID: req.SnapshotID,
+		Local:      pos,
+		Watermarks: wm,
+		Time:       m.cfg.Now().UnixMilli(),
+	}}
+}
+
+// responded takes Remote's response read at pos: the pending request
+// completes now if the watermarks it names are met, else at a later Data.
+func (m *Machine) responded(pos marker.Position, resp marker.Marker) []marker.Marker {
+	p := m.pending
+	if p == nil || p.id != resp.SnapshotID || p.responded {
+		// Unknown or dropped; or a second answer to the same request
+		// (Remote re-read it after a restart): the first one stands.
+		return nil
+	}
+	p.responded, p.at, p.remote = true, pos, resp.Local
+	for _, c := range m.cfg.ThirdOrigins {
+		if q, ok := resp.Watermarks[c]; ok {
+			if p.need == nil {
+				p.need = make(map[string]marker.Position, len(m.cfg.ThirdOrigins))
+			}
+			p.need[c] = q
+		}
+	}
+	if m.met(p.need) {
+		return m.complete(pos)
+	}
+	return nil
+}
+
+// met reports whether every origin in need has been seen up to its
+// watermark.
+func (m *Machine) met(need map[string]marker.Position) bool {
+	for c, q := range need {
+		if s, ok := m.seen[c]; !ok || s.Compare(q) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// complete ends the pending request, whose watermarks are met at pos, and
+// returns its snapshot marker.
+func (m *Machine) complete(pos marker.Position) []marker.Marker {
+	p := m.pending
+	m.pending = nil
+	// A cursor that rewinds (a consumer redelivering after a reconnect)
+	// could report data before the response's position; the snapshot is
+	// never earlier than the response.
+	if pos.Compare(p.at) < 0 {
+		pos = p.at
+	}
+	now := m.cfg.Now()
+	m.stats.Completed++
+	m.stats.LastRTT = now.Sub(p.started)
+	return []marker.Marker{{
+		Kind:       marker.KindSnapshot,
+		From:       m.cfg.Local,
+		To:         m.cfg.Remote,
+		Topic:      m.cfg.Topic,
+		SnapshotID: p.id,
+		Local:      pos,
+		Remote:     p.remote,
+		Time:       now.UnixMilli(),
+	}}
+}
+
+func (m *Machine) tick(linkUp bool) []marker.Marker {
+	now := m.cfg.Now()
+	if p := m.pending; p != nil && now.Sub(p.started) >= m.cfg.Timeout {
+		m.pending = nil
+		m.stats.TimedOut++
+	}
+	if !linkUp || !m.dataSince || m.pending != nil ||
+		(m.requested && now.Sub(m.lastRequest) < m.cfg.Interval) {
+		return nil
+	}
+	id := m.cfg.NewID()
+	m.pending = &request{id: id, started: now}
+	m.requested, m.lastRequest, m.dataSince = true, now, false
+	m.stats.Started++
+	return []marker.Marker{{
+		Kind:       marker.KindSnapshotRequest,
+		From:       m.cfg.Local,
+		To:         m.cfg.Remote,
+		Topic:      m.cfg.Topic,
+		SnapshotID: id,
+		Time:       now.UnixMilli(),
+	}}
+}

@@ -1,0 +1,288 @@
+// Package snapshot is the replicated-subscription snapshot rule of
+// shared/notes/protocol.md as a pure state machine: one Machine per local
+// topic partition and remote cluster, fed what the replicator reads from
+// the local partition, in order, and returning the markers to write. No
+// network, no clock of its own (Config.Now), so the hard part is unit tested
+// and fuzzed without Pulsar.
+//
+// A snapshot between local A and remote B is a pair (a, b): every message at
+// or before b in B's partition is at or before a in A's. When a subscription
+// on A has consumed up to a, the same subscription on B may be moved to b.
+//
+// # The round
+//
+// A's Machine writes a request addressed to B ([Machine.Tick]); B's Machine
+// reads it, forwarded, at b and answers with a response carrying b and, for
+// every third origin C, the highest C-origin position B's partition held at
+// or before b (its watermark). A's Machine reads the response at a and the
+// snapshot completes at the first position a' >= a at which A's partition
+// has shown every third origin up to the watermark B named: at a' then,
+// every A-origin message at or before b was forwarded before the request,
+// every B-origin one before the response, and every C-origin one has
+// arrived. The completed pair (a', b) is written as a snapshot marker into
+// A's partition and enters the cache when that marker is read back, which
+// is also how the cache is rebuilt after a restart.
+//
+// Third origins are only those whose messages reach both clusters
+// ([Config.ThirdOrigins]). A message that reaches B but not A (a
+// replicate-to property, or a topology in which its origin copies to B only)
+// is never covered by a snapshot: a subscription moved on B may skip it,
+// since A never had it to consume.
+//
+// # The cache
+//
+// Completed snapshots are kept sorted by their local position, at most
+// [Config.CacheSize] of them. When a new one overflows the cache, the oldest
+// and the newest are always kept, so the slowest subscription keeps the
+// snapshot it will need next and the fastest the most recent one. From the
+// middle, the entry evicted is the one whose removal leaves the smallest gap
+// relative to its age: the entry i minimising (t[i+1] - t[i-1]) / (T -
+// t[i-1]), where t are completion times and T the newest's. The survivors
+// thin out geometrically with age: with 10 entries and a snapshot a second,
+// after a day they sit about 0, 1, 4, 16, 80, 190, 790, 2200 and 20000 s
+// back, plus the oldest, so a subscription lagging by d finds a snapshot
+// about 2d old on average, 10d at worst. That means few duplicates after a
+// failover for subscriptions close to the head, and still some coverage for
+// slow ones. Evicting by absolute gap instead (say, the entry closest in
+// time to its older neighbour) would spread the entries evenly over the
+// cache's whole span and leave a subscription lagging a few seconds with a
+// snapshot hours old. [Machine.Prune] drops what no subscription needs any
+// more, which moves the oldest forward.
+package snapshot
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+)
+
+// Defaults for zero or negative Config fields; the same as the config
+// package's and Pulsar's.
+const (
+	defaultInterval  = 1 * time.Second
+	defaultTimeout   = 30 * time.Second
+	defaultCacheSize = 10
+)
+
+// Config is one Machine's setting.
+type Config struct {
+	// Topic is the partition's full topic name; markers carry it and
+	// markers naming another topic are ignored.
+	Topic string
+	// Local is the cluster whose partition the machine reads; Remote the
+	// other end of the pair.
+	Local, Remote string
+	// Interval is the least time between two snapshot requests; Timeout
+	// how long a request waits for its response and watermarks. Zero or
+	// negative means 1 s and 30 s, the config package's defaults.
+	Interval, Timeout time.Duration
+	// CacheSize bounds the completed snapshots kept; zero or negative
+	// means 10, the config package's default.
+	CacheSize int
+	// ThirdOrigins are the clusters other than Local and Remote whose
+	// messages are copied into both (from the shared config). Responses
+	// carry their watermarks, and a snapshot completes only once Local has
+	// seen each of them up to the responder's watermark ("More than two
+	// clusters" in protocol.md). Origins that reach only one side are left
+	// out: their messages are never covered. Local, Remote, empty names
+	// and repeats are dropped.
+	ThirdOrigins []string
+	// Fresh says the cursor reading this partition was just created at the
+	// earliest position, so every watermark is exact from the start. When
+	// false (a cursor that already existed), the watermark of a third
+	// origin is unknown until one message of that origin has been read,
+	// and requests are not answered until every third origin is known: an
+	// under-reported watermark could lose messages, a request left
+	// unanswered only times out.
+	Fresh bool
+	// NewID returns a fresh snapshot id (at most marker.MaxSnapshotIDLen
+	// bytes, never empty); Now the current time. Nil means a random UUID
+	// and time.Now.
+	NewID func() string
+	Now   func() time.Time
+}
+
+// Snapshot is one completed pair: Local (a) in the local partition, Remote
+// (b) in the remote's.
+type Snapshot struct {
+	ID     string
+	Local  marker.Position
+	Remote marker.Position
+	Time   time.Time // when it completed (from the snapshot marker)
+}
+
+// Stats are counters for metrics, monotonically growing except LastRTT.
+type Stats struct {
+	Started, Completed, TimedOut int64
+	// Unanswered counts requests from Remote not answered because a
+	// third origin's watermark was unknown.
+	Unanswered int64
+	// LastRTT is the time from the last completed snapshot's request to
+	// its completion.
+	LastRTT time.Duration
+}
+
+// Machine is the snapshot state of one (partition, remote). Safe for
+// concurrent use: the replicator's reader and its ticker call it from
+// different goroutines.
+type Machine struct {
+	cfg Config // normalised by New: ThirdOrigins without repeats, Local, Remote
+
+	mu sync.Mutex
+	// seen is, per third origin, the highest origin position among its
+	// messages read so far. An origin absent from it has its watermark
+	// known-empty when cfg.Fresh, unknown otherwise.
+	seen map[string]marker.Position
+	// pending is the request in flight, nil if none: one at a time.
+	pending *request
+	// Request pacing: whether and when the last request was started, and
+	// whether a data message was read since.
+	requested   bool
+	lastRequest time.Time
+	dataSince   bool
+
+	cache cache
+	stats Stats
+}
+
+// request is a snapshot request of this machine waiting for its response,
+// and then for its watermarks.
+type request struct {
+	id      string
+	started time.Time
+	// Set once the response is read: where (a), its b, and the watermarks
+	// of our third origins it names.
+	responded bool
+	at        marker.Position
+	remote    marker.Position
+	need      map[string]marker.Position
+}
+
+// New returns a Machine for cfg.
+func New(cfg Config) *Machine {
+	if cfg.Interval <= 0 {
+		cfg.Interval = defaultInterval
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = defaultTimeout
+	}
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = defaultCacheSize
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = newUUID
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	var third []string
+	for _, c := range cfg.ThirdOrigins {
+		if c != "" && c != cfg.Local && c != cfg.Remote && !slices.Contains(third, c) {
+			third = append(third, c)
+		}
+	}
+	cfg.ThirdOrigins = third
+	return &Machine{
+		cfg:   cfg,
+		seen:  make(map[string]marker.Position),
+		cache: cache{size: cfg.CacheSize},
+	}
+}
+
+// Data reports a data message (not a marker) read from the local
+// partition at pos. origin is "" for a message produced on Local, else the
+// origin cluster, with originPos its position there. It returns SNAPSHOT
+// markers (kind 12) for snapshots whose watermarks this message completed;
+// the caller writes them into the local partition.
+//
+// Every data message read must be reported, including those the
+// replicator does not forward: the watermarks count them all.
+func (m *Machine) Data(pos marker.Position, origin string, originPos marker.Position) []marker.Marker {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.data(pos, origin, originPos)
+}
+
+// Marker reports a verified marker read from the local partition at pos.
+// Markers that do not concern this pair, or this topic, are ignored. It
+// returns the markers to write into the local partition:
+//   - a request from Remote: a response (kind 11) addressed to Remote,
+//     carrying pos and the third origins' watermarks (none if a watermark
+//     is unknown, see Config.Fresh);
+//   - a response from Remote to a pending request: a SNAPSHOT marker (kind
+//     12) once the watermarks are met (now or at a later Data call);
+//   - a SNAPSHOT marker written by Local for Remote (read back, also after
+//     a restart): nothing; the snapshot enters the cache.
+//
+// Requests written by Local, responses to requests not pending (unknown,
+// already answered, or dropped by Tick after Timeout) and updates (kind
+// 13, the subscription package's) return nothing.
+func (m *Machine) Marker(pos marker.Position, mk marker.Marker) []marker.Marker {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.marker(pos, mk)
+}
+
+// Tick lets time pass: pending requests older than Timeout are dropped,
+// and a request (kind 10) addressed to Remote is returned when one is due:
+// new data was read since the last request, linkUp (the replicator towards
+// Remote is connected), Interval has passed, and no request is pending.
+func (m *Machine) Tick(linkUp bool) []marker.Marker {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.tick(linkUp)
+}
+
+// Covering returns the newest cached snapshot whose Local position is
+// consumed by a subscription whose mark-delete position is md (compared at
+// entry granularity: the whole entry holding Local is at or before md).
+// md names an entry, as the admin API's mark-delete position does; its
+// Batch is ignored.
+func (m *Machine) Covering(md marker.Position) (Snapshot, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := m.cache.covering(md)
+	if i < 0 {
+		return Snapshot{}, false
+	}
+	return m.cache.s[i], true
+}
+
+// Prune drops cached snapshots that no tracked subscription needs any more:
+// every snapshot older than the newest one covered by md, the slowest
+// tracked subscription's mark-delete position.
+func (m *Machine) Prune(md marker.Position) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cache.prune(md)
+}
+
+// Stats returns the counters.
+func (m *Machine) Stats() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stats
+}
+
+// newUUID returns a random (version 4) UUID string.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:])
+}
