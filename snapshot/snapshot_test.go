@@ -452,6 +452,7 @@ func TestConcurrentUse(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Millisecond); return now }
 	m := New(Config{Topic: topic, Local: "A", Remote: "B", Interval: time.Millisecond, Timeout: 5 * time.Millisecond,
 		CacheSize: 3, ThirdOrigins: []string{"C"}, Fresh: true, Now: clock})
+	m.Data(pos(0), "", pos(0)) // data before the ticker starts, so a request is due
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() {
