@@ -151,3 +151,78 @@ func TestIdleTopicGetsNoMarkers(t *testing.T) {
 		t.Fatalf("idle topic has %d entries", st.EntriesAddedCounter)
 	}
 }
+
+// TestDrillThreeClustersNorthDown: east, west and north replicate in full
+// mesh and keep the subscription in step; north is stopped before the
+// drill, and east<->west sync carries on (Pulsar's own replicator stops all
+// subscription sync while any cluster is down).
+func TestDrillThreeClustersNorthDown(t *testing.T) {
+	if err := Up("north"); err != nil {
+		t.Fatal(err)
+	}
+	ns := NewNamespace(t, "east", "west", "north")
+	s := StartSidecar(t, []string{"east", "west", "north"}, syncEntries(ns, "orders-sub", "east", "west", "north"))
+	topic := Topic(ns, "orders")
+	// North-origin traffic reaches both before north goes down.
+	ProduceN(t, Client(t, "north"), topic, "north", 200)
+	Eventually(t, 30*time.Second, func() error {
+		if v := s.Metric("geo_sidecar_replicated_messages_total", `source="north"`); v < 400 {
+			return fmt.Errorf("north replicated %v of 400", v)
+		}
+		return nil
+	})
+	if err := Down("north"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Up("north") })
+	rep := runDrill(t, s.ConfigPath, ns+"/orders", "orders-sub", "east", "west", "--messages", "2000")
+	t.Logf("drill with north down: published %d, before %d, after %d, lost %d, duplicates %d, in step after %.1fs (%v)",
+		rep.Published, rep.ConsumedBefore, rep.ConsumedAfter, rep.Lost, rep.Duplicates, rep.InStepSeconds, rep.InStep)
+	if rep.Lost != 0 {
+		t.Fatalf("%d messages lost", rep.Lost)
+	}
+	if !rep.InStep || rep.Duplicates >= rep.ConsumedBefore {
+		t.Fatalf("east<->west subscription sync did not work with north down (in step %v, %d duplicates)", rep.InStep, rep.Duplicates)
+	}
+}
+
+// TestDrillSidecarRestartedMidway: the sidecar is killed and restarted
+// while the drill publishes and consumes.
+func TestDrillSidecarRestartedMidway(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	s := StartSidecar(t, []string{"east", "west"}, syncEntries(ns, "orders-sub", "east", "west"))
+	done := make(chan drillReport, 1)
+	go func() {
+		done <- runDrill(t, s.ConfigPath, ns+"/orders", "orders-sub", "east", "west",
+			"--messages", "4000", "--publish-over", "8s")
+	}()
+	time.Sleep(4 * time.Second)
+	s.Kill()
+	time.Sleep(time.Second)
+	s.Restart()
+	rep := <-done
+	t.Logf("drill with a sidecar restart: published %d, before %d, after %d, lost %d, duplicates %d, in step after %.1fs (%v)",
+		rep.Published, rep.ConsumedBefore, rep.ConsumedAfter, rep.Lost, rep.Duplicates, rep.InStepSeconds, rep.InStep)
+	if rep.Lost != 0 {
+		t.Fatalf("%d messages lost", rep.Lost)
+	}
+}
+
+// TestMarkersOnBusyTopic reports how many markers a steadily busy topic
+// gets per minute (for the notes; no assertion on the figure).
+func TestMarkersOnBusyTopic(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "busy")
+	east := Client(t, "east")
+	_ = Consume(t, east, topic, "busy-sub", 0, time.Second)
+	s := StartSidecar(t, []string{"east", "west"}, syncEntries(ns, "busy-sub", "east", "west"))
+	load := startLoad(t, east, topic, "m", 10000, 500)
+	time.Sleep(2 * time.Second)
+	start, m0 := time.Now(), s.Metric("geo_sidecar_markers_written_total")
+	load.wait(t)
+	perMin := (s.Metric("geo_sidecar_markers_written_total") - m0) / time.Since(start).Minutes()
+	t.Logf("busy topic (500 msg/s east, both directions replicated): %.0f markers per minute written by the sidecar", perMin)
+	if perMin == 0 {
+		t.Fatal("no markers on a busy topic")
+	}
+}
