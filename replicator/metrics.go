@@ -28,6 +28,7 @@ type Metrics struct {
 	SnapshotsStarted       *prometheus.CounterVec
 	SnapshotsCompleted     *prometheus.CounterVec
 	SnapshotsTimedOut      *prometheus.CounterVec
+	SnapshotsUnanswered    *prometheus.CounterVec
 	SnapshotRTT            *prometheus.HistogramVec
 	UpdatesSent            *prometheus.CounterVec
 	UpdatesApplied         *prometheus.CounterVec
@@ -82,6 +83,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "snapshots_completed_total", Help: "Snapshots completed."}, pair)
 	m.SnapshotsTimedOut = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "snapshots_timed_out_total", Help: "Snapshot requests that got no usable response in time."}, pair)
+	m.SnapshotsUnanswered = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "snapshot_requests_unanswered_total", Help: "Requests from a remote left unanswered because a third origin's watermark is unknown since a restart (until that origin sends a message)."}, pair)
 	m.SnapshotRTT = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns,
 		Name: "snapshot_round_trip_seconds", Help: "Snapshot request to completion.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, pair)
@@ -98,7 +101,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsSuppressed,
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
-			m.SnapshotRTT, m.UpdatesSent, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds)
+			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds)
 	}
 	return m
 }

@@ -152,6 +152,7 @@ func (s *subSync) countStats() {
 	s.m.SnapshotsStarted.WithLabelValues(pair...).Add(float64(st.Started - s.last.Started))
 	s.m.SnapshotsCompleted.WithLabelValues(pair...).Add(float64(st.Completed - s.last.Completed))
 	s.m.SnapshotsTimedOut.WithLabelValues(pair...).Add(float64(st.TimedOut - s.last.TimedOut))
+	s.m.SnapshotsUnanswered.WithLabelValues(pair...).Add(float64(st.Unanswered - s.last.Unanswered))
 	if st.Completed > s.last.Completed {
 		s.m.SnapshotRTT.WithLabelValues(pair...).Observe(st.LastRTT.Seconds())
 	}

@@ -379,7 +379,7 @@ func waitInStep(ctx context.Context, fromAdmin, toAdmin pulsaradmin.Client, topi
 		}
 		if time.Since(lastSay) >= 2*time.Second {
 			lastSay = time.Now()
-			say("  %s trails by %d messages on %d of %d partitions", sub, lag, len(tb), len(fb))
+			say("  %s trails by %d backlog entries on %d of %d partitions", sub, lag, len(tb), len(fb))
 		}
 		if present {
 			if best < 0 || lag < best {

@@ -33,7 +33,10 @@ var regions = []struct{ name, service, admin string }{
 	{"west", "pulsar://127.0.0.1:6660", "http://127.0.0.1:8090"},
 }
 
-const namespace = "demo/geo"
+const (
+	namespace = "demo/geo"
+	drillSub  = "demo-drill"
+)
 
 func main() {
 	binary := flag.String("binary", "bin/geo-sidecar", "geo-sidecar binary")
@@ -63,8 +66,12 @@ func run(binary string, n int, keep bool) error {
 	if err != nil {
 		return err
 	}
+	keyPath := filepath.Join(dir, "marker.key")
+	if err := os.WriteFile(keyPath, []byte(fmt.Sprintf("demo-key-%d-0123456789abcdef\n", time.Now().UnixNano())), 0o600); err != nil {
+		return err
+	}
 	cfgPath := filepath.Join(dir, "demo.yaml")
-	if err := os.WriteFile(cfgPath, []byte(demoConfig(listen)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(demoConfig(listen, keyPath)), 0o600); err != nil {
 		return err
 	}
 	logPath := filepath.Join(dir, "sidecar.log")
@@ -147,6 +154,14 @@ func run(binary string, n int, keep bool) error {
 		return fmt.Errorf("status: %w", err)
 	}
 
+	step("failover drill: subscription %s moves from east to west", drillSub)
+	dr := exec.Command(binary, "drill", "--config", cfgPath, "--topic", namespace+"/orders",
+		"--subscription", drillSub, "--from", "east", "--to", "west", "--messages", "2000")
+	dr.Stdout, dr.Stderr = os.Stdout, os.Stderr
+	if err := dr.Run(); err != nil {
+		return fmt.Errorf("drill: %w", err)
+	}
+
 	if keep {
 		step("KEEP=1: the sidecar keeps running (pid %d). Stop it with: kill %d; stop the clusters with: make down",
 			sidecar.Process.Pid, sidecar.Process.Pid)
@@ -163,16 +178,17 @@ func run(binary string, n int, keep bool) error {
 	return nil
 }
 
-func demoConfig(listen string) string {
+func demoConfig(listen, keyPath string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  discovery_interval: 2s\nclusters:\n", listen)
+	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  discovery_interval: 2s\n  marker_key_file: %s\nclusters:\n", listen, keyPath)
 	for _, r := range regions {
 		fmt.Fprintf(&b, "  - name: %s\n    service_url: %s\n    admin_url: %s\n", r.name, r.service, r.admin)
 	}
 	b.WriteString("replication:\n")
 	for i, r := range regions {
 		other := regions[1-i].name
-		fmt.Fprintf(&b, "  - source: %s\n    namespace: %s\n    topics: [orders]\n    targets: [%s]\n", r.name, namespace, other)
+		fmt.Fprintf(&b, "  - source: %s\n    namespace: %s\n    topics: [orders]\n    targets: [%s]\n    subscriptions: [%s]\n",
+			r.name, namespace, other, drillSub)
 	}
 	return b.String()
 }
