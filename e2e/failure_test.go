@@ -100,6 +100,27 @@ func tally(got []pulsar.Message, prefix string, n int) (missing, dups int) {
 	return missing, dups
 }
 
+// missingRanges lists which of "<prefix>-<i>" did not arrive, as ranges.
+func missingRanges(got []pulsar.Message, prefix string, n int) string {
+	seen := map[string]bool{}
+	for _, m := range got {
+		seen[string(m.Payload())] = true
+	}
+	var out []string
+	for i := 0; i < n; i++ {
+		if seen[fmt.Sprintf("%s-%d", prefix, i)] {
+			continue
+		}
+		j := i
+		for j+1 < n && !seen[fmt.Sprintf("%s-%d", prefix, j+1)] {
+			j++
+		}
+		out = append(out, fmt.Sprintf("%d-%d", i, j))
+		i = j
+	}
+	return strings.Join(out, ", ")
+}
+
 func TestKillNineUnderLoad(t *testing.T) {
 	for _, dedup := range []bool{true, false} {
 		t.Run(fmt.Sprintf("dedup=%v", dedup), func(t *testing.T) {
@@ -165,7 +186,7 @@ func TestTargetOutage(t *testing.T) {
 	const n = 20000
 	load := startLoad(t, east, topic, "m", n, 500)
 	load.waitSent(t, 1000)
-	if err := Down("west"); err != nil {
+	if err := stopWest(); err != nil {
 		t.Fatal(err)
 	}
 	downAt := time.Now()
@@ -208,9 +229,11 @@ func TestTargetOutage(t *testing.T) {
 	t.Logf("outage: %d messages, %d missing, %d duplicates, all on west %s after west was ready again",
 		n, missing, dups, time.Since(upAt).Round(100*time.Millisecond))
 	if missing > 0 {
-		t.Fatalf("%d messages lost", missing)
+		t.Fatalf("%d messages lost: %s", missing, missingRanges(got, "m", n))
 	}
 }
+
+var stopWest = func() error { return Kill("west") }
 
 func TestTwoInstancesActiveKilled(t *testing.T) {
 	ns := NewNamespace(t, "east", "west")

@@ -73,6 +73,9 @@ func Script(args ...string) error {
 // each answers on its admin API with public/default present.
 func Up(names ...string) error { return Script(append([]string{"up"}, names...)...) }
 
+// Kill stops the named clusters at once with SIGKILL, as a crash would.
+func Kill(names ...string) error { return Script(append([]string{"kill"}, names...)...) }
+
 // Down stops the named clusters (their data stays).
 func Down(names ...string) error { return Script(append([]string{"down"}, names...)...) }
 

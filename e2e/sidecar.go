@@ -94,6 +94,10 @@ func StartSidecarFile(t testing.TB, cfg, listen string, args ...string) *Sidecar
 		if t.Failed() {
 			if b, err := os.ReadFile(logPath); err == nil {
 				t.Logf("sidecar log (last 4 KiB):\n%s", tail(b, 4096))
+				keep := filepath.Join(os.TempDir(), "geo-sidecar-e2e-logs", strings.ReplaceAll(t.Name(), "/", "_")+".log")
+				if os.MkdirAll(filepath.Dir(keep), 0o755) == nil && os.WriteFile(keep, b, 0o644) == nil {
+					t.Logf("whole sidecar log kept in %s", keep)
+				}
 			}
 		}
 	})

@@ -63,6 +63,10 @@ type partition struct {
 	sync *subSync
 	// linkUp is true while a producer to the remote is open.
 	linkUp atomic.Bool
+	// closing is closed when the last producer has finished closing. A new
+	// producer waits for it: an abandoned producer that reconnected later
+	// could otherwise write old messages after the new one's.
+	closing chan struct{}
 }
 
 // Run replicates until ctx is done, rebuilding the cursor and producer with
@@ -168,6 +172,7 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 		p.linkUp.Store(false)
 		p.m.Connected.WithLabelValues(pair...).Dec()
 		done := make(chan struct{})
+		p.closing = done
 		go func() {
 			defer close(done)
 			if drain {
@@ -220,6 +225,15 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 			continue
 		}
 		if dst == nil {
+			if p.closing != nil {
+				select {
+				case <-p.closing:
+				case <-sctx.Done():
+				}
+				if sctx.Err() != nil {
+					break
+				}
+			}
 			if dst, err = p.ends.openTarget(sctx); err != nil {
 				cancel(fmt.Errorf("open producer: %w", err))
 				break

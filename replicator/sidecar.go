@@ -248,6 +248,18 @@ func (p *pair) discover(ctx context.Context) error {
 	var refused int
 	for _, t := range topics {
 		if err := ensureRemote(ctx, p.remote.Admin, t); err != nil {
+			if p.hasRunning(t) && !errors.Is(err, errPartitionMismatch) {
+				// The remote is unreachable, not disagreeing: its running
+				// replicators keep their cursors and producers and resume
+				// by themselves (stopping them would abandon producers with
+				// messages in flight).
+				for _, pt := range t.partitionNames() {
+					if _, ok := p.running[pt]; ok {
+						want[pt] = t.name
+					}
+				}
+				continue
+			}
 			refused++
 			if p.refused == nil {
 				p.refused = map[string]string{}
@@ -280,6 +292,15 @@ func (p *pair) discover(ctx context.Context) error {
 	p.m.Topics.WithLabelValues(p.local.Name, p.remote.Name).Set(float64(len(topics) - refused))
 	p.m.TopicsRefused.WithLabelValues(p.local.Name, p.remote.Name).Set(float64(refused))
 	return nil
+}
+
+func (p *pair) hasRunning(t topicInfo) bool {
+	for _, pt := range t.partitionNames() {
+		if _, ok := p.running[pt]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *pair) start(ctx context.Context, partitionTopic, topic string) {

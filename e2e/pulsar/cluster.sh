@@ -7,6 +7,7 @@
 #   cluster.sh up     [NAME...]   start (idempotent) and wait until ready
 #   cluster.sh down   [NAME...]   stop (idempotent)
 #   cluster.sh status [NAME...]   one line per cluster
+#   cluster.sh kill   [NAME...]   stop at once (SIGKILL), as a crash would
 #   cluster.sh wipe   [NAME...]   stop and delete data and logs
 #   cluster.sh geo A B TENANT/NS  wire Pulsar's own geo-replication A<->B
 #   cluster.sh env    [NAME...]   print NAME_SERVICE_URL / NAME_ADMIN_URL lines
@@ -160,6 +161,18 @@ stop_one() {
 
 cmd_down() { for n in $(names "$@"); do stop_one "$n"; done; }
 
+cmd_kill() {
+  for n in $(names "$@"); do
+    local pid
+    if pid=$(pid_of "$n"); then
+      say "killing $n (pid $pid)"
+      kill -KILL "$pid" 2>/dev/null || true
+      while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+      rm -f "$state/$n/pid"
+    fi
+  done
+}
+
 cmd_status() {
   for n in $(names "$@"); do
     local pid rss="-" st="down"
@@ -227,13 +240,14 @@ main() {
   case "$cmd" in
     up) cmd_up "$@" ;;
     down) cmd_down "$@" ;;
+    kill) cmd_kill "$@" ;;
     status) cmd_status "$@" ;;
     wipe) cmd_wipe "$@" ;;
     geo) cmd_geo "$@" ;;
     env) cmd_env "$@" ;;
     classpath) classpath ;;
-    -h|--help|help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
-    *) die "unknown command '$cmd' (try: up down status wipe geo env classpath)" ;;
+    -h|--help|help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+    *) die "unknown command '$cmd' (try: up down kill status wipe geo env classpath)" ;;
   esac
 }
 
