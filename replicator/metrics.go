@@ -94,7 +94,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "subscription_updates_received_total", Help: "Subscription updates received from a remote, by outcome (applied, created, consumers-attached, not-forward, error)."},
 		[]string{"cluster", "outcome"})
 	m.SubscriptionLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
-		Name: "subscription_lag_messages", Help: "Messages the remote copy of a subscription would deliver again after a failover now (remote backlog minus local)."}, sub)
+		Name: "subscription_lag_entries", Help: "Backlog entries (batches) the remote copy of a subscription would deliver again after a failover now (remote backlog minus local)."}, sub)
 	m.SubscriptionLagSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 		Name: "subscription_lag_seconds", Help: "Age of the snapshot behind the remote copy of a subscription, while it trails the local one."}, sub)
 	if reg != nil {
