@@ -43,6 +43,15 @@ status:
 wipe:
 	$(CLUSTER) wipe $(CLUSTERS)
 
+# Benchmark (not a test): geo-sidecar side by side with Pulsar's built-in
+# geo-replication on the same two clusters, plus the direct-produce limit
+# and a 1,000-topic scale run. About 15 minutes on 2 cores; writes
+# e2e/bench/RESULTS.md and the README's Benchmark section.
+bench: build
+	@echo "== benchmark: geo-sidecar vs Pulsar's built-in geo-replication (about 15 minutes)"
+	$(CLUSTER) up east west
+	go run ./e2e/bench --binary $(BIN) --out e2e/bench/RESULTS.md --readme README.md
+
 fuzz:
 	go test -run='^$$' -fuzz=FuzzParse -fuzztime=30s ./config/
 

@@ -34,6 +34,9 @@ import (
 // sizes are the knobs of one run.
 type sizes struct {
 	Rounds        int
+	Settle        time.Duration // pause between two arms: brokers finish writing, collect garbage
+	WarmMessages  int           // through every throughput arm before measuring
+	LatWarm       time.Duration // latency warm-up per arm, not recorded
 	TPMessages    int           // per arm per round, throughput workloads
 	LatRate       int           // messages per second, latency workload
 	LatDuration   time.Duration // per arm per round
@@ -42,20 +45,23 @@ type sizes struct {
 	ScaleTopics   int
 	ScaleMessages int           // spread over every scale topic
 	IdleWindow    time.Duration // idle CPU measured over this long
+	ScaleSettle   time.Duration // after start-up, before idle is measured
 }
 
 var (
 	fullSizes = sizes{
-		Rounds: 3, TPMessages: 200_000,
-		LatRate: 1000, LatDuration: 15 * time.Second,
+		Rounds: 3, Settle: 2 * time.Second, WarmMessages: 2000, LatWarm: 2 * time.Second,
+		TPMessages: 200_000,
+		LatRate:    1000, LatDuration: 15 * time.Second,
 		DrainMessages: 1_000_000, DrainParts: 1,
-		ScaleTopics: 1000, ScaleMessages: 200_000, IdleWindow: 30 * time.Second,
+		ScaleTopics: 1000, ScaleMessages: 200_000, IdleWindow: 60 * time.Second, ScaleSettle: 20 * time.Second,
 	}
 	quickSizes = sizes{
-		Rounds: 1, TPMessages: 20_000,
-		LatRate: 500, LatDuration: 4 * time.Second,
+		Rounds: 1, Settle: time.Second, WarmMessages: 1000, LatWarm: time.Second,
+		TPMessages: 20_000,
+		LatRate:    500, LatDuration: 4 * time.Second,
 		DrainMessages: 20_000, DrainParts: 1,
-		ScaleTopics: 50, ScaleMessages: 5_000, IdleWindow: 5 * time.Second,
+		ScaleTopics: 50, ScaleMessages: 5_000, IdleWindow: 5 * time.Second, ScaleSettle: 3 * time.Second,
 	}
 )
 

@@ -20,6 +20,9 @@ type report struct {
 	Took    time.Duration
 	Load    string   // load average when the run started
 	Others  []string // other test-bed clusters up meanwhile
+	// Retaken counts measurements taken again because a cluster
+	// restarted meanwhile (other tests share the test bed).
+	Retaken int
 
 	TP     []*tpResult
 	Lat    *latResult
@@ -94,6 +97,7 @@ func run(o options) (*report, error) {
 		}
 	}
 	rep.Took = time.Since(start)
+	rep.Retaken = e.disturbed
 	e.logf("measured in %s", rep.Took.Round(time.Second))
 	return rep, errors.Join(errs...)
 }
@@ -190,6 +194,9 @@ func (r *report) summary() string {
 			fmt.Fprintf(&b, "; other test-bed clusters up meanwhile: %s", strings.Join(r.Others, ", "))
 		}
 		b.WriteString(".")
+	}
+	if r.Retaken > 0 {
+		fmt.Fprintf(&b, " %d measurement(s) were taken again because a test-bed cluster restarted meanwhile (other tests share it).", r.Retaken)
 	}
 	if r.Profile {
 		b.WriteString(" **Profiling was on (--pprof, block and mutex sampling): numbers are perturbed.**")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,6 +34,8 @@ type env struct {
 	http     *http.Client
 	meter    *meter
 	cleanups []func()
+	// disturbed counts measurements taken again after a cluster restart.
+	disturbed int
 }
 
 // Namespaces of a run, under e.tenant.
@@ -211,6 +214,18 @@ func (e *env) client(cluster string) pulsar.Client {
 // same yardstick for every arm and costs the broker far less than a
 // consumer would.
 func (e *env) received(ctx context.Context, cluster, topic string) (int64, error) {
+	var n int64
+	var err error
+	for try := 0; try < 3; try++ {
+		if n, err = e.receivedOnce(ctx, cluster, topic); err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Second) // a busy or restarting broker: ask again
+	}
+	return n, err
+}
+
+func (e *env) receivedOnce(ctx context.Context, cluster, topic string) (int64, error) {
 	tn, err := utils.GetTopicName(topic)
 	if err != nil {
 		return 0, err
@@ -246,8 +261,11 @@ func (e *env) waitReceived(cluster, topic string, from, want int64, timeout time
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var last int64
-	for {
-		n, err := e.received(ctx, cluster, topic)
+	for i := 0; ; i++ {
+		if i%20 == 0 && e.restarted() {
+			return first, time.Now(), errRestarted
+		}
+		n, err := e.receivedOnce(ctx, cluster, topic)
 		now := time.Now()
 		if err == nil {
 			last = n
@@ -264,6 +282,62 @@ func (e *env) waitReceived(cluster, topic string, from, want int64, timeout time
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// errRestarted reports that a test-bed cluster restarted during a
+// measurement: other engineers' tests stop and start clusters on this
+// machine. The measurement is void and is taken again.
+var errRestarted = errors.New("a test-bed cluster restarted during the measurement")
+
+// restarted reports whether a broker's JVM is not the one the meter saw.
+func (e *env) restarted() bool {
+	for c, pid := range e.meter.pids {
+		if now, ok := clusterPID(c); !ok || now != pid {
+			return true
+		}
+	}
+	return false
+}
+
+// attempt runs one measurement; if a cluster restarted meanwhile, it waits
+// until both are ready again and measures again (three tries at most).
+func (e *env) attempt(what string, f func() error) error {
+	for try := 1; ; try++ {
+		err := f()
+		if err == nil || (!errors.Is(err, errRestarted) && !e.restarted()) || try == 3 {
+			return err
+		}
+		e.disturbed++
+		e.logf("%s: a test-bed cluster restarted during the measurement (%v); measuring again once both are ready", what, err)
+		if err := e.waitClusters(5 * time.Minute); err != nil {
+			return err
+		}
+	}
+}
+
+// waitClusters waits until east and west answer on their admin API, then
+// takes their new pids.
+func (e *env) waitClusters(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, c := range []string{"east", "west"} {
+		for {
+			_, ok := clusterPID(c)
+			resp, err := e.http.Get(e2e.Get(c).AdminURL + "/admin/v2/namespaces/public")
+			if err == nil {
+				resp.Body.Close()
+			}
+			if ok && err == nil && resp.StatusCode == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("cluster %s not back after %s", c, timeout)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	time.Sleep(5 * time.Second) // reconnections settle
+	e.meter = newMeter()
+	return nil
 }
 
 // payload is a 1 KiB message body. The first 8 bytes carry the send time
@@ -303,20 +377,21 @@ func batching(topic string) pulsar.ProducerOptions {
 }
 
 // produce publishes n messages of 1 KiB to topic on cluster as fast as the
-// producer allows and waits for every receipt.
-func (e *env) produce(cluster, topic string, n int) error {
+// producer allows and waits for every receipt. It gives up when ctx ends
+// (a producer whose broker restarted can otherwise wait forever).
+func (e *env) produce(ctx context.Context, cluster, topic string, n int) error {
 	p, err := e.client(cluster).CreateProducer(batching(topic))
 	if err != nil {
 		return fmt.Errorf("producer on %s %s: %w", cluster, topic, err)
 	}
-	defer p.Close()
+	defer closeSoon(p)
 	body := payload(time.Now(), 0)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
-	wg.Add(n)
-	for range n {
-		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: body}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		wg.Add(1)
+		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: body}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 			if err != nil {
 				mu.Lock()
 				if firstErr == nil {
@@ -327,11 +402,29 @@ func (e *env) produce(cluster, topic string, n int) error {
 			wg.Done()
 		})
 	}
-	if err := p.Flush(); err != nil {
+	if err := p.FlushWithCtx(ctx); err != nil {
 		return err
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	mu.Lock()
+	defer mu.Unlock()
 	return firstErr
+}
+
+// closeSoon closes p without waiting more than 10 s for it.
+func closeSoon(p pulsar.Producer) {
+	done := make(chan struct{})
+	go func() { p.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
 }
 
 func isConflict(err error) bool {

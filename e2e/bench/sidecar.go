@@ -229,6 +229,9 @@ func (s *sidecar) waitMetric(name string, want float64, timeout time.Duration) (
 		if err := s.exited(); err != nil {
 			return time.Time{}, err
 		}
+		if s.e.restarted() {
+			return time.Time{}, errRestarted
+		}
 		if v, err := s.metric(name); err == nil {
 			last = v
 			if v >= want {

@@ -35,10 +35,6 @@ func order(r int, arms ...string) []string {
 	return out
 }
 
-// settle is the pause between two arms: the brokers finish writing and
-// collecting garbage from the previous arm.
-const settle = 2 * time.Second
-
 // sidecarRun is what one sidecar process used during a measured window.
 type sidecarRun struct {
 	CPU        time.Duration
@@ -119,45 +115,58 @@ func (e *env) throughput(parts int) (*tpResult, error) {
 			if s, ok := scs[arm]; ok {
 				sc = s
 			}
-			time.Sleep(settle)
-			topic := topics[arm]
-			base, err := e.received(context.Background(), "west", topic)
+			var tr tpRound
+			err := e.attempt(name+" "+arm, func() error {
+				time.Sleep(e.o.Sizes.Settle)
+				topic := topics[arm]
+				base, err := e.received(context.Background(), "west", topic)
+				if err != nil {
+					return err
+				}
+				u0, _ := sc.usage()
+				m0 := e.meter.sample()
+				var stopProf func()
+				if arm == armSidecar && r == 0 {
+					stopProf = sc.cpuProfile(e.o.ProfileSeconds, name)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				defer cancel()
+				t0 := time.Now()
+				pubErr := make(chan error, 1)
+				var pubDur time.Duration
+				go func() {
+					err := e.produce(ctx, from[arm], topic, n)
+					pubDur = time.Since(t0)
+					pubErr <- err
+				}()
+				_, done, werr := e.waitReceived("west", topic, base, base+int64(n), timeout)
+				if werr != nil {
+					cancel()
+				}
+				perr := <-pubErr
+				if stopProf != nil {
+					stopProf()
+				}
+				if perr != nil {
+					return fmt.Errorf("publish: %w", perr)
+				}
+				if werr != nil {
+					return werr
+				}
+				u1, _ := sc.usage()
+				tr = tpRound{Arm: arm, Round: r, Msgs: n, Dur: done.Sub(t0), Publish: pubDur, Use: e.meter.since(m0)}
+				if _, ok := scs[arm]; ok {
+					tr.CPU = u1.CPU - u0.CPU
+				}
+				return nil
+			})
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%s %s: %w", name, arm, err)
 			}
-			u0, _ := sc.usage()
-			m0 := e.meter.sample()
-			var stopProf func()
-			if arm == armSidecar && r == 0 {
-				stopProf = sc.cpuProfile(e.o.ProfileSeconds, name)
-			}
-			t0 := time.Now()
-			pubErr := make(chan error, 1)
-			var pubDur time.Duration
-			go func() {
-				err := e.produce(from[arm], topic, n)
-				pubDur = time.Since(t0)
-				pubErr <- err
-			}()
-			_, done, werr := e.waitReceived("west", topic, base, base+int64(n), timeout)
-			if err := <-pubErr; err != nil {
-				return nil, fmt.Errorf("%s %s: publish: %w", name, arm, err)
-			}
-			if werr != nil {
-				return nil, fmt.Errorf("%s %s: %w", name, arm, werr)
-			}
-			u1, _ := sc.usage()
-			use := e.meter.since(m0)
-			if stopProf != nil {
-				stopProf()
-			}
-			tr := tpRound{Arm: arm, Round: r, Msgs: n, Dur: done.Sub(t0), Publish: pubDur, Use: use}
-			if _, ok := scs[arm]; ok {
-				tr.CPU = u1.CPU - u0.CPU
-			}
+			use := tr.Use
 			res.Rounds = append(res.Rounds, tr)
 			e.logf("%s round %d %-9s %7.0f msg/s (%d messages in %s; publish %s; CPU s: sidecar %.2f east %.2f west %.2f; machine %.0f%% busy)",
-				name, r+1, arm, float64(n)/tr.Dur.Seconds(), n, tr.Dur.Round(time.Millisecond), pubDur.Round(time.Millisecond),
+				name, r+1, arm, float64(n)/tr.Dur.Seconds(), n, tr.Dur.Round(time.Millisecond), tr.Publish.Round(time.Millisecond),
 				tr.CPU.Seconds(), use.Broker["east"].Seconds(), use.Broker["west"].Seconds(), 100*use.Busy)
 		}
 	}
@@ -189,12 +198,12 @@ func (e *env) sidecarFor(binary, name, ns string, topics ...string) (*sidecar, e
 	return sc, nil
 }
 
-// warmUp sends 2,000 messages through every arm and waits for them on
+// warmUp sends WarmMessages through every arm and waits for them on
 // west: connections, producers (the sidecar opens its producer on the
 // first message) and JIT-compiled broker paths are ready before anything
 // is measured.
 func (e *env) warmUp(topics, from map[string]string) error {
-	const n = 2000
+	n := e.o.Sizes.WarmMessages
 	for _, arm := range []string{armBuiltin, armSidecar, armDirect, armVersus} {
 		topic, ok := topics[arm]
 		if !ok {
@@ -204,10 +213,13 @@ func (e *env) warmUp(topics, from map[string]string) error {
 		if err != nil {
 			return err
 		}
-		if err := e.produce(from[arm], topic, n); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err = e.produce(ctx, from[arm], topic, n)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("warm-up %s: %w", arm, err)
 		}
-		if _, _, err := e.waitReceived("west", topic, base, base+n, 2*time.Minute); err != nil {
+		if _, _, err := e.waitReceived("west", topic, base, base+int64(n), 2*time.Minute); err != nil {
 			return fmt.Errorf("warm-up %s: %w", arm, err)
 		}
 	}
@@ -295,23 +307,33 @@ func (e *env) latency() (*latResult, error) {
 	}
 	res := &latResult{Rate: rate}
 	tag := uint64(time.Now().UnixNano())
-	// Warm-up: two seconds at the rate through every arm, not recorded.
+	// Warm-up: LatWarm at the rate through every arm, not recorded.
 	for _, arm := range []string{armBuiltin, armSidecar, armDirect} {
 		tag++
-		if _, _, err := e.paced(from[arm], topics[arm], col[arm], tag, rate, 2*time.Second); err != nil {
+		if _, _, err := e.paced(from[arm], topics[arm], col[arm], tag, rate, e.o.Sizes.LatWarm); err != nil {
 			return nil, fmt.Errorf("latency warm-up %s: %w", arm, err)
 		}
 	}
 	for r := range e.o.Sizes.Rounds {
 		for _, arm := range order(r, armBuiltin, armSidecar, armDirect) {
-			time.Sleep(settle)
-			tag++
-			u0, _ := sc.usage()
-			sent, samples, err := e.paced(from[arm], topics[arm], col[arm], tag, rate, d)
+			var sent int
+			var samples []time.Duration
+			var u0, u1 usage
+			err := e.attempt("latency "+arm, func() error {
+				time.Sleep(e.o.Sizes.Settle)
+				tag++
+				u0, _ = sc.usage()
+				var err error
+				sent, samples, err = e.paced(from[arm], topics[arm], col[arm], tag, rate, d)
+				if err == nil && e.restarted() {
+					err = errRestarted
+				}
+				u1, _ = sc.usage()
+				return err
+			})
 			if err != nil {
 				return nil, fmt.Errorf("latency %s: %w", arm, err)
 			}
-			u1, _ := sc.usage()
 			lr := latRound{Arm: arm, Round: r, Sent: sent, Got: len(samples)}
 			if len(samples) > 0 {
 				slices.Sort(samples)
@@ -340,7 +362,9 @@ func (e *env) paced(cluster, topic string, col *collector, tag uint64, rate int,
 	if err != nil {
 		return 0, nil, err
 	}
-	defer p.Close()
+	defer closeSoon(p)
+	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
+	defer cancel()
 	col.expect(tag)
 	interval := time.Second / time.Duration(rate)
 	n := int(d / interval)
@@ -350,14 +374,14 @@ func (e *env) paced(cluster, topic string, col *collector, tag uint64, rate int,
 		if w := time.Until(start.Add(time.Duration(i) * interval)); w > 0 {
 			time.Sleep(w)
 		}
-		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: payload(time.Now(), tag)},
+		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload(time.Now(), tag)},
 			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 				if err != nil {
 					failed.Add(1)
 				}
 			})
 	}
-	if err := p.Flush(); err != nil {
+	if err := p.FlushWithCtx(ctx); err != nil {
 		return n, nil, err
 	}
 	if f := failed.Load(); f > 0 {
@@ -516,106 +540,136 @@ func (e *env) release(ns utils.NameSpaceName, topic string) error {
 func (e *env) drain() (*drainResult, error) {
 	n, parts := e.o.Sizes.DrainMessages, e.o.Sizes.DrainParts
 	res := &drainResult{Messages: n, Partitions: parts}
-	ns, err := utils.GetNamespaceName(e.ns(nsBDrain))
-	if err != nil {
-		return nil, err
-	}
-	cursor := "geo-sidecar.repl.west" // the default cursor_prefix + target
-	timeout := max(3*time.Minute, time.Duration(n/1000)*time.Second)
 	for r := range e.o.Sizes.Rounds {
-		short := fmt.Sprintf("d%d", r)
-		topics := map[string]string{armBuiltin: e.topic(nsBDrain, short), armSidecar: e.topic(nsSidecar, short)}
-		if err := e.eastAdm.Namespaces().SetReplicatorDispatchRate(*ns, replicatorHold); err != nil {
-			return nil, fmt.Errorf("hold the built-in replicator: %w", err)
+		try := 0
+		var rounds []drainRound
+		var runs []sidecarRun
+		err := e.attempt(fmt.Sprintf("drain round %d", r+1), func() error {
+			try++
+			var err error
+			rounds, runs, err = e.drainRound(r, try)
+			return err
+		})
+		if err != nil {
+			return nil, err
 		}
-		time.Sleep(time.Second) // the policy reaches the broker's namespace cache
-		for _, t := range topics {
-			if err := e.createTopic(t, parts, "east", "west"); err != nil {
-				return nil, err
-			}
+		res.Rounds = append(res.Rounds, rounds...)
+		for i, run := range runs {
+			res.Sidecar.CPU += run.CPU
+			res.Sidecar.Messages += run.Messages
+			res.Sidecar.PeakRSS = max(res.Sidecar.PeakRSS, run.PeakRSS)
+			res.Sidecar.Threads = max(res.Sidecar.Threads, runs[i].Threads)
+			res.Sidecar.Goroutines = max(res.Sidecar.Goroutines, runs[i].Goroutines)
 		}
-		tn, _ := utils.GetTopicName(topics[armSidecar])
-		if err := e.eastAdm.Subscriptions().Create(*tn, cursor, utils.Earliest); err != nil && !isConflict(err) {
-			return nil, fmt.Errorf("create the sidecar's cursor: %w", err)
-		}
-		e.logf("drain round %d: building a backlog of %d messages on each arm", r+1, n)
-		t0 := time.Now()
-		var wg sync.WaitGroup
-		errs := make(chan error, 2)
-		for _, t := range topics {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs <- e.produce("east", t, n)
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				return nil, fmt.Errorf("build backlog: %w", err)
-			}
-		}
-		e.logf("drain round %d: backlogs built in %s", r+1, time.Since(t0).Round(time.Millisecond))
-		for _, arm := range order(r, armBuiltin, armSidecar) {
-			time.Sleep(settle)
-			topic := topics[arm]
-			leaked, err := e.received(context.Background(), "west", topic)
-			if err != nil {
-				return nil, err
-			}
-			dr := drainRound{Arm: arm, Round: r, Msgs: n, Leaked: leaked}
-			var sc *sidecar
-			m0 := e.meter.sample()
-			start := time.Now()
-			if arm == armBuiltin {
-				if err := e.release(*ns, topic); err != nil {
-					return nil, fmt.Errorf("release the built-in replicator: %w", err)
-				}
-			} else {
-				listen, err := freeAddr()
-				if err != nil {
-					return nil, err
-				}
-				if sc, err = e.startSidecar(e.o.Binary, fmt.Sprintf("drain-%d", r), listen, sidecarConfig(listen, e.ns(nsSidecar), "", false, short)); err != nil {
-					return nil, err
-				}
-				start = sc.started
-			}
-			var stopProf func()
-			if sc != nil && r == 0 {
-				stopProf = sc.cpuProfile(e.o.ProfileSeconds, "drain")
-			}
-			first, done, err := e.waitReceived("west", topic, leaked, int64(n), timeout)
-			if err != nil {
-				if sc != nil {
-					sc.stop()
-				}
-				return nil, fmt.Errorf("drain %s: %w", arm, err)
-			}
-			dr.React, dr.Dur = first.Sub(start), done.Sub(start)
-			dr.Use = e.meter.since(m0)
-			if sc != nil {
-				u, _ := sc.usage()
-				dr.CPU, dr.HWM = u.CPU, u.HWM
-				if stopProf != nil {
-					stopProf()
-				}
-				run := e.finish(sc, "drain")
-				res.Sidecar.CPU += dr.CPU
-				res.Sidecar.Messages += n
-				res.Sidecar.PeakRSS = max(res.Sidecar.PeakRSS, run.PeakRSS)
-				res.Sidecar.Threads, res.Sidecar.Goroutines = max(res.Sidecar.Threads, run.Threads), max(res.Sidecar.Goroutines, run.Goroutines)
-			}
-			res.Rounds = append(res.Rounds, dr)
-			e.logf("drain round %d %-8s %d messages in %s (%7.0f msg/s; first after %s; %d leaked while held)", r+1, arm,
-				n, dr.Dur.Round(time.Millisecond), float64(n)/dr.Dur.Seconds(), dr.React.Round(time.Millisecond), leaked)
-		}
-		// The backlogs are a GiB or two each: free the space.
-		e.deleteTopic(topics[armSidecar], "east", "west")
-		e.deleteTopic(topics[armBuiltin], "east", "west")
 	}
 	return res, nil
+}
+
+// drainRound builds a backlog on fresh topics of both arms, then releases
+// each arm in turn and times it.
+func (e *env) drainRound(r, try int) ([]drainRound, []sidecarRun, error) {
+	n, parts := e.o.Sizes.DrainMessages, e.o.Sizes.DrainParts
+	ns, err := utils.GetNamespaceName(e.ns(nsBDrain))
+	if err != nil {
+		return nil, nil, err
+	}
+	const cursor = "geo-sidecar.repl.west" // the default cursor_prefix + target
+	timeout := max(3*time.Minute, time.Duration(n/1000)*time.Second)
+	short := fmt.Sprintf("d%d-%d", r, try)
+	topics := map[string]string{armBuiltin: e.topic(nsBDrain, short), armSidecar: e.topic(nsSidecar, short)}
+	// The backlogs are a GiB or two each: free the space afterwards.
+	defer e.deleteTopic(topics[armBuiltin], "east", "west")
+	defer e.deleteTopic(topics[armSidecar], "east", "west")
+	if err := e.eastAdm.Namespaces().SetReplicatorDispatchRate(*ns, replicatorHold); err != nil {
+		return nil, nil, fmt.Errorf("hold the built-in replicator: %w", err)
+	}
+	time.Sleep(time.Second) // the policy reaches the broker's namespace cache
+	for _, t := range topics {
+		if err := e.createTopic(t, parts, "east", "west"); err != nil {
+			return nil, nil, err
+		}
+	}
+	tn, _ := utils.GetTopicName(topics[armSidecar])
+	if err := e.eastAdm.Subscriptions().Create(*tn, cursor, utils.Earliest); err != nil && !isConflict(err) {
+		return nil, nil, fmt.Errorf("create the sidecar's cursor: %w", err)
+	}
+	e.logf("drain round %d: building a backlog of %d messages on each arm", r+1, n)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, t := range topics {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			errs <- e.produce(ctx, "east", t, n)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return nil, nil, fmt.Errorf("build backlog: %w", err)
+		}
+	}
+	e.logf("drain round %d: backlogs built in %s", r+1, time.Since(t0).Round(time.Millisecond))
+	var rounds []drainRound
+	var runs []sidecarRun
+	for _, arm := range order(r, armBuiltin, armSidecar) {
+		time.Sleep(e.o.Sizes.Settle)
+		topic := topics[arm]
+		leaked, err := e.received(context.Background(), "west", topic)
+		if err != nil {
+			return nil, nil, err
+		}
+		dr := drainRound{Arm: arm, Round: r, Msgs: n, Leaked: leaked}
+		var sc *sidecar
+		m0 := e.meter.sample()
+		start := time.Now()
+		if arm == armBuiltin {
+			if err := e.release(*ns, topic); err != nil {
+				return nil, nil, fmt.Errorf("release the built-in replicator: %w", err)
+			}
+		} else {
+			listen, err := freeAddr()
+			if err != nil {
+				return nil, nil, err
+			}
+			if sc, err = e.startSidecar(e.o.Binary, "drain-"+short, listen, sidecarConfig(listen, e.ns(nsSidecar), "", false, short)); err != nil {
+				return nil, nil, err
+			}
+			start = sc.started
+		}
+		var stopProf func()
+		if sc != nil && r == 0 {
+			stopProf = sc.cpuProfile(e.o.ProfileSeconds, "drain")
+		}
+		first, done, err := e.waitReceived("west", topic, leaked, int64(n), timeout)
+		if stopProf != nil {
+			stopProf()
+		}
+		if err != nil {
+			if sc != nil {
+				sc.stop()
+			}
+			return nil, nil, fmt.Errorf("drain %s: %w", arm, err)
+		}
+		dr.React, dr.Dur = first.Sub(start), done.Sub(start)
+		dr.Use = e.meter.since(m0)
+		if sc != nil {
+			u, _ := sc.usage()
+			dr.CPU, dr.HWM = u.CPU, u.HWM
+			run := e.finish(sc, "drain")
+			run.CPU, run.Messages = dr.CPU, n
+			runs = append(runs, run)
+		}
+		rounds = append(rounds, dr)
+		e.logf("drain round %d %-8s %d messages in %s (%7.0f msg/s; first after %s; %d leaked while held; CPU s: sidecar %.2f east %.2f west %.2f; machine %.0f%% busy)",
+			r+1, arm, n, dr.Dur.Round(time.Millisecond), float64(n)/dr.Dur.Seconds(), dr.React.Round(time.Millisecond), leaked,
+			dr.CPU.Seconds(), dr.Use.Broker["east"].Seconds(), dr.Use.Broker["west"].Seconds(), 100*dr.Use.Busy)
+	}
+	return rounds, runs, nil
 }
 
 // ---- scale ----------------------------------------------------------------
@@ -642,7 +696,22 @@ type scaleResult struct {
 // "replicated_messages_total reached the topic count". Then it idles
 // (RSS, goroutines, CPU), then carries traffic spread over every topic.
 func (e *env) scale() (*scaleResult, error) {
+	var res *scaleResult
+	try := 0
+	err := e.attempt("scale", func() error {
+		try++
+		var err error
+		if res, err = e.scaleOnce(try); err == nil && e.restarted() {
+			err = errRestarted
+		}
+		return err
+	})
+	return res, err
+}
+
+func (e *env) scaleOnce(try int) (*scaleResult, error) {
 	k, m := e.o.Sizes.ScaleTopics, e.o.Sizes.ScaleMessages
+	prefix := fmt.Sprintf("s%d-", try)
 	res := &scaleResult{Topics: k, Messages: m, IdleWindow: e.o.Sizes.IdleWindow}
 	e.logf("scale: creating %d topics on east, one message each", k)
 	producers := make([]pulsar.Producer, k)
@@ -655,14 +724,16 @@ func (e *env) scale() (*scaleResult, error) {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				opts := batching(e.topic(nsScale, fmt.Sprintf("s-%04d", i)))
+				opts := batching(e.topic(nsScale, fmt.Sprintf("%s%04d", prefix, i)))
 				// The spread traffic is a few hundred messages per topic:
 				// a longer batching delay keeps the 1,000 idle producers of
 				// this process from waking every 10 ms.
 				opts.BatchingMaxPublishDelay = 100 * time.Millisecond
 				p, err := e.east.CreateProducer(opts)
 				if err == nil {
-					_, err = p.Send(context.Background(), &pulsar.ProducerMessage{Payload: payload(time.Now(), 0)})
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					_, err = p.Send(ctx, &pulsar.ProducerMessage{Payload: payload(time.Now(), 0)})
+					cancel()
 				}
 				mu.Lock()
 				if err != nil && firstErr == nil {
@@ -684,7 +755,7 @@ func (e *env) scale() (*scaleResult, error) {
 		for _, p := range producers {
 			if p != nil {
 				cw.Add(1)
-				go func() { defer cw.Done(); p.Close() }()
+				go func() { defer cw.Done(); closeSoon(p) }()
 			}
 		}
 		cw.Wait()
@@ -698,7 +769,7 @@ func (e *env) scale() (*scaleResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, err := e.startSidecar(e.o.Binary, "scale", listen, sidecarConfig(listen, e.ns(nsScale), "", true, "s-.*"))
+	sc, err := e.startSidecar(e.o.Binary, "scale", listen, sidecarConfig(listen, e.ns(nsScale), "", true, prefix+".*"))
 	if err != nil {
 		return nil, err
 	}
@@ -714,7 +785,9 @@ func (e *env) scale() (*scaleResult, error) {
 	res.Startup = done.Sub(sc.started)
 	e.logf("scale: ready after %s, every topic replicated after %s", res.Ready.Round(time.Millisecond), res.Startup.Round(time.Millisecond))
 
-	time.Sleep(5 * time.Second) // let start-up work finish before idling
+	// Idle is measured once start-up work is over: the first stats
+	// refreshes find the topics connected and caught up.
+	time.Sleep(e.o.Sizes.ScaleSettle)
 	u0, _ := sc.usage()
 	g, _ := sc.metric("go_goroutines")
 	res.RSS, res.Threads, res.Goroutines = u0.RSS, u0.Threads, int(g)
@@ -736,9 +809,12 @@ func (e *env) scale() (*scaleResult, error) {
 	body := payload(time.Now(), 0)
 	var failed atomic.Int64
 	stopProf = sc.cpuProfile(e.o.ProfileSeconds, "scale-traffic")
+	trafficTimeout := max(5*time.Minute, time.Duration(m/200)*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), trafficTimeout)
+	defer cancel()
 	t1 := time.Now()
 	for i := range m {
-		producers[i%k].SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: body},
+		producers[i%k].SendAsync(ctx, &pulsar.ProducerMessage{Payload: body},
 			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 				if err != nil {
 					failed.Add(1)
@@ -748,13 +824,13 @@ func (e *env) scale() (*scaleResult, error) {
 	var fw sync.WaitGroup
 	for _, p := range producers {
 		fw.Add(1)
-		go func() { defer fw.Done(); _ = p.Flush() }()
+		go func() { defer fw.Done(); _ = p.FlushWithCtx(ctx) }()
 	}
 	fw.Wait()
 	if f := failed.Load(); f > 0 {
 		return nil, fmt.Errorf("scale traffic: %d sends failed", f)
 	}
-	done, err = sc.waitMetric("geo_sidecar_replicated_messages_total", base+float64(m), max(5*time.Minute, time.Duration(m/200)*time.Second))
+	done, err = sc.waitMetric("geo_sidecar_replicated_messages_total", base+float64(m), trafficTimeout)
 	if err != nil {
 		return nil, err
 	}
