@@ -78,6 +78,15 @@ is_ready() {
   curl -sf -m 3 "$(admin_url "$1")/admin/v2/namespaces/public" 2>/dev/null | grep -q '"public/default"'
 }
 
+# can_write creates and deletes a topic: the admin API answers before the
+# in-process bookie is registered, and creating a topic needs a ledger.
+can_write() {
+  local t
+  t="$(admin_url "$1")/admin/v2/persistent/public/default/testbed-ready-$$"
+  curl -sf -m 10 -X PUT "$t" >/dev/null 2>&1 || return 1
+  curl -sf -m 10 -X DELETE "$t?force=true" >/dev/null 2>&1 || true
+}
+
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 start_one() {
@@ -93,6 +102,14 @@ start_one() {
   local cp
   cp=$(classpath)
   mkdir -p "$dir/data"
+  if [ -d "$dir/data/metadata" ]; then
+    # A killed standalone leaves its bookie registered; see StaleLocks.java.
+    say "clearing stale registrations in $name's metadata"
+    java -cp "$(cat "$cp")" -Dlog4j.configurationFile="$here/log4j2.xml" \
+      -Dpulsar.log.file="$dir/stale-locks.log" \
+      "$here/StaleLocks.java" "$dir/data/metadata" >"$dir/stale-locks.out" 2>&1 ||
+      { tail -20 "$dir/stale-locks.out" >&2; die "could not clear $name's metadata (log: $dir/stale-locks.out)"; }
+  fi
   sed -e "s/@CLUSTER@/$name/" -e "s/@BROKER_PORT@/$(broker_port "$name")/" \
       -e "s/@WEB_PORT@/$(web_port "$name")/" "$here/standalone.conf.in" >"$dir/standalone.conf"
   say "starting $name (broker $(service_url "$name"), admin $(admin_url "$name"), heap $heap)"
@@ -125,7 +142,7 @@ start_one() {
 
 wait_ready() {
   local name=$1 start=$SECONDS
-  while ! is_ready "$name"; do
+  while ! { is_ready "$name" && can_write "$name"; }; do
     if ! pid_of "$name" >/dev/null; then
       tail -30 "$state/$name/stdout.log" "$state/$name/pulsar.log" >&2 2>/dev/null || true
       die "$name exited during start-up (logs in $state/$name)"
