@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -68,10 +69,15 @@ type pulsarEndpoints struct {
 	producerName  string
 	start         pulsar.SubscriptionInitialPosition
 	maxPending    int
+	// tickDelay is the producer's own batch timer (see batchDelayFor);
+	// 0 means batchDelayFallback.
+	tickDelay time.Duration
+
+	dst atomic.Pointer[remoteProducer] // the latest producer opened
 }
 
 func (e *pulsarEndpoints) openSource(ctx context.Context, onActive func(bool)) (source, error) {
-	return callCtx(ctx, func() (source, error) {
+	c, err := callCtx(ctx, func() (pulsar.Consumer, error) {
 		return e.local.Client.Subscribe(pulsar.ConsumerOptions{
 			Topic:                       e.topic,
 			SubscriptionName:            e.subscription,
@@ -80,12 +86,28 @@ func (e *pulsarEndpoints) openSource(ctx context.Context, onActive func(bool)) (
 			ReceiverQueueSize:           e.maxPending,
 			EventListener:               activeListener(onActive),
 			BackOffPolicyFunc:           reconnectPolicy,
+			// Acknowledgements go to the broker in groups: when 1,000 are
+			// pending (under load), else every ackDelay. The client's
+			// default (100 ms) is a ticker per partition, busy or idle:
+			// 10,000 wake-ups a second for 1,000 partitions.
+			AckGroupingOptions: &pulsar.AckGroupingOptions{MaxSize: 1000, MaxTime: ackDelay},
+			// The cursor is on one partition: partition discovery (a
+			// lookup a minute per consumer, by default) finds nothing.
+			AutoDiscoveryPeriod: noDiscovery,
 		})
-	}, func(s source) { s.Close() })
+	}, func(c pulsar.Consumer) { c.Close() })
+	if err != nil {
+		return nil, err
+	}
+	return &flushWhenDry{Consumer: c, dst: &e.dst}, nil
 }
 
 func (e *pulsarEndpoints) openTarget(ctx context.Context) (target, error) {
-	return callCtx(ctx, func() (target, error) {
+	delay := e.tickDelay
+	if delay <= 0 {
+		delay = batchDelayFallback
+	}
+	p, err := callCtx(ctx, func() (pulsar.Producer, error) {
 		return e.remote.Client.CreateProducer(pulsar.ProducerOptions{
 			Topic: e.topic,
 			// A fixed name makes the remote broker's deduplication (when
@@ -93,7 +115,7 @@ func (e *pulsarEndpoints) openTarget(ctx context.Context) (target, error) {
 			// write a partition at a time.
 			Name:                    e.producerName,
 			MaxPendingMessages:      e.maxPending,
-			BatchingMaxPublishDelay: batchDelay,
+			BatchingMaxPublishDelay: delay,
 			BatchingMaxMessages:     uint(e.maxPending),
 			BatchingMaxSize:         batchBytes,
 			CompressionType:         pulsar.NoCompression,
@@ -103,8 +125,81 @@ func (e *pulsarEndpoints) openTarget(ctx context.Context) (target, error) {
 			// grows and nothing is acknowledged.
 			SendTimeout:       -1,
 			BackOffPolicyFunc: reconnectPolicy,
+			// One partition: nothing to discover (see openSource).
+			PartitionsAutoDiscoveryInterval: noDiscovery,
 		})
-	}, func(t target) { t.Close() })
+	}, func(p pulsar.Producer) { p.Close() })
+	if err != nil {
+		// An untyped nil: CreateProducer returns a typed nil pointer on
+		// failure, which as a target is a non-nil interface; the session
+		// then called Close on it and the process died of a nil-pointer
+		// panic whenever the remote refused a producer (seen in e2e/bench
+		// with west's bookie unavailable).
+		return nil, err
+	}
+	rp := &remoteProducer{Producer: p, delay: batchDelay}
+	e.dst.Store(rp)
+	return rp, nil
+}
+
+// remoteProducer is a partition's producer to the remote. It remembers
+// whether anything was sent since its batch was last flushed, and flushes
+// it a batch delay after the cursor first ran dry.
+type remoteProducer struct {
+	pulsar.Producer
+	delay     time.Duration
+	unflushed atomic.Bool
+	armed     atomic.Bool
+}
+
+func (p *remoteProducer) SendAsync(ctx context.Context, msg *pulsar.ProducerMessage, cb func(pulsar.MessageID, *pulsar.ProducerMessage, error)) {
+	p.unflushed.Store(true)
+	p.Producer.SendAsync(ctx, msg, cb)
+}
+
+// flushSoon flushes the open batch one batch delay from now, unless a
+// flush is already due. The flush waits for the remote's confirmation in
+// the timer's goroutine, which ends with ctx at the latest.
+func (p *remoteProducer) flushSoon(ctx context.Context) {
+	if !p.unflushed.Load() || p.armed.Swap(true) {
+		return
+	}
+	time.AfterFunc(p.delay, func() {
+		p.armed.Store(false)
+		if p.unflushed.Swap(false) {
+			_ = p.FlushWithCtx(ctx)
+		}
+	})
+}
+
+// flushWhenDry is a partition's cursor. When it has no message ready, it
+// has the producer flush its open batch one batch delay later: batches
+// fill up to their size limits under load and leave within the batch
+// delay otherwise, as with pulsar-client-go's own batch timer.
+//
+// That timer is the reason for this type: it is a ticker per producer,
+// firing every batch delay whether or not anything is batched. With 2 ms
+// and 1,000 idle partitions, its 500,000 wake-ups a second kept a whole
+// core busy doing nothing (e2e/bench, scale run). Here a timer runs only
+// while a batch is open; the producer's own ticker is set to
+// batchDelayFallback.
+type flushWhenDry struct {
+	pulsar.Consumer
+	dst *atomic.Pointer[remoteProducer]
+}
+
+func (s *flushWhenDry) Receive(ctx context.Context) (pulsar.Message, error) {
+	select {
+	case cm, ok := <-s.Chan():
+		if ok {
+			return cm.Message, nil
+		}
+	default:
+	}
+	if p := s.dst.Load(); p != nil {
+		p.flushSoon(ctx)
+	}
+	return s.Consumer.Receive(ctx)
 }
 
 // lookBack bounds how many entries lastCopied reads back from the end of
@@ -140,11 +235,30 @@ func (e *pulsarEndpoints) lastCopied(ctx context.Context) (position, bool, error
 }
 
 // Batching towards the remote: the source's batches were unpacked by the
-// consumer; these settings pack them again.
+// consumer; these settings pack them again. A batch leaves when it is full
+// or batchDelay after the cursor ran dry (flushWhenDry). The producer's
+// own ticker is a fallback: batchDelay for pairs with a rate limit (their
+// session waits in the limiter, not on the cursor), batchDelayFallback
+// otherwise.
 const (
-	batchDelay = 2 * time.Millisecond
-	batchBytes = 1 << 20
+	batchDelay         = 2 * time.Millisecond
+	batchDelayFallback = 10 * time.Second
+	batchBytes         = 1 << 20
 )
+
+// ackDelay bounds how long a confirmed message's acknowledgement waits to
+// be sent with others. It only matters at low rates (under load groups of
+// 1,000 leave first): the broker's backlog then counts copied messages for
+// up to ackDelay, and a process that dies resends up to ackDelay of them,
+// which the next run recognises on the remote (lastCopied) or the remote's
+// deduplication drops.
+const ackDelay = 10 * time.Second
+
+// noDiscovery is the partition discovery interval of cursors and producers:
+// each works on a single partition (the pair discovers topics and
+// partitions itself), so the client's discovery would only cost a lookup
+// per partition every minute.
+const noDiscovery = time.Hour
 
 // callCtx runs open, which cannot be cancelled, and returns early when ctx
 // ends; a result that arrives after that is closed.
@@ -218,4 +332,13 @@ func fieldArgs(f pulsarlog.Fields) []any {
 		out = append(out, k, v)
 	}
 	return out
+}
+
+// batchDelayFor is the batch delay of the producers of a pair with these
+// rate limiters (nil: unlimited).
+func batchDelayFor(msgRate, byteRate *limiter) time.Duration {
+	if msgRate != nil || byteRate != nil {
+		return batchDelay
+	}
+	return batchDelayFallback
 }

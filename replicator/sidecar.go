@@ -183,8 +183,10 @@ type pair struct {
 	m             *Metrics
 	log           *zap.Logger
 
-	running map[string]*worker // by partition topic name
-	refused map[string]string  // topic -> reason, logged once
+	running map[string]*worker   // by partition topic name
+	refused map[string]string    // topic -> reason, logged once
+	checked remoteChecks         // topics found right on the remote
+	quiet   map[string]time.Time // topics caught up at their last stats refresh
 
 	cfg     *config.Config
 	key     []byte
@@ -247,7 +249,7 @@ func (p *pair) discover(ctx context.Context) error {
 	want := map[string]string{} // partition topic -> topic
 	var refused int
 	for _, t := range topics {
-		if err := ensureRemote(ctx, p.remote.Admin, t); err != nil {
+		if err := p.checked.ensure(ctx, p.remote.Admin, t); err != nil {
 			if p.hasRunning(t) && !errors.Is(err, errPartitionMismatch) {
 				// The remote is unreachable, not disagreeing: its running
 				// replicators keep their cursors and producers and resume
@@ -317,6 +319,7 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 			subscription: p.subscription,
 			producerName: "geo-sidecar." + p.local.Name + "-->" + p.remote.Name,
 			start:        start, maxPending: p.maxPending,
+			tickDelay: batchDelayFor(p.msgRate, p.byteRate),
 		},
 		maxPending: p.maxPending, msgRate: p.msgRate, byteRate: p.byteRate,
 		m: p.m, log: p.log.With(zap.String("partition", partitionTopic)),

@@ -117,53 +117,103 @@ func (e *env) setup() error {
 	return nil
 }
 
-// cleanup deletes what the run created (best effort), unless -keep.
+// cleanup deletes what the run created, unless -keep: every topic first
+// (forced: a cursor or producer may still be attached; brokers refuse
+// forced namespace deletion by default), then the namespaces and the
+// tenant. Deleting the ledgers is what lets the bookies reclaim the
+// gigabytes a run writes, so failures are reported, not ignored.
 func (e *env) cleanup() {
 	for i := len(e.cleanups) - 1; i >= 0; i-- {
 		e.cleanups[i]()
 	}
-	if !e.o.Keep {
-		e.logf("deleting tenant %s", e.tenant)
-		for _, ns := range []string{nsBuiltin, nsBDrain} {
-			// Stop Pulsar's replication first, or each cluster's deletion
-			// would be refused (topics still replicated).
-			for _, adm := range []pulsaradmin.Client{e.eastAdm, e.westAdm} {
-				_ = adm.Namespaces().SetNamespaceReplicationClusters(e.ns(ns), []string{clusterOf(adm, e)})
-			}
-		}
-		for _, c := range []struct {
-			adm pulsaradmin.Client
-			nss []string
-		}{{e.eastAdm, []string{nsBuiltin, nsBDrain, nsSidecar, nsScale}}, {e.westAdm, []string{nsBuiltin, nsBDrain, nsSidecar, nsScale, nsDirect}}} {
-			for _, ns := range c.nss {
-				e.deleteNamespace(c.adm, e.ns(ns))
-			}
-			_ = c.adm.Tenants().Delete(e.tenant)
+	defer func() {
+		e.east.Close()
+		e.west.Close()
+		_ = os.RemoveAll(e.dir)
+	}()
+	if e.o.Keep {
+		e.logf("keeping tenant %s (-keep)", e.tenant)
+		return
+	}
+	e.logf("deleting tenant %s", e.tenant)
+	// Pulsar's replication first: a replicated namespace cannot be deleted.
+	for _, ns := range []string{nsBuiltin, nsBDrain} {
+		for _, c := range []string{"east", "west"} {
+			_ = e.admin(c).Namespaces().SetNamespaceReplicationClusters(e.ns(ns), []string{c})
 		}
 	}
-	e.east.Close()
-	e.west.Close()
-	_ = os.RemoveAll(e.dir)
+	var failed []string
+	for _, c := range []struct {
+		cluster string
+		nss     []string
+	}{{"east", []string{nsBuiltin, nsBDrain, nsSidecar, nsScale}}, {"west", []string{nsBuiltin, nsBDrain, nsSidecar, nsScale, nsDirect}}} {
+		for _, ns := range c.nss {
+			failed = append(failed, e.dropTopics(c.cluster, ns)...)
+			if err := e.admin(c.cluster).Namespaces().DeleteNamespace(e.ns(ns)); err != nil && !isNotFound(err) {
+				failed = append(failed, fmt.Sprintf("namespace %s on %s: %v", e.ns(ns), c.cluster, err))
+			}
+		}
+		if err := e.admin(c.cluster).Tenants().Delete(e.tenant); err != nil && !isNotFound(err) {
+			failed = append(failed, fmt.Sprintf("tenant %s on %s: %v", e.tenant, c.cluster, err))
+		}
+	}
+	if len(failed) > 0 {
+		e.logf("cleanup left %d thing(s) behind (delete them by hand to free the bookies' disk): %s", len(failed), strings.Join(failed, "; "))
+	}
 }
 
-func clusterOf(adm pulsaradmin.Client, e *env) string {
-	if adm == e.eastAdm {
-		return "east"
+// dropTopics force-deletes every topic of namespace ns on cluster and
+// returns what could not be deleted.
+func (e *env) dropTopics(cluster, ns string) []string {
+	adm := e.admin(cluster)
+	nsn, err := utils.GetNamespaceName(e.ns(ns))
+	if err != nil {
+		return []string{err.Error()}
 	}
-	return "west"
+	partitioned, plain, err := adm.Topics().List(*nsn)
+	if err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		return []string{fmt.Sprintf("list %s on %s: %v", e.ns(ns), cluster, err)}
+	}
+	var failed []string
+	del := func(name string, nonPartitioned bool) {
+		tn, err := utils.GetTopicName(name)
+		if err == nil {
+			err = adm.Topics().Delete(*tn, true, nonPartitioned)
+		}
+		if err != nil && !isNotFound(err) {
+			failed = append(failed, fmt.Sprintf("%s on %s: %v", name, cluster, err))
+		}
+	}
+	isPart := map[string]bool{}
+	for _, t := range partitioned {
+		isPart[t] = true
+		del(t, false)
+	}
+	for _, t := range plain {
+		if i := strings.LastIndex(t, "-partition-"); i > 0 && isPart[t[:i]] {
+			continue // went with its partitioned topic
+		}
+		del(t, true)
+	}
+	return failed
 }
 
-// deleteNamespace force-deletes a namespace and its topics (best effort).
-func (e *env) deleteNamespace(adm pulsaradmin.Client, ns string) {
-	cluster := "east"
-	if adm == e.westAdm {
-		cluster = "west"
-	}
-	u := e2e.Get(cluster).AdminURL + "/admin/v2/namespaces/" + ns + "?force=true"
-	req, _ := http.NewRequest(http.MethodDelete, u, nil)
-	if resp, err := e.http.Do(req); err == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+// dropWorkload deletes a finished workload's topics on both clusters, so
+// that the bookies can reclaim their space while the run goes on.
+func (e *env) dropWorkload(topics ...string) {
+	for _, t := range topics {
+		for _, c := range []string{"east", "west"} {
+			tn, err := utils.GetTopicName(t)
+			if err != nil {
+				continue
+			}
+			if err := e.admin(c).Topics().Delete(*tn, true, false); err != nil && !isNotFound(err) {
+				e.logf("delete %s on %s: %v", t, c, err)
+			}
+		}
 	}
 }
 
@@ -181,16 +231,6 @@ func (e *env) createTopic(topic string, partitions int, clusters ...string) erro
 		}
 	}
 	return nil
-}
-
-func (e *env) deleteTopic(topic string, clusters ...string) {
-	tn, err := utils.GetTopicName(topic)
-	if err != nil {
-		return
-	}
-	for _, c := range clusters {
-		_ = e.admin(c).Topics().Delete(*tn, true, false)
-	}
 }
 
 func (e *env) admin(cluster string) pulsaradmin.Client {
@@ -293,6 +333,22 @@ var errRestarted = errors.New("a test-bed cluster restarted during the measureme
 func (e *env) restarted() bool {
 	for c, pid := range e.meter.pids {
 		if now, ok := clusterPID(c); !ok || now != pid {
+			return true
+		}
+	}
+	return false
+}
+
+// transient reports whether err looks like a broker's passing trouble on
+// a loaded, shared test bed rather than a fault of the arm measured.
+func transient(err error) bool {
+	if errors.Is(err, errRestarted) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"Not enough non-faulty bookies", "ServiceNotReady", "TimeoutError", "deadline exceeded",
+		"connection refused", "connection reset", "TooManyRequests", "MetadataError"} {
+		if strings.Contains(msg, s) {
 			return true
 		}
 	}
@@ -425,6 +481,11 @@ func closeSoon(p pulsar.Producer) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 	}
+}
+
+func isNotFound(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "404") || strings.Contains(strings.ToLower(err.Error()), "not found") ||
+		strings.Contains(strings.ToLower(err.Error()), "does not exist"))
 }
 
 func isConflict(err error) bool {

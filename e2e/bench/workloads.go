@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -171,6 +172,7 @@ func (e *env) throughput(parts int) (*tpResult, error) {
 		}
 	}
 	res.Sidecar = e.finish(sc, name)
+	e.dropWorkload(slices.Collect(maps.Values(topics))...)
 	for _, r := range res.Rounds {
 		if r.Arm == armSidecar {
 			res.Sidecar.Messages += r.Msgs
@@ -349,6 +351,8 @@ func (e *env) latency() (*latResult, error) {
 		}
 	}
 	run := e.finish(sc, "latency")
+	cancel() // the consumers
+	e.dropWorkload(slices.Collect(maps.Values(topics))...)
 	run.CPU, run.Messages = res.Sidecar.CPU, res.Sidecar.Messages
 	res.Sidecar = run
 	return res, nil
@@ -578,8 +582,7 @@ func (e *env) drainRound(r, try int) ([]drainRound, []sidecarRun, error) {
 	short := fmt.Sprintf("d%d-%d", r, try)
 	topics := map[string]string{armBuiltin: e.topic(nsBDrain, short), armSidecar: e.topic(nsSidecar, short)}
 	// The backlogs are a GiB or two each: free the space afterwards.
-	defer e.deleteTopic(topics[armBuiltin], "east", "west")
-	defer e.deleteTopic(topics[armSidecar], "east", "west")
+	defer e.dropWorkload(topics[armBuiltin], topics[armSidecar])
 	if err := e.eastAdm.Namespaces().SetReplicatorDispatchRate(*ns, replicatorHold); err != nil {
 		return nil, nil, fmt.Errorf("hold the built-in replicator: %w", err)
 	}
@@ -844,6 +847,11 @@ func (e *env) scaleOnce(try int) (*scaleResult, error) {
 	e.logf("scale: %d messages over %d topics in %s (%.0f msg/s)", m, k, res.Dur.Round(time.Millisecond), float64(m)/res.Dur.Seconds())
 	sc.profile("allocs", "", "scale")
 	res.Stop = sc.stop()
+	for _, c := range []string{"east", "west"} {
+		if failed := e.dropTopics(c, nsScale); len(failed) > 0 {
+			e.logf("scale: %d topic(s) not deleted on %s: %s", len(failed), c, failed[0])
+		}
+	}
 	return res, nil
 }
 
