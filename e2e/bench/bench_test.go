@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/geo-sidecar/geo-sidecar/e2e"
+)
+
+// smokeSizes make every workload run once, end to end, in about a minute:
+// enough to show that `make bench` works against the real clusters, far
+// too small to measure anything.
+var smokeSizes = sizes{
+	Rounds: 1, Settle: 200 * time.Millisecond, WarmMessages: 100, LatWarm: 200 * time.Millisecond,
+	TPMessages: 2000,
+	LatRate:    100, LatDuration: time.Second,
+	DrainMessages: 2000, DrainParts: 1,
+	ScaleTopics: 10, ScaleMessages: 200, IdleWindow: time.Second, ScaleSettle: time.Second,
+}
+
+// TestBenchSmoke runs every workload of the benchmark at smokeSizes and
+// checks that the report has each of them. It asserts no timing: a
+// benchmark is not a test (see make bench).
+func TestBenchSmoke(t *testing.T) {
+	if err := e2e.Up("east", "west"); err != nil {
+		t.Fatalf("test bed: %v", err)
+	}
+	dir := t.TempDir()
+	if err := e2e.BuildBinary(dir); err != nil {
+		t.Fatal(err)
+	}
+	o := options{
+		Binary:   e2e.Binary,
+		Only:     parseOnly(""),
+		Sizes:    smokeSizes,
+		Quick:    true,
+		Machine:  machine(),
+		Progress: os.Stderr,
+	}
+	rep, err := run(o)
+	if err != nil {
+		t.Fatalf("bench: %v", err)
+	}
+	md := rep.Markdown()
+	t.Log("\n" + md)
+	for _, want := range []string{
+		"| throughput, 1 partition | msg/s |",
+		"| throughput, 4 partitions | msg/s |",
+		"| end-to-end latency at 100 msg/s | p99 ms |",
+		"| backlog drain, 2,000 messages | seconds |",
+		"10 topics",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if len(rep.Errors) > 0 {
+		t.Errorf("workload errors: %v", rep.Errors)
+	}
+	if rep.Scale == nil || rep.Drain == nil || rep.Lat == nil || len(rep.TP) != 2 {
+		t.Errorf("report incomplete: scale %v, drain %v, latency %v, throughput %d", rep.Scale != nil, rep.Drain != nil, rep.Lat != nil, len(rep.TP))
+	}
+}
