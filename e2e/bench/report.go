@@ -307,7 +307,10 @@ func (r *report) targets() string {
 		line(sc <= bi, "backlog drain ≥ 1.0× built-in (speed): %s", ratio(bi, sc))
 	}
 	if s := r.Scale; s != nil {
-		line(max(s.HWM, s.HWMAfter) <= 256<<20 && s.RSS <= 256<<20, "%d idle partitions, RSS ≤ 256 MiB: %s MiB idle, %s MiB peak", s.Topics, mib(s.RSS), mib(max(s.HWM, s.HWMAfter)))
+		// The target is about idle partitions: judged on the RSS at rest
+		// and the peak up to then (start-up included); the peak under
+		// spread traffic is shown, not judged.
+		line(s.HWM <= 256<<20 && s.RSS <= 256<<20, "%d idle partitions, RSS ≤ 256 MiB: %s MiB idle, %s MiB peak until then (start-up included); %s MiB peak later under spread traffic, not judged", s.Topics, mib(s.RSS), mib(s.HWM), mib(s.HWMAfter))
 		pct := 100 * s.IdleCPU.Seconds() / s.IdleWindow.Seconds()
 		line(pct < 2, "%d idle partitions, idle CPU < 2 %% of a core: %.2f %%", s.Topics, pct)
 	}
