@@ -63,7 +63,7 @@ func syncEntries(ns, sub string, clusters ...string) string {
 }
 
 func TestFailoverDrill(t *testing.T) {
-	for _, typ := range []string{"exclusive", "failover", "shared"} {
+	for _, typ := range []string{"exclusive", "failover", "shared", "key_shared"} {
 		t.Run(typ, func(t *testing.T) {
 			ns := NewNamespace(t, "east", "west")
 			s := StartSidecar(t, []string{"east", "west"}, syncEntries(ns, "orders-sub", "east", "west"))
