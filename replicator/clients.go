@@ -86,11 +86,15 @@ func (e *pulsarEndpoints) openSource(ctx context.Context, onActive func(bool)) (
 			ReceiverQueueSize:           e.maxPending,
 			EventListener:               activeListener(onActive),
 			BackOffPolicyFunc:           reconnectPolicy,
-			// Acknowledgements go to the broker in groups: when 1,000 are
-			// pending (under load), else every ackDelay. The client's
-			// default (100 ms) is a ticker per partition, busy or idle:
-			// 10,000 wake-ups a second for 1,000 partitions.
-			AckGroupingOptions: &pulsar.AckGroupingOptions{MaxSize: 1000, MaxTime: ackDelay},
+			// Acknowledgements go to the broker at once, one per entry:
+			// the client sends a batch's acknowledgement when its last
+			// message is acknowledged, so a source that batches costs one
+			// command per batch. The client's grouping (the default)
+			// runs a ticker per partition, busy or idle (every 100 ms:
+			// 10,000 wake-ups a second for 1,000 partitions), and a
+			// longer period leaves copied messages counted in the
+			// backlog that long.
+			AckGroupingOptions: &pulsar.AckGroupingOptions{MaxSize: 1},
 			// The cursor is on one partition: partition discovery (a
 			// lookup a minute per consumer, by default) finds nothing.
 			AutoDiscoveryPeriod: noDiscovery,
@@ -246,13 +250,6 @@ const (
 	batchBytes         = 1 << 20
 )
 
-// ackDelay bounds how long a confirmed message's acknowledgement waits to
-// be sent with others. It only matters at low rates (under load groups of
-// 1,000 leave first): the broker's backlog then counts copied messages for
-// up to ackDelay, and a process that dies resends up to ackDelay of them,
-// which the next run recognises on the remote (lastCopied) or the remote's
-// deduplication drops.
-const ackDelay = 10 * time.Second
 
 // noDiscovery is the partition discovery interval of cursors and producers:
 // each works on a single partition (the pair discovers topics and
