@@ -186,6 +186,45 @@ func TestDrillThreeClustersNorthDown(t *testing.T) {
 	}
 }
 
+// TestDrillAfterRestartThirdOriginSilent: three clusters, and north never
+// publishes on the topic. After a restart the sidecar's cursors are no
+// longer fresh, so it must learn north's watermark (none) from the
+// partition's history before it may answer snapshot requests. Before it
+// could, east and west never got in step again: every request went
+// unanswered until north published.
+func TestDrillAfterRestartThirdOriginSilent(t *testing.T) {
+	if err := Up("north"); err != nil {
+		t.Fatal(err)
+	}
+	ns := NewNamespace(t, "east", "west", "north")
+	s := StartSidecar(t, []string{"east", "west", "north"}, syncEntries(ns, "orders-sub", "east", "west", "north"))
+	topic := Topic(ns, "orders")
+	ProduceN(t, Client(t, "east"), topic, "east", 50)
+	ProduceN(t, Client(t, "west"), topic, "west", 50)
+	// Snapshots between east and west complete, so each side has written
+	// responses naming north before the restart.
+	Eventually(t, 30*time.Second, func() error {
+		for _, src := range []string{"east", "west"} {
+			if v := s.Metric("geo_sidecar_snapshots_completed_total", `source="`+src+`"`); v < 1 {
+				return fmt.Errorf("no snapshot completed from %s yet", src)
+			}
+		}
+		return nil
+	})
+	s.Stop()
+	s = s.Restart()
+	rep := runDrill(t, s.ConfigPath, ns+"/orders", "orders-sub", "east", "west", "--messages", "2000")
+	t.Logf("drill after a restart, north silent: published %d, before %d, after %d, lost %d, duplicates %d, in step after %.1fs (%v); requests unanswered after the restart: %v",
+		rep.Published, rep.ConsumedBefore, rep.ConsumedAfter, rep.Lost, rep.Duplicates, rep.InStepSeconds, rep.InStep,
+		s.Metric("geo_sidecar_snapshot_requests_unanswered_total"))
+	if rep.Lost != 0 {
+		t.Fatalf("%d messages lost", rep.Lost)
+	}
+	if !rep.InStep || rep.Duplicates >= rep.ConsumedBefore {
+		t.Fatalf("east<->west subscription sync did not resume after the restart (in step %v, %d duplicates)", rep.InStep, rep.Duplicates)
+	}
+}
+
 // TestDrillSidecarRestartedMidway: the sidecar is killed and restarted
 // while the drill publishes and consumes.
 func TestDrillSidecarRestartedMidway(t *testing.T) {

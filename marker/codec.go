@@ -106,7 +106,8 @@ type Marker struct {
 	// Watermarks, in a response, maps each third origin cluster C (neither
 	// From nor To) to a position in C's partition: the highest origin
 	// position among the C-origin messages that From's partition held at or
-	// before Local. See "More than two clusters" in the protocol notes. At
+	// before Local, or NoneSeen when it held none. See "More than two
+	// clusters" in the protocol notes. At
 	// most 64 entries, keys 1 to 255 bytes. Encoding sorts the keys, so it is
 	// deterministic; Decode returns nil when there are none.
 	Watermarks map[string]Position

@@ -35,6 +35,13 @@ func (p Position) Compare(q Position) int {
 	return cmp.Compare(uint32(p.Batch), uint32(q.Batch))
 }
 
+// NoneSeen is the watermark of a third origin of which the responder's
+// partition held no message: it sorts before every real position, and a
+// requester needs nothing of that origin. Responses name it rather than
+// leave the origin out, so that a response read back after a restart says
+// what was known of every origin (see snapshot.Machine.Learn).
+var NoneSeen = Position{Ledger: -1, Entry: -1, Batch: -1}
+
 // String returns "ledger:entry:batch", the form of the origin-id property
 // that the replicator writes on every copy.
 func (p Position) String() string {

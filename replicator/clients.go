@@ -250,7 +250,6 @@ const (
 	batchBytes         = 1 << 20
 )
 
-
 // noDiscovery is the partition discovery interval of cursors and producers:
 // each works on a single partition (the pair discovers topics and
 // partitions itself), so the client's discovery would only cost a lookup

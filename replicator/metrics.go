@@ -84,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.SnapshotsTimedOut = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "snapshots_timed_out_total", Help: "Snapshot requests that got no usable response in time."}, pair)
 	m.SnapshotsUnanswered = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
-		Name: "snapshot_requests_unanswered_total", Help: "Requests from a remote left unanswered because a third origin's watermark is unknown since a restart (until that origin sends a message)."}, pair)
+		Name: "snapshot_requests_unanswered_total", Help: "Requests from a remote left unanswered because a third origin's watermark is unknown since a restart (until the partition's history or a new message of that origin tells it)."}, pair)
 	m.SnapshotRTT = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns,
 		Name: "snapshot_round_trip_seconds", Help: "Snapshot request to completion.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, pair)

@@ -304,8 +304,19 @@ func (s *subSync) applyLoop(ctx context.Context) {
 // pair's snapshot markers (the cache's durable form) from the oldest entry
 // the partition still holds. Reading from the slowest tracked
 // subscription's position would miss the very snapshot that covers it,
-// which sits just before it. Only partitions with a tracked subscription
-// are scanned.
+// which sits just before it.
+//
+// The same read teaches the machine the third origins' watermarks when the
+// cursor did not start fresh (snapshot.Machine.Learn): from every copy of
+// a third origin's message, and from the responses this sidecar wrote for
+// the remote before it stopped, which name every third origin (NoneSeen
+// for one that never published). Without them a restarted sidecar could
+// not answer requests until each third origin published again, and one
+// that never publishes on a partition kept that pair's subscriptions out
+// of step for good.
+//
+// Partitions with neither a tracked subscription nor an unknown watermark
+// are not read.
 func (s *subSync) rebuild(ctx context.Context) {
 	tn, err := utils.GetTopicName(s.topic)
 	if err != nil {
@@ -319,7 +330,8 @@ func (s *subSync) rebuild(ctx context.Context) {
 	for name := range internal.Cursors {
 		tracked = tracked || s.tracked(name)
 	}
-	if !tracked {
+	unknown := s.machine.Unknown()
+	if !tracked && len(unknown) == 0 {
 		return
 	}
 	r, err := s.client.CreateReader(pulsar.ReaderOptions{
@@ -327,11 +339,11 @@ func (s *subSync) rebuild(ctx context.Context) {
 		StartMessageID: pulsar.EarliestMessageID(),
 	})
 	if err != nil {
-		s.log.Warn("cannot re-read snapshot markers; subscriptions sync from new snapshots", zap.Error(err))
+		s.log.Warn("cannot re-read the partition's markers; subscriptions sync from new snapshots", zap.Error(err))
 		return
 	}
 	defer r.Close()
-	n := 0
+	snapshots, responses := 0, 0
 	for r.HasNext() && ctx.Err() == nil {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		msg, err := r.Next(rctx)
@@ -339,16 +351,36 @@ func (s *subSync) rebuild(ctx context.Context) {
 		if err != nil {
 			break
 		}
-		if k, ok := marker.KindOf(msg.Properties()); !ok || k != marker.KindSnapshot {
+		props := msg.Properties()
+		k, isMarker := marker.KindOf(props)
+		if !isMarker {
+			if origin := props[PropOriginCluster]; origin != "" && len(unknown) > 0 {
+				if p, ok := parsePosition(props[PropOriginID]); ok {
+					s.machine.Learn(origin, marker.Position{Ledger: p.ledger, Entry: p.entry, Batch: p.batch})
+				}
+			}
 			continue
 		}
-		if mk, err := marker.Decode(msg.Payload(), s.key); err == nil && mk.Topic == s.topic &&
-			mk.From == s.local && mk.To == s.remote {
-			s.machine.Marker(posOf(msg.ID()), mk)
-			n++
+		if k != marker.KindSnapshot && k != marker.KindSnapshotResponse {
+			continue
 		}
+		mk, err := marker.Decode(msg.Payload(), s.key)
+		if err != nil || mk.Topic != s.topic || mk.From != s.local || mk.To != s.remote {
+			continue
+		}
+		if k == marker.KindSnapshot {
+			s.machine.Marker(posOf(msg.ID()), mk)
+			snapshots++
+			continue
+		}
+		for c, p := range mk.Watermarks {
+			s.machine.Learn(c, p)
+		}
+		responses++
 	}
-	s.log.Debug("snapshot cache rebuilt", zap.Int("snapshot_markers", n))
+	s.log.Debug("partition history re-read", zap.Int("snapshot_markers", snapshots),
+		zap.Int("own_responses", responses), zap.Strings("watermarks_unknown_before", unknown),
+		zap.Strings("watermarks_unknown_after", s.machine.Unknown()))
 }
 
 // markerWriter writes markers into the local partition through a producer

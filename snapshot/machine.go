@@ -26,6 +26,28 @@ func (m *Machine) data(pos marker.Position, origin string, originPos marker.Posi
 	return nil
 }
 
+func (m *Machine) learn(c string, p marker.Position) {
+	if !slices.Contains(m.cfg.ThirdOrigins, c) {
+		return
+	}
+	if q, ok := m.seen[c]; !ok || p.Compare(q) > 0 {
+		m.seen[c] = p
+	}
+}
+
+func (m *Machine) unknown() []string {
+	var out []string
+	if m.cfg.Fresh {
+		return nil
+	}
+	for _, c := range m.cfg.ThirdOrigins {
+		if _, ok := m.seen[c]; !ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 func (m *Machine) marker(pos marker.Position, mk marker.Marker) []marker.Marker {
 	if mk.Topic != m.cfg.Topic {
 		return nil
@@ -55,11 +77,11 @@ func (m *Machine) respond(pos marker.Position, req marker.Marker) []marker.Marke
 	for _, c := range m.cfg.ThirdOrigins {
 		q, ok := m.seen[c]
 		if !ok {
-			if m.cfg.Fresh {
-				continue // nothing of c at or before pos: no constraint
+			if !m.cfg.Fresh {
+				m.stats.Unanswered++
+				return nil
 			}
-			m.stats.Unanswered++
-			return nil
+			q = marker.NoneSeen // nothing of c at or before pos
 		}
 		if wm == nil {
 			wm = make(map[string]marker.Position, len(m.cfg.ThirdOrigins))
@@ -106,6 +128,9 @@ func (m *Machine) responded(pos marker.Position, resp marker.Marker) []marker.Ma
 // watermark.
 func (m *Machine) met(need map[string]marker.Position) bool {
 	for c, q := range need {
+		if q.Ledger < 0 {
+			continue // NoneSeen: the responder held nothing of c
+		}
 		if s, ok := m.seen[c]; !ok || s.Compare(q) < 0 {
 			return false
 		}

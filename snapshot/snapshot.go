@@ -227,6 +227,31 @@ func (m *Machine) Marker(pos marker.Position, mk marker.Marker) []marker.Marker 
 	return m.marker(pos, mk)
 }
 
+// Learn raises the watermark of third origin c to at least p. It is how a
+// restarted sidecar, whose cursor did not start fresh, comes to know the
+// watermarks it must put in responses: reading the partition's retained
+// history, it learns the origin position of every copy of c's messages,
+// and from every response it wrote earlier for Remote the watermark it
+// named for c (marker.NoneSeen: none). The latest such response and every
+// copy after it are retained together, so their maximum is at least the
+// true watermark; a watermark too high only makes the requester wait
+// longer, one too low could lose messages ("More than two clusters" in
+// protocol.md). Origins other than the third origins are ignored.
+func (m *Machine) Learn(c string, p marker.Position) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.learn(c, p)
+}
+
+// Unknown returns the third origins whose watermark is not known yet:
+// while any is, requests from Remote go unanswered. Nil for a Fresh
+// cursor.
+func (m *Machine) Unknown() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.unknown()
+}
+
 // Tick lets time pass: pending requests older than Timeout are dropped,
 // and a request (kind 10) addressed to Remote is returned when one is due:
 // new data was read since the last request, linkUp (the replicator towards

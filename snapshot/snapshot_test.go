@@ -76,6 +76,10 @@ func read(e int64, mk marker.Marker) func(*Machine) []marker.Marker {
 	return func(m *Machine) []marker.Marker { return m.Marker(pos(e), mk) }
 }
 
+func learn(c string, p marker.Position) func(*Machine) []marker.Marker {
+	return func(m *Machine) []marker.Marker { m.Learn(c, p); return nil }
+}
+
 func tick(linkUp bool) func(*Machine) []marker.Marker {
 	return func(m *Machine) []marker.Marker { return m.Tick(linkUp) }
 }
@@ -140,7 +144,7 @@ func TestTick(t *testing.T) {
 			{op: tick(true), want: wantRequest("id-1", time.Second)},
 		}, Stats{Started: 1}},
 		{"markers are not data", []step{
-			{op: read(1, requestFromB("x")), want: wantResponse("x", 1, nil, 0)},
+			{op: read(1, requestFromB("x")), want: wantResponse("x", 1, map[string]marker.Position{"C": marker.NoneSeen}, 0)},
 			{op: read(2, responseFromB("x", 5, nil))},
 			{op: tick(true)},
 		}, Stats{}},
@@ -177,6 +181,11 @@ func TestTick(t *testing.T) {
 			{advance: 10 * time.Second, op: tick(false)},
 			{op: read(2, responseFromB("id-1", 5, nil))},
 		}, Stats{Started: 1, TimedOut: 1}},
+		{"a response naming NoneSeen needs nothing of that origin", []step{
+			{op: data(1, "", 0)},
+			{op: tick(true), want: wantRequest("id-1", 0)},
+			{op: read(2, responseFromB("id-1", 5, map[string]marker.Position{"C": marker.NoneSeen})), want: wantSnapshot("id-1", 2, 5, 0)},
+		}, Stats{Started: 1, Completed: 1}},
 		{"a request waiting for watermarks times out too", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
@@ -231,20 +240,37 @@ func TestRespond(t *testing.T) {
 			{op: dataAt(pos(4), "C", marker.Position{Ledger: 3, Entry: 5, Batch: -1})},
 			{op: read(5, requestFromB("r2")), want: wantResponse("r2", 5, wm("C", marker.Position{Ledger: 3, Entry: 5, Batch: -1}), 0)},
 		}, 0},
-		{"fresh, nothing of C seen: no watermark", nil, []step{
-			{op: read(1, requestFromB("r1")), want: wantResponse("r1", 1, nil, 0)},
+		{"fresh, nothing of C seen: NoneSeen", nil, []step{
+			{op: read(1, requestFromB("r1")), want: wantResponse("r1", 1, wm("C", marker.NoneSeen), 0)},
 		}, 0},
 		{"not fresh, C unknown: no answer", func(c *Config) { c.Fresh = false }, []step{
 			{op: data(1, "B", 3)},
 			{op: read(2, requestFromB("r1"))},
 			{op: read(3, requestFromB("r2"))},
 		}, 2},
+		{"not fresh, C learned from history (none seen): answered", func(c *Config) { c.Fresh = false }, []step{
+			{op: learn("C", marker.NoneSeen)},
+			{op: read(2, requestFromB("r1")), want: wantResponse("r1", 2, wm("C", marker.NoneSeen), 0)},
+		}, 0},
+		{"learning only raises a watermark; data raises it further", func(c *Config) { c.Fresh = false }, []step{
+			{op: learn("C", pos(5))},
+			{op: learn("C", pos(3))},
+			{op: learn("C", marker.NoneSeen)},
+			{op: read(1, requestFromB("r1")), want: wantResponse("r1", 1, wm("C", pos(5)), 0)},
+			{op: data(2, "C", 7)},
+			{op: read(3, requestFromB("r2")), want: wantResponse("r2", 3, wm("C", pos(7)), 0)},
+		}, 0},
+		{"learning an origin that is not a third origin: C still unknown", func(c *Config) { c.Fresh = false }, []step{
+			{op: learn("D", pos(5))},
+			{op: learn("B", pos(5))},
+			{op: read(1, requestFromB("r1"))},
+		}, 1},
 		{"third origins: Local, Remote, empty and repeats dropped", func(c *Config) {
 			c.ThirdOrigins = []string{"A", "", "C", "B", "C", "D"}
 		}, []step{
 			{op: data(1, "B", 3)},
 			{op: data(2, "D", 4)},
-			{op: read(3, requestFromB("r1")), want: wantResponse("r1", 3, wm("D", pos(4)), 0)},
+			{op: read(3, requestFromB("r1")), want: wantResponse("r1", 3, wm("C", marker.NoneSeen, "D", pos(4)), 0)},
 		}, 0},
 		{"own request read back: ignored", nil, []step{
 			{op: read(1, with(requestFromB("r1"), func(m *marker.Marker) { m.From, m.To = "A", "B" }))},
@@ -485,5 +511,21 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if st := m.Stats(); st.Started == 0 {
 		t.Errorf("no request started: %+v", st)
+	}
+}
+
+func TestUnknown(t *testing.T) {
+	h := newHarness(func(c *Config) { c.Fresh = false; c.ThirdOrigins = []string{"C", "D"} })
+	if got := h.m.Unknown(); !reflect.DeepEqual(got, []string{"C", "D"}) {
+		t.Fatalf("Unknown() = %v, want [C D]", got)
+	}
+	h.m.Learn("D", marker.NoneSeen)
+	h.m.Data(pos(1), "C", pos(2))
+	if got := h.m.Unknown(); got != nil {
+		t.Fatalf("Unknown() = %v after learning both, want none", got)
+	}
+	fresh := newHarness(func(c *Config) { c.ThirdOrigins = []string{"C"} })
+	if got := fresh.m.Unknown(); got != nil {
+		t.Fatalf("fresh Unknown() = %v, want none", got)
 	}
 }
