@@ -1,13 +1,17 @@
 package replicator
 
 import (
+	"strings"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Metrics are the sidecar's Prometheus metrics. Labels are bounded: source
 // and target are cluster names from the config, topic is a topic of a
-// configured namespace (never a partition, never a message id), reason is a
-// fixed word.
+// configured namespace as "tenant/namespace/topic" (never a partition,
+// never a message id), subscription a tracked subscription, reason a fixed
+// word.
 type Metrics struct {
 	Messages       *prometheus.CounterVec
 	Bytes          *prometheus.CounterVec
@@ -34,6 +38,10 @@ type Metrics struct {
 	UpdatesApplied         *prometheus.CounterVec
 	SubscriptionLag        *prometheus.GaugeVec
 	SubscriptionLagSeconds *prometheus.GaugeVec
+
+	// lag combines the partitions' subscription lags into their topic's
+	// series: every partition's sync reports its own.
+	lag partLag
 }
 
 // NewMetrics builds the metrics and registers them with reg (nil: not
@@ -70,7 +78,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		TopicsRefused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 			Name: "topics_refused", Help: "Topics not replicated because the target disagrees (partition count mismatch)."}, pair),
 	}
-	sub := []string{"source", "target", "subscription"}
+	sub := []string{"source", "target", "topic", "subscription"}
 	m.MarkersInvalid = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "markers_invalid_total", Help: "Markers skipped because they did not decode or verify, by reason."},
 		[]string{"cluster", "reason"})
@@ -94,9 +102,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "subscription_updates_received_total", Help: "Subscription updates received from a remote, by outcome (applied, created, consumers-attached, not-forward, error)."},
 		[]string{"cluster", "outcome"})
 	m.SubscriptionLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
-		Name: "subscription_lag_entries", Help: "Backlog entries (batches) the remote copy of a subscription would deliver again after a failover now (remote backlog minus local)."}, sub)
+		Name: "subscription_lag_entries", Help: "Backlog entries (batches) the remote copy of a subscription would deliver again after a failover now (remote backlog minus local), summed over the topic's partitions."}, sub)
 	m.SubscriptionLagSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
-		Name: "subscription_lag_seconds", Help: "Age of the snapshot behind the remote copy of a subscription, while it trails the local one."}, sub)
+		Name: "subscription_lag_seconds", Help: "Age of the snapshot behind the remote copy of a subscription, while it trails the local one; the oldest over the topic's partitions."}, sub)
 	if reg != nil {
 		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsSuppressed,
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused,
@@ -104,4 +112,73 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds)
 	}
 	return m
+}
+
+// topicLabel is the topic label of a topic or partition name:
+// "tenant/namespace/topic", without the domain and the partition suffix,
+// so that topics of different namespaces do not share a series.
+func topicLabel(name string) string {
+	if _, rest, ok := strings.Cut(name, "://"); ok {
+		name = rest
+	}
+	if i := strings.LastIndex(name, "-partition-"); i > 0 {
+		name = name[:i]
+	}
+	return name
+}
+
+// partLag holds each partition's subscription lag and sets the topic's
+// series to their sum (entries) and maximum (seconds).
+type partLag struct {
+	mu   sync.Mutex
+	vals map[[4]string]map[string][2]float64 // series labels -> partition -> entries, seconds
+}
+
+// set records partition's lag for the series labels (source, target,
+// topic, subscription) and updates the series.
+func (m *Metrics) setLag(labels [4]string, partition string, entries, seconds float64) {
+	l := &m.lag
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.vals == nil {
+		l.vals = map[[4]string]map[string][2]float64{}
+	}
+	parts := l.vals[labels]
+	if parts == nil {
+		parts = map[string][2]float64{}
+		l.vals[labels] = parts
+	}
+	parts[partition] = [2]float64{entries, seconds}
+	m.exportLag(labels, parts)
+}
+
+// dropLag forgets partition's lags (its replicator stopped); a series left
+// with no partition is deleted.
+func (m *Metrics) dropLag(partition string) {
+	l := &m.lag
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for labels, parts := range l.vals {
+		if _, ok := parts[partition]; !ok {
+			continue
+		}
+		delete(parts, partition)
+		if len(parts) == 0 {
+			delete(l.vals, labels)
+			m.SubscriptionLag.DeleteLabelValues(labels[:]...)
+			m.SubscriptionLagSeconds.DeleteLabelValues(labels[:]...)
+			continue
+		}
+		m.exportLag(labels, parts)
+	}
+}
+
+func (m *Metrics) exportLag(labels [4]string, parts map[string][2]float64) {
+	var sum, oldest float64
+	for _, v := range parts {
+		sum += v[0]
+		oldest = max(oldest, v[1])
+	}
+	m.SubscriptionLag.WithLabelValues(labels[:]...).Set(sum)
+	m.SubscriptionLagSeconds.WithLabelValues(labels[:]...).Set(oldest)
 }

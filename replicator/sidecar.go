@@ -187,6 +187,7 @@ type pair struct {
 	refused map[string]string    // topic -> reason, logged once
 	checked remoteChecks         // topics found right on the remote
 	quiet   map[string]time.Time // topics caught up at their last stats refresh
+	gauged  map[string]bool      // topics with backlog series
 
 	cfg     *config.Config
 	key     []byte
@@ -313,7 +314,7 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 	wctx, cancel := context.WithCancel(ctx)
 	w := &worker{topic: topic, cancel: cancel, done: make(chan struct{})}
 	pt := &partition{
-		local: p.local.Name, remote: p.remote.Name, topic: shortName(topic),
+		local: p.local.Name, remote: p.remote.Name, topic: topicLabel(topic),
 		ends: &pulsarEndpoints{
 			local: p.local, remote: p.remote, topic: partitionTopic,
 			subscription: p.subscription,

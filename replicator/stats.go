@@ -151,6 +151,24 @@ func (p *pair) refreshStats(ctx context.Context) {
 	if p.quiet == nil {
 		p.quiet = map[string]time.Time{}
 	}
+	// A topic gone from the namespace (deleted, or no longer matching)
+	// takes its series with it.
+	listed := make(map[string]bool, len(topics))
+	for _, t := range topics {
+		listed[t.name] = true
+	}
+	for name := range p.gauged {
+		if !listed[name] {
+			labels := []string{p.local.Name, p.remote.Name, topicLabel(name)}
+			p.m.Backlog.DeleteLabelValues(labels...)
+			p.m.OldestAge.DeleteLabelValues(labels...)
+			delete(p.gauged, name)
+			delete(p.quiet, name)
+		}
+	}
+	if p.gauged == nil {
+		p.gauged = map[string]bool{}
+	}
 	for _, t := range topics {
 		if at, ok := p.quiet[t.name]; ok && now.Sub(at) < quietRefreshes*min(p.interval, statsInterval) {
 			continue
@@ -161,7 +179,8 @@ func (p *pair) refreshStats(ctx context.Context) {
 			delete(p.quiet, t.name)
 			continue
 		}
-		labels := []string{p.local.Name, p.remote.Name, shortName(t.name)}
+		labels := []string{p.local.Name, p.remote.Name, topicLabel(t.name)}
+		p.gauged[t.name] = true
 		p.m.Backlog.WithLabelValues(labels...).Set(float64(st.Backlog))
 		p.m.OldestAge.WithLabelValues(labels...).Set(st.OldestAge.Seconds())
 		if st.Backlog == 0 && st.Connected == max(t.partitions, 1) {

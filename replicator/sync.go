@@ -51,6 +51,9 @@ type subSync struct {
 	sent     map[string]snapshot.Snapshot // last update sent per subscription
 }
 
+// lagKey names this sync among the reporters of subscription lag.
+func (s *subSync) lagKey() string { return s.remote + " " + s.topic }
+
 func posOf(id pulsar.MessageID) marker.Position {
 	return marker.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
 }
@@ -120,6 +123,7 @@ func (s *subSync) write(ctx context.Context, mks []marker.Marker) {
 // applies received updates until ctx is done.
 func (s *subSync) run(ctx context.Context, linkUp func() bool) {
 	defer s.writer.close()
+	defer s.m.dropLag(s.lagKey())
 	s.rebuild(ctx)
 	go s.applyLoop(ctx)
 	// The machine is ticked four times per interval, so a request goes out
@@ -234,13 +238,12 @@ func (s *subSync) lag(ctx context.Context, tn *utils.TopicName) error {
 		if !ok {
 			continue
 		}
-		labels := []string{s.local, s.remote, name}
-		s.m.SubscriptionLag.WithLabelValues(labels...).Set(float64(subscription.Lag(ls.MsgBacklog, rs.MsgBacklog)))
 		age := 0.0
 		if snap, ok := s.sent[name]; ok && ls.MsgBacklog < rs.MsgBacklog {
 			age = time.Since(snap.Time).Seconds()
 		}
-		s.m.SubscriptionLagSeconds.WithLabelValues(labels...).Set(age)
+		s.m.setLag([4]string{s.local, s.remote, topicLabel(s.topic), name}, s.lagKey(),
+			float64(subscription.Lag(ls.MsgBacklog, rs.MsgBacklog)), age)
 	}
 	return nil
 }
