@@ -152,16 +152,23 @@ func TestIdleTopicGetsNoMarkers(t *testing.T) {
 	}
 }
 
+// fullMesh brings north up beside east and west and starts one sidecar
+// replicating a fresh namespace among all three, keeping sub in step.
+func fullMesh(t *testing.T, sub string) (string, *Sidecar) {
+	t.Helper()
+	if err := Up("north"); err != nil {
+		t.Fatal(err)
+	}
+	ns := NewNamespace(t, "east", "west", "north")
+	return ns, StartSidecar(t, []string{"east", "west", "north"}, syncEntries(ns, sub, "east", "west", "north"))
+}
+
 // TestDrillThreeClustersNorthDown: east, west and north replicate in full
 // mesh and keep the subscription in step; north is stopped before the
 // drill, and east<->west sync carries on (Pulsar's own replicator stops all
 // subscription sync while any cluster is down).
 func TestDrillThreeClustersNorthDown(t *testing.T) {
-	if err := Up("north"); err != nil {
-		t.Fatal(err)
-	}
-	ns := NewNamespace(t, "east", "west", "north")
-	s := StartSidecar(t, []string{"east", "west", "north"}, syncEntries(ns, "orders-sub", "east", "west", "north"))
+	ns, s := fullMesh(t, "orders-sub")
 	topic := Topic(ns, "orders")
 	// North-origin traffic reaches both before north goes down.
 	ProduceN(t, Client(t, "north"), topic, "north", 200)
@@ -193,11 +200,7 @@ func TestDrillThreeClustersNorthDown(t *testing.T) {
 // could, east and west never got in step again: every request went
 // unanswered until north published.
 func TestDrillAfterRestartThirdOriginSilent(t *testing.T) {
-	if err := Up("north"); err != nil {
-		t.Fatal(err)
-	}
-	ns := NewNamespace(t, "east", "west", "north")
-	s := StartSidecar(t, []string{"east", "west", "north"}, syncEntries(ns, "orders-sub", "east", "west", "north"))
+	ns, s := fullMesh(t, "orders-sub")
 	topic := Topic(ns, "orders")
 	ProduceN(t, Client(t, "east"), topic, "east", 50)
 	ProduceN(t, Client(t, "west"), topic, "west", 50)
