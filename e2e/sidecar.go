@@ -48,12 +48,22 @@ func Config(listen string, clusters []string, replication string) string {
 // FreeAddr returns a loopback address with a free port.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := FreeLoopbackAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return addr
+}
+
+// FreeLoopbackAddr returns a 127.0.0.1 address whose port is free now (the
+// demo and the benchmark, which have no testing.TB).
+func FreeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
 	defer l.Close()
-	return l.Addr().String()
+	return l.Addr().String(), nil
 }
 
 // StartSidecar writes a config built by Config and runs `geo-sidecar run`

@@ -69,8 +69,7 @@ type pulsarEndpoints struct {
 	producerName  string
 	start         pulsar.SubscriptionInitialPosition
 	maxPending    int
-	// tickDelay is the producer's own batch timer (see batchDelayFor);
-	// 0 means batchDelayFallback.
+	// tickDelay is the producer's own batch timer (see batchDelayFor).
 	tickDelay time.Duration
 
 	dst atomic.Pointer[remoteProducer] // the latest producer opened
@@ -107,10 +106,6 @@ func (e *pulsarEndpoints) openSource(ctx context.Context, onActive func(bool)) (
 }
 
 func (e *pulsarEndpoints) openTarget(ctx context.Context) (target, error) {
-	delay := e.tickDelay
-	if delay <= 0 {
-		delay = batchDelayFallback
-	}
 	p, err := callCtx(ctx, func() (pulsar.Producer, error) {
 		return e.remote.Client.CreateProducer(pulsar.ProducerOptions{
 			Topic: e.topic,
@@ -119,7 +114,7 @@ func (e *pulsarEndpoints) openTarget(ctx context.Context) (target, error) {
 			// write a partition at a time.
 			Name:                    e.producerName,
 			MaxPendingMessages:      e.maxPending,
-			BatchingMaxPublishDelay: delay,
+			BatchingMaxPublishDelay: e.tickDelay,
 			BatchingMaxMessages:     uint(e.maxPending),
 			BatchingMaxSize:         batchBytes,
 			CompressionType:         pulsar.NoCompression,

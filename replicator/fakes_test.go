@@ -579,7 +579,7 @@ func (t *fakeTarget) flushCount() int {
 
 func newTestPartition(t *testing.T, w *fakeWorld, maxPending int) *partition {
 	return &partition{
-		local: "east", remote: "west", topic: "orders",
+		local: "east", remote: "west",
 		ends:         w,
 		maxPending:   maxPending,
 		m:            NewMetrics(nil),

@@ -47,7 +47,6 @@ type endpoints interface {
 // another.
 type partition struct {
 	local, remote string
-	topic         string // the topic (not partition) name, for metric labels
 	ends          endpoints
 	maxPending    int
 	msgRate       *limiter // shared by the pair's partitions; nil = unlimited

@@ -160,6 +160,8 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				applied: &s.applied,
 				log:     s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
 				running: map[string]*worker{},
+				quiet:   map[string]time.Time{},
+				gauged:  map[string]bool{},
 			})
 		}
 	}
@@ -205,7 +207,7 @@ func (p *pair) run(ctx context.Context, discoveredOnce func()) {
 	first := true
 	var lastErr string
 	for {
-		err := p.discover(ctx)
+		topics, err := p.discover(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			if err.Error() != lastErr {
@@ -219,7 +221,9 @@ func (p *pair) run(ctx context.Context, discoveredOnce func()) {
 				discoveredOnce()
 			}
 		}
-		p.refreshStats(ctx)
+		if err == nil {
+			p.refreshStats(ctx, topics)
+		}
 		if !sleep(ctx, min(p.interval, statsInterval)) {
 			break
 		}
@@ -241,11 +245,11 @@ const statsInterval = 10 * time.Second
 
 // discover lists the entry's topics, makes sure each exists on the remote
 // with the same partition count, and starts or stops partition replicators
-// to match.
-func (p *pair) discover(ctx context.Context) error {
+// to match. It returns the topics it found.
+func (p *pair) discover(ctx context.Context) ([]topicInfo, error) {
 	topics, err := listTopics(ctx, p.local.Admin, p.rep)
 	if err != nil {
-		return fmt.Errorf("list topics of %s on %s: %w", p.rep.Namespace, p.local.Name, err)
+		return nil, fmt.Errorf("list topics of %s on %s: %w", p.rep.Namespace, p.local.Name, err)
 	}
 	want := map[string]string{} // partition topic -> topic
 	var refused int
@@ -294,7 +298,7 @@ func (p *pair) discover(ctx context.Context) error {
 	p.m.Partitions.WithLabelValues(p.local.Name, p.remote.Name).Set(float64(len(p.running)))
 	p.m.Topics.WithLabelValues(p.local.Name, p.remote.Name).Set(float64(len(topics) - refused))
 	p.m.TopicsRefused.WithLabelValues(p.local.Name, p.remote.Name).Set(float64(refused))
-	return nil
+	return topics, nil
 }
 
 func (p *pair) hasRunning(t topicInfo) bool {
@@ -314,7 +318,7 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 	wctx, cancel := context.WithCancel(ctx)
 	w := &worker{topic: topic, cancel: cancel, done: make(chan struct{})}
 	pt := &partition{
-		local: p.local.Name, remote: p.remote.Name, topic: topicLabel(topic),
+		local: p.local.Name, remote: p.remote.Name,
 		ends: &pulsarEndpoints{
 			local: p.local, remote: p.remote, topic: partitionTopic,
 			subscription: p.subscription,
@@ -345,6 +349,10 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subSy
 	}
 	sc := p.cfg.Sidecar.Snapshot
 	own := p.cfg.Sidecar.CursorPrefix + "."
+	cursors := p.cursorsAt(ctx, partitionTopic)
+	// A cursor that does not exist yet and starts at the earliest message
+	// reads every message: the watermarks are exact from the start.
+	fresh := p.rep.Start == config.StartEarliest && cursors != nil && !slices.Contains(cursors, p.subscription)
 	return &subSync{
 		local: p.local.Name, remote: p.remote.Name, topic: partitionTopic, key: p.key,
 		interval: sc.Interval.Duration,
@@ -355,7 +363,7 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subSy
 			Topic: partitionTopic, Local: p.local.Name, Remote: p.remote.Name,
 			Interval: sc.Interval.Duration, Timeout: sc.Timeout.Duration, CacheSize: sc.CacheSize,
 			ThirdOrigins: thirdOrigins(p.cfg, p.rep.Namespace, shortName(topic), p.local.Name, p.remote.Name),
-			Fresh:        p.freshCursor(ctx, partitionTopic),
+			Fresh:        fresh,
 			NewID:        newSnapshotID, Now: time.Now,
 		}),
 		planner: subscription.NewPlanner(),
@@ -363,28 +371,31 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subSy
 			name: "geo-sidecar.markers." + p.local.Name + "-->" + p.remote.Name},
 		localAdmin: p.local.Admin, remoteAdmin: p.remote.Admin, client: p.local.Client,
 		m: p.m, log: p.log.With(zap.String("partition", partitionTopic)),
-		applyNow: make(chan struct{}, 1),
-		applied:  p.applied,
+		applyNow:       make(chan struct{}, 1),
+		applied:        p.applied,
+		cursorsAtStart: cursors,
 	}
 }
 
-// freshCursor reports whether this pair's cursor on the partition does not
-// exist yet and will start at the earliest message: then it reads every
-// message and the snapshot watermarks are exact from the start.
-func (p *pair) freshCursor(ctx context.Context, partitionTopic string) bool {
-	if p.rep.Start != config.StartEarliest {
-		return false
-	}
+// cursorsAt lists the cursors (subscriptions) of a local partition as the
+// sync starts: whether this pair's own cursor is among them says whether
+// it starts fresh (see snapshot.Config.Fresh), and the others tell the
+// sync's start-up re-read whether a tracked subscription is there. nil if
+// the admin API did not answer.
+func (p *pair) cursorsAt(ctx context.Context, partitionTopic string) []string {
 	tn, err := utils.GetTopicName(partitionTopic)
 	if err != nil {
-		return false
+		return nil
 	}
 	st, err := p.local.Admin.Topics().GetInternalStatsWithContext(ctx, *tn)
 	if err != nil {
-		return false
+		return nil
 	}
-	_, exists := st.Cursors[p.subscription]
-	return !exists
+	names := make([]string, 0, len(st.Cursors))
+	for name := range st.Cursors {
+		names = append(names, name)
+	}
+	return names
 }
 
 // thirdOrigins are the clusters other than a and b whose messages of topic

@@ -134,23 +134,16 @@ func (p *pair) status(ctx context.Context) ([]PairStatus, error) {
 	return out, nil
 }
 
-// refreshStats sets the backlog and oldest-age gauges of every topic. A
+// refreshStats sets the backlog and oldest-age gauges of topics, the
+// entry's topics as discovery just listed them. A
 // topic that was caught up at its last refresh (no backlog, every cursor
 // connected) is asked again only after quietRefreshes refresh rounds (a
 // minute with the default discovery interval): one stats request per topic
 // every 10 s was most of the CPU of an idle sidecar with 1,000 topics
 // (e2e/bench, scale run). So a backlog that starts to grow on a quiet
 // topic shows within that minute; on any other, at the next round.
-func (p *pair) refreshStats(ctx context.Context) {
-	topics, err := listTopics(ctx, p.local.Admin, p.rep)
-	if err != nil {
-		p.log.Debug("stats refresh failed", zap.Error(err))
-		return
-	}
+func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 	now := time.Now()
-	if p.quiet == nil {
-		p.quiet = map[string]time.Time{}
-	}
 	// A topic gone from the namespace (deleted, or no longer matching)
 	// takes its series with it.
 	listed := make(map[string]bool, len(topics))
@@ -165,9 +158,6 @@ func (p *pair) refreshStats(ctx context.Context) {
 			delete(p.gauged, name)
 			delete(p.quiet, name)
 		}
-	}
-	if p.gauged == nil {
-		p.gauged = map[string]bool{}
 	}
 	for _, t := range topics {
 		if at, ok := p.quiet[t.name]; ok && now.Sub(at) < quietRefreshes*min(p.interval, statsInterval) {

@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,9 @@ type subSync struct {
 	// applied records where received updates put subscriptions on this
 	// cluster; it is shared by every remote's subSync of the partition.
 	applied *appliedPositions
+	// cursorsAtStart are the partition's cursors when the sync was built
+	// (nil if unknown), for the start-up re-read.
+	cursorsAtStart []string
 
 	badLogAt time.Time // last time an invalid marker was logged
 	last     snapshot.Stats
@@ -321,18 +325,7 @@ func (s *subSync) applyLoop(ctx context.Context) {
 // Partitions with neither a tracked subscription nor an unknown watermark
 // are not read.
 func (s *subSync) rebuild(ctx context.Context) {
-	tn, err := utils.GetTopicName(s.topic)
-	if err != nil {
-		return
-	}
-	internal, err := s.localAdmin.Topics().GetInternalStatsWithContext(ctx, *tn)
-	if err != nil {
-		return
-	}
-	tracked := false
-	for name := range internal.Cursors {
-		tracked = tracked || s.tracked(name)
-	}
+	tracked := slices.ContainsFunc(s.cursorsAtStart, s.tracked)
 	unknown := s.machine.Unknown()
 	if !tracked && len(unknown) == 0 {
 		return

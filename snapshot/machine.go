@@ -36,10 +36,10 @@ func (m *Machine) learn(c string, p marker.Position) {
 }
 
 func (m *Machine) unknown() []string {
-	var out []string
 	if m.cfg.Fresh {
 		return nil
 	}
+	var out []string
 	for _, c := range m.cfg.ThirdOrigins {
 		if _, ok := m.seen[c]; !ok {
 			out = append(out, c)

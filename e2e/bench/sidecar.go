@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -73,7 +72,7 @@ func (e *env) startSidecar(binary, name, listen, cfg string) (*sidecar, error) {
 	}
 	args := []string{"run", "--config", path, "--log-level", "info"}
 	if e.o.Profile != "" {
-		if s.pprof, err = freeAddr(); err != nil {
+		if s.pprof, err = e2e.FreeLoopbackAddr(); err != nil {
 			return nil, err
 		}
 		args = append(args, "--pprof", s.pprof)
@@ -283,13 +282,4 @@ func (s *sidecar) cpuProfile(d time.Duration, label string) func() {
 		s.profile("profile", fmt.Sprintf("seconds=%d", int(d.Seconds())), label)
 	}()
 	return func() { <-done }
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/geo-sidecar/geo-sidecar/e2e"
 	"github.com/geo-sidecar/geo-sidecar/marker"
 )
 
@@ -71,12 +72,7 @@ type tpResult struct {
 func (e *env) throughput(parts int) (*tpResult, error) {
 	name := fmt.Sprintf("tp%d", parts)
 	n := e.o.Sizes.TPMessages
-	topics := map[string]string{
-		armBuiltin: e.topic(nsBuiltin, name),
-		armSidecar: e.topic(nsSidecar, name),
-		armDirect:  e.topic(nsDirect, name),
-	}
-	from := map[string]string{armBuiltin: "east", armSidecar: "east", armDirect: "west"}
+	topics, from := e.armTopics(name)
 	for _, arm := range []string{armBuiltin, armSidecar} {
 		if err := e.createTopic(topics[arm], parts, "east", "west"); err != nil {
 			return nil, err
@@ -185,7 +181,7 @@ func (e *env) throughput(parts int) (*tpResult, error) {
 // sidecarFor starts a sidecar copying the named topics of namespace ns
 // east->west and waits until it is ready.
 func (e *env) sidecarFor(binary, name, ns string, topics ...string) (*sidecar, error) {
-	listen, err := freeAddr()
+	listen, err := e2e.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -264,12 +260,7 @@ type latResult struct {
 func (e *env) latency() (*latResult, error) {
 	const name = "lat"
 	rate, d := e.o.Sizes.LatRate, e.o.Sizes.LatDuration
-	topics := map[string]string{
-		armBuiltin: e.topic(nsBuiltin, name),
-		armSidecar: e.topic(nsSidecar, name),
-		armDirect:  e.topic(nsDirect, name),
-	}
-	from := map[string]string{armBuiltin: "east", armSidecar: "east", armDirect: "west"}
+	topics, from := e.armTopics(name)
 	for _, arm := range []string{armBuiltin, armSidecar} {
 		if err := e.createTopic(topics[arm], 1, "east", "west"); err != nil {
 			return nil, err
@@ -635,7 +626,7 @@ func (e *env) drainRound(r, try int) ([]drainRound, []sidecarRun, error) {
 				return nil, nil, fmt.Errorf("release the built-in replicator: %w", err)
 			}
 		} else {
-			listen, err := freeAddr()
+			listen, err := e2e.FreeLoopbackAddr()
 			if err != nil {
 				return nil, nil, err
 			}
@@ -768,7 +759,7 @@ func (e *env) scaleOnce(try int) (*scaleResult, error) {
 	}
 	e.logf("scale: %d topics created in %s; starting one sidecar for all of them", k, time.Since(t0).Round(time.Millisecond))
 
-	listen, err := freeAddr()
+	listen, err := e2e.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -858,3 +849,15 @@ func (e *env) scaleOnce(try int) (*scaleResult, error) {
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f", float64(b)/(1<<20)) }
+
+// armTopics names a workload's topic in each arm's namespace, and the
+// cluster each arm publishes to: east, except the direct arm (west).
+func (e *env) armTopics(name string) (topics, from map[string]string) {
+	topics = map[string]string{
+		armBuiltin: e.topic(nsBuiltin, name),
+		armSidecar: e.topic(nsSidecar, name),
+		armDirect:  e.topic(nsDirect, name),
+	}
+	from = map[string]string{armBuiltin: "east", armSidecar: "east", armDirect: "west"}
+	return topics, from
+}

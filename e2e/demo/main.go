@@ -9,7 +9,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
+	"github.com/geo-sidecar/geo-sidecar/e2e"
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator"
 )
@@ -62,7 +62,7 @@ func run(binary string, n int, keep bool) error {
 	if err != nil {
 		return err
 	}
-	listen, err := freeAddr()
+	listen, err := e2e.FreeLoopbackAddr()
 	if err != nil {
 		return err
 	}
@@ -253,13 +253,4 @@ func waitReady(listen string, timeout time.Duration) error {
 		time.Sleep(250 * time.Millisecond)
 	}
 	return fmt.Errorf("sidecar not ready after %s", timeout)
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
