@@ -144,13 +144,40 @@ type Auth struct {
 	// TLSTrustCertsFile is a PEM bundle to trust for pulsar+ssl:// and
 	// https:// connections, instead of the system roots.
 	TLSTrustCertsFile string `yaml:"tls_trust_certs_file"`
+	// TLSCertFile and TLSKeyFile are a client certificate and its private
+	// key (PEM) for TLS authentication, the alternative to a token: the
+	// broker takes the certificate's common name as the role. Both or
+	// neither; not together with a token; only over pulsar+ssl:// and
+	// https://. They are read at each new connection, so renewed files are
+	// used without a restart.
+	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSKeyFile  string `yaml:"tls_key_file"`
+}
+
+// HasToken reports whether a token is configured (not whether it can be
+// read).
+func (a Auth) HasToken() bool { return a.TokenFile != "" || a.TokenEnv != "" }
+
+// TokenSource names where the token is looked for, for logs and errors:
+// `file "/etc/geo/east.token"` or `environment variable "EAST_TOKEN"`, or ""
+// when there is no token. Never the token itself.
+func (a Auth) TokenSource() string {
+	switch {
+	case a.TokenFile != "":
+		return fmt.Sprintf("file %q", a.TokenFile)
+	case a.TokenEnv != "":
+		return fmt.Sprintf("environment variable %q", a.TokenEnv)
+	}
+	return ""
 }
 
 // Token returns the cluster's auth token, or "" with a nil error when no
 // token is configured. It reads the file or variable on each call, so a
-// rotated token is picked up on reconnect; surrounding whitespace is
-// dropped, and an empty token is an error. Errors name the file or variable,
-// never the token.
+// token file that is replaced (a short-lived token renewed by an agent) is
+// picked up without a restart: the replicator's clients call it for every
+// new connection, when the broker challenges an expiring token, and before
+// admin calls. Surrounding whitespace is dropped, and an empty token is an
+// error. Errors name the file or variable, never the token.
 func (a Auth) Token() (string, error) {
 	switch {
 	case a.TokenFile != "":

@@ -414,3 +414,43 @@ func TestMarkerKey(t *testing.T) {
 		})
 	}
 }
+
+// TestWarnings: a token over pulsar:// or http:// is allowed but warned
+// about, naming the path and where the token comes from, never the token.
+func TestWarnings(t *testing.T) {
+	base := func(service, admin string, auth Auth) *Config {
+		return &Config{Clusters: []Cluster{
+			{Name: "east", ServiceURL: service, AdminURL: admin, Auth: auth},
+			{Name: "west", ServiceURL: "pulsar://west:6650", AdminURL: "http://west:8080"},
+		}}
+	}
+	tests := []struct {
+		name string
+		cfg  *Config
+		want []string
+	}{
+		{"token over TLS", base("pulsar+ssl://e:6651", "https://e:8443", Auth{TokenFile: "/t"}), nil},
+		{"no token in clear", base("pulsar://e:6650", "http://e:8080", Auth{}), nil},
+		{"client cert only", base("pulsar+ssl://e:6651", "https://e:8443", Auth{TLSCertFile: "/c", TLSKeyFile: "/k"}), nil},
+		{"token file in clear", base("pulsar://e:6650", "http://e:8080", Auth{TokenFile: "/etc/geo/east.token"}), []string{
+			`clusters[0].service_url: "pulsar://e:6650" is not encrypted; the token from file "/etc/geo/east.token" would cross the network in clear text`,
+			`clusters[0].admin_url: "http://e:8080" is not encrypted; the token from file "/etc/geo/east.token" would cross the network in clear text with every admin call`,
+		}},
+		{"token env, admin in clear", base("pulsar+ssl://e:6651", "http://e:8080", Auth{TokenEnv: "EAST_TOKEN"}), []string{
+			`clusters[0].admin_url: "http://e:8080" is not encrypted; the token from environment variable "EAST_TOKEN"`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.cfg.Warnings()
+			if len(got) != len(tt.want) {
+				t.Fatalf("Warnings() = %q, want %d lines", got, len(tt.want))
+			}
+			for i := range tt.want {
+				if !strings.Contains(got[i], tt.want[i]) {
+					t.Errorf("warning %d:\n got: %s\nwant: …%s…", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}

@@ -133,12 +133,53 @@ func (c *Config) validateClusters(p *problems) map[string]bool {
 		if a.TokenEnv != "" && !reEnvName.MatchString(a.TokenEnv) {
 			p.add(path+".auth.token_env", "%q is not an environment variable name", a.TokenEnv)
 		}
+		switch {
+		case (a.TLSCertFile == "") != (a.TLSKeyFile == ""):
+			p.add(path+".auth", "tls_cert_file (%q) and tls_key_file (%q) go together; set both or neither", a.TLSCertFile, a.TLSKeyFile)
+		case a.TLSCertFile != "" && a.HasToken():
+			p.add(path+".auth", "tls_cert_file and a token (%s) are both set; authenticate with one", a.TokenSource())
+		case a.TLSCertFile != "":
+			// A client certificate is only presented in a TLS handshake:
+			// over plaintext the cluster would see no credentials at all.
+			if strings.HasPrefix(cl.ServiceURL, "pulsar://") {
+				p.add(path+".service_url", "%q: tls_cert_file needs pulsar+ssl://", cl.ServiceURL)
+			}
+			if strings.HasPrefix(cl.AdminURL, "http://") {
+				p.add(path+".admin_url", "%q: tls_cert_file needs https://", cl.AdminURL)
+			}
+		}
 
 		if cl.MaxPendingMessages < 1 || cl.MaxPendingMessages > 100000 {
 			p.add(path+".max_pending_messages", "%d must be from 1 to 100000", cl.MaxPendingMessages)
 		}
 	}
 	return names
+}
+
+// Warnings returns what is allowed but unsafe in c, one line per finding,
+// each naming its path like the errors of [Config.Validate]. Today: a token
+// that would travel in clear text, over pulsar:// (at every connection and
+// every re-authentication) or http:// (with every admin call). `validate`
+// prints them and `run` logs each once at start; they are not errors
+// because a test bed or a network that encrypts below Pulsar may want
+// exactly that.
+func (c *Config) Warnings() []string {
+	var w []string
+	for i, cl := range c.Clusters {
+		if !cl.Auth.HasToken() {
+			continue
+		}
+		path := fmt.Sprintf("clusters[%d]", i)
+		if strings.HasPrefix(cl.ServiceURL, "pulsar://") {
+			w = append(w, fmt.Sprintf("%s.service_url: %q is not encrypted; the token from %s would cross the network in clear text (use pulsar+ssl://)",
+				path, cl.ServiceURL, cl.Auth.TokenSource()))
+		}
+		if strings.HasPrefix(cl.AdminURL, "http://") {
+			w = append(w, fmt.Sprintf("%s.admin_url: %q is not encrypted; the token from %s would cross the network in clear text with every admin call (use https://)",
+				path, cl.AdminURL, cl.Auth.TokenSource()))
+		}
+	}
+	return w
 }
 
 // checkURL reports whether raw is a URL with one of the schemes and a host.

@@ -12,10 +12,18 @@
 #   cluster.sh geo A B TENANT/NS  wire Pulsar's own geo-replication A<->B
 #   cluster.sh env    [NAME...]   print NAME_SERVICE_URL / NAME_ADMIN_URL lines
 #   cluster.sh classpath          resolve Pulsar and print the classpath file
+#   cluster.sh token ROLE [SECS]  mint a token for south (HS256; SECS: expiry)
 #
 # NAMEs default to $CLUSTERS, else "east west". Known names: east, west,
-# north. State lives in $GEO_TESTBED_DIR (default ~/.cache/geo-sidecar/testbed),
-# outside the git tree.
+# north, south. State lives in $GEO_TESTBED_DIR (default
+# ~/.cache/geo-sidecar/testbed), outside the git tree.
+#
+# south is the secure cluster: TLS only on both ports (a CA and a broker
+# certificate for IP 127.0.0.1, made with openssl at its first start),
+# token and TLS-certificate authentication, authorization on. Its files are
+# in $state/south: tls/ca.pem, tls/client-<role>.{pem,key.pem} (TLS-auth
+# roles), secret.key (the HS256 token key) and tokens/admin.token (the
+# super-user "admin"). The plaintext ports are off.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -32,14 +40,126 @@ ports() {
     east)  echo "6650 8080 3181" ;;
     west)  echo "6660 8090 3191" ;;
     north) echo "6670 8100 3201" ;;
-    *) die "unknown cluster '$1' (known: east west north)" ;;
+    south) echo "6681 8111 3211" ;;
+    *) die "unknown cluster '$1' (known: east west north south)" ;;
   esac
 }
+secure() { [ "$1" = south ]; }
 broker_port() { set -- $(ports "$1"); echo "$1"; }
 web_port()    { set -- $(ports "$1"); echo "$2"; }
 bk_port()     { set -- $(ports "$1"); echo "$3"; }
-admin_url()   { echo "http://127.0.0.1:$(web_port "$1")"; }
-service_url() { echo "pulsar://127.0.0.1:$(broker_port "$1")"; }
+admin_url() {
+  if secure "$1"; then echo "https://127.0.0.1:$(web_port "$1")"; else echo "http://127.0.0.1:$(web_port "$1")"; fi
+}
+service_url() {
+  if secure "$1"; then echo "pulsar+ssl://127.0.0.1:$(broker_port "$1")"; else echo "pulsar://127.0.0.1:$(broker_port "$1")"; fi
+}
+
+# scurl NAME ARGS...: curl with the CA and the super-user's token when NAME
+# is the secure cluster. The token goes in a header file, not argv, so it
+# does not show in ps.
+scurl() {
+  local name=$1; shift
+  if secure "$name"; then
+    curl --cacert "$state/$name/tls/ca.pem" -H @"$state/$name/tokens/admin.header" "$@"
+  else
+    curl "$@"
+  fi
+}
+
+b64url() { openssl base64 -A | tr '+/' '-_' | tr -d '='; }
+
+# mint_token KEYFILE ROLE [SECONDS]: an HS256 JWT with sub=ROLE (and exp
+# when SECONDS is given), as Pulsar's AuthTokenUtils makes them.
+mint_token() {
+  local key=$1 role=$2 secs=${3:-} header payload sig hexkey
+  header=$(printf '{"alg":"HS256"}' | b64url)
+  if [ -n "$secs" ]; then
+    payload=$(printf '{"sub":"%s","exp":%d}' "$role" $(( $(date +%s) + secs )) | b64url)
+  else
+    payload=$(printf '{"sub":"%s"}' "$role" | b64url)
+  fi
+  hexkey=$(od -An -v -tx1 "$key" | tr -d ' \n')
+  sig=$(printf '%s.%s' "$header" "$payload" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$hexkey" -binary | b64url)
+  printf '%s.%s.%s\n' "$header" "$payload" "$sig"
+}
+
+# client_cert DIR ROLE: a client certificate with CN=ROLE, signed by the CA
+# (TLS authentication maps the CN to the role).
+client_cert() {
+  local dir=$1 role=$2
+  [ -s "$dir/client-$role.pem" ] && return 0
+  openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$dir/client-$role.key.pem" 2>/dev/null
+  openssl req -new -key "$dir/client-$role.key.pem" -subj "/CN=$role" -out "$dir/client-$role.csr" 2>/dev/null
+  openssl x509 -req -in "$dir/client-$role.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key.pem" -CAcreateserial \
+    -days 3650 -out "$dir/client-$role.pem" 2>/dev/null
+  rm -f "$dir/client-$role.csr"
+  chmod 600 "$dir/client-$role.key.pem"
+}
+
+# secure_files NAME: the CA, the broker's certificate (IP SAN 127.0.0.1
+# only, so a client that connects by the name "localhost" is refused: the
+# e2e host-name test relies on it), the token key and the super-user's
+# token. Made once; kept across restarts (wipe deletes them).
+secure_files() {
+  local dir="$state/$1" tls="$state/$1/tls"
+  command -v openssl >/dev/null || die "openssl is needed for the secure cluster $1"
+  mkdir -p "$tls" "$dir/tokens"
+  chmod 700 "$dir" "$tls" "$dir/tokens"
+  if [ ! -s "$tls/ca.pem" ]; then
+    say "making $1's CA and broker certificate (openssl)"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=geo-sidecar test bed CA" \
+      -keyout "$tls/ca.key.pem" -out "$tls/ca.pem" 2>/dev/null
+    # Pulsar reads PKCS#8 keys; genpkey writes PKCS#8.
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$tls/broker.key.pem" 2>/dev/null
+    openssl req -new -key "$tls/broker.key.pem" -subj "/CN=$1 broker" -out "$tls/broker.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' >"$tls/broker.ext"
+    openssl x509 -req -in "$tls/broker.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key.pem" -CAcreateserial \
+      -days 3650 -extfile "$tls/broker.ext" -out "$tls/broker.pem" 2>/dev/null
+    rm -f "$tls/broker.csr" "$tls/broker.ext"
+    chmod 600 "$tls"/*.key.pem
+  fi
+  client_cert "$tls" geo-sidecar-tls
+  if [ ! -s "$dir/secret.key" ]; then
+    openssl rand 32 >"$dir/secret.key"
+    chmod 600 "$dir/secret.key"
+  fi
+  if [ ! -s "$dir/tokens/admin.token" ]; then
+    (umask 077; mint_token "$dir/secret.key" admin >"$dir/tokens/admin.token")
+  fi
+  (umask 077; printf 'Authorization: Bearer %s\n' "$(cat "$dir/tokens/admin.token")" >"$dir/tokens/admin.header")
+}
+
+# secure_conf NAME: the lines appended to a secure cluster's standalone.conf.
+secure_conf() {
+  local dir="$state/$1" tls="$state/$1/tls"
+  cat <<CONF
+
+# Secure cluster (cluster.sh): TLS only, token and TLS authentication,
+# authorization.
+brokerServicePort=
+webServicePort=
+brokerServicePortTls=$(broker_port "$1")
+webServicePortTls=$(web_port "$1")
+tlsCertificateFilePath=$tls/broker.pem
+tlsKeyFilePath=$tls/broker.key.pem
+tlsTrustCertsFilePath=$tls/ca.pem
+tlsAllowInsecureConnection=false
+tlsRequireTrustedClientCertOnConnect=false
+authenticationEnabled=true
+authenticationProviders=org.apache.pulsar.broker.authentication.AuthenticationProviderToken,org.apache.pulsar.broker.authentication.AuthenticationProviderTls
+tokenSecretKey=file://$dir/secret.key
+# An expired token is challenged within 5 s (the default is 60 s), so the
+# token-rotation test does not wait a minute.
+authenticationRefreshCheckSeconds=5
+authorizationEnabled=true
+superUserRoles=admin
+brokerClientTlsEnabled=true
+brokerClientTrustCertsFilePath=$tls/ca.pem
+brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken
+brokerClientAuthenticationParameters=file://$dir/tokens/admin.token
+CONF
+}
 
 names() {
   if [ $# -gt 0 ]; then echo "$@"; else echo "${CLUSTERS:-east west}"; fi
@@ -75,7 +195,7 @@ pid_of() {
 }
 
 is_ready() {
-  curl -sf -m 3 "$(admin_url "$1")/admin/v2/namespaces/public" 2>/dev/null | grep -q '"public/default"'
+  scurl "$1" -sf -m 3 "$(admin_url "$1")/admin/v2/namespaces/public" 2>/dev/null | grep -q '"public/default"'
 }
 
 # can_write creates and deletes a topic: the admin API answers before the
@@ -83,8 +203,8 @@ is_ready() {
 can_write() {
   local t
   t="$(admin_url "$1")/admin/v2/persistent/public/default/testbed-ready-$$"
-  curl -sf -m 10 -X PUT "$t" >/dev/null 2>&1 || return 1
-  curl -sf -m 10 -X DELETE "$t?force=true" >/dev/null 2>&1 || true
+  scurl "$1" -sf -m 10 -X PUT "$t" >/dev/null 2>&1 || return 1
+  scurl "$1" -sf -m 10 -X DELETE "$t?force=true" >/dev/null 2>&1 || true
 }
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -112,6 +232,10 @@ start_one() {
   fi
   sed -e "s/@CLUSTER@/$name/" -e "s/@BROKER_PORT@/$(broker_port "$name")/" \
       -e "s/@WEB_PORT@/$(web_port "$name")/" "$here/standalone.conf.in" >"$dir/standalone.conf"
+  if secure "$name"; then
+    secure_files "$name"
+    secure_conf "$name" >>"$dir/standalone.conf"
+  fi
   say "starting $name (broker $(service_url "$name"), admin $(admin_url "$name"), heap $heap)"
   # JVM flags follow Pulsar's own bin/pulsar launcher.
   (
@@ -215,7 +339,19 @@ cmd_env() {
     u=$(echo "$n" | tr '[:lower:]' '[:upper:]')
     echo "${u}_SERVICE_URL=$(service_url "$n")"
     echo "${u}_ADMIN_URL=$(admin_url "$n")"
+    if secure "$n"; then
+      echo "${u}_TLS_TRUST_CERTS=$state/$n/tls/ca.pem"
+      echo "${u}_ADMIN_TOKEN_FILE=$state/$n/tokens/admin.token"
+      echo "${u}_SECRET_KEY=$state/$n/secret.key"
+    fi
   done
+}
+
+# token ROLE [SECONDS]: a token for the secure cluster, signed with its key.
+cmd_token() {
+  [ $# -ge 1 ] || die "usage: cluster.sh token ROLE [SECONDS]"
+  secure_files south
+  mint_token "$state/south/secret.key" "$@"
 }
 
 # http METHOD URL [JSON]: fails on any status but 2xx and 409 (exists).
@@ -263,8 +399,9 @@ main() {
     geo) cmd_geo "$@" ;;
     env) cmd_env "$@" ;;
     classpath) classpath ;;
-    -h|--help|help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
-    *) die "unknown command '$cmd' (try: up down kill status wipe geo env classpath)" ;;
+    token) cmd_token "$@" ;;
+    -h|--help|help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+    *) die "unknown command '$cmd' (try: up down kill status wipe geo env classpath token)" ;;
   esac
 }
 
