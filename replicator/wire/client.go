@@ -1,0 +1,321 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ClientOptions configure a Client for one cluster.
+type ClientOptions struct {
+	// ServiceURL is the cluster's pulsar:// or pulsar+ssl:// URL (one host;
+	// a proxy or a load balancer in front of the brokers is fine).
+	ServiceURL string
+	// Conn configures every connection (auth, TLS, keep-alive).
+	Conn ConnOptions
+	// OperationTimeout bounds each lookup and each subscribe or producer
+	// creation request. Default 30s.
+	OperationTimeout time.Duration
+	// Logger; default zap.NewNop().
+	Logger *zap.Logger
+}
+
+// maxRedirects bounds a lookup's redirect chain.
+const maxRedirects = 20
+
+// Broker is where a topic is served: Logical is the broker's host:port,
+// Physical the address to dial (the service URL's host when the cluster
+// asks to go through its proxy).
+type Broker struct {
+	Logical, Physical string
+}
+
+// Client is the entry point for one cluster: a pool holding one
+// connection per broker (shared by every consumer and producer) and a
+// lookup cache. Safe for concurrent use.
+type Client struct {
+	opts    ClientOptions
+	log     *zap.Logger
+	service string // host:port of the service URL
+	tls     bool
+
+	mu      sync.Mutex
+	conns   map[Broker]*poolEntry
+	lookups map[string]Broker
+	closed  bool
+}
+
+type poolEntry struct {
+	ready chan struct{} // closed when conn or err is set
+	conn  *Conn
+	err   error
+}
+
+// NewClient validates opts; it connects lazily.
+func NewClient(opts ClientOptions) (*Client, error) {
+	u, err := url.Parse(opts.ServiceURL)
+	if err != nil {
+		return nil, fmt.Errorf("wire: service URL %q: %w", opts.ServiceURL, err)
+	}
+	var useTLS bool
+	switch u.Scheme {
+	case "pulsar":
+	case "pulsar+ssl":
+		useTLS = true
+	default:
+		return nil, fmt.Errorf("wire: service URL %q: scheme must be pulsar or pulsar+ssl", opts.ServiceURL)
+	}
+	if u.Host == "" || strings.Contains(u.Host, ",") {
+		return nil, fmt.Errorf("wire: service URL %q: want exactly one host:port", opts.ServiceURL)
+	}
+	if opts.OperationTimeout <= 0 {
+		opts.OperationTimeout = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Conn.Logger == nil {
+		opts.Conn.Logger = opts.Logger
+	}
+	host := u.Host
+	if u.Port() == "" {
+		if useTLS {
+			host += ":6651"
+		} else {
+			host += ":6650"
+		}
+	}
+	return &Client{
+		opts:    opts,
+		log:     opts.Logger,
+		service: host,
+		tls:     useTLS,
+		conns:   make(map[Broker]*poolEntry),
+		lookups: make(map[string]Broker),
+	}, nil
+}
+
+// Close closes every connection. Consumers and producers should be closed
+// first; those still open see their connection lost and stop reconnecting
+// once the client is closed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	conns := c.conns
+	c.conns = map[Broker]*poolEntry{}
+	c.mu.Unlock()
+	for _, e := range conns {
+		<-e.ready
+		if e.conn != nil {
+			e.conn.Close()
+		}
+	}
+	return nil
+}
+
+// Conn returns the pooled connection to b, dialling it if needed. Callers
+// racing for the same broker share one dial.
+func (c *Client) Conn(ctx context.Context, b Broker) (*Conn, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		e := c.conns[b]
+		if e == nil {
+			e = &poolEntry{ready: make(chan struct{})}
+			c.conns[b] = e
+			c.mu.Unlock()
+			e.conn, e.err = Dial(ctx, b.Logical, b.Physical, c.tls, c.opts.Conn)
+			close(e.ready)
+			if e.err != nil {
+				c.drop(b, e)
+				return nil, e.err
+			}
+			c.log.Debug("connected", zap.String("broker", b.Logical), zap.String("server_version", e.conn.ServerVersion()))
+			return e.conn, nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if e.err != nil {
+			return nil, e.err
+		}
+		select {
+		case <-e.conn.Done():
+			c.drop(b, e) // dead: dial again
+			continue
+		default:
+			return e.conn, nil
+		}
+	}
+}
+
+func (c *Client) drop(b Broker, e *poolEntry) {
+	c.mu.Lock()
+	if c.conns[b] == e {
+		delete(c.conns, b)
+	}
+	c.mu.Unlock()
+}
+
+// serviceBroker is the service URL as a broker address, for lookups.
+func (c *Client) serviceBroker() Broker { return Broker{Logical: c.service, Physical: c.service} }
+
+// brokerFor turns a lookup answer into a Broker.
+func (c *Client) brokerFor(r *LookupResponse) (Broker, error) {
+	raw := r.BrokerServiceURL
+	if c.tls {
+		raw = r.BrokerServiceURLTLS
+	}
+	if raw == "" {
+		return Broker{}, fmt.Errorf("wire: lookup answered without a broker URL (tls=%v)", c.tls)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return Broker{}, fmt.Errorf("wire: lookup answered a bad broker URL %q", raw)
+	}
+	b := Broker{Logical: u.Host, Physical: u.Host}
+	if r.ProxyThroughServiceURL {
+		b.Physical = c.service
+	}
+	return b, nil
+}
+
+// Lookup returns the broker serving topic (a partition, or a
+// non-partitioned topic), from the cache when it has it. It follows
+// redirects, each asked on the redirected broker's connection.
+func (c *Client) Lookup(ctx context.Context, topic string) (Broker, error) {
+	c.mu.Lock()
+	b, ok := c.lookups[topic]
+	c.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.OperationTimeout)
+	defer cancel()
+	at := c.serviceBroker()
+	authoritative := false
+	for range maxRedirects {
+		conn, err := c.Conn(ctx, at)
+		if err != nil {
+			return Broker{}, fmt.Errorf("wire: lookup %s: %w", topic, err)
+		}
+		id := conn.newRequestID()
+		cmd, err := conn.request(ctx, "lookup "+topic, id, &Lookup{Topic: topic, RequestID: id, Authoritative: authoritative})
+		if err != nil {
+			return Broker{}, err
+		}
+		r, err := asType[*LookupResponse](cmd, "lookup "+topic)
+		if err != nil {
+			return Broker{}, err
+		}
+		switch r.Kind {
+		case LookupConnect:
+			b, err := c.brokerFor(r)
+			if err != nil {
+				return Broker{}, err
+			}
+			c.mu.Lock()
+			c.lookups[topic] = b
+			c.mu.Unlock()
+			return b, nil
+		case LookupRedirect:
+			if at, err = c.brokerFor(r); err != nil {
+				return Broker{}, err
+			}
+			authoritative = r.Authoritative
+		default:
+			return Broker{}, &BrokerError{Op: "lookup " + topic, Code: r.Error, Message: r.Message}
+		}
+	}
+	return Broker{}, fmt.Errorf("wire: lookup %s: more than %d redirects", topic, maxRedirects)
+}
+
+// ForgetLookup drops topic's cached lookup; the next Lookup asks again.
+// Called when the broker closed a consumer or producer (topic moved).
+func (c *Client) ForgetLookup(topic string) {
+	c.mu.Lock()
+	delete(c.lookups, topic)
+	c.mu.Unlock()
+}
+
+// PartitionedMetadata returns topic's partition count, 0 for a
+// non-partitioned topic.
+func (c *Client) PartitionedMetadata(ctx context.Context, topic string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.OperationTimeout)
+	defer cancel()
+	conn, err := c.Conn(ctx, c.serviceBroker())
+	if err != nil {
+		return 0, fmt.Errorf("wire: partitioned metadata %s: %w", topic, err)
+	}
+	id := conn.newRequestID()
+	cmd, err := conn.request(ctx, "partitioned metadata "+topic, id, &PartitionedMetadata{Topic: topic, RequestID: id})
+	if err != nil {
+		return 0, err
+	}
+	r, err := asType[*PartitionedMetadataResponse](cmd, "partitioned metadata "+topic)
+	if err != nil {
+		return 0, err
+	}
+	if r.Failed {
+		return 0, &BrokerError{Op: "partitioned metadata " + topic, Code: r.Error, Message: r.Message}
+	}
+	return int(r.Partitions), nil
+}
+
+// connFor looks topic up and returns the connection to its broker.
+func (c *Client) connFor(ctx context.Context, topic string) (*Conn, error) {
+	b, err := c.Lookup(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := c.Conn(ctx, b)
+	if err != nil {
+		c.ForgetLookup(topic)
+		return nil, err
+	}
+	return conn, nil
+}
+
+// isClosed reports whether Close was called.
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// backoff returns the capped exponential delay with jitter for attempt
+// (0-based): 100ms, 200ms, ... up to 30s, each between 50% and 100%.
+func backoff(attempt int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 0; i < attempt && d < 30*time.Second; i++ {
+		d *= 2
+	}
+	d = min(d, 30*time.Second)
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// typed response helpers
+
+func asType[T Body](cmd Command, op string) (T, error) {
+	b, ok := cmd.Body.(T)
+	if !ok {
+		var zero T
+		return zero, fmt.Errorf("wire: %s: %w", op, malformed("unexpected response %v", cmd.Type))
+	}
+	return b, nil
+}
+
+var errNoConn = errors.New("wire: not connected (reconnecting)")

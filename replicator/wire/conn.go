@@ -1,0 +1,609 @@
+package wire
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar/auth"
+	"go.uber.org/zap"
+)
+
+// ConnOptions configure a connection. The zero value dials plain TCP
+// without authentication.
+type ConnOptions struct {
+	// Auth supplies CONNECT's credentials and, for the TLS provider, the
+	// client certificate. Any pulsar-client-go pulsar/auth provider works;
+	// it must be initialised (Init) by the caller. Nil means none.
+	Auth auth.Provider
+	// TLS, when set, is the base TLS configuration (trusted CAs, minimum
+	// version); it is required for pulsar+ssl:// addresses. ServerName
+	// defaults to the host dialled, so certificates are verified against
+	// the broker's (or proxy's) host name.
+	TLS *tls.Config
+	// KeepAlive is the ping interval; a connection that received nothing
+	// for twice as long is closed. Default 30s.
+	KeepAlive time.Duration
+	// ConnectTimeout bounds dialling and the handshake. Default 10s.
+	ConnectTimeout time.Duration
+	// ClientVersion is announced in CONNECT. Default "geo-sidecar-wire".
+	ClientVersion string
+	// Logger; default zap.NewNop().
+	Logger *zap.Logger
+}
+
+func (o ConnOptions) withDefaults() ConnOptions {
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 30 * time.Second
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 10 * time.Second
+	}
+	if o.ClientVersion == "" {
+		o.ClientVersion = "geo-sidecar-wire"
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return o
+}
+
+// consumerSink receives what the broker sends to one consumer. Methods are
+// called from the connection's reader goroutine and must not block.
+type consumerSink interface {
+	// handleMessage gets an entry; md and payload alias the read buffer and
+	// are valid only during the call.
+	handleMessage(m *Message, md, payload []byte)
+	handleActive(active bool)
+	// handleClose is called once when the consumer is gone from this
+	// connection: closed by the broker (err wraps errBrokerClosed) or the
+	// connection was lost.
+	handleClose(err error)
+}
+
+// producerSink receives what the broker sends to one producer; like
+// consumerSink, called from the reader goroutine, must not block.
+type producerSink interface {
+	handleReceipt(r *SendReceipt)
+	handleSendError(e *SendError)
+	handleClose(err error)
+}
+
+// errBrokerClosed marks a consumer or producer closed by the broker
+// (CLOSE_CONSUMER, CLOSE_PRODUCER, TOPIC_MIGRATED): topic unloaded or moved;
+// look it up again.
+var errBrokerClosed = errors.New("closed by the broker")
+
+// Conn is one connection to a broker (or to a proxy on a broker's behalf).
+// It multiplexes every consumer and producer of this process on that
+// broker, told apart by ids, and correlates requests by request id. Its
+// goroutines are a reader, a writer and one keep-alive ticker; consumers and
+// producers cost no goroutine or timer while idle. Safe for concurrent use.
+type Conn struct {
+	// Logical is the broker (host:port) this connection talks to; Physical
+	// is the address dialled (the same, or a proxy's).
+	Logical, Physical string
+
+	opts     ConnOptions
+	log      *zap.Logger
+	nc       net.Conn
+	maxFrame int
+	server   string
+
+	nextRequest atomic.Uint64
+	nextHandle  atomic.Uint64
+	lastRead    atomic.Int64 // unix nanos
+
+	mu        sync.Mutex
+	pending   map[uint64]chan Command
+	consumers map[uint64]consumerSink
+	producers map[uint64]producerSink
+	err       error // why the connection closed
+
+	wmu    sync.Mutex
+	wbuf   []byte
+	wspare []byte
+	wake   chan struct{}
+
+	done chan struct{} // closed when the connection is closed
+	wg   sync.WaitGroup
+}
+
+// Dial connects to physical ("host:port"), performs the handshake and starts
+// the connection's goroutines. When logical differs from physical, physical
+// is a proxy and CONNECT asks it to forward to logical. useTLS selects TLS
+// (pulsar+ssl).
+func Dial(ctx context.Context, logical, physical string, useTLS bool, opts ConnOptions) (*Conn, error) {
+	opts = opts.withDefaults()
+	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", physical)
+	if err != nil {
+		return nil, &ConnError{Addr: physical, Err: err}
+	}
+	if useTLS {
+		cfg, err := tlsConfig(opts, physical)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, &ConnError{Addr: physical, Err: fmt.Errorf("TLS handshake: %w", err)}
+		}
+		nc = tc
+	}
+	c := &Conn{
+		Logical:   logical,
+		Physical:  physical,
+		opts:      opts,
+		log:       opts.Logger.With(zap.String("broker", logical), zap.String("addr", physical)),
+		nc:        nc,
+		maxFrame:  DefaultMaxMessageSize + framePadding,
+		pending:   make(map[uint64]chan Command),
+		consumers: make(map[uint64]consumerSink),
+		producers: make(map[uint64]producerSink),
+		wake:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	if err := c.handshake(); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Time{})
+	c.lastRead.Store(time.Now().UnixNano())
+	c.wg.Add(3)
+	go c.readLoop()
+	go c.writeLoop()
+	go c.keepAlive()
+	return c, nil
+}
+
+func tlsConfig(opts ConnOptions, physical string) (*tls.Config, error) {
+	var cfg *tls.Config
+	if opts.TLS != nil {
+		cfg = opts.TLS.Clone()
+	} else {
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(physical)
+		if err != nil {
+			return nil, fmt.Errorf("wire: TLS server name from %q: %w", physical, err)
+		}
+		cfg.ServerName = host
+	}
+	if opts.Auth != nil {
+		cert, err := opts.Auth.GetTLSCertificate()
+		if err != nil {
+			return nil, fmt.Errorf("wire: client certificate from %s auth: %w", opts.Auth.Name(), err)
+		}
+		if cert != nil {
+			cfg.Certificates = []tls.Certificate{*cert}
+		}
+	}
+	return cfg, nil
+}
+
+func (c *Conn) authData() (method string, data []byte, err error) {
+	if c.opts.Auth == nil {
+		return "", nil, nil
+	}
+	data, err = c.opts.Auth.GetData()
+	if err != nil {
+		return "", nil, fmt.Errorf("wire: credentials from %s auth: %w", c.opts.Auth.Name(), err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return c.opts.Auth.Name(), data, nil
+}
+
+// handshake sends CONNECT and waits for CONNECTED, answering AUTH_CHALLENGE
+// rounds on the way.
+func (c *Conn) handshake() error {
+	method, data, err := c.authData()
+	if err != nil {
+		return err
+	}
+	connect := &Connect{
+		ClientVersion:       c.opts.ClientVersion,
+		AuthMethodName:      method,
+		AuthData:            data,
+		ProtocolVersion:     ProtocolVersion,
+		SupportsAuthRefresh: true,
+	}
+	if c.Logical != c.Physical {
+		connect.ProxyToBrokerURL = c.Logical
+	}
+	if _, err := c.nc.Write(AppendFrame(nil, AppendCommand(nil, connect))); err != nil {
+		return &ConnError{Addr: c.Physical, Err: fmt.Errorf("send CONNECT: %w", err)}
+	}
+	var buf []byte
+	for round := 0; ; round++ {
+		var f Frame
+		f, buf, err = ReadFrame(c.nc, buf, c.maxFrame)
+		if err != nil {
+			return &ConnError{Addr: c.Physical, Err: fmt.Errorf("handshake: %w", err)}
+		}
+		cmd, err := DecodeCommand(f.Command)
+		if err != nil {
+			return &ConnError{Addr: c.Physical, Err: fmt.Errorf("handshake: %w", err)}
+		}
+		switch b := cmd.Body.(type) {
+		case *Connected:
+			c.server = b.ServerVersion
+			if b.MaxMessageSize > 0 {
+				c.maxFrame = int(b.MaxMessageSize) + framePadding
+			}
+			return nil
+		case *AuthChallenge:
+			if round > 10 {
+				return &ConnError{Addr: c.Physical, Err: errors.New("handshake: too many auth challenges")}
+			}
+			if err := c.answerChallenge(func(frame []byte) error {
+				_, err := c.nc.Write(frame)
+				return err
+			}); err != nil {
+				return err
+			}
+		case *Error:
+			return &BrokerError{Op: "connect", Code: b.Error, Message: b.Message}
+		default:
+			return &ConnError{Addr: c.Physical, Err: malformed("handshake: unexpected %v", cmd.Type)}
+		}
+	}
+}
+
+func (c *Conn) answerChallenge(write func([]byte) error) error {
+	method, data, err := c.authData()
+	if err != nil {
+		return err
+	}
+	resp := &AuthResponse{
+		ClientVersion:   c.opts.ClientVersion,
+		Response:        AuthData{MethodName: method, Data: data},
+		ProtocolVersion: ProtocolVersion,
+	}
+	if err := write(AppendFrame(nil, AppendCommand(nil, resp))); err != nil {
+		return &ConnError{Addr: c.Physical, Err: fmt.Errorf("send AUTH_RESPONSE: %w", err)}
+	}
+	return nil
+}
+
+// ServerVersion is the broker's version string from CONNECTED.
+func (c *Conn) ServerVersion() string { return c.server }
+
+// MaxMessageSize is the largest message the broker accepts.
+func (c *Conn) MaxMessageSize() int { return c.maxFrame - framePadding }
+
+// Done is closed when the connection is closed.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection closed (nil while open).
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close closes the connection and waits for its goroutines. Consumers and
+// producers on it see their connection lost.
+func (c *Conn) Close() error {
+	c.fail(ErrClosed)
+	c.wg.Wait()
+	return nil
+}
+
+// fail closes the connection once, with err as the reason, and tells every
+// consumer and producer and waiting request.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	consumers, producers := c.consumers, c.producers
+	c.consumers, c.producers = map[uint64]consumerSink{}, map[uint64]producerSink{}
+	c.pending = map[uint64]chan Command{}
+	close(c.done)
+	c.mu.Unlock()
+	c.nc.Close()
+	if !errors.Is(err, ErrClosed) {
+		c.log.Info("connection closed", zap.Error(err))
+	}
+	lost := &ConnError{Addr: c.Physical, Err: err}
+	for _, s := range consumers {
+		s.handleClose(lost)
+	}
+	for _, s := range producers {
+		s.handleClose(lost)
+	}
+}
+
+func (c *Conn) closedErr() error {
+	return &ConnError{Addr: c.Physical, Err: c.err}
+}
+
+// newHandle returns a fresh consumer or producer id for this connection.
+func (c *Conn) newHandle() uint64 { return c.nextHandle.Add(1) }
+
+// newRequestID returns a fresh request id for this connection.
+func (c *Conn) newRequestID() uint64 { return c.nextRequest.Add(1) }
+
+// write queues an encoded frame built by enc for the writer goroutine.
+// Frames queued by concurrent callers go out in one write.
+func (c *Conn) write(enc func([]byte) []byte) error {
+	select {
+	case <-c.done:
+		return c.closedErr()
+	default:
+	}
+	c.wmu.Lock()
+	c.wbuf = enc(c.wbuf)
+	c.wmu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// WriteCommand queues a command without payload.
+func (c *Conn) writeCommand(body Body) error {
+	var scratch [128]byte
+	cmd := AppendCommand(scratch[:0], body)
+	return c.write(func(b []byte) []byte { return AppendFrame(b, cmd) })
+}
+
+// writePayload queues a payload command (SEND).
+func (c *Conn) writePayload(body Body, md, payload []byte) error {
+	if n := PayloadFrameSize(0, len(md), len(payload)); n > c.maxFrame {
+		return fmt.Errorf("wire: entry of %d bytes exceeds the broker's limit %d", n, c.MaxMessageSize())
+	}
+	var scratch [128]byte
+	cmd := AppendCommand(scratch[:0], body)
+	return c.write(func(b []byte) []byte { return AppendPayloadFrame(b, cmd, md, payload) })
+}
+
+func (c *Conn) writeLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.wake:
+		}
+		c.wmu.Lock()
+		out := c.wbuf
+		c.wbuf = c.wspare[:0]
+		c.wmu.Unlock()
+		if len(out) == 0 {
+			continue
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(2 * c.opts.KeepAlive))
+		if _, err := c.nc.Write(out); err != nil {
+			c.fail(fmt.Errorf("write: %w", err))
+			return
+		}
+		// Keep the larger buffers bounded: a burst must not pin memory.
+		if cap(out) <= 1<<20 {
+			c.wspare = out[:0]
+		} else {
+			c.wspare = nil
+		}
+	}
+}
+
+func (c *Conn) keepAlive() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.opts.KeepAlive)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		if idle := time.Since(time.Unix(0, c.lastRead.Load())); idle > 2*c.opts.KeepAlive {
+			c.fail(fmt.Errorf("no data from the broker for %s", idle.Round(time.Millisecond)))
+			return
+		}
+		_ = c.writeCommand(&Ping{})
+	}
+}
+
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	var buf []byte
+	for {
+		var f Frame
+		var err error
+		f, buf, err = ReadFrame(c.nc, buf, c.maxFrame)
+		if err != nil {
+			c.fail(fmt.Errorf("read: %w", err))
+			return
+		}
+		c.lastRead.Store(time.Now().UnixNano())
+		cmd, err := DecodeCommand(f.Command)
+		if err != nil {
+			c.fail(fmt.Errorf("read: %w", err))
+			return
+		}
+		if err := c.dispatch(cmd, f); err != nil {
+			c.fail(err)
+			return
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil // do not pin a large frame's buffer
+		}
+	}
+}
+
+func (c *Conn) dispatch(cmd Command, f Frame) error {
+	switch b := cmd.Body.(type) {
+	case *Message:
+		if !f.HasPayload {
+			return malformed("MESSAGE without payload")
+		}
+		if s := c.consumer(b.ConsumerID); s != nil {
+			s.handleMessage(b, f.Metadata, f.Payload)
+		}
+	case *SendReceipt:
+		if s := c.producer(b.ProducerID); s != nil {
+			s.handleReceipt(b)
+		}
+	case *SendError:
+		if s := c.producer(b.ProducerID); s != nil {
+			s.handleSendError(b)
+		}
+	case *ActiveConsumerChange:
+		if s := c.consumer(b.ConsumerID); s != nil {
+			s.handleActive(b.IsActive)
+		}
+	case *CloseConsumer:
+		if s := c.removeConsumer(b.ConsumerID); s != nil {
+			s.handleClose(fmt.Errorf("consumer %d: %w", b.ConsumerID, errBrokerClosed))
+		}
+	case *CloseProducer:
+		if s := c.removeProducer(b.ProducerID); s != nil {
+			s.handleClose(fmt.Errorf("producer %d: %w", b.ProducerID, errBrokerClosed))
+		}
+	case *TopicMigrated:
+		var err = fmt.Errorf("topic migrated to %s: %w", b.BrokerServiceURL, errBrokerClosed)
+		if b.ResourceType == 0 {
+			if s := c.removeProducer(b.ResourceID); s != nil {
+				s.handleClose(err)
+			}
+		} else if s := c.removeConsumer(b.ResourceID); s != nil {
+			s.handleClose(err)
+		}
+	case *ReachedEndOfTopic:
+		c.log.Info("topic terminated and fully read", zap.Uint64("consumer_id", b.ConsumerID))
+	case *Ping:
+		return c.writeCommand(&Pong{})
+	case *Pong:
+	case *AuthChallenge:
+		return c.answerChallenge(func(frame []byte) error {
+			return c.write(func(b []byte) []byte { return append(b, frame...) })
+		})
+	case *Success:
+		c.respond(b.RequestID, cmd)
+	case *Error:
+		c.respond(b.RequestID, cmd)
+	case *ProducerSuccess:
+		if !b.NotReady {
+			c.respond(b.RequestID, cmd)
+		}
+	case *LookupResponse:
+		c.respond(b.RequestID, cmd)
+	case *PartitionedMetadataResponse:
+		c.respond(b.RequestID, cmd)
+	default:
+		c.log.Debug("ignoring command", zap.Stringer("type", cmd.Type))
+	}
+	return nil
+}
+
+func (c *Conn) respond(id uint64, cmd Command) {
+	c.mu.Lock()
+	ch := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- cmd // buffered, one response per request
+	}
+}
+
+func (c *Conn) consumer(id uint64) consumerSink {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.consumers[id]
+}
+
+func (c *Conn) producer(id uint64) producerSink {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.producers[id]
+}
+
+func (c *Conn) removeConsumer(id uint64) consumerSink {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.consumers[id]
+	delete(c.consumers, id)
+	return s
+}
+
+func (c *Conn) removeProducer(id uint64) producerSink {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.producers[id]
+	delete(c.producers, id)
+	return s
+}
+
+func (c *Conn) addConsumer(id uint64, s consumerSink) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.closedErr()
+	}
+	c.consumers[id] = s
+	return nil
+}
+
+func (c *Conn) addProducer(id uint64, s producerSink) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.closedErr()
+	}
+	c.producers[id] = s
+	return nil
+}
+
+// request sends body, which carries request id id, and waits for the
+// response. An ERROR response becomes a *BrokerError for op.
+func (c *Conn) request(ctx context.Context, op string, id uint64, body Body) (Command, error) {
+	ch := make(chan Command, 1)
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return Command{}, c.closedErr()
+	}
+	c.pending[id] = ch
+	c.mu.Unlock()
+	forget := func() {
+		c.mu.Lock()
+		delete(c.pending, id)
+		c.mu.Unlock()
+	}
+	if err := c.writeCommand(body); err != nil {
+		forget()
+		return Command{}, err
+	}
+	select {
+	case cmd := <-ch:
+		if e, ok := cmd.Body.(*Error); ok {
+			return Command{}, &BrokerError{Op: op, Code: e.Error, Message: e.Message}
+		}
+		return cmd, nil
+	case <-ctx.Done():
+		forget()
+		return Command{}, fmt.Errorf("wire: %s: %w", op, ctx.Err())
+	case <-c.done:
+		return Command{}, fmt.Errorf("wire: %s: %w", op, c.closedErr())
+	}
+}

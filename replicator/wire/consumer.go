@@ -1,0 +1,484 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"go.uber.org/zap"
+)
+
+// ConsumerOptions configure a Consumer.
+type ConsumerOptions struct {
+	// Topic is a partition ("...-partition-3") or a non-partitioned topic.
+	Topic string
+	// Subscription is the cursor name. The subscription is durable and of
+	// type Failover, so consumers of several processes share the partitions
+	// with one active consumer per partition.
+	Subscription string
+	// Name is this consumer's name; the broker chooses the active Failover
+	// consumer by name order, so every instance needs its own.
+	Name string
+	// InitialPosition applies when the subscription does not exist yet.
+	InitialPosition InitialPosition
+	// Permits is the receive window in messages (not entries). It is
+	// granted at subscribe and handed back as the caller releases entries.
+	// Default 1000.
+	Permits int
+	// OnActiveChange is told when the broker makes this consumer the active
+	// one of the Failover subscription or takes that away, and (false) when
+	// the consumer lost its connection. Called from the connection's
+	// goroutine: must not block. Optional.
+	OnActiveChange func(active bool)
+	// Logger; default: the client's.
+	Logger *zap.Logger
+}
+
+// Entry is one stored entry, whole: a batch stays packed and compressed.
+// Metadata and Payload are owned by the caller.
+type Entry struct {
+	ID              MessageID
+	Metadata        []byte
+	Payload         []byte
+	NumMessages     int32 // messages in the entry; permits it took
+	RedeliveryCount uint32
+	epoch           uint64 // subscription session that delivered it
+}
+
+// Consumer reads the raw entries of one topic partition through a durable
+// Failover subscription. It reconnects by itself (new lookup, re-subscribe)
+// when the connection is lost or the broker closes it; unacknowledged
+// entries are then delivered again. Safe for concurrent use; costs no
+// goroutine while connected.
+type Consumer struct {
+	client *Client
+	opts   ConsumerOptions
+	log    *zap.Logger
+
+	mu       sync.Mutex
+	session  *consumerSession // nil while reconnecting
+	epoch    uint64
+	queue    []Entry
+	head     int
+	notify   chan struct{} // signalled when the queue grows or the consumer ends
+	unflowed int           // permits released but not yet granted
+	closed   bool
+	err      error // terminal: the consumer gave up
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	retrying bool
+}
+
+// consumerSession is one subscription on one connection; events from an
+// older session are ignored.
+type consumerSession struct {
+	c     *Consumer
+	conn  *Conn
+	id    uint64
+	epoch uint64
+}
+
+// Subscribe subscribes to opts.Topic and grants the first permits. The
+// first attempt's error is returned as is (no retry), so a caller sees
+// authorization or naming errors at once.
+func Subscribe(ctx context.Context, client *Client, opts ConsumerOptions) (*Consumer, error) {
+	if opts.Topic == "" || opts.Subscription == "" {
+		return nil, errors.New("wire: subscribe: topic and subscription are required")
+	}
+	if opts.Permits <= 0 {
+		opts.Permits = 1000
+	}
+	if opts.Logger == nil {
+		opts.Logger = client.log
+	}
+	c := &Consumer{
+		client: client,
+		opts:   opts,
+		log:    opts.Logger.With(zap.String("topic", opts.Topic), zap.String("subscription", opts.Subscription)),
+		notify: make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+	}
+	if err := c.connect(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Consumer) connect(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.client.opts.OperationTimeout)
+	defer cancel()
+	conn, err := c.client.connFor(ctx, c.opts.Topic)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	s := &consumerSession{c: c, conn: conn, id: conn.newHandle(), epoch: c.epoch + 1}
+	c.session = s
+	c.mu.Unlock()
+	if err := conn.addConsumer(s.id, s); err != nil {
+		c.dropSession(s)
+		return err
+	}
+	reqID := conn.newRequestID()
+	_, err = conn.request(ctx, "subscribe "+c.opts.Topic, reqID, &SubscribeCommand{
+		Topic:           c.opts.Topic,
+		Subscription:    c.opts.Subscription,
+		SubType:         Failover,
+		ConsumerID:      s.id,
+		RequestID:       reqID,
+		ConsumerName:    c.opts.Name,
+		InitialPosition: c.opts.InitialPosition,
+	})
+	if err != nil {
+		conn.removeConsumer(s.id)
+		c.dropSession(s)
+		var be *BrokerError
+		if !errors.As(err, &be) || be.Code == ServiceNotReady || be.Code == TopicNotFound {
+			c.client.ForgetLookup(c.opts.Topic)
+		}
+		if ctx.Err() != nil {
+			// The broker may still create the consumer: close it there.
+			_ = conn.writeCommand(&CloseConsumer{ConsumerID: s.id, RequestID: conn.newRequestID()})
+		}
+		return err
+	}
+	c.mu.Lock()
+	if c.session != s {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.epoch = s.epoch
+	c.queue, c.head, c.unflowed = nil, 0, 0
+	c.mu.Unlock()
+	return conn.writeCommand(&Flow{ConsumerID: s.id, Permits: uint32(c.opts.Permits)})
+}
+
+func (c *Consumer) dropSession(s *consumerSession) {
+	c.mu.Lock()
+	if c.session == s {
+		c.session = nil
+	}
+	c.mu.Unlock()
+}
+
+func (s *consumerSession) handleMessage(m *Message, md, payload []byte) {
+	buf := make([]byte, len(md)+len(payload))
+	copy(buf, md)
+	copy(buf[len(md):], payload)
+	e := Entry{
+		ID:              m.MessageID,
+		Metadata:        buf[:len(md):len(md)],
+		Payload:         buf[len(md):],
+		NumMessages:     numMessages(md),
+		RedeliveryCount: m.RedeliveryCount,
+		epoch:           s.epoch,
+	}
+	c := s.c
+	c.mu.Lock()
+	if c.session != s || c.epoch != s.epoch {
+		c.mu.Unlock()
+		return
+	}
+	c.queue = append(c.queue, e)
+	c.mu.Unlock()
+	c.wake()
+}
+
+func (s *consumerSession) handleActive(active bool) {
+	c := s.c
+	c.mu.Lock()
+	current := c.session == s
+	c.mu.Unlock()
+	if current && c.opts.OnActiveChange != nil {
+		c.opts.OnActiveChange(active)
+	}
+}
+
+func (s *consumerSession) handleClose(err error) {
+	c := s.c
+	c.mu.Lock()
+	if c.session != s {
+		c.mu.Unlock()
+		return
+	}
+	c.session = nil
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return
+	}
+	c.log.Info("consumer disconnected, reconnecting", zap.Error(err))
+	c.client.ForgetLookup(c.opts.Topic)
+	if c.opts.OnActiveChange != nil {
+		c.opts.OnActiveChange(false)
+	}
+	c.startReconnect()
+}
+
+func (c *Consumer) startReconnect() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.retrying || c.closed {
+		return
+	}
+	c.retrying = true
+	c.wg.Add(1)
+	go c.reconnect()
+}
+
+// reconnect retries connect with capped backoff until it succeeds, the
+// error is terminal, or the consumer is closed.
+func (c *Consumer) reconnect() {
+	defer c.wg.Done()
+	defer func() {
+		c.mu.Lock()
+		c.retrying = false
+		c.mu.Unlock()
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var last string
+	for attempt := 0; ; attempt++ {
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(backoff(attempt)):
+		}
+		if c.client.isClosed() {
+			c.end(ErrClosed)
+			return
+		}
+		err := c.connect(ctx)
+		if err == nil {
+			c.log.Info("consumer reconnected")
+			return
+		}
+		if errors.Is(err, ErrClosed) && ctx.Err() != nil {
+			return
+		}
+		if !IsRetryable(err) {
+			c.log.Error("consumer gave up", zap.Error(err))
+			c.end(err)
+			return
+		}
+		if msg := err.Error(); msg != last {
+			c.log.Warn("consumer reconnect failed, retrying", zap.Error(err))
+			last = msg
+		}
+	}
+}
+
+// end makes the consumer fail with err from now on.
+func (c *Consumer) end(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+	c.wake()
+}
+
+func (c *Consumer) wake() {
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Receive returns the next entry, waiting for one. After a reconnect,
+// entries not yet acknowledged arrive again.
+func (c *Consumer) Receive(ctx context.Context) (Entry, error) {
+	for {
+		c.mu.Lock()
+		if c.head < len(c.queue) {
+			e := c.queue[c.head]
+			c.queue[c.head] = Entry{}
+			c.head++
+			if c.head == len(c.queue) {
+				c.queue, c.head = c.queue[:0], 0
+			}
+			c.mu.Unlock()
+			return e, nil
+		}
+		if c.closed {
+			c.mu.Unlock()
+			return Entry{}, ErrClosed
+		}
+		if c.err != nil {
+			err := c.err
+			c.mu.Unlock()
+			return Entry{}, err
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.notify:
+		case <-c.stop:
+		case <-ctx.Done():
+			return Entry{}, ctx.Err()
+		}
+	}
+}
+
+func (c *Consumer) current() (*consumerSession, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if c.session == nil || c.epoch != c.session.epoch {
+		return nil, errNoConn
+	}
+	return c.session, nil
+}
+
+// Ack acknowledges the entry id (individually). An entry id with
+// BatchIndex -1 acknowledges every message of the entry. Fire and forget,
+// as in every Pulsar client: an ack lost with its connection is redelivered.
+func (c *Consumer) Ack(id MessageID) error {
+	s, err := c.current()
+	if err != nil {
+		return err
+	}
+	return s.conn.writeCommand(&Ack{ConsumerID: s.id, AckType: AckIndividual, MessageIDs: []MessageID{entryOnly(id)}})
+}
+
+// AckCumulative acknowledges everything up to and including id.
+func (c *Consumer) AckCumulative(id MessageID) error {
+	s, err := c.current()
+	if err != nil {
+		return err
+	}
+	return s.conn.writeCommand(&Ack{ConsumerID: s.id, AckType: AckCumulative, MessageIDs: []MessageID{entryOnly(id)}})
+}
+
+func entryOnly(id MessageID) MessageID { return EntryID(id.Ledger, id.Entry) }
+
+// Release hands the permits of e (its message count) back to the broker.
+// Call it when e is done with (confirmed by the target), not when it
+// arrives, so the window bounds what is in flight. Permits are granted in
+// batches of half the window. Entries from before a reconnect are ignored
+// (the new subscription got a full window).
+func (c *Consumer) Release(e Entry) error {
+	c.mu.Lock()
+	if c.session == nil || e.epoch != c.epoch {
+		c.mu.Unlock()
+		return nil
+	}
+	c.unflowed += int(max(e.NumMessages, 1))
+	if c.unflowed < (c.opts.Permits+1)/2 {
+		c.mu.Unlock()
+		return nil
+	}
+	n := c.unflowed
+	c.unflowed = 0
+	s := c.session
+	c.mu.Unlock()
+	return s.conn.writeCommand(&Flow{ConsumerID: s.id, Permits: uint32(n)})
+}
+
+// RedeliverUnacknowledged asks the broker to deliver again every entry not
+// yet acknowledged (after the target failed, say). Entries queued but not
+// yet received are dropped and their permits granted again. Entries
+// already in flight to the broker may still arrive once before the
+// redelivered ones.
+func (c *Consumer) RedeliverUnacknowledged() error {
+	c.mu.Lock()
+	s := c.session
+	if s == nil || c.epoch != s.epoch {
+		c.mu.Unlock()
+		return errNoConn
+	}
+	n := 0
+	for _, e := range c.queue[c.head:] {
+		n += int(max(e.NumMessages, 1))
+	}
+	c.queue, c.head = nil, 0
+	c.mu.Unlock()
+	if err := s.conn.writeCommand(&RedeliverUnacknowledged{ConsumerID: s.id}); err != nil {
+		return err
+	}
+	if n > 0 {
+		return s.conn.writeCommand(&Flow{ConsumerID: s.id, Permits: uint32(n)})
+	}
+	return nil
+}
+
+// Close closes the consumer on the broker (the subscription stays) and
+// waits for a reconnect in progress to stop.
+func (c *Consumer) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	s := c.session
+	c.session = nil
+	close(c.stop)
+	c.mu.Unlock()
+	var err error
+	if s != nil {
+		s.conn.removeConsumer(s.id)
+		ctx, cancel := context.WithTimeout(context.Background(), c.client.opts.OperationTimeout)
+		id := s.conn.newRequestID()
+		_, err = s.conn.request(ctx, "close consumer", id, &CloseConsumer{ConsumerID: s.id, RequestID: id})
+		cancel()
+		var ce *ConnError
+		if errors.As(err, &ce) {
+			err = nil // the connection is gone, and the consumer with it
+		}
+	}
+	c.wg.Wait()
+	if err != nil {
+		return fmt.Errorf("wire: close consumer on %s: %w", c.opts.Topic, err)
+	}
+	return nil
+}
+
+// numMessages reads num_messages_in_batch (field 11) from metadata bytes
+// without parsing the rest: 1 when absent or unreadable (the caller's
+// ParseMetadata reports malformed metadata).
+func numMessages(md []byte) int32 {
+	n := int32(1)
+	for len(md) > 0 {
+		num, typ, l := protowire.ConsumeTag(md)
+		if l < 0 {
+			return 1
+		}
+		md = md[l:]
+		if num == 11 && typ == protowire.VarintType {
+			v, l := protowire.ConsumeVarint(md)
+			if l < 0 {
+				return 1
+			}
+			n = int32(v)
+			md = md[l:]
+			continue
+		}
+		l = protowire.ConsumeFieldValue(num, typ, md)
+		if l < 0 {
+			return 1
+		}
+		md = md[l:]
+	}
+	if n < 1 {
+		return 1
+	}
+	return n
+}

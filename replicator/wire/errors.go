@@ -1,0 +1,108 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ServerError is the broker's error code (ServerError in the protocol).
+type ServerError int32
+
+// The broker error codes this package tells apart.
+const (
+	UnknownError                          ServerError = 0
+	MetadataError                         ServerError = 1
+	PersistenceError                      ServerError = 2
+	AuthenticationError                   ServerError = 3
+	AuthorizationError                    ServerError = 4
+	ConsumerBusy                          ServerError = 5
+	ServiceNotReady                       ServerError = 6
+	ProducerBlockedQuotaExceededError     ServerError = 7
+	ProducerBlockedQuotaExceededException ServerError = 8
+	ChecksumError                         ServerError = 9
+	UnsupportedVersionError               ServerError = 10
+	TopicNotFound                         ServerError = 11
+	SubscriptionNotFound                  ServerError = 12
+	ConsumerNotFound                      ServerError = 13
+	TooManyRequests                       ServerError = 14
+	TopicTerminatedError                  ServerError = 15
+	ProducerBusy                          ServerError = 16
+	InvalidTopicName                      ServerError = 17
+	IncompatibleSchema                    ServerError = 18
+	ConsumerAssignError                   ServerError = 19
+	NotAllowedError                       ServerError = 22
+	ProducerFenced                        ServerError = 25
+)
+
+var serverErrorNames = map[ServerError]string{
+	UnknownError: "UnknownError", MetadataError: "MetadataError", PersistenceError: "PersistenceError",
+	AuthenticationError: "AuthenticationError", AuthorizationError: "AuthorizationError",
+	ConsumerBusy: "ConsumerBusy", ServiceNotReady: "ServiceNotReady",
+	ProducerBlockedQuotaExceededError:     "ProducerBlockedQuotaExceededError",
+	ProducerBlockedQuotaExceededException: "ProducerBlockedQuotaExceededException",
+	ChecksumError:                         "ChecksumError", UnsupportedVersionError: "UnsupportedVersionError",
+	TopicNotFound: "TopicNotFound", SubscriptionNotFound: "SubscriptionNotFound",
+	ConsumerNotFound: "ConsumerNotFound", TooManyRequests: "TooManyRequests",
+	TopicTerminatedError: "TopicTerminatedError", ProducerBusy: "ProducerBusy",
+	InvalidTopicName: "InvalidTopicName", IncompatibleSchema: "IncompatibleSchema",
+	ConsumerAssignError: "ConsumerAssignError", NotAllowedError: "NotAllowedError",
+	ProducerFenced: "ProducerFenced",
+}
+
+func (e ServerError) String() string {
+	if s, ok := serverErrorNames[e]; ok {
+		return s
+	}
+	return fmt.Sprintf("ServerError(%d)", int32(e))
+}
+
+// BrokerError is a failure the broker reported (ERROR, SEND_ERROR, a failed
+// lookup). Use errors.As to inspect the code.
+type BrokerError struct {
+	Op      string // what was being attempted, e.g. "subscribe"
+	Code    ServerError
+	Message string
+}
+
+func (e *BrokerError) Error() string {
+	return fmt.Sprintf("wire: %s: broker error %v: %s", e.Op, e.Code, e.Message)
+}
+
+// Retryable reports whether the same request may succeed later (possibly
+// after a new lookup). Authentication, authorization, invalid names,
+// terminated topics, fenced producers and incompatible schemas are terminal.
+func (e *BrokerError) Retryable() bool {
+	switch e.Code {
+	case AuthenticationError, AuthorizationError, InvalidTopicName, TopicTerminatedError,
+		ProducerFenced, IncompatibleSchema, UnsupportedVersionError, NotAllowedError,
+		ChecksumError:
+		return false
+	}
+	return true
+}
+
+// ErrClosed is returned by operations on a closed connection, consumer or
+// producer, and by operations whose connection closed while waiting.
+var ErrClosed = errors.New("wire: closed")
+
+// ConnError reports a connection lost underneath an operation; it is always
+// retryable (on a new connection).
+type ConnError struct {
+	Addr string
+	Err  error
+}
+
+func (e *ConnError) Error() string { return fmt.Sprintf("wire: connection to %s: %v", e.Addr, e.Err) }
+func (e *ConnError) Unwrap() error { return e.Err }
+
+// IsRetryable reports whether err is worth retrying: a lost connection, a
+// timeout, or a broker error that is not terminal. Malformed frames are
+// retryable too (on a new connection), because the sender may be a proxy
+// that misbehaved once.
+func IsRetryable(err error) bool {
+	var be *BrokerError
+	if errors.As(err, &be) {
+		return be.Retryable()
+	}
+	return err != nil
+}

@@ -1,0 +1,452 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ProducerOptions configure a Producer.
+type ProducerOptions struct {
+	// Topic is a partition or a non-partitioned topic.
+	Topic string
+	// Name is the producer name, fixed per (source partition, target): the
+	// broker's deduplication keys on it, and LastSequenceID reports what it
+	// persisted under it. Must not start with "pulsar.repl" (that prefix
+	// switches on the broker's replicator mode).
+	Name string
+	// MaxPending bounds the entries sent and not yet confirmed; Send blocks
+	// beyond it. Default 1000.
+	MaxPending int
+	// Logger; default: the client's.
+	Logger *zap.Logger
+}
+
+// Outgoing is one entry to send as one SEND. Metadata and Payload must stay
+// unchanged until its receipt (they are sent again after a reconnect).
+type Outgoing struct {
+	Metadata    []byte
+	Payload     []byte
+	NumMessages int32
+	// SequenceID..HighestSequenceID is the range the broker's
+	// deduplication checks (HighestSequenceID 0: just SequenceID).
+	SequenceID        uint64
+	HighestSequenceID uint64
+}
+
+// Receipt is the broker's confirmation of one entry. A duplicate dropped by
+// deduplication is confirmed too (with the id the broker chose for it).
+type Receipt struct {
+	SequenceID        uint64
+	HighestSequenceID uint64
+	MessageID         MessageID
+}
+
+// Producer sends whole entries to one topic partition, one SEND per entry,
+// with confirmations in order. It reconnects by itself (new lookup,
+// re-create with the same name, resend what was not confirmed). Safe for
+// concurrent use; costs no goroutine while connected.
+type Producer struct {
+	client *Client
+	opts   ProducerOptions
+	log    *zap.Logger
+
+	mu       sync.Mutex
+	session  *producerSession // nil while (re)connecting
+	lastSeq  int64
+	pending  []*pendingSend
+	changed  chan struct{} // closed and replaced when pending shrinks or the producer ends
+	closed   bool
+	err      error // terminal
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	retrying bool
+}
+
+type pendingSend struct {
+	out  Outgoing
+	done func(Receipt, error)
+}
+
+type producerSession struct {
+	p    *Producer
+	conn *Conn
+	id   uint64
+}
+
+// CreateProducer creates the producer on the broker serving opts.Topic.
+// The first attempt's error is returned as is.
+func CreateProducer(ctx context.Context, client *Client, opts ProducerOptions) (*Producer, error) {
+	if opts.Topic == "" || opts.Name == "" {
+		return nil, errors.New("wire: create producer: topic and name are required")
+	}
+	if opts.MaxPending <= 0 {
+		opts.MaxPending = 1000
+	}
+	if opts.Logger == nil {
+		opts.Logger = client.log
+	}
+	p := &Producer{
+		client:  client,
+		opts:    opts,
+		log:     opts.Logger.With(zap.String("topic", opts.Topic), zap.String("producer", opts.Name)),
+		lastSeq: -1,
+		changed: make(chan struct{}),
+		stop:    make(chan struct{}),
+	}
+	if err := p.connect(ctx); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Producer) connect(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.client.opts.OperationTimeout)
+	defer cancel()
+	conn, err := p.client.connFor(ctx, p.opts.Topic)
+	if err != nil {
+		return err
+	}
+	s := &producerSession{p: p, conn: conn, id: conn.newHandle()}
+	if err := conn.addProducer(s.id, s); err != nil {
+		return err
+	}
+	reqID := conn.newRequestID()
+	cmd, err := conn.request(ctx, "create producer on "+p.opts.Topic, reqID, &ProducerCommand{
+		Topic:        p.opts.Topic,
+		ProducerID:   s.id,
+		RequestID:    reqID,
+		ProducerName: p.opts.Name,
+	})
+	if err == nil {
+		var ps *ProducerSuccess
+		if ps, err = asType[*ProducerSuccess](cmd, "create producer"); err == nil {
+			p.mu.Lock()
+			if p.closed {
+				p.mu.Unlock()
+				conn.removeProducer(s.id)
+				_ = conn.writeCommand(&CloseProducer{ProducerID: s.id, RequestID: conn.newRequestID()})
+				return ErrClosed
+			}
+			p.lastSeq = ps.LastSequenceID
+			p.session = s
+			// Resend, in order, whatever the previous session left
+			// unconfirmed.
+			for _, ps := range p.pending {
+				if err := p.writeSend(s, ps.out); err != nil {
+					break // the session's close will reconnect again
+				}
+			}
+			p.mu.Unlock()
+			return nil
+		}
+	}
+	conn.removeProducer(s.id)
+	var be *BrokerError
+	if !errors.As(err, &be) || be.Code == ServiceNotReady || be.Code == TopicNotFound {
+		p.client.ForgetLookup(p.opts.Topic)
+	}
+	if ctx.Err() != nil {
+		_ = conn.writeCommand(&CloseProducer{ProducerID: s.id, RequestID: conn.newRequestID()})
+	}
+	return err
+}
+
+// writeSend queues one SEND on s. p.mu must be held, so that SENDs go out
+// in pending order.
+func (p *Producer) writeSend(s *producerSession, out Outgoing) error {
+	return s.conn.writePayload(&Send{
+		ProducerID:        s.id,
+		SequenceID:        out.SequenceID,
+		NumMessages:       max(out.NumMessages, 1),
+		HighestSequenceID: out.HighestSequenceID,
+	}, out.Metadata, out.Payload)
+}
+
+// LastSequenceID is the last_sequence_id of the latest PRODUCER_SUCCESS:
+// with deduplication on, the highest sequence id the broker persisted for
+// this producer name; -1 without deduplication or before any.
+func (p *Producer) LastSequenceID() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastSeq
+}
+
+// Send queues out and returns; done is called exactly once, with the
+// receipt or an error, in the order of Send calls. It blocks while
+// MaxPending entries are unconfirmed. done runs on the connection's
+// goroutine: it must not block.
+func (p *Producer) Send(ctx context.Context, out Outgoing, done func(Receipt, error)) error {
+	p.mu.Lock()
+	for {
+		if p.closed {
+			p.mu.Unlock()
+			return ErrClosed
+		}
+		if p.err != nil {
+			err := p.err
+			p.mu.Unlock()
+			return err
+		}
+		if len(p.pending) < p.opts.MaxPending {
+			break
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		p.mu.Lock()
+	}
+	p.pending = append(p.pending, &pendingSend{out: out, done: done})
+	s := p.session
+	var err error
+	if s != nil {
+		err = p.writeSend(s, out)
+	}
+	p.mu.Unlock()
+	if err != nil {
+		var ce *ConnError
+		if errors.As(err, &ce) {
+			return nil // queued; the reconnect resends it
+		}
+		// Too large for the broker: take it back out.
+		p.mu.Lock()
+		if n := len(p.pending); n > 0 && p.pending[n-1].out.SequenceID == out.SequenceID {
+			p.pending = p.pending[:n-1]
+		}
+		p.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// Flush waits until every entry sent so far is confirmed or failed.
+func (p *Producer) Flush(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		if len(p.pending) == 0 || p.closed || p.err != nil {
+			err := p.err
+			p.mu.Unlock()
+			return err
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// signal wakes Send and Flush waiters; p.mu must be held.
+func (p *Producer) signal() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (s *producerSession) handleReceipt(r *SendReceipt) {
+	p := s.p
+	p.mu.Lock()
+	if p.session != s || len(p.pending) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	head := p.pending[0]
+	switch {
+	case r.SequenceID < head.out.SequenceID:
+		p.mu.Unlock()
+		return // a late receipt for an entry already confirmed
+	case r.SequenceID > head.out.SequenceID:
+		p.mu.Unlock()
+		s.restart(fmt.Errorf("receipt for sequence id %d while %d is unconfirmed", r.SequenceID, head.out.SequenceID))
+		return
+	}
+	p.pending[0] = nil
+	p.pending = p.pending[1:]
+	p.signal()
+	p.mu.Unlock()
+	if head.done != nil {
+		head.done(Receipt{SequenceID: r.SequenceID, HighestSequenceID: r.HighestSequenceID, MessageID: r.MessageID}, nil)
+	}
+}
+
+func (s *producerSession) handleSendError(e *SendError) {
+	p := s.p
+	err := &BrokerError{Op: "send to " + p.opts.Topic, Code: e.Error, Message: e.Message}
+	p.mu.Lock()
+	if p.session != s || len(p.pending) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	var failed []*pendingSend
+	switch {
+	case e.Error == ChecksumError && p.pending[0].out.SequenceID == e.SequenceID:
+		// That entry is corrupt; the ones after it are unaffected.
+		failed = []*pendingSend{p.pending[0]}
+		p.pending = p.pending[1:]
+	case !err.Retryable():
+		failed = p.pending
+		p.pending = nil
+		p.err = err
+		p.session = nil
+	}
+	if failed != nil {
+		p.signal()
+		p.mu.Unlock()
+		for _, f := range failed {
+			if f.done != nil {
+				f.done(Receipt{SequenceID: f.out.SequenceID}, err)
+			}
+		}
+		if p.err != nil {
+			s.conn.removeProducer(s.id)
+			_ = s.conn.writeCommand(&CloseProducer{ProducerID: s.id, RequestID: s.conn.newRequestID()})
+		}
+		return
+	}
+	p.mu.Unlock()
+	s.restart(err)
+}
+
+// restart drops this session on the broker and reconnects, which resends
+// the unconfirmed entries in order.
+func (s *producerSession) restart(reason error) {
+	s.conn.removeProducer(s.id)
+	_ = s.conn.writeCommand(&CloseProducer{ProducerID: s.id, RequestID: s.conn.newRequestID()})
+	s.handleClose(reason)
+}
+
+func (s *producerSession) handleClose(err error) {
+	p := s.p
+	p.mu.Lock()
+	if p.session != s {
+		p.mu.Unlock()
+		return
+	}
+	p.session = nil
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	p.log.Info("producer disconnected, reconnecting", zap.Error(err))
+	p.client.ForgetLookup(p.opts.Topic)
+	p.startReconnect()
+}
+
+func (p *Producer) startReconnect() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.retrying || p.closed {
+		return
+	}
+	p.retrying = true
+	p.wg.Add(1)
+	go p.reconnect()
+}
+
+func (p *Producer) reconnect() {
+	defer p.wg.Done()
+	defer func() {
+		p.mu.Lock()
+		p.retrying = false
+		p.mu.Unlock()
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var last string
+	for attempt := 0; ; attempt++ {
+		select {
+		case <-p.stop:
+			return
+		case <-time.After(backoff(attempt)):
+		}
+		if p.client.isClosed() {
+			p.end(ErrClosed)
+			return
+		}
+		err := p.connect(ctx)
+		if err == nil {
+			p.log.Info("producer reconnected")
+			return
+		}
+		if errors.Is(err, ErrClosed) && ctx.Err() != nil {
+			return
+		}
+		if !IsRetryable(err) {
+			p.log.Error("producer gave up", zap.Error(err))
+			p.end(err)
+			return
+		}
+		if msg := err.Error(); msg != last {
+			p.log.Warn("producer reconnect failed, retrying", zap.Error(err))
+			last = msg
+		}
+	}
+}
+
+// end fails the producer and every unconfirmed entry with err.
+func (p *Producer) end(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	failed := p.pending
+	p.pending = nil
+	p.signal()
+	p.mu.Unlock()
+	for _, f := range failed {
+		if f.done != nil {
+			f.done(Receipt{SequenceID: f.out.SequenceID}, err)
+		}
+	}
+}
+
+// Close closes the producer on the broker. Entries not yet confirmed fail
+// with ErrClosed (call Flush first to wait for them).
+func (p *Producer) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	s := p.session
+	p.session = nil
+	close(p.stop)
+	p.mu.Unlock()
+	var err error
+	if s != nil {
+		s.conn.removeProducer(s.id)
+		ctx, cancel := context.WithTimeout(context.Background(), p.client.opts.OperationTimeout)
+		id := s.conn.newRequestID()
+		_, err = s.conn.request(ctx, "close producer", id, &CloseProducer{ProducerID: s.id, RequestID: id})
+		cancel()
+		var ce *ConnError
+		if errors.As(err, &ce) {
+			err = nil
+		}
+	}
+	p.wg.Wait()
+	p.end(ErrClosed)
+	if err != nil {
+		return fmt.Errorf("wire: close producer on %s: %w", p.opts.Topic, err)
+	}
+	return nil
+}
