@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	pulsarbackoff "github.com/apache/pulsar-client-go/pulsar/backoff"
 	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
+	pulsaradminpkg "github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"go.uber.org/zap"
 
@@ -25,31 +27,47 @@ type Conn struct {
 	Admin  pulsaradmin.Client
 }
 
-// Dial builds the clients for c. The token, if any, is read now and given to
-// the clients; it never reaches a log.
+// Dial builds the clients for c. Neither keeps a copy of the token: both
+// ask for it when they need it (the binary client at each connection and
+// when the broker challenges an expiring token, the admin client before
+// each call), and each time the file or variable is read again, so a
+// short-lived token that an agent replaces keeps replication going
+// without a restart. Host names are verified on TLS connections. Refused
+// credentials, missing permissions and refused certificates are logged
+// once each by the "security" logger (see EventPermissionDenied); tokens
+// and message properties never reach a log.
 func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
-	token, err := c.Auth.Token()
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
-	}
+	w := newAuthWatch(c, log)
 	opts := pulsar.ClientOptions{
 		URL:                     c.ServiceURL,
 		TLSTrustCertsFilePath:   c.Auth.TLSTrustCertsFile,
-		Logger:                  zapLogger{log.Named("pulsar").With(zap.String("cluster", c.Name)).Sugar()},
+		TLSValidateHostname:     true,
+		Logger:                  zapLogger{s: log.Named("pulsar").With(zap.String("cluster", c.Name)).Sugar(), w: w},
 		MaxConnectionsPerBroker: 1,
 	}
-	if token != "" {
-		opts.Authentication = pulsar.NewAuthenticationToken(token)
+	switch {
+	case c.Auth.HasToken():
+		// Read once now, so a missing file fails at start, naming it.
+		if _, err := w.Token(); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
+		}
+		opts.Authentication = pulsar.NewAuthenticationTokenFromSupplier(w.Token)
+	case c.Auth.TLSCertFile != "":
+		// Read at each handshake: a renewed certificate is used at the
+		// next connection.
+		opts.Authentication = pulsar.NewAuthenticationTLS(c.Auth.TLSCertFile, c.Auth.TLSKeyFile)
 	}
 	client, err := pulsar.NewClient(opts)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: pulsar client: %w", c.Name, err)
 	}
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{
-		WebServiceURL:         c.AdminURL,
-		Token:                 token,
-		TLSTrustCertsFilePath: c.Auth.TLSTrustCertsFile,
-	})
+	base, err := newAdminBase(c.Auth)
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
+	}
+	rt := &adminTransport{base: base, w: w}
+	admin, err := pulsaradminpkg.NewPulsarClientWithAuthProvider(&pulsaradmin.Config{WebServiceURL: c.AdminURL}, rt)
 	if err != nil {
 		client.Close()
 		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
@@ -297,32 +315,91 @@ func (f activeListener) BecameActive(pulsar.Consumer, string, int32)   { f(true)
 func (f activeListener) BecameInactive(pulsar.Consumer, string, int32) { f(false) }
 
 // zapLogger routes pulsar-client-go's logs into zap, one level down: the
-// client's Info is chatty (every connect), so it lands at Debug.
-type zapLogger struct{ s *zap.SugaredLogger }
-
-func (l zapLogger) SubLogger(f pulsarlog.Fields) pulsarlog.Logger {
-	return zapLogger{l.s.With(fieldArgs(f)...)}
+// client's Info is chatty (every connect), so it lands at Debug. Fields
+// that carry message contents are dropped (see dropField): the client logs
+// a failed send with the message's properties, and whatever applications
+// put there (customer ids, emails) must not reach the sidecar's logs.
+// What the client says about producers, consumers and connections also
+// goes to the cluster's authWatch, which reports refusals once.
+type zapLogger struct {
+	s     *zap.SugaredLogger
+	w     *authWatch // nil in tests
+	topic string     // the "topic" field, for the authWatch
+	err   error      // the error given with WithError
 }
-func (l zapLogger) WithFields(f pulsarlog.Fields) pulsarlog.Entry {
-	return zapLogger{l.s.With(fieldArgs(f)...)}
-}
-func (l zapLogger) WithField(name string, v any) pulsarlog.Entry { return zapLogger{l.s.With(name, v)} }
-func (l zapLogger) WithError(err error) pulsarlog.Entry          { return zapLogger{l.s.With(zap.Error(err))} }
-func (l zapLogger) Debug(args ...any)                            {}
-func (l zapLogger) Info(args ...any)                             { l.s.Debug(args...) }
-func (l zapLogger) Warn(args ...any)                             { l.s.Info(args...) }
-func (l zapLogger) Error(args ...any)                            { l.s.Warn(args...) }
-func (l zapLogger) Debugf(string, ...any)                        {}
-func (l zapLogger) Infof(format string, args ...any)             { l.s.Debugf(format, args...) }
-func (l zapLogger) Warnf(format string, args ...any)             { l.s.Infof(format, args...) }
-func (l zapLogger) Errorf(format string, args ...any)            { l.s.Warnf(format, args...) }
 
-func fieldArgs(f pulsarlog.Fields) []any {
-	out := make([]any, 0, 2*len(f))
+func (l zapLogger) with(f pulsarlog.Fields) zapLogger {
+	args := make([]any, 0, 2*len(f))
 	for k, v := range f {
-		out = append(out, k, v)
+		if dropField(k, v) {
+			continue
+		}
+		if k == "topic" {
+			if t, ok := v.(string); ok {
+				l.topic = t
+			}
+		}
+		args = append(args, k, v)
 	}
-	return out
+	if len(args) > 0 {
+		l.s = l.s.With(args...)
+	}
+	return l
+}
+
+func (l zapLogger) SubLogger(f pulsarlog.Fields) pulsarlog.Logger { return l.with(f) }
+func (l zapLogger) WithFields(f pulsarlog.Fields) pulsarlog.Entry { return l.with(f) }
+func (l zapLogger) WithField(name string, v any) pulsarlog.Entry {
+	return l.with(pulsarlog.Fields{name: v})
+}
+func (l zapLogger) WithError(err error) pulsarlog.Entry {
+	l.err = err
+	l.s = l.s.With(zap.Error(err))
+	return l
+}
+func (l zapLogger) Debug(args ...any)     {}
+func (l zapLogger) Info(args ...any)      { l.note(args); l.s.Debug(args...) }
+func (l zapLogger) Warn(args ...any)      { l.note(args); l.s.Info(args...) }
+func (l zapLogger) Error(args ...any)     { l.note(args); l.s.Warn(args...) }
+func (l zapLogger) Debugf(string, ...any) {}
+func (l zapLogger) Infof(format string, args ...any) {
+	l.notef(format, args)
+	l.s.Debugf(format, args...)
+}
+func (l zapLogger) Warnf(format string, args ...any) {
+	l.notef(format, args)
+	l.s.Infof(format, args...)
+}
+func (l zapLogger) Errorf(format string, args ...any) {
+	l.notef(format, args)
+	l.s.Warnf(format, args...)
+}
+
+func (l zapLogger) note(args []any) {
+	if l.w != nil {
+		l.w.clientEvent(fmt.Sprint(args...), l.err, l.topic)
+	}
+}
+
+func (l zapLogger) notef(format string, args []any) {
+	if l.w != nil && l.err != nil {
+		l.w.clientEvent(format, l.err, l.topic)
+	}
+}
+
+// dropField reports whether a field of the client's logs may carry message
+// contents: the properties (pulsar-client-go logs them with failed sends),
+// payloads and keys, and any string map, which is how properties travel.
+func dropField(name string, v any) bool {
+	switch strings.ToLower(name) {
+	case "properties", "payload", "key", "ordering_key", "orderingkey", "value", "msg", "message":
+		return true
+	}
+	switch v.(type) {
+	case map[string]string, []byte:
+		return true
+	}
+	return false
 }
 
 // batchDelayFor is the batch delay of the producers of a pair with these

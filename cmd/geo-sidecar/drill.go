@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/google/uuid"
+	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator"
 )
 
 // drillTag is the property that marks a drill's own messages.
@@ -119,26 +120,13 @@ func drillConnect(cfg *config.Config, name string) (*drillSide, error) {
 	if !ok {
 		return nil, fmt.Errorf("cluster %q is not in the config", name)
 	}
-	token, err := cc.Auth.Token()
+	// The sidecar's own clients: the same TLS checks and credentials
+	// (a token file is read again when it changes).
+	conn, err := replicator.Dial(cc, zap.NewNop())
 	if err != nil {
 		return nil, err
 	}
-	opts := pulsar.ClientOptions{URL: cc.ServiceURL, TLSTrustCertsFilePath: cc.Auth.TLSTrustCertsFile,
-		Logger: pulsarlog.DefaultNopLogger()}
-	if token != "" {
-		opts.Authentication = pulsar.NewAuthenticationToken(token)
-	}
-	client, err := pulsar.NewClient(opts)
-	if err != nil {
-		return nil, err
-	}
-	admin, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: cc.AdminURL, Token: token,
-		TLSTrustCertsFilePath: cc.Auth.TLSTrustCertsFile})
-	if err != nil {
-		client.Close()
-		return nil, err
-	}
-	return &drillSide{name: name, client: client, admin: admin}, nil
+	return &drillSide{name: name, client: conn.Client, admin: conn.Admin}, nil
 }
 
 func subType(s string) (pulsar.SubscriptionType, error) {

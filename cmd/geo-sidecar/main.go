@@ -125,6 +125,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	for _, r := range cfg.Replication {
 		pairs += len(r.Targets)
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
 	fmt.Fprintf(stdout, "%s: ok (%d clusters, %d replication entries, %d pairs)\n",
 		c.config, len(cfg.Clusters), len(cfg.Replication), pairs)
 	return exitOK

@@ -23,6 +23,10 @@ import (
 func serve(ctx context.Context, cfg *config.Config, cluster string, log *zap.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	log = withSecurityMetrics(log, newSecurityMetrics(reg, cfg))
+	for _, w := range cfg.Warnings() {
+		log.Warn("credentials would travel unencrypted", zap.String("warning", w))
+	}
 	s, err := replicator.New(cfg, replicator.Options{Log: log, Registry: reg, Cluster: cluster})
 	if err != nil {
 		return err

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator"
+)
+
+// securityMetrics follow the replicator's security events (credentials,
+// permissions, certificates; see replicator.EventPermissionDenied). Those
+// events are logged once when a condition starts and once when it ends,
+// from deep inside the clients of each cluster; the metrics are kept from
+// the same events, so the log line and the metric cannot disagree and the
+// clients need no second reporting path. Labels: cluster (from the
+// config) and permission (a fixed set).
+type securityMetrics struct {
+	denied       *prometheus.GaugeVec
+	denials      *prometheus.CounterVec
+	tokenExpiry  *prometheus.GaugeVec
+	tokenExpired *prometheus.GaugeVec
+	authRefused  *prometheus.GaugeVec
+	tlsRefused   *prometheus.CounterVec
+}
+
+func newSecurityMetrics(reg prometheus.Registerer, cfg *config.Config) *securityMetrics {
+	const ns = "geo_sidecar"
+	m := &securityMetrics{
+		denied: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "permission_denied",
+			Help: "Operations (per topic or namespace) the cluster currently refuses for lack of this permission; 0 once granted."},
+			[]string{"cluster", "permission"}),
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "permission_denials_total",
+			Help: "Times an operation started being refused for lack of this permission."},
+			[]string{"cluster", "permission"}),
+		tokenExpiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "auth_token_expiry_timestamp_seconds",
+			Help: "Expiry (Unix seconds) of the token last read for the cluster; 0: the token does not expire."},
+			[]string{"cluster"}),
+		tokenExpired: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "auth_token_expired",
+			Help: "1 while the cluster's token has expired and no new one was found in its file or variable."},
+			[]string{"cluster"}),
+		authRefused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "authentication_refused",
+			Help: "1 while the cluster refuses geo-sidecar's credentials."},
+			[]string{"cluster"}),
+		tlsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "tls_refused_total",
+			Help: "Times the cluster's TLS certificate was refused (unknown CA or host name mismatch), counted when the reason changes."},
+			[]string{"cluster"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.denied, m.denials, m.tokenExpiry, m.tokenExpired, m.authRefused, m.tlsRefused)
+	}
+	for _, c := range cfg.Clusters {
+		for _, p := range []string{replicator.PermissionProduce, replicator.PermissionConsume, replicator.PermissionTenantAdmin} {
+			m.denied.WithLabelValues(c.Name, p)
+			m.denials.WithLabelValues(c.Name, p)
+		}
+		m.authRefused.WithLabelValues(c.Name)
+		m.tlsRefused.WithLabelValues(c.Name)
+		if c.Auth.HasToken() {
+			m.tokenExpired.WithLabelValues(c.Name)
+		}
+	}
+	return m
+}
+
+// observe updates the metrics from one security event.
+func (m *securityMetrics) observe(msg string, f map[string]any) {
+	cluster, _ := f["cluster"].(string)
+	if cluster == "" {
+		return
+	}
+	perm, _ := f["permission"].(string)
+	switch msg {
+	case replicator.EventPermissionDenied:
+		m.denied.WithLabelValues(cluster, perm).Inc()
+		m.denials.WithLabelValues(cluster, perm).Inc()
+	case replicator.EventPermissionGranted:
+		g := m.denied.WithLabelValues(cluster, perm)
+		g.Dec()
+	case replicator.EventTokenLoaded:
+		m.tokenExpired.WithLabelValues(cluster).Set(0)
+		m.tokenExpiry.WithLabelValues(cluster).Set(float64(asInt(f["expires_at"])))
+	case replicator.EventTokenExpired:
+		m.tokenExpired.WithLabelValues(cluster).Set(1)
+	case replicator.EventAuthRefused:
+		m.authRefused.WithLabelValues(cluster).Set(1)
+	case replicator.EventAuthAccepted:
+		m.authRefused.WithLabelValues(cluster).Set(0)
+	case replicator.EventTLSRefused:
+		m.tlsRefused.WithLabelValues(cluster).Inc()
+	}
+}
+
+func asInt(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case int:
+		return int64(n)
+	case float64:
+		return int64(n)
+	}
+	return 0
+}
+
+// withSecurityMetrics returns log with m fed by its security events. The
+// events reach m whatever the log level (an operator who runs at
+// --log-level error still gets the metrics).
+func withSecurityMetrics(log *zap.Logger, m *securityMetrics) *zap.Logger {
+	return log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return &securityCore{Core: c, m: m}
+	}))
+}
+
+// securityCore passes everything to the wrapped core and copies the
+// security logger's entries, with their fields, to the metrics.
+type securityCore struct {
+	zapcore.Core
+	fields []zapcore.Field // from With, for the cluster label
+	m      *securityMetrics
+}
+
+func isSecurity(ent zapcore.Entry) bool {
+	return ent.LoggerName == "security" || strings.HasSuffix(ent.LoggerName, ".security")
+}
+
+func (c *securityCore) With(fs []zapcore.Field) zapcore.Core {
+	return &securityCore{Core: c.Core.With(fs), fields: append(c.fields[:len(c.fields):len(c.fields)], fs...), m: c.m}
+}
+
+func (c *securityCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if isSecurity(ent) {
+		return ce.AddCore(ent, c)
+	}
+	return c.Core.Check(ent, ce)
+}
+
+func (c *securityCore) Write(ent zapcore.Entry, fs []zapcore.Field) error {
+	if isSecurity(ent) {
+		enc := zapcore.NewMapObjectEncoder()
+		for _, f := range c.fields {
+			f.AddTo(enc)
+		}
+		for _, f := range fs {
+			f.AddTo(enc)
+		}
+		c.m.observe(ent.Message, enc.Fields)
+	}
+	if !c.Core.Enabled(ent.Level) {
+		return nil
+	}
+	return c.Core.Write(ent, fs)
+}
