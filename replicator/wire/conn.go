@@ -386,12 +386,16 @@ func (c *Conn) writeLoop() {
 		case <-c.wake:
 		}
 		c.wmu.Lock()
-		out := c.wbuf
-		c.wbuf = c.wspare[:0]
-		c.wmu.Unlock()
-		if len(out) == 0 {
+		if len(c.wbuf) == 0 {
+			c.wmu.Unlock()
 			continue
 		}
+		// Double buffering: writers fill one buffer while the other is on
+		// the wire.
+		out := c.wbuf
+		c.wbuf = c.wspare[:0]
+		c.wspare = nil
+		c.wmu.Unlock()
 		_ = c.nc.SetWriteDeadline(time.Now().Add(2 * c.opts.KeepAlive))
 		if _, err := c.nc.Write(out); err != nil {
 			c.fail(fmt.Errorf("write: %w", err))

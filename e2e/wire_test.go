@@ -1,0 +1,446 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
+)
+
+// The replicator/wire package against real brokers: raw entries read on
+// east through a Failover subscription are sent whole to west, with
+// replicated_from and a property appended to their metadata, and
+// pulsar-client-go consumers compare the two sides message by message.
+
+func wireClient(t *testing.T, cluster string) *wire.Client {
+	t.Helper()
+	c, err := wire.NewClient(wire.ClientOptions{
+		ServiceURL:       Get(cluster).ServiceURL,
+		OperationTimeout: 30 * time.Second,
+		Logger:           zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// wireProduceMix publishes to topic, with pulsar-client-go, non-batched
+// messages (with properties, keys, ordering keys, event times, an empty
+// payload) and LZ4 and ZSTD compressed batches. It returns the number of
+// messages.
+func wireProduceMix(t *testing.T, c pulsar.Client, topic string) int {
+	t.Helper()
+	n := 0
+	send := func(opts pulsar.ProducerOptions, msgs []*pulsar.ProducerMessage) {
+		opts.Topic = topic
+		p, err := c.CreateProducer(opts)
+		if err != nil {
+			t.Fatalf("producer on %s: %v", topic, err)
+		}
+		defer p.Close()
+		var wg sync.WaitGroup
+		errs := make(chan error, len(msgs))
+		for _, m := range msgs {
+			wg.Add(1)
+			p.SendAsync(context.Background(), m, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				if err != nil {
+					errs <- err
+				}
+				wg.Done()
+			})
+		}
+		if err := p.Flush(); err != nil {
+			t.Fatalf("flush: %v", err)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("send: %v", err)
+		}
+		n += len(msgs)
+	}
+	eventTime := time.UnixMilli(1_700_000_000_000)
+	var single []*pulsar.ProducerMessage
+	for i := range 5 {
+		m := &pulsar.ProducerMessage{
+			Payload:    []byte(fmt.Sprintf("single-%d", i)),
+			Key:        fmt.Sprintf("key-%d", i),
+			Properties: map[string]string{"i": fmt.Sprint(i), "kind": "single"},
+		}
+		if i%2 == 0 {
+			m.EventTime = eventTime.Add(time.Duration(i) * time.Second)
+			m.OrderingKey = fmt.Sprintf("ok-%d", i)
+		}
+		single = append(single, m)
+	}
+	// No empty payload here: pulsar-client-go v0.21 drops a non-batched
+	// message with an empty payload as corrupt on receive (ErrEOM).
+	send(pulsar.ProducerOptions{DisableBatching: true, Name: "wire-single"}, single)
+
+	batch := func(prefix string) []*pulsar.ProducerMessage {
+		var out []*pulsar.ProducerMessage
+		for i := range 50 {
+			out = append(out, &pulsar.ProducerMessage{
+				Payload:    []byte(fmt.Sprintf("%s-%d-%s", prefix, i, string(make([]byte, 100)))),
+				Key:        fmt.Sprintf("k%d", i%7),
+				Properties: map[string]string{"batch": prefix, "i": fmt.Sprint(i)},
+				EventTime:  eventTime.Add(time.Duration(i) * time.Millisecond),
+			})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		ct   pulsar.CompressionType
+	}{{"lz4", pulsar.LZ4}, {"zstd", pulsar.ZSTD}, {"plain", pulsar.NoCompression}} {
+		send(pulsar.ProducerOptions{
+			Name:                    "wire-batch-" + tc.name,
+			CompressionType:         tc.ct,
+			BatchingMaxPublishDelay: 50 * time.Millisecond,
+			BatchingMaxMessages:     20,
+		}, batch(tc.name))
+	}
+	return n
+}
+
+// wireForward reads entries from src on east (subscription sub) until want
+// messages were seen, sends each to dst on west through p, acknowledging
+// the source entry when the target confirmed. It returns the number of
+// entries and the time spent.
+func wireForward(t *testing.T, cons *wire.Consumer, p *wire.Producer, want int, firstSeq uint64) (entries int, spent time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		sendErr error
+		wg      sync.WaitGroup
+	)
+	seq := firstSeq
+	var start time.Time // from the first entry: Failover activation delays the first dispatch
+	for got := 0; got < want; {
+		e, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("receive after %d of %d messages: %v", got, want, err)
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		md, err := wire.ParseMetadata(e.Metadata)
+		if err != nil {
+			t.Fatalf("entry %v: %v", e.ID, err)
+		}
+		if md.NumMessagesInBatch != e.NumMessages {
+			t.Fatalf("entry %v: NumMessages %d, metadata says %d", e.ID, e.NumMessages, md.NumMessagesInBatch)
+		}
+		got += int(e.NumMessages)
+		entries++
+		patched, err := wire.PatchMetadata(nil, e.Metadata, wire.Patch{
+			ReplicatedFrom: "east",
+			Properties:     []wire.KeyValue{{Key: "geo-sidecar.origin-id", Value: e.ID.String()}},
+			DropTxn:        md.HasTxnID,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		seq++
+		err = p.Send(ctx, wire.Outgoing{
+			Metadata: patched, Payload: e.Payload, NumMessages: e.NumMessages, SequenceID: seq,
+		}, func(r wire.Receipt, err error) {
+			defer wg.Done()
+			if err == nil {
+				err = cons.Ack(e.ID)
+			}
+			if err == nil {
+				err = cons.Release(e)
+			}
+			if err != nil {
+				mu.Lock()
+				sendErr = errors.Join(sendErr, err)
+				mu.Unlock()
+			}
+		})
+		if err != nil {
+			t.Fatalf("send entry %v: %v", e.ID, err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	wg.Wait()
+	spent = time.Since(start)
+	if sendErr != nil {
+		t.Fatalf("forwarding: %v", sendErr)
+	}
+	return entries, spent
+}
+
+func TestWireForwardEntries(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "wire")
+	CreatePartitioned(t, topic, 0, "east", "west")
+	east, west := Client(t, "east"), Client(t, "west")
+	weast, wwest := wireClient(t, "east"), wireClient(t, "west")
+	ctx := context.Background()
+
+	// Lookups and partitioned metadata.
+	if n, err := weast.PartitionedMetadata(ctx, topic); err != nil || n != 0 {
+		t.Fatalf("partitioned metadata of %s: %d, %v; want 0 partitions", topic, n, err)
+	}
+	if b, err := weast.Lookup(ctx, topic); err != nil {
+		t.Fatalf("lookup: %v", err)
+	} else {
+		t.Logf("lookup %s: %+v", topic, b)
+	}
+
+	var active sync.Map
+	cons, err := wire.Subscribe(ctx, weast, wire.ConsumerOptions{
+		Topic: topic, Subscription: "geo-sidecar.repl.west", Name: "wire-e2e-a",
+		InitialPosition: wire.Earliest, Permits: 100,
+		OnActiveChange: func(a bool) { active.Store("a", a) },
+	})
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	defer cons.Close()
+	// Reference subscription on east, created before producing.
+	ref, err := east.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "ref", Type: pulsar.Exclusive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+
+	want := wireProduceMix(t, east, topic)
+
+	prod, err := wire.CreateProducer(ctx, wwest, wire.ProducerOptions{Topic: topic, Name: "geo-sidecar.east.wire"})
+	if err != nil {
+		t.Fatalf("create producer: %v", err)
+	}
+	defer prod.Close()
+	if got := prod.LastSequenceID(); got != -1 {
+		t.Errorf("last sequence id without deduplication: %d, want -1", got)
+	}
+
+	entries, spent := wireForward(t, cons, prod, want, 0)
+	t.Logf("forwarded %d messages in %d entries east->west in %s (%.0f µs per entry)",
+		want, entries, spent, float64(spent.Microseconds())/float64(entries))
+	if a, ok := active.Load("a"); !ok || a != true {
+		t.Errorf("active consumer change: got %v (seen %v), want true", a, ok)
+	}
+
+	orig := wireReceive(t, ref, want)
+	copies := Consume(t, west, topic, "check", want, 30*time.Second)
+	if len(copies) != want {
+		t.Fatalf("west has %d messages, want %d", len(copies), want)
+	}
+	for i, o := range orig {
+		c := copies[i]
+		props := maps.Clone(o.Properties())
+		if props == nil {
+			props = map[string]string{}
+		}
+		cp := maps.Clone(c.Properties())
+		originID := cp["geo-sidecar.origin-id"]
+		delete(cp, "geo-sidecar.origin-id")
+		wantID := fmt.Sprintf("%d:%d", msgLedger(o.ID()), msgEntry(o.ID()))
+		switch {
+		case string(c.Payload()) != string(o.Payload()):
+			t.Errorf("message %d: payload %q, want %q", i, c.Payload(), o.Payload())
+		case c.Key() != o.Key() || c.OrderingKey() != o.OrderingKey():
+			t.Errorf("message %d: key %q/%q, want %q/%q", i, c.Key(), c.OrderingKey(), o.Key(), o.OrderingKey())
+		case !maps.Equal(cp, props):
+			t.Errorf("message %d: properties %v, want %v", i, cp, props)
+		case o.Properties()["kind"] == "single" && originID != wantID:
+			// Entry-level properties reach clients only for non-batched
+			// entries; a batch's messages carry their own (checked raw
+			// below).
+			t.Errorf("message %d: origin id %q, want %q", i, originID, wantID)
+		case !c.EventTime().Equal(o.EventTime()) || !c.PublishTime().Equal(o.PublishTime()):
+			t.Errorf("message %d: event/publish time %v/%v, want %v/%v", i, c.EventTime(), c.PublishTime(), o.EventTime(), o.PublishTime())
+		case c.ProducerName() != o.ProducerName():
+			t.Errorf("message %d: producer name %q, want %q", i, c.ProducerName(), o.ProducerName())
+		case !c.IsReplicated() || c.GetReplicatedFrom() != "east":
+			t.Errorf("message %d: replicated %v from %q, want from east", i, c.IsReplicated(), c.GetReplicatedFrom())
+		}
+	}
+
+	// The copies, raw: every entry says where it came from.
+	raw, err := wire.Subscribe(ctx, wwest, wire.ConsumerOptions{
+		Topic: topic, Subscription: "raw-check", Name: "raw", InitialPosition: wire.Earliest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for i := range entries {
+		e, err := raw.Receive(rctx)
+		if err != nil {
+			t.Fatalf("raw entry %d of %d on west: %v", i, entries, err)
+		}
+		md, err := wire.ParseMetadata(e.Metadata)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, ok := md.Property("geo-sidecar.origin-id"); !ok || md.ReplicatedFrom != "east" {
+			t.Errorf("west entry %v: replicated_from %q, origin id %q", e.ID, md.ReplicatedFrom, id)
+		}
+	}
+}
+
+// TestWireLastSequenceID: with deduplication on the target, a producer
+// re-created with the same name learns the last sequence id the broker
+// persisted, and a resent entry is confirmed but not stored twice.
+func TestWireLastSequenceID(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	if err := Admin(t, "west").Namespaces().SetDeduplicationStatus(ns, true); err != nil {
+		t.Fatal(err)
+	}
+	topic := Topic(ns, "dedup")
+	CreatePartitioned(t, topic, 0, "east", "west")
+	east, west := Client(t, "east"), Client(t, "west")
+	weast, wwest := wireClient(t, "east"), wireClient(t, "west")
+	ctx := context.Background()
+
+	cons, err := wire.Subscribe(ctx, weast, wire.ConsumerOptions{
+		Topic: topic, Subscription: "geo-sidecar.repl.west", Name: "wire-e2e", InitialPosition: wire.Earliest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	const n = 20
+	ProduceN(t, east, topic, "m", n)
+
+	const name = "geo-sidecar.east.dedup"
+	// The policy is set before the topic is created, so the topic loads
+	// with deduplication on.
+	prod, err := wire.CreateProducer(ctx, wwest, wire.ProducerOptions{Topic: topic, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := prod.LastSequenceID(); got != -1 {
+		t.Errorf("last sequence id of a new name: %d, want -1", got)
+	}
+	defer func() { prod.Close() }()
+
+	const firstSeq = 1000
+	entries, _ := wireForward(t, cons, prod, n, firstSeq)
+	lastSeq := int64(firstSeq + entries)
+	prod.Close()
+
+	var last int64
+	Eventually(t, 30*time.Second, func() error {
+		p, err := wire.CreateProducer(ctx, wwest, wire.ProducerOptions{Topic: topic, Name: name})
+		if err != nil {
+			return err
+		}
+		last = p.LastSequenceID()
+		if last == lastSeq {
+			prod = p
+			return nil
+		}
+		p.Close()
+		return fmt.Errorf("last sequence id %d, want %d", last, lastSeq)
+	})
+
+	// Resend the last entry with its sequence id: confirmed, dropped.
+	md := wire.MetadataBuilder{ProducerName: "x", SequenceID: 1, PublishTime: uint64(time.Now().UnixMilli())}.Append(nil)
+	done := make(chan wire.Receipt, 1)
+	if err := prod.Send(ctx, wire.Outgoing{Metadata: md, Payload: []byte("dup"), NumMessages: 1, SequenceID: uint64(lastSeq)},
+		func(r wire.Receipt, err error) {
+			if err != nil {
+				t.Errorf("duplicate: %v", err)
+			}
+			done <- r
+		}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	t.Logf("receipt of a duplicate: %+v", r)
+	got := Consume(t, west, topic, "check", n+1, 5*time.Second)
+	if len(got) != n {
+		t.Fatalf("west has %d messages, want %d (the duplicate must be dropped)", len(got), n)
+	}
+}
+
+// TestWireThroughput forwards a backlog of single-message entries and
+// reports the rate (one process, both clusters on this machine).
+func TestWireThroughput(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "rate")
+	CreatePartitioned(t, topic, 0, "east", "west")
+	east := Client(t, "east")
+	weast, wwest := wireClient(t, "east"), wireClient(t, "west")
+	ctx := context.Background()
+	cons, err := wire.Subscribe(ctx, weast, wire.ConsumerOptions{
+		Topic: topic, Subscription: "geo-sidecar.repl.west", Name: "wire-rate", InitialPosition: wire.Earliest, Permits: 2000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	const n = 20000
+	p, err := east.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, MaxPendingMessages: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 1024)
+	for i := range n {
+		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload, Key: fmt.Sprint(i)}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err := p.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	prod, err := wire.CreateProducer(ctx, wwest, wire.ProducerOptions{Topic: topic, Name: "geo-sidecar.east.rate", MaxPending: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	entries, spent := wireForward(t, cons, prod, n, 0)
+	t.Logf("forwarded %d entries of 1 KiB east->west in %s: %.0f entries/s, %.1f µs per entry",
+		entries, spent, float64(entries)/spent.Seconds(), float64(spent.Microseconds())/float64(entries))
+	stats, err := Admin(t, "west").Topics().GetStats(*mustTopicName(t, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.MsgCounterIn != n {
+		t.Errorf("west topic counted %d messages in, want %d", stats.MsgCounterIn, n)
+	}
+}
+
+func wireReceive(t *testing.T, c pulsar.Consumer, n int) []pulsar.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []pulsar.Message
+	for len(out) < n {
+		m, err := c.Receive(ctx)
+		if err != nil {
+			t.Fatalf("reference consumer after %d of %d: %v", len(out), n, err)
+		}
+		c.Ack(m)
+		out = append(out, m)
+	}
+	return out
+}
+
+func msgLedger(id pulsar.MessageID) int64 { return id.LedgerID() }
+func msgEntry(id pulsar.MessageID) int64  { return id.EntryID() }
