@@ -151,9 +151,9 @@ func TestKillNineUnderLoad(t *testing.T) {
 
 			got := drain(t, west, topic, "check", n, 90*time.Second, 3*time.Second)
 			missing, dups := tally(got, "m", n)
-			t.Logf("kill -9 under load, dedup=%v: %d messages (%.0f replicated before the kill), %d missing, %d duplicates; after restart %.0f skipped as already on the target, %.0f suppressed by the target's deduplication",
+			t.Logf("kill -9 under load, dedup=%v: %d messages (%.0f replicated before the kill), %d missing, %d duplicates; after restart %.0f skipped as already on the target, %.0f unproven duplicate receipts",
 				dedup, n, before, missing, dups, s.Metric("geo_sidecar_skipped_messages_total", `reason="already-copied"`),
-				s.Metric("geo_sidecar_duplicates_suppressed_total"))
+				s.Metric("geo_sidecar_duplicates_unproven_total"))
 			if missing > 0 {
 				t.Fatalf("%d messages lost", missing)
 			}

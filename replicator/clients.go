@@ -3,6 +3,7 @@ package replicator
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,10 @@ type Conn struct {
 	Name   string
 	Client pulsar.Client
 	Admin  pulsaradmin.Client
+	// entries reads single entries through the admin API, authenticated
+	// like Admin (the same transport: current token, TLS, refusals
+	// reported).
+	entries *entryReader
 }
 
 // Dial builds the clients for c. Neither keeps a copy of the token: both
@@ -72,7 +77,8 @@ func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
 		client.Close()
 		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
 	}
-	return &Conn{Name: c.Name, Client: client, Admin: admin}, nil
+	entries := &entryReader{base: strings.TrimRight(c.AdminURL, "/"), client: &http.Client{Transport: rt, Timeout: 30 * time.Second}}
+	return &Conn{Name: c.Name, Client: client, Admin: admin, entries: entries}, nil
 }
 
 // Close releases the clients.
@@ -219,36 +225,18 @@ func (s *flushWhenDry) Receive(ctx context.Context) (pulsar.Message, error) {
 	return s.Consumer.Receive(ctx)
 }
 
-// lookBack bounds how many entries lastCopied reads back from the end of
-// the remote partition, past entries written by others (active-active).
-const lookBack = 20
+// lookBack is how many entries beyond the in-flight window copiedSince
+// reads back from the end of the remote partition, for entries written by
+// others (active-active) between the copies.
+const lookBack = 100
 
-func (e *pulsarEndpoints) lastCopied(ctx context.Context) (position, bool, error) {
+func (e *pulsarEndpoints) copiedSince(ctx context.Context, from position) (copySet, error) {
 	tn, err := utils.GetTopicName(e.topic)
 	if err != nil {
-		return position{}, false, err
+		return copySet{}, err
 	}
-	last, err := e.remote.Admin.Topics().GetLastMessageIDWithContext(ctx, *tn)
-	if err != nil {
-		return position{}, false, fmt.Errorf("last message id: %w", err)
-	}
-	for entry := last.EntryID; last.LedgerID >= 0 && entry >= 0 && entry > last.EntryID-lookBack; entry-- {
-		msgs, err := e.remote.Admin.Subscriptions().GetMessagesByIDWithContext(ctx, *tn, last.LedgerID, entry)
-		if err != nil || len(msgs) == 0 {
-			return position{}, false, nil
-		}
-		// The admin client gives every message of a batch the same
-		// (merged) property map; our copies all carry PropOriginID, so the
-		// merged value is the last message's.
-		props := msgs[len(msgs)-1].Properties
-		if props[PropOriginCluster] != e.local.Name {
-			continue
-		}
-		if p, ok := parsePosition(props[PropOriginID]); ok {
-			return p, true, nil
-		}
-	}
-	return position{}, false, nil
+	return scanCopies(ctx, adminEntries{admin: e.remote.Admin, reader: e.remote.entries, topic: tn},
+		e.producerName, e.local.Name, from, e.maxPending+lookBack)
 }
 
 // Batching towards the remote: the source's batches were unpacked by the

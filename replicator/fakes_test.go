@@ -29,6 +29,15 @@ var (
 type outcome struct {
 	dup bool  // the remote's deduplication dropped it: receipt id -1:-1
 	err error // the send failed
+	// stored, with dup, puts the message on the remote all the same: the
+	// duplicate of a copy an earlier attempt stored.
+	stored bool
+}
+
+// refused reports whether the outcome is one the partition skips for good
+// (the message can never be copied).
+func (o outcome) refused() bool {
+	return errors.Is(o.err, pulsar.ErrMessageTooLarge) || errors.Is(o.err, pulsar.ErrInvalidMessage)
 }
 
 // sendRec is one SendAsync call as the remote saw it.
@@ -36,6 +45,7 @@ type sendRec struct {
 	name        string // "m<entry>" of the source message
 	target      int    // index of the producer in fakeWorld.targets
 	outstanding int    // sends of that producer not yet called back
+	seq         int64  // the sequence id the producer gave it
 	pm          *pulsar.ProducerMessage
 }
 
@@ -62,7 +72,8 @@ type fakeWorld struct {
 	ackLog     []string        // names in acknowledgement order
 	answered   map[string]bool // by name: the latest send's callback ran
 	sends      []sendRec
-	attempts   map[string]int // by name
+	attempts   map[string]int  // by name
+	refused    map[string]bool // by name: a send the remote refuses for good
 	violations []string
 
 	sources       []*fakeSource
@@ -86,20 +97,29 @@ type fakeWorld struct {
 	// with a successful outcome is persisted when it is sent, whether or
 	// not its callback ever reports it (the receipt may be lost).
 	remote []string
-	// lastCopiedFunc, when set, replaces the answer lastCopied derives
-	// from remote.
-	lastCopiedFunc  func() (position, bool, error)
-	lastCopiedCalls int
+	// dedup switches on the remote broker's deduplication: like Pulsar's,
+	// it records the highest sequence id persisted for the producer name
+	// (dedupLast), tells each new producer that id (which starts counting
+	// after it, as pulsar-client-go does), and answers any send at or
+	// below it as a duplicate without persisting it.
+	dedup     bool
+	dedupLast int64
+	// copiedFunc, when set, replaces the answer copiedSince derives from
+	// remote.
+	copiedFunc  func(from position) (copySet, error)
+	copiedCalls int
 }
 
 func newFakeWorld() *fakeWorld {
 	return &fakeWorld{
-		names:    map[string]string{},
-		changed:  make(chan struct{}),
-		acked:    map[string]bool{},
-		answered: map[string]bool{},
-		attempts: map[string]int{},
-		holds:    map[string]*gate{},
+		names:     map[string]string{},
+		changed:   make(chan struct{}),
+		acked:     map[string]bool{},
+		answered:  map[string]bool{},
+		attempts:  map[string]int{},
+		refused:   map[string]bool{},
+		holds:     map[string]*gate{},
+		dedupLast: -1,
 	}
 }
 
@@ -133,7 +153,14 @@ func (w *fakeWorld) publish(ms ...*fakeMsg) {
 		if m.publishTime.IsZero() {
 			m.publishTime = time.Now()
 		}
-		w.names[formatID(m.id)] = fmt.Sprintf("m%d", m.id.EntryID())
+		name := fmt.Sprintf("m%d", m.id.EntryID())
+		if l := m.id.LedgerID(); l != 10 {
+			name = fmt.Sprintf("L%d:%s", l, name)
+		}
+		if m.id.BatchIdx() >= 0 {
+			name = fmt.Sprintf("%s.%d", name, m.id.BatchIdx())
+		}
+		w.names[formatID(m.id)] = name
 		w.msgs = append(w.msgs, m)
 	}
 	w.signalLocked()
@@ -238,7 +265,9 @@ func (w *fakeWorld) checkClosed(t *testing.T) {
 
 // checkInvariants fails t on any violation the fakes recorded: an ack
 // before the remote answered, an ack repeated or on a closed cursor, a send
-// on a closed producer, sequence ids that do not grow within a producer.
+// on a closed producer, a sequence id set by the sidecar instead of the
+// producer, an acknowledged message that should have been copied and is
+// not on the remote.
 func (w *fakeWorld) checkInvariants(t *testing.T) {
 	t.Helper()
 	w.mu.Lock()
@@ -246,17 +275,18 @@ func (w *fakeWorld) checkInvariants(t *testing.T) {
 	for _, v := range w.violations {
 		t.Error(v)
 	}
-	last := map[int]int64{}
+	onRemote := map[string]bool{}
+	for _, n := range w.remote {
+		onRemote[n] = true
+	}
 	for _, s := range w.sends {
-		if s.pm.SequenceID == nil {
-			t.Errorf("send of %s has no sequence id", s.name)
-			continue
+		if s.pm.SequenceID != nil {
+			t.Errorf("send of %s sets sequence id %d: ids are the producer's (it starts after the broker's record)",
+				s.name, *s.pm.SequenceID)
 		}
-		if prev, ok := last[s.target]; ok && *s.pm.SequenceID <= prev {
-			t.Errorf("producer %d: sequence id of %s is %d, not above the previous %d",
-				s.target, s.name, *s.pm.SequenceID, prev)
+		if w.acked[s.name] && !onRemote[s.name] && !w.refused[s.name] {
+			t.Errorf("%s acknowledged but not on the remote: lost", s.name)
 		}
-		last[s.target] = *s.pm.SequenceID
 		if got := s.pm.Properties[PropOriginCluster]; got != "east" {
 			t.Errorf("send of %s: origin cluster %q, want %q", s.name, got, "east")
 		}
@@ -285,33 +315,41 @@ func (w *fakeWorld) openSource(ctx context.Context, onActive func(bool)) (source
 	return s, nil
 }
 
-// lastCopied answers like the real one: the origin position of the
-// newest copy on the remote.
-func (w *fakeWorld) lastCopied(context.Context) (position, bool, error) {
+// copiedSince answers like the real one given an unbounded look back: the
+// origin positions, from from on, of every copy on the remote.
+func (w *fakeWorld) copiedSince(_ context.Context, from position) (copySet, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.lastCopiedCalls++
-	if w.lastCopiedFunc != nil {
-		return w.lastCopiedFunc()
+	w.copiedCalls++
+	if w.copiedFunc != nil {
+		return w.copiedFunc(from)
 	}
-	if len(w.remote) == 0 {
-		return position{}, false, nil
-	}
-	last := w.remote[len(w.remote)-1]
+	byName := map[string]position{}
 	for _, m := range w.msgs {
-		if w.names[formatID(m.id)] == last {
-			return positionOf(m.id), true, nil
+		byName[w.names[formatID(m.id)]] = positionOf(m.id)
+	}
+	set := copySet{}
+	for _, n := range w.remote {
+		p, ok := byName[n]
+		if !ok {
+			panic("remote holds an unknown message " + n)
+		}
+		if !from.after(p) {
+			set[p] = struct{}{}
 		}
 	}
-	panic("remote holds an unknown message " + last)
+	return set, nil
 }
 
 // preload puts copies of the named messages on the remote, as a previous
-// run would have.
+// run would have (one sequence id each, when the remote deduplicates).
 func (w *fakeWorld) preload(names ...string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.remote = append(w.remote, names...)
+	if w.dedup {
+		w.dedupLast += int64(len(names))
+	}
 }
 
 func (w *fakeWorld) remoteHas() []string {
@@ -329,6 +367,7 @@ func (w *fakeWorld) openTarget(context.Context) (target, error) {
 	}
 	t := &fakeTarget{
 		w: w, idx: len(w.targets),
+		nextSeq:  w.dedupLast + 1,
 		queue:    make(chan *pendingSend, 4096),
 		quit:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -439,6 +478,7 @@ type fakeTarget struct {
 	closeOnce sync.Once
 
 	// guarded by w.mu
+	nextSeq         int64 // the id the next send gets
 	sent, delivered int
 	progress        chan struct{} // closed and replaced after each callback
 	closed          bool
@@ -473,9 +513,26 @@ func (t *fakeTarget) SendAsync(_ context.Context, pm *pulsar.ProducerMessage,
 	if w.outcome != nil {
 		out = w.outcome(name, attempt)
 	}
-	w.sends = append(w.sends, sendRec{name: name, target: t.idx, outstanding: t.sent - t.delivered, pm: pm})
+	seq := t.nextSeq
+	t.nextSeq++
+	if pm.SequenceID != nil {
+		seq = *pm.SequenceID
+	}
+	if w.dedup && seq <= w.dedupLast {
+		out.dup = true
+	}
+	w.sends = append(w.sends, sendRec{name: name, target: t.idx, outstanding: t.sent - t.delivered, seq: seq, pm: pm})
+	if out.dup && out.stored {
+		w.remote = append(w.remote, name)
+	}
 	if out.err == nil && !out.dup {
 		w.remote = append(w.remote, name)
+		if w.dedup {
+			w.dedupLast = seq
+		}
+	}
+	if out.refused() {
+		w.refused[name] = true
 	}
 	w.answered[name] = false
 	t.sent++

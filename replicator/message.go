@@ -106,9 +106,9 @@ func listHas(list, name string) bool {
 
 // copyOf builds the message to send to the remote: payload (empty stays
 // empty, null stays null), key, ordering key, properties and event
-// time, plus the origin properties. seq, when non-nil, is the explicit
-// sequence id that lets the remote broker's deduplication drop resends.
-func copyOf(msg pulsar.Message, origin string, seq *int64) *pulsar.ProducerMessage {
+// time, plus the origin properties. The sequence id is left to the
+// producer (see partition.session).
+func copyOf(msg pulsar.Message, origin string) *pulsar.ProducerMessage {
 	props := make(map[string]string, len(msg.Properties())+3)
 	for k, v := range msg.Properties() {
 		props[k] = v
@@ -127,7 +127,6 @@ func copyOf(msg pulsar.Message, origin string, seq *int64) *pulsar.ProducerMessa
 		Key:         msg.Key(),
 		OrderingKey: msg.OrderingKey(),
 		Properties:  props,
-		SequenceID:  seq,
 	}
 	// pulsar-client-go reads an unset event time back as Unix 0.
 	if et := msg.EventTime(); !et.IsZero() && et.UnixMilli() != 0 {
@@ -146,35 +145,4 @@ func formatID(id pulsar.MessageID) string {
 	b = append(b, ':')
 	b = strconv.AppendInt(b, int64(id.BatchIdx()), 10)
 	return string(b)
-}
-
-// Bit widths of the sequence id derived from a source position. Ledger ids
-// grow across a topic's life, entry ids restart in every ledger (Pulsar
-// rolls ledgers at 50,000 entries by default), batch indexes restart in
-// every entry. 36+17+10 = 63 bits keeps the id positive.
-const (
-	seqEntryBits = 17
-	seqBatchBits = 10
-	seqLedgerMax = 1<<(63-seqEntryBits-seqBatchBits) - 1
-)
-
-// sequenceID maps a source position to a sequence id that grows with the
-// position, so that a resend after a crash carries the same id as the first
-// send and the remote broker's deduplication can drop it. prev is the id
-// given to the previous message of this partition (-1 if none): should a
-// position not fit the bit widths, the id still grows, and ok is false (the
-// resend of such a message may be duplicated, never lost).
-func sequenceID(id pulsar.MessageID, prev int64) (seq int64, ok bool) {
-	l, e, b := id.LedgerID(), id.EntryID(), int64(id.BatchIdx())
-	if b < 0 {
-		b = 0
-	}
-	ok = l >= 0 && l <= seqLedgerMax && e >= 0 && e < 1<<seqEntryBits && b < 1<<seqBatchBits
-	if ok {
-		seq = l<<(seqEntryBits+seqBatchBits) | e<<seqBatchBits | b
-	}
-	if seq <= prev {
-		return prev + 1, false
-	}
-	return seq, ok
 }

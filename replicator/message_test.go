@@ -211,20 +211,10 @@ func TestCopyOf(t *testing.T) {
 				}
 			},
 		},
-		{
-			name: "sequence id passed through",
-			msg:  msgAt(1, 1, -1, "x"),
-			check: func(t *testing.T, pm *pulsar.ProducerMessage) {
-				if pm.SequenceID == nil || *pm.SequenceID != 42 {
-					t.Errorf("sequence id = %v, want 42", pm.SequenceID)
-				}
-			},
-		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			seq := int64(42)
-			pm := copyOf(tt.msg, "east", &seq)
+			pm := copyOf(tt.msg, "east")
 			tt.check(t, pm)
 			if pm.Properties[PropOriginCluster] != "east" {
 				t.Errorf("origin cluster = %q, want %q", pm.Properties[PropOriginCluster], "east")
@@ -239,7 +229,7 @@ func TestCopyOfProperties(t *testing.T) {
 	m := msgAt(3, 4, -1, "x")
 	m.props = src
 
-	pm := copyOf(m, "east", nil)
+	pm := copyOf(m, "east")
 
 	for k, v := range orig {
 		if pm.Properties[k] != v {
@@ -258,101 +248,6 @@ func TestCopyOfProperties(t *testing.T) {
 	}
 	if pm.SequenceID != nil {
 		t.Errorf("sequence id = %v, want nil", *pm.SequenceID)
-	}
-}
-
-func TestSequenceIDIncreasing(t *testing.T) {
-	// Positions in read order: entries of one ledger, batch indexes of a
-	// batched entry, then the next ledgers, up to the widest that fits.
-	positions := []struct {
-		ledger, entry int64
-		batch         int32
-	}{
-		{0, 0, -1},
-		{0, 1, -1},
-		{1, 0, -1},
-		{1, 1, 0},
-		{1, 1, 1},
-		{1, 1, 1023},
-		{1, 2, -1},
-		{1, 1<<17 - 1, -1},
-		{2, 0, 0},
-		{50_000, 49_999, 999},
-		{seqLedgerMax, 0, -1},
-		{seqLedgerMax, 1<<17 - 1, 1023},
-	}
-	prev := int64(-1)
-	for _, p := range positions {
-		id := pulsar.NewMessageID(p.ledger, p.entry, p.batch, 0)
-		seq, ok := sequenceID(id, prev)
-		if !ok {
-			t.Fatalf("sequenceID(%s, %d): ok = false, want true", formatID(id), prev)
-		}
-		if seq <= prev {
-			t.Fatalf("sequenceID(%s, %d) = %d, not above the previous id", formatID(id), prev, seq)
-		}
-		// A resend after a restart (prev unknown) gets the same id.
-		if again, ok := sequenceID(id, -1); again != seq || !ok {
-			t.Fatalf("sequenceID(%s, -1) = %d, %v; want %d, true (the id must depend only on the position)",
-				formatID(id), again, ok, seq)
-		}
-		prev = seq
-	}
-	if prev < 0 {
-		t.Fatalf("largest id %d is negative", prev)
-	}
-}
-
-func TestSequenceIDOutOfRange(t *testing.T) {
-	const prev = int64(1000) << (seqEntryBits + seqBatchBits) // id of (1000, 0, 0)
-	tests := []struct {
-		name          string
-		ledger, entry int64
-		batch         int32
-		prev          int64
-		wantSeq       int64
-		wantOK        bool
-	}{
-		{name: "ledger too wide", ledger: seqLedgerMax + 1, prev: prev, wantSeq: prev + 1},
-		{name: "ledger negative", ledger: -1, prev: prev, wantSeq: prev + 1},
-		{name: "entry too wide", ledger: 2000, entry: 1 << seqEntryBits, prev: prev, wantSeq: prev + 1},
-		{name: "entry negative", ledger: 2000, entry: -1, prev: prev, wantSeq: prev + 1},
-		{name: "batch too wide", ledger: 2000, batch: 1 << seqBatchBits, prev: prev, wantSeq: prev + 1},
-		{name: "backwards ledger", ledger: 999, entry: 5, prev: prev, wantSeq: prev + 1},
-		{name: "same position again", ledger: 1000, prev: prev, wantSeq: prev + 1},
-		{name: "too wide with no previous id", ledger: seqLedgerMax + 1, prev: -1, wantSeq: 0},
-		{name: "next position fits", ledger: 1000, batch: 1, prev: prev, wantSeq: prev + 1, wantOK: true},
-		{name: "non-batched maps to batch 0", ledger: 1000, entry: 1, batch: -1, prev: prev,
-			wantSeq: prev + 1<<seqBatchBits, wantOK: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			seq, ok := sequenceID(pulsar.NewMessageID(tt.ledger, tt.entry, tt.batch, 0), tt.prev)
-			if seq != tt.wantSeq || ok != tt.wantOK {
-				t.Errorf("sequenceID(%d:%d:%d, %d) = %d, %v; want %d, %v",
-					tt.ledger, tt.entry, tt.batch, tt.prev, seq, ok, tt.wantSeq, tt.wantOK)
-			}
-		})
-	}
-}
-
-func TestSequenceIDKeepsGrowingPastOverflow(t *testing.T) {
-	// An out-of-range position in the middle of a run: ids still grow, and
-	// the next in-range position resumes from its own id.
-	ids := []pulsar.MessageID{
-		pulsar.NewMessageID(5, 1, -1, 0),
-		pulsar.NewMessageID(5, 1<<seqEntryBits, -1, 0), // too wide
-		pulsar.NewMessageID(5, 1<<seqEntryBits+1, -1, 0),
-		pulsar.NewMessageID(6, 0, -1, 0),
-	}
-	wantOK := []bool{true, false, false, true}
-	prev := int64(-1)
-	for i, id := range ids {
-		seq, ok := sequenceID(id, prev)
-		if seq <= prev || ok != wantOK[i] {
-			t.Fatalf("sequenceID(%s, %d) = %d, %v; want > %d, %v", formatID(id), prev, seq, ok, prev, wantOK[i])
-		}
-		prev = seq
 	}
 }
 
@@ -403,7 +298,7 @@ func TestPositionRoundTrip(t *testing.T) {
 	for _, id := range []pulsar.MessageID{
 		pulsar.NewMessageID(12, 34, 5, 0),
 		pulsar.NewMessageID(12, 34, -1, 3),
-		pulsar.NewMessageID(seqLedgerMax+1, 1<<40, 1<<20, 0),
+		pulsar.NewMessageID(1<<40, 1<<40, 1<<20, 0),
 	} {
 		p, ok := parsePosition(formatID(id))
 		if !ok || p != positionOf(id) {

@@ -13,18 +13,18 @@ import (
 // never a message id), subscription a tracked subscription, reason a fixed
 // word.
 type Metrics struct {
-	Messages       *prometheus.CounterVec
-	Bytes          *prometheus.CounterVec
-	Latency        *prometheus.HistogramVec
-	SendErrors     *prometheus.CounterVec
-	Skipped        *prometheus.CounterVec
-	DupsSuppressed *prometheus.CounterVec
-	Backlog        *prometheus.GaugeVec
-	OldestAge      *prometheus.GaugeVec
-	Connected      *prometheus.GaugeVec
-	Partitions     *prometheus.GaugeVec
-	Topics         *prometheus.GaugeVec
-	TopicsRefused  *prometheus.GaugeVec
+	Messages      *prometheus.CounterVec
+	Bytes         *prometheus.CounterVec
+	Latency       *prometheus.HistogramVec
+	SendErrors    *prometheus.CounterVec
+	Skipped       *prometheus.CounterVec
+	DupsUnproven  *prometheus.CounterVec
+	Backlog       *prometheus.GaugeVec
+	OldestAge     *prometheus.GaugeVec
+	Connected     *prometheus.GaugeVec
+	Partitions    *prometheus.GaugeVec
+	Topics        *prometheus.GaugeVec
+	TopicsRefused *prometheus.GaugeVec
 
 	// Replicated subscriptions.
 	MarkersInvalid         *prometheus.CounterVec
@@ -63,8 +63,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 			Name: "skipped_messages_total", Help: "Messages acknowledged without copying, by reason."},
 			[]string{"source", "target", "reason"}),
-		DupsSuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
-			Name: "duplicates_suppressed_total", Help: "Resends the target's deduplication recognised and dropped."}, pair),
+		DupsUnproven: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+			Name: "duplicates_unproven_total", Help: "Sends the target answered as duplicates. Not acknowledged on that word: the partition re-reads the target, skips what it finds there and sends the rest again."}, pair),
 		Backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 			Name: "backlog_messages", Help: "Messages on the source cursor not yet replicated."}, topic),
 		OldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
@@ -106,7 +106,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.SubscriptionLagSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 		Name: "subscription_lag_seconds", Help: "Age of the snapshot behind the remote copy of a subscription, while it trails the local one; the oldest over the topic's partitions."}, sub)
 	if reg != nil {
-		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsSuppressed,
+		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsUnproven,
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
 			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds)

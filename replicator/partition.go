@@ -35,11 +35,12 @@ type target interface {
 type endpoints interface {
 	openSource(ctx context.Context, onActive func(active bool)) (source, error)
 	openTarget(ctx context.Context) (target, error)
-	// lastCopied returns the origin position of the newest message this
-	// pair has written to the remote partition, if it can be found. It is
-	// called with the producer open, so no other writer of the pair can
-	// add to it meanwhile.
-	lastCopied(ctx context.Context) (position, bool, error)
+	// copiedSince returns the origin positions, from from on, of the
+	// copies this pair's producer wrote to the remote partition that it
+	// could read back (tail.go). It is called with the producer open, so
+	// no other writer of the pair can add to them meanwhile. The set is
+	// proof even with an error: it holds only what was read.
+	copiedSince(ctx context.Context, from position) (copySet, error)
 }
 
 // partition replicates one local topic partition to one remote: the unit of
@@ -106,16 +107,20 @@ func (p *partition) Run(ctx context.Context) error {
 // the producer; Run starts the next one at once.
 var errStandby = errors.New("cursor became a standby")
 
+// errUnprovenDuplicate ends a session whose remote answered a send as a
+// duplicate. The answer means the broker recorded a sequence id at or
+// above the message's for this producer name, which a later message can
+// have set; so the message is not acknowledged on its word. The next
+// session reads the remote back and acknowledges the message only if it
+// finds the copy there (copiedSince), and sends it again otherwise.
+var errUnprovenDuplicate = errors.New("the remote answered a send as a duplicate; re-reading the remote before going on")
+
 // inflight is one message sent and not yet confirmed.
 type inflight struct {
 	msg  pulsar.Message
 	size int
 	id   pulsar.MessageID
 	err  error
-	// synced, when set, receives whether the remote stored the message as
-	// new (not a duplicate, not refused); the sender waits on it while
-	// resynchronising.
-	synced chan bool
 }
 
 // session runs one cursor + producer lifetime. It returns whether anything
@@ -124,12 +129,18 @@ type inflight struct {
 // Rules it keeps (see shared/notes/protocol.md, data path):
 //   - the cursor is acknowledged only after the remote confirmed, in order;
 //   - after the first failed send nothing later is acknowledged, and the
-//     session ends: the next session resumes from the cursor, so the remote
-//     never sees a gap or a reordering;
-//   - right after the producer opens, messages go one at a time until the
-//     remote confirms one that is not a duplicate. A resend after a crash
-//     then never shares a batch with new messages, which broker
-//     deduplication would drop whole (pulsar-client-go #1395).
+//     session ends: the next session resumes from the cursor;
+//   - a message is skipped as already copied only when its copy was read
+//     back from the remote partition (copiedSince), never because a later
+//     copy is there or because the remote answered "duplicate";
+//   - sequence ids are the producer's own: pulsar-client-go starts each
+//     new producer at the broker's last recorded id for the producer name
+//     plus one and counts up, so with deduplication on the remote a new
+//     session's messages are never taken for duplicates, whatever their
+//     positions at the origin. (Ids derived from the origin position
+//     cannot do that: no 63-bit packing fits every ledger, entry and batch
+//     index, and a fallback count restarted below the broker's record and
+//     dropped every message of a new session past entry 131,071.)
 func (p *partition) session(ctx context.Context) (bool, error) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -186,10 +197,7 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 		}
 	}
 
-	synced := false
-	prevSeq := int64(-1)
-	var copied position // everything up to here is already on the remote
-	var found bool
+	var copied copySet // copies read back from the remote when the producer opened
 	for {
 		msg, err := src.Receive(sctx)
 		if err != nil {
@@ -205,7 +213,6 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 			// its own under the same name. The broker redelivers what this
 			// consumer got to the active one.
 			closeTarget(true)
-			synced = false
 			continue
 		}
 		reason := decide(msg, p.remote)
@@ -244,13 +251,14 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 				cancel(errStandby)
 				break
 			}
-			if copied, found, err = p.ends.lastCopied(sctx); err != nil {
-				p.log.Warn("cannot read the remote's last copied message; resends after a crash may be duplicated", zap.Error(err))
+			if copied, err = p.ends.copiedSince(sctx, positionOf(msg.ID())); err != nil {
+				p.log.Warn("cannot read back every copy on the remote; messages it may hold are sent again (duplicates, not loss)", zap.Error(err))
 			}
 		}
-		if found && !positionOf(msg.ID()).after(copied) {
-			// Already on the remote: the previous run confirmed it but
-			// crashed before the cursor acknowledged it.
+		if pos := positionOf(msg.ID()); copied.has(pos) {
+			// Already on the remote: an earlier session's copy, confirmed
+			// but not acknowledged before it ended.
+			delete(copied, pos)
 			p.m.Skipped.WithLabelValues(p.local, p.remote, skipAlreadyCopied).Inc()
 			_ = src.AckID(msg.ID())
 			continue
@@ -258,13 +266,8 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 		if p.msgRate.wait(sctx, 1) != nil || p.byteRate.wait(sctx, float64(len(msg.Payload()))) != nil {
 			break
 		}
-		seq, _ := sequenceID(msg.ID(), prevSeq)
-		prevSeq = seq
-		pm := copyOf(msg, p.local, &seq)
+		pm := copyOf(msg, p.local)
 		f := &inflight{msg: msg, size: len(msg.Payload())}
-		if !synced {
-			f.synced = make(chan bool, 1)
-		}
 		select {
 		case slots <- struct{}{}:
 		case <-sctx.Done():
@@ -276,13 +279,6 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 			f.id, f.err = id, err
 			results <- f
 		})
-		if !synced {
-			_ = dst.Flush()
-			select {
-			case synced = <-f.synced:
-			case <-sctx.Done():
-			}
-		}
 	}
 
 	// Drain in-flight sends only on a clean stop; after a failure the
@@ -309,7 +305,6 @@ func (p *partition) acker(src source, results <-chan *inflight, slots <-chan str
 	latency := p.m.Latency.WithLabelValues(p.local, p.remote)
 	handle := func(f *inflight) {
 		<-slots
-		stored := false
 		switch {
 		case failed:
 		case f.err != nil && (errors.Is(f.err, pulsar.ErrMessageTooLarge) || errors.Is(f.err, pulsar.ErrInvalidMessage)):
@@ -327,21 +322,17 @@ func (p *partition) acker(src source, results <-chan *inflight, slots <-chan str
 			failed = true
 			p.m.SendErrors.WithLabelValues(p.local, p.remote).Inc()
 			fail(fmt.Errorf("send: %w", f.err))
+		case f.id != nil && f.id.LedgerID() < 0:
+			// A duplicate receipt: not proof (errUnprovenDuplicate).
+			failed = true
+			p.m.DupsUnproven.WithLabelValues(p.local, p.remote).Inc()
+			fail(errUnprovenDuplicate)
 		default:
-			dup := f.id != nil && f.id.LedgerID() < 0
-			stored = !dup
-			if dup {
-				p.m.DupsSuppressed.WithLabelValues(p.local, p.remote).Inc()
-			} else {
-				copied.Inc()
-				bytes.Add(float64(f.size))
-				latency.Observe(time.Since(f.msg.PublishTime()).Seconds())
-			}
+			copied.Inc()
+			bytes.Add(float64(f.size))
+			latency.Observe(time.Since(f.msg.PublishTime()).Seconds())
 			_ = src.AckID(f.msg.ID())
 			progress.Store(true)
-		}
-		if f.synced != nil {
-			f.synced <- stored
 		}
 	}
 	for {
