@@ -345,34 +345,44 @@ func (l zapLogger) WithError(err error) pulsarlog.Entry {
 	l.s = l.s.With(zap.Error(err))
 	return l
 }
-func (l zapLogger) Debug(args ...any)     {}
-func (l zapLogger) Info(args ...any)      { l.note(args); l.s.Debug(args...) }
-func (l zapLogger) Warn(args ...any)      { l.note(args); l.s.Info(args...) }
-func (l zapLogger) Error(args ...any)     { l.note(args); l.s.Warn(args...) }
-func (l zapLogger) Debugf(string, ...any) {}
-func (l zapLogger) Infof(format string, args ...any) {
-	l.notef(format, args)
-	l.s.Debugf(format, args...)
+func (l zapLogger) Debug(args ...any) {}
+func (l zapLogger) Info(args ...any) {
+	msg := fmt.Sprint(args...)
+	l.s.Debug(msg)
+	l.note(msg)
 }
+func (l zapLogger) Warn(args ...any) {
+	if msg := fmt.Sprint(args...); !l.note(msg) {
+		l.s.Info(msg)
+	}
+}
+func (l zapLogger) Error(args ...any) {
+	if msg := fmt.Sprint(args...); !l.note(msg) {
+		l.s.Warn(msg)
+	}
+}
+func (l zapLogger) Debugf(string, ...any)            {}
+func (l zapLogger) Infof(format string, args ...any) { l.s.Debugf(format, args...) }
 func (l zapLogger) Warnf(format string, args ...any) {
-	l.notef(format, args)
-	l.s.Infof(format, args...)
+	if msg := fmt.Sprintf(format, args...); !l.note(msg) {
+		l.s.Info(msg)
+	}
 }
 func (l zapLogger) Errorf(format string, args ...any) {
-	l.notef(format, args)
-	l.s.Warnf(format, args...)
-}
-
-func (l zapLogger) note(args []any) {
-	if l.w != nil {
-		l.w.clientEvent(fmt.Sprint(args...), l.err, l.topic)
+	if msg := fmt.Sprintf(format, args...); !l.note(msg) {
+		l.s.Warn(msg)
 	}
 }
 
-func (l zapLogger) notef(format string, args []any) {
-	if l.w != nil && l.err != nil {
-		l.w.clientEvent(format, l.err, l.topic)
+// note gives msg to the cluster's authWatch. It reports whether msg was a
+// refusal that the security logger reports (once), in which case the
+// client's own line, repeated at every retry, goes to Debug instead.
+func (l zapLogger) note(msg string) bool {
+	if l.w == nil || !l.w.clientEvent(msg, l.err, l.topic) {
+		return false
 	}
+	l.s.Debug(msg)
+	return true
 }
 
 // dropField reports whether a field of the client's logs may carry message

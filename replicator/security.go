@@ -475,35 +475,40 @@ func newAdminBase(a config.Auth) (http.RoundTripper, error) {
 	return t, nil
 }
 
-// clientEvent classifies what pulsar-client-go logs about a producer or
-// consumer: a refusal of the given kind, or a success.
-func (w *authWatch) clientEvent(msg string, err error, topic string) {
+// clientEvent classifies what pulsar-client-go logs about a producer,
+// consumer or connection: a success ends refusals, a refusal is reported
+// once. It reports whether msg was a refusal.
+func (w *authWatch) clientEvent(msg string, err error, topic string) bool {
 	switch msg {
 	case "Created producer":
 		w.authAccepted()
 		w.grant("create producer", topic)
-		return
+		return false
 	case "Created consumer", "Connected consumer", "Reconnected consumer to broker":
 		w.authAccepted()
 		w.grant("subscribe", topic)
-		return
+		return false
 	}
-	if err == nil {
-		return
-	}
-	if w.tlsRefused(err) != "" {
-		return
-	}
-	s := err.Error()
-	switch {
-	case strings.Contains(s, "AuthenticationError"):
-		w.authRefused(s)
-	case strings.Contains(s, "AuthorizationError"):
-		switch {
-		case strings.Contains(msg, "producer"):
-			w.deny(denial{permission: PermissionProduce, operation: "create producer", resource: topic})
-		case strings.Contains(msg, "consumer"):
-			w.deny(denial{permission: PermissionConsume, operation: "subscribe", resource: topic})
+	s := msg
+	if err != nil {
+		if w.tlsRefused(err) != "" {
+			return true
 		}
+		s += ": " + err.Error()
 	}
+	switch {
+	case strings.Contains(s, "Failed to authenticate") || strings.Contains(s, "AuthenticationError"):
+		w.authRefused(s)
+		return true
+	case strings.Contains(s, "AuthorizationError") && strings.Contains(msg, "producer"):
+		w.deny(denial{permission: PermissionProduce, operation: "create producer", resource: topic})
+		return true
+	case strings.Contains(s, "AuthorizationError") && strings.Contains(msg, "consumer"):
+		w.deny(denial{permission: PermissionConsume, operation: "subscribe", resource: topic})
+		return true
+	case strings.Contains(s, "certificate"):
+		// pulsar-client-go sometimes flattens the handshake error.
+		return w.tlsRefused(errors.New(s)) != ""
+	}
+	return false
 }
