@@ -59,6 +59,7 @@ type Producer struct {
 	session  *producerSession // nil while (re)connecting
 	lastSeq  int64
 	pending  []*pendingSend
+	calling  int           // done callbacks running; Flush waits for them too
 	changed  chan struct{} // closed and replaced when pending shrinks or the producer ends
 	closed   bool
 	err      error // terminal
@@ -232,7 +233,7 @@ func (p *Producer) Send(ctx context.Context, out Outgoing, done func(Receipt, er
 func (p *Producer) Flush(ctx context.Context) error {
 	for {
 		p.mu.Lock()
-		if len(p.pending) == 0 || p.closed || p.err != nil {
+		if (len(p.pending) == 0 || p.closed || p.err != nil) && p.calling == 0 {
 			err := p.err
 			p.mu.Unlock()
 			return err
@@ -272,11 +273,29 @@ func (s *producerSession) handleReceipt(r *SendReceipt) {
 	}
 	p.pending[0] = nil
 	p.pending = p.pending[1:]
+	p.complete([]*pendingSend{head}, Receipt{SequenceID: r.SequenceID, HighestSequenceID: r.HighestSequenceID, MessageID: r.MessageID}, nil)
+}
+
+// complete runs the done callbacks of sends taken out of pending, outside
+// the lock, and then wakes Send and Flush waiters. p.mu must be held; it is
+// released. r is the receipt for a single success; failures get err.
+func (p *Producer) complete(sends []*pendingSend, r Receipt, err error) {
+	p.calling++
+	p.mu.Unlock()
+	for _, ps := range sends {
+		if ps.done == nil {
+			continue
+		}
+		if err != nil {
+			ps.done(Receipt{SequenceID: ps.out.SequenceID}, err)
+		} else {
+			ps.done(r, nil)
+		}
+	}
+	p.mu.Lock()
+	p.calling--
 	p.signal()
 	p.mu.Unlock()
-	if head.done != nil {
-		head.done(Receipt{SequenceID: r.SequenceID, HighestSequenceID: r.HighestSequenceID, MessageID: r.MessageID}, nil)
-	}
 }
 
 func (s *producerSession) handleSendError(e *SendError) {
@@ -300,14 +319,9 @@ func (s *producerSession) handleSendError(e *SendError) {
 		p.session = nil
 	}
 	if failed != nil {
-		p.signal()
-		p.mu.Unlock()
-		for _, f := range failed {
-			if f.done != nil {
-				f.done(Receipt{SequenceID: f.out.SequenceID}, err)
-			}
-		}
-		if p.err != nil {
+		terminal := p.err != nil
+		p.complete(failed, Receipt{}, err)
+		if terminal {
 			s.conn.removeProducer(s.id)
 			_ = s.conn.writeCommand(&CloseProducer{ProducerID: s.id, RequestID: s.conn.newRequestID()})
 		}
@@ -409,13 +423,7 @@ func (p *Producer) end(err error) {
 	}
 	failed := p.pending
 	p.pending = nil
-	p.signal()
-	p.mu.Unlock()
-	for _, f := range failed {
-		if f.done != nil {
-			f.done(Receipt{SequenceID: f.out.SequenceID}, err)
-		}
-	}
+	p.complete(failed, Receipt{}, err)
 }
 
 // Close closes the producer on the broker. Entries not yet confirmed fail

@@ -1,0 +1,697 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar/auth"
+)
+
+// fakeBroker is a loopback Pulsar broker just smart enough for the
+// connection, consumer and producer tests: it answers the handshake, looks
+// every topic up to itself, and hands every other command to the test's
+// handler (default replies otherwise).
+type fakeBroker struct {
+	t    *testing.T
+	ln   net.Listener
+	addr string
+
+	mu       sync.Mutex
+	conns    []*fakeConn
+	received []Command
+	// handle, when set, sees each command first; returning true means it
+	// was dealt with.
+	handle func(fc *fakeConn, cmd Command, f Frame) bool
+	// lastSeq is PRODUCER_SUCCESS's last_sequence_id.
+	lastSeq int64
+	// silent: do not answer PING (to test keep-alive).
+	silent bool
+}
+
+type fakeConn struct {
+	b       *fakeBroker
+	nc      net.Conn
+	wmu     sync.Mutex
+	connect *Connect
+}
+
+func newFakeBroker(t *testing.T) *fakeBroker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &fakeBroker{t: t, ln: ln, addr: ln.Addr().String(), lastSeq: -1}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fc := &fakeConn{b: b, nc: nc}
+			b.mu.Lock()
+			b.conns = append(b.conns, fc)
+			b.mu.Unlock()
+			go fc.serve()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		b.mu.Lock()
+		for _, c := range b.conns {
+			c.nc.Close()
+		}
+		b.mu.Unlock()
+	})
+	return b
+}
+
+func (b *fakeBroker) url() string { return "pulsar://" + b.addr }
+
+func (b *fakeBroker) set(f func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f()
+}
+
+// commands returns the commands of type typ received so far.
+func (b *fakeBroker) commands(typ CommandType) []Body {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []Body
+	for _, c := range b.received {
+		if c.Type == typ {
+			out = append(out, c.Body)
+		}
+	}
+	return out
+}
+
+// waitFor waits until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (fc *fakeConn) send(body Body) {
+	fc.wmu.Lock()
+	defer fc.wmu.Unlock()
+	fc.nc.Write(AppendFrame(nil, AppendCommand(nil, body)))
+}
+
+func (fc *fakeConn) sendPayload(body Body, md, payload []byte) {
+	fc.wmu.Lock()
+	defer fc.wmu.Unlock()
+	fc.nc.Write(AppendPayloadFrame(nil, AppendCommand(nil, body), md, payload))
+}
+
+func (fc *fakeConn) sendRaw(b []byte) {
+	fc.wmu.Lock()
+	defer fc.wmu.Unlock()
+	fc.nc.Write(b)
+}
+
+func (fc *fakeConn) serve() {
+	var buf []byte
+	for {
+		var f Frame
+		var err error
+		f, buf, err = ReadFrame(fc.nc, buf, 1<<20)
+		if err != nil {
+			return
+		}
+		cmd, err := DecodeCommand(f.Command)
+		if err != nil {
+			fc.b.t.Errorf("fake broker: %v", err)
+			return
+		}
+		b := fc.b
+		b.mu.Lock()
+		b.received = append(b.received, cmd)
+		handle, lastSeq, silent := b.handle, b.lastSeq, b.silent
+		b.mu.Unlock()
+		if cmd.Type != TypeConnect && handle != nil && handle(fc, cmd, f) {
+			continue
+		}
+		switch c := cmd.Body.(type) {
+		case *Connect:
+			fc.connect = c
+			fc.send(&Connected{ServerVersion: "fake", ProtocolVersion: ProtocolVersion, MaxMessageSize: 1 << 16})
+		case *Lookup:
+			fc.send(&LookupResponse{RequestID: c.RequestID, Kind: LookupConnect, BrokerServiceURL: b.url()})
+		case *PartitionedMetadata:
+			fc.send(&PartitionedMetadataResponse{RequestID: c.RequestID, Partitions: 3})
+		case *ProducerCommand:
+			fc.send(&ProducerSuccess{RequestID: c.RequestID, ProducerName: c.ProducerName, LastSequenceID: lastSeq})
+		case *SubscribeCommand:
+			fc.send(&Success{RequestID: c.RequestID})
+		case *CloseProducer:
+			fc.send(&Success{RequestID: c.RequestID})
+		case *CloseConsumer:
+			fc.send(&Success{RequestID: c.RequestID})
+		case *Send:
+			if !f.HasPayload || !f.Checksummed {
+				b.t.Errorf("SEND without checksummed payload")
+			}
+			fc.send(&SendReceipt{ProducerID: c.ProducerID, SequenceID: c.SequenceID, MessageID: EntryID(1, c.SequenceID)})
+		case *Ping:
+			if !silent {
+				fc.send(&Pong{})
+			}
+		}
+	}
+}
+
+func newTestClient(t *testing.T, url string, opts ConnOptions) *Client {
+	t.Helper()
+	c, err := NewClient(ClientOptions{ServiceURL: url, Conn: opts, OperationTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func testMetadata(n int32) []byte {
+	return MetadataBuilder{ProducerName: "p", SequenceID: 1, PublishTime: 2, NumMessagesInBatch: n}.Append(nil)
+}
+
+func TestHandshakeAuthAndAuthChallenge(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.url(), ConnOptions{Auth: auth.NewAuthenticationToken("tok-1")})
+	conn, err := c.Conn(context.Background(), c.serviceBroker())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	fc := b.conns[0]
+	b.mu.Unlock()
+	if fc.connect.AuthMethodName != "token" || string(fc.connect.AuthData) != "tok-1" ||
+		!fc.connect.SupportsAuthRefresh || fc.connect.ProxyToBrokerURL != "" || fc.connect.ProtocolVersion != ProtocolVersion {
+		t.Fatalf("CONNECT %+v", fc.connect)
+	}
+	if conn.MaxMessageSize() != 1<<16 || conn.ServerVersion() != "fake" {
+		t.Fatalf("max message size %d, server %q", conn.MaxMessageSize(), conn.ServerVersion())
+	}
+	fc.send(&AuthChallenge{Challenge: AuthData{MethodName: "token", Data: []byte("refresh")}})
+	waitFor(t, "AUTH_RESPONSE", func() bool { return len(b.commands(TypeAuthResponse)) == 1 })
+	r := b.commands(TypeAuthResponse)[0].(*AuthResponse)
+	if r.Response.MethodName != "token" || string(r.Response.Data) != "tok-1" {
+		t.Fatalf("AUTH_RESPONSE %+v", r)
+	}
+	// The broker's PING is answered.
+	fc.send(&Ping{})
+	waitFor(t, "PONG", func() bool { return len(b.commands(TypePong)) == 1 })
+}
+
+func TestHandshakeRejected(t *testing.T) {
+	b := newFakeBroker(t)
+	b.set(func() {
+		b.handle = nil
+	})
+	// Answer CONNECT with ERROR: replace the default by a raw listener.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer ln.Close()
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		ReadFrame(nc, nil, 1<<20)
+		nc.Write(AppendFrame(nil, AppendCommand(nil, &Error{Error: AuthenticationError, Message: "bad token"})))
+		time.Sleep(100 * time.Millisecond)
+	}()
+	_, err := Dial(context.Background(), ln.Addr().String(), ln.Addr().String(), false, ConnOptions{})
+	var be *BrokerError
+	if !errors.As(err, &be) || be.Code != AuthenticationError || be.Retryable() {
+		t.Fatalf("err %v, want a terminal AuthenticationError", err)
+	}
+}
+
+func TestKeepAliveClosesSilentConnection(t *testing.T) {
+	b := newFakeBroker(t)
+	b.set(func() { b.silent = true })
+	c := newTestClient(t, b.url(), ConnOptions{KeepAlive: 30 * time.Millisecond})
+	conn, err := c.Conn(context.Background(), c.serviceBroker())
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-conn.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("a broker that stopped answering was not detected")
+	}
+	if len(b.commands(TypePing)) == 0 {
+		t.Fatal("no PING sent")
+	}
+	// The pool dials again.
+	b.set(func() { b.silent = false })
+	conn2, err := c.Conn(context.Background(), c.serviceBroker())
+	if err != nil || conn2 == conn {
+		t.Fatalf("redial: %v (same conn %v)", err, conn2 == conn)
+	}
+}
+
+func TestLookupRedirectAndProxy(t *testing.T) {
+	proxy := newFakeBroker(t) // the service URL
+	owner := newFakeBroker(t) // the broker that owns the topic
+	proxy.set(func() {
+		proxy.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+			l, ok := cmd.Body.(*Lookup)
+			if !ok {
+				return false
+			}
+			if fc.connect.ProxyToBrokerURL == "" {
+				// Asked at the service URL: redirect to the owner.
+				fc.send(&LookupResponse{RequestID: l.RequestID, Kind: LookupRedirect, BrokerServiceURL: owner.url(), Authoritative: true})
+			} else {
+				fc.send(&LookupResponse{RequestID: l.RequestID, Kind: LookupConnect, BrokerServiceURL: owner.url(), ProxyThroughServiceURL: true})
+			}
+			return true
+		}
+	})
+	owner.set(func() {
+		owner.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+			l, ok := cmd.Body.(*Lookup)
+			if !ok {
+				return false
+			}
+			if !l.Authoritative {
+				t.Errorf("redirected lookup not authoritative")
+			}
+			fc.send(&LookupResponse{RequestID: l.RequestID, Kind: LookupConnect, BrokerServiceURL: owner.url(), ProxyThroughServiceURL: true})
+			return true
+		}
+	})
+	c := newTestClient(t, proxy.url(), ConnOptions{})
+	ctx := context.Background()
+	got, err := c.Lookup(ctx, "persistent://a/b/t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Broker{Logical: owner.addr, Physical: proxy.addr}
+	if got != want {
+		t.Fatalf("lookup %+v, want %+v", got, want)
+	}
+	// Cached: no second LOOKUP.
+	n := len(proxy.commands(TypeLookup)) + len(owner.commands(TypeLookup))
+	if _, err := c.Lookup(ctx, "persistent://a/b/t"); err != nil || len(proxy.commands(TypeLookup))+len(owner.commands(TypeLookup)) != n {
+		t.Fatalf("lookup not cached: %v", err)
+	}
+	// Connecting goes to the proxy and names the broker.
+	if _, err := c.Conn(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	var named bool
+	proxy.mu.Lock()
+	for _, fc := range proxy.conns {
+		if fc.connect != nil && fc.connect.ProxyToBrokerURL == owner.addr {
+			named = true
+		}
+	}
+	proxy.mu.Unlock()
+	if !named {
+		t.Fatal("no CONNECT with proxy_to_broker_url through the proxy")
+	}
+	if n, err := c.PartitionedMetadata(ctx, "persistent://a/b/t"); err != nil || n != 3 {
+		t.Fatalf("partitioned metadata %d, %v", n, err)
+	}
+}
+
+func TestLookupFailed(t *testing.T) {
+	b := newFakeBroker(t)
+	b.set(func() {
+		b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+			if l, ok := cmd.Body.(*Lookup); ok {
+				fc.send(&LookupResponse{RequestID: l.RequestID, Kind: LookupFailed, Error: AuthorizationError, Message: "no"})
+				return true
+			}
+			return false
+		}
+	})
+	c := newTestClient(t, b.url(), ConnOptions{})
+	_, err := c.Lookup(context.Background(), "t")
+	var be *BrokerError
+	if !errors.As(err, &be) || be.Code != AuthorizationError || IsRetryable(err) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestProducerResendsInOrderAfterBrokerClose(t *testing.T) {
+	b := newFakeBroker(t)
+	var (
+		mu       sync.Mutex
+		sessions int
+	)
+	b.set(func() {
+		b.lastSeq = 41
+		b.handle = func(fc *fakeConn, cmd Command, f Frame) bool {
+			switch c := cmd.Body.(type) {
+			case *ProducerCommand:
+				mu.Lock()
+				sessions++
+				mu.Unlock()
+				return false
+			case *Send:
+				mu.Lock()
+				first := sessions == 1
+				mu.Unlock()
+				if first {
+					// First session: confirm 1, then close the producer
+					// when 3 arrives, leaving 2 and 3 unconfirmed.
+					switch c.SequenceID {
+					case 1:
+						return false
+					case 3:
+						fc.send(&CloseProducer{ProducerID: c.ProducerID})
+					}
+					return true
+				}
+				if string(f.Payload) != "payload" || c.NumMessages != 5 {
+					t.Errorf("resent SEND %+v payload %q", c, f.Payload)
+				}
+				return false
+			}
+			return false
+		}
+	})
+	c := newTestClient(t, b.url(), ConnOptions{})
+	ctx := context.Background()
+	p, err := CreateProducer(ctx, c, ProducerOptions{Topic: "t", Name: "geo-sidecar.x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.LastSequenceID() != 41 {
+		t.Fatalf("last sequence id %d", p.LastSequenceID())
+	}
+	b.set(func() { b.lastSeq = 1 })
+	var (
+		rmu  sync.Mutex
+		seqs []uint64
+	)
+	for seq := uint64(1); seq <= 5; seq++ {
+		err := p.Send(ctx, Outgoing{Metadata: testMetadata(5), Payload: []byte("payload"), NumMessages: 5, SequenceID: seq},
+			func(r Receipt, err error) {
+				if err != nil {
+					t.Errorf("seq %d: %v", seq, err)
+				}
+				rmu.Lock()
+				seqs = append(seqs, r.SequenceID)
+				rmu.Unlock()
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := p.Flush(fctx); err != nil {
+		t.Fatal(err)
+	}
+	rmu.Lock()
+	defer rmu.Unlock()
+	if want := []uint64{1, 2, 3, 4, 5}; !equalU64(seqs, want) {
+		t.Fatalf("receipts %v, want %v", seqs, want)
+	}
+	if p.LastSequenceID() != 1 {
+		t.Fatalf("last sequence id after reconnect %d", p.LastSequenceID())
+	}
+	if n := len(b.commands(TypeProducer)); n != 2 {
+		t.Fatalf("%d PRODUCER commands, want 2", n)
+	}
+	for _, pc := range b.commands(TypeProducer) {
+		if pc.(*ProducerCommand).ProducerName != "geo-sidecar.x" {
+			t.Fatalf("producer name %q", pc.(*ProducerCommand).ProducerName)
+		}
+	}
+}
+
+func equalU64(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestProducerSendErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		code     ServerError
+		wantErrs int // entries failed
+	}{
+		{"checksum fails that entry only", ChecksumError, 1},
+		{"terminated topic fails everything", TopicTerminatedError, 3},
+		{"retryable error resends", PersistenceError, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newFakeBroker(t)
+			var once sync.Once
+			b.set(func() {
+				b.handle = func(fc *fakeConn, cmd Command, f Frame) bool {
+					s, ok := cmd.Body.(*Send)
+					if !ok || s.SequenceID != 1 {
+						return false
+					}
+					hit := false
+					once.Do(func() { hit = true })
+					if hit {
+						fc.send(&SendError{ProducerID: s.ProducerID, SequenceID: 1, Error: tc.code, Message: "x"})
+						return true
+					}
+					return false
+				}
+			})
+			c := newTestClient(t, b.url(), ConnOptions{})
+			ctx := context.Background()
+			p, err := CreateProducer(ctx, c, ProducerOptions{Topic: "t", Name: "n"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			var mu sync.Mutex
+			var failed, ok int
+			for seq := uint64(1); seq <= 3; seq++ {
+				err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: seq}, func(_ Receipt, err error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						var be *BrokerError
+						if !errors.As(err, &be) || be.Code != tc.code {
+							t.Errorf("err %v", err)
+						}
+						failed++
+					} else {
+						ok++
+					}
+				})
+				if err != nil { // the producer already failed for good
+					var be *BrokerError
+					if !errors.As(err, &be) || be.Code != tc.code {
+						t.Errorf("send: %v", err)
+					}
+					mu.Lock()
+					failed++
+					mu.Unlock()
+				}
+			}
+			fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			p.Flush(fctx)
+			mu.Lock()
+			defer mu.Unlock()
+			if failed != tc.wantErrs || failed+ok != 3 {
+				t.Fatalf("failed %d ok %d, want %d failed", failed, ok, tc.wantErrs)
+			}
+		})
+	}
+}
+
+func TestProducerRejectsOversizedEntry(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.url(), ConnOptions{})
+	p, err := CreateProducer(context.Background(), c, ProducerOptions{Topic: "t", Name: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	err = p.Send(context.Background(), Outgoing{Metadata: testMetadata(1), Payload: make([]byte, 1<<17), SequenceID: 1}, nil)
+	if err == nil {
+		t.Fatal("an entry beyond the broker's max message size was accepted")
+	}
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConsumerPermitsAckActiveAndResubscribe(t *testing.T) {
+	b := newFakeBroker(t)
+	var subFC *fakeConn
+	var subID uint64
+	b.set(func() {
+		b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+			if s, ok := cmd.Body.(*SubscribeCommand); ok {
+				if s.SubType != Failover || s.Subscription != "cursor" || s.InitialPosition != Earliest || s.ConsumerName != "me" {
+					t.Errorf("SUBSCRIBE %+v", s)
+				}
+				fc.send(&Success{RequestID: s.RequestID})
+				fc.send(&ActiveConsumerChange{ConsumerID: s.ConsumerID, IsActive: true})
+				b.mu.Lock()
+				subFC, subID = fc, s.ConsumerID
+				b.mu.Unlock()
+				return true
+			}
+			return false
+		}
+	})
+	c := newTestClient(t, b.url(), ConnOptions{})
+	ctx := context.Background()
+	var amu sync.Mutex
+	var active []bool
+	cons, err := Subscribe(ctx, c, ConsumerOptions{
+		Topic: "t", Subscription: "cursor", Name: "me", InitialPosition: Earliest, Permits: 10,
+		OnActiveChange: func(a bool) { amu.Lock(); active = append(active, a); amu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	waitFor(t, "FLOW", func() bool { return len(b.commands(TypeFlow)) == 1 })
+	if f := b.commands(TypeFlow)[0].(*Flow); f.Permits != 10 {
+		t.Fatalf("first FLOW %+v", f)
+	}
+	b.mu.Lock()
+	fc, id := subFC, subID
+	b.mu.Unlock()
+	md := testMetadata(3)
+	for e := uint64(1); e <= 2; e++ {
+		fc.sendPayload(&Message{ConsumerID: id, MessageID: MessageID{Ledger: 7, Entry: e, Partition: -1, BatchIndex: -1}}, md, []byte{byte(e)})
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var got []Entry
+	for range 2 {
+		e, err := cons.Receive(rctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+	}
+	if got[0].ID.Entry != 1 || got[1].ID.Entry != 2 || got[0].NumMessages != 3 ||
+		!bytes.Equal(got[0].Metadata, md) || !bytes.Equal(got[1].Payload, []byte{2}) {
+		t.Fatalf("entries %+v", got)
+	}
+	// 3 messages released: below half the window, no FLOW yet; 6: FLOW 6.
+	cons.Release(got[0])
+	if err := cons.Ack(got[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	cons.Release(got[1])
+	waitFor(t, "second FLOW", func() bool { return len(b.commands(TypeFlow)) == 2 })
+	if f := b.commands(TypeFlow)[1].(*Flow); f.Permits != 6 {
+		t.Fatalf("second FLOW %+v", f)
+	}
+	waitFor(t, "ACK", func() bool { return len(b.commands(TypeAck)) == 1 })
+	if a := b.commands(TypeAck)[0].(*Ack); a.AckType != AckIndividual || len(a.MessageIDs) != 1 || a.MessageIDs[0] != EntryID(7, 1) {
+		t.Fatalf("ACK %+v", a)
+	}
+
+	// The broker closes the consumer (topic unloaded): inactive, then a
+	// new subscription with a full window; older entries are not released.
+	fc.send(&CloseConsumer{ConsumerID: id})
+	waitFor(t, "resubscribe", func() bool { return len(b.commands(TypeSubscribe)) == 2 })
+	waitFor(t, "FLOW after resubscribe", func() bool { return len(b.commands(TypeFlow)) == 3 })
+	if f := b.commands(TypeFlow)[2].(*Flow); f.Permits != 10 {
+		t.Fatalf("FLOW after resubscribe %+v", f)
+	}
+	cons.Release(got[0])
+	cons.Release(got[1])
+	time.Sleep(20 * time.Millisecond)
+	if n := len(b.commands(TypeFlow)); n != 3 {
+		t.Fatalf("stale release granted permits (%d FLOWs)", n)
+	}
+	waitFor(t, "active events", func() bool { amu.Lock(); defer amu.Unlock(); return len(active) == 3 })
+	amu.Lock()
+	if active[0] != true || active[1] != false || active[2] != true {
+		t.Fatalf("active events %v", active)
+	}
+	amu.Unlock()
+}
+
+func TestConsumerMalformedFrameReconnects(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.url(), ConnOptions{})
+	ctx := context.Background()
+	cons, err := Subscribe(ctx, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	b.mu.Lock()
+	fc := b.conns[0]
+	b.mu.Unlock()
+	frame := AppendPayloadFrame(nil, AppendCommand(nil, &Message{ConsumerID: 1, MessageID: EntryID(1, 1)}), testMetadata(1), []byte("x"))
+	frame[len(frame)-1] ^= 0xff // checksum no longer matches
+	fc.sendRaw(frame)
+	waitFor(t, "resubscribe on a new connection", func() bool { return len(b.commands(TypeSubscribe)) == 2 })
+	b.mu.Lock()
+	n := len(b.conns)
+	b.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+}
+
+func TestOneConnectionPerBroker(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.url(), ConnOptions{})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%2 == 0 {
+				cons, err := Subscribe(ctx, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer cons.Close()
+			} else {
+				p, err := CreateProducer(ctx, c, ProducerOptions{Topic: "t", Name: "p"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer p.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.conns) != 1 {
+		t.Fatalf("%d connections for one broker", len(b.conns))
+	}
+}
