@@ -131,26 +131,7 @@ func (e *pulsarEndpoints) openSource(ctx context.Context, onActive func(bool)) (
 
 func (e *pulsarEndpoints) openTarget(ctx context.Context) (target, error) {
 	p, err := callCtx(ctx, func() (pulsar.Producer, error) {
-		return e.remote.Client.CreateProducer(pulsar.ProducerOptions{
-			Topic: e.topic,
-			// A fixed name makes the remote broker's deduplication (when
-			// enabled) recognise resends, and lets only one sidecar instance
-			// write a partition at a time.
-			Name:                    e.producerName,
-			MaxPendingMessages:      e.maxPending,
-			BatchingMaxPublishDelay: e.tickDelay,
-			BatchingMaxMessages:     uint(e.maxPending),
-			BatchingMaxSize:         batchBytes,
-			CompressionType:         pulsar.NoCompression,
-			// No send timeout: a message that timed out while later ones
-			// were sent after a reconnect would leave a gap on the remote.
-			// While the remote is down, sends wait; the cursor's backlog
-			// grows and nothing is acknowledged.
-			SendTimeout:       -1,
-			BackOffPolicyFunc: reconnectPolicy,
-			// One partition: nothing to discover (see openSource).
-			PartitionsAutoDiscoveryInterval: noDiscovery,
-		})
+		return e.remote.Client.CreateProducer(e.producerOptions())
 	}, func(p pulsar.Producer) { p.Close() })
 	if err != nil {
 		// An untyped nil: CreateProducer returns a typed nil pointer on
@@ -163,6 +144,34 @@ func (e *pulsarEndpoints) openTarget(ctx context.Context) (target, error) {
 	rp := &remoteProducer{Producer: p, delay: batchDelay}
 	e.dst.Store(rp)
 	return rp, nil
+}
+
+// producerOptions are the settings of a partition's producer to the
+// remote; the comments say why each one matters for loss and order.
+func (e *pulsarEndpoints) producerOptions() pulsar.ProducerOptions {
+	return pulsar.ProducerOptions{
+		Topic: e.topic,
+		// A fixed name: the read-back (copiedSince) recognises the
+		// pair's copies by it, the remote broker's deduplication (when
+		// enabled) keeps its record under it and starts each new
+		// producer after that record, and only one sidecar instance can
+		// write a partition at a time.
+		Name:                    e.producerName,
+		MaxPendingMessages:      e.maxPending,
+		BatchingMaxPublishDelay: e.tickDelay,
+		BatchingMaxMessages:     uint(e.maxPending),
+		BatchingMaxSize:         batchBytes,
+		// Uncompressed: the read-back parses the copies' batches.
+		CompressionType: pulsar.NoCompression,
+		// No send timeout: a message that timed out while later ones
+		// were sent after a reconnect would leave a gap on the remote.
+		// While the remote is down, sends wait; the cursor's backlog
+		// grows and nothing is acknowledged.
+		SendTimeout:       -1,
+		BackOffPolicyFunc: reconnectPolicy,
+		// One partition: nothing to discover (see openSource).
+		PartitionsAutoDiscoveryInterval: noDiscovery,
+	}
 }
 
 // remoteProducer is a partition's producer to the remote. It remembers

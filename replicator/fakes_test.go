@@ -32,6 +32,11 @@ type outcome struct {
 	// stored, with dup, puts the message on the remote all the same: the
 	// duplicate of a copy an earlier attempt stored.
 	stored bool
+	// late holds the send (and every later one of its producer) until the
+	// producer is closed; then the remote stores it all the same and the
+	// callback reports the producer closed: the write of an abandoned
+	// producer that reconnected after it was given up on.
+	late bool
 }
 
 // refused reports whether the outcome is one the partition skips for good
@@ -92,6 +97,9 @@ type fakeWorld struct {
 
 	outcome func(name string, attempt int) outcome // nil: all sends succeed
 	holds   map[string]*gate                       // "name#attempt" -> gate
+	// closeHold, when set, makes every producer's Close wait for it: a
+	// producer stuck closing (reconnecting to a remote that is slow).
+	closeHold *gate
 
 	// remote is what the remote partition holds, in write order: a send
 	// with a successful outcome is persisted when it is sent, whether or
@@ -190,6 +198,9 @@ func (w *fakeWorld) releaseAll() {
 	defer w.mu.Unlock()
 	for _, g := range w.holds {
 		g.release()
+	}
+	if w.closeHold != nil {
+		w.closeHold.release()
 	}
 }
 
@@ -525,7 +536,7 @@ func (t *fakeTarget) SendAsync(_ context.Context, pm *pulsar.ProducerMessage,
 	if out.dup && out.stored {
 		w.remote = append(w.remote, name)
 	}
-	if out.err == nil && !out.dup {
+	if out.err == nil && !out.dup && !out.late {
 		w.remote = append(w.remote, name)
 		if w.dedup {
 			w.dedupLast = seq
@@ -546,6 +557,13 @@ func (t *fakeTarget) run() {
 	for {
 		select {
 		case p := <-t.queue:
+			if p.out.late {
+				<-t.quit
+				t.w.mu.Lock()
+				t.w.remote = append(t.w.remote, p.name)
+				t.w.mu.Unlock()
+				p.out = outcome{err: errFakeProducerClosed}
+			}
 			if p.hold != nil {
 				select {
 				case <-p.hold.ch:
@@ -558,6 +576,11 @@ func (t *fakeTarget) run() {
 			for {
 				select {
 				case p := <-t.queue:
+					if p.out.late {
+						t.w.mu.Lock()
+						t.w.remote = append(t.w.remote, p.name)
+						t.w.mu.Unlock()
+					}
 					p.out = outcome{err: errFakeProducerClosed}
 					t.complete(p)
 				default:
@@ -611,6 +634,12 @@ func (t *fakeTarget) Flush() error {
 }
 
 func (t *fakeTarget) Close() {
+	t.w.mu.Lock()
+	hold := t.w.closeHold
+	t.w.mu.Unlock()
+	if hold != nil {
+		<-hold.ch
+	}
 	t.closeOnce.Do(func() {
 		t.w.mu.Lock()
 		t.closed = true

@@ -91,7 +91,7 @@ func (p *partition) Run(ctx context.Context) error {
 		if progress {
 			bo.reset()
 		}
-		if err == nil || errors.Is(err, errStandby) {
+		if err == nil || errors.Is(err, errStandby) || errors.Is(err, errRedelivered) {
 			continue
 		}
 		if err.Error() != lastErr {
@@ -106,6 +106,14 @@ func (p *partition) Run(ctx context.Context) error {
 // errStandby ends a session whose cursor became a standby while it held
 // the producer; Run starts the next one at once.
 var errStandby = errors.New("cursor became a standby")
+
+// errRedelivered ends a session whose cursor delivered a message again
+// (the client reconnected, or the cursor became active again, and the
+// broker redelivered what was not acknowledged). Some of those messages
+// may be in flight or on the remote already; rather than track which,
+// Run starts the next session at once, and its read-back of the remote
+// (copiedSince) sorts them out.
+var errRedelivered = errors.New("cursor redelivered messages")
 
 // errUnprovenDuplicate ends a session whose remote answered a send as a
 // duplicate. The answer means the broker recorded a sequence id at or
@@ -198,6 +206,8 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 	}
 
 	var copied copySet // copies read back from the remote when the producer opened
+	var last position  // the newest position received in this session
+	received := false
 	for {
 		msg, err := src.Receive(sctx)
 		if err != nil {
@@ -208,6 +218,12 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 			}
 			break
 		}
+		pos := positionOf(msg.ID())
+		if received && !pos.after(last) {
+			cancel(errRedelivered)
+			break
+		}
+		last, received = pos, true
 		if !active.Load() {
 			// A standby holds no producer, so the active instance can open
 			// its own under the same name. The broker redelivers what this
@@ -255,7 +271,7 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 				p.log.Warn("cannot read back every copy on the remote; messages it may hold are sent again (duplicates, not loss)", zap.Error(err))
 			}
 		}
-		if pos := positionOf(msg.ID()); copied.has(pos) {
+		if copied.has(pos) {
 			// Already on the remote: an earlier session's copy, confirmed
 			// but not acknowledged before it ended.
 			delete(copied, pos)

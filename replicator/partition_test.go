@@ -457,6 +457,96 @@ func TestPartitionNoLossWhenALaterSendLanded(t *testing.T) {
 	})
 }
 
+// A producer given up on while closing (the drain timeout passed) may
+// still write its pending messages when it gets through. The next
+// producer must wait for it, so that its read-back of the remote sees
+// those late writes: otherwise they land as duplicates after the new
+// producer's copies.
+func TestPartitionWaitsForAbandonedProducer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		boom := errors.New("boom: broker error")
+		w := newFakeWorld()
+		for i := range 6 {
+			w.publish(msg(i))
+		}
+		w.outcome = func(name string, attempt int) outcome {
+			switch {
+			case attempt > 1:
+				return outcome{}
+			case name == "m2":
+				return outcome{err: boom}
+			case name == "m3" || name == "m4" || name == "m5":
+				return outcome{late: true}
+			}
+			return outcome{}
+		}
+		g := w.hold("m2", 1)
+		w.closeHold = &gate{ch: make(chan struct{})}
+		p := newTestPartition(t, w, 100)
+		r := startRun(t, p, w)
+		synctest.Wait()
+		g.release()
+
+		// m2 failed; the producer is stuck closing past the drain timeout,
+		// and the next session waits for it.
+		time.Sleep(2 * p.drainTimeout)
+		synctest.Wait()
+		if _, tg := w.opens(); tg != 1 {
+			t.Fatalf("opened %d producers while the first was still closing, want 1", tg)
+		}
+		w.closeHold.release()
+		waitFor(t, "every message acknowledged", func() bool { return len(w.acks()) == 6 })
+		if err := r.stop(); err != nil {
+			t.Fatalf("Run() = %v", err)
+		}
+		// The late writes are on the remote before the second producer
+		// opened: it finds them and sends only m2.
+		if got, want := w.remoteHas(), names(0, 1, 3, 4, 5, 2); !slices.Equal(got, want) {
+			t.Errorf("remote holds %v, want %v (each once)", got, want)
+		}
+		if got, want := w.sent(1), names(2); !slices.Equal(got, want) {
+			t.Errorf("second producer sent %v, want %v", got, want)
+		}
+		w.checkInvariants(t)
+		w.checkClosed(t)
+	})
+}
+
+// The cursor's client reconnects (or the broker redelivers) while sends
+// are in flight: messages come again that are in flight or on the remote.
+// They are neither sent twice nor acknowledged twice.
+func TestPartitionCursorRedelivers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeWorld()
+		for i := range 6 {
+			w.publish(msg(i))
+		}
+		g := w.hold("m3", 1)
+		p := newTestPartition(t, w, 100)
+		r := startRun(t, p, w)
+		synctest.Wait()
+		if got := w.sent(0); !slices.Equal(got, names(span(0, 6)...)) {
+			t.Fatalf("sent %v before the redelivery, want m0..m5", got)
+		}
+		// m0..m2 acknowledged, m3..m5 in flight (m4, m5 stored, their
+		// callbacks queued behind m3's): the cursor redelivers from m3.
+		w.source(0).rewind()
+		synctest.Wait()
+		g.release()
+		waitFor(t, "every message acknowledged", func() bool { return len(w.acks()) == 6 })
+		if err := r.stop(); err != nil {
+			t.Fatalf("Run() = %v", err)
+		}
+		got := w.remoteHas()
+		slices.Sort(got)
+		if want := names(span(0, 6)...); !slices.Equal(got, want) {
+			t.Errorf("remote holds %v, want %v once each", got, want)
+		}
+		w.checkInvariants(t)
+		w.checkClosed(t)
+	})
+}
+
 func TestPartitionRemoteRefusesForGood(t *testing.T) {
 	tests := []struct {
 		name   string
