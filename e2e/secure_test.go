@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 )
 
 // The security tests run the sidecar between east (ordinary) and south
@@ -427,26 +428,40 @@ func TestSecureExpiredToken(t *testing.T) {
 // TestSecureMissingPermission: without produce on south, the east->south
 // pair cannot write; the sidecar names the permission in one log line and
 // the permission_denied metric while south->east keeps going, and resumes
-// once the grant is made.
+// once the grant is made. A topic that does not exist on south yet needs
+// a tenant administrator to be created: named the same way, and created
+// once the role is made one.
 func TestSecureMissingPermission(t *testing.T) {
 	s := newSecureSetup(t, 1)
 	Grant(t, s.ns, s.role, "consume")
 	s.writeToken(t, time.Hour)
-	cfg, listen := s.configSubs(t, South, s.tokenAuth(), "geo.yaml", "[]")
+	newTopic := Topic(s.ns, "invoices") // on east only
+	CreatePartitioned(t, newTopic, 2, "east")
+	listen := FreeAddr(t)
+	repl := fmt.Sprintf("  - {source: east, namespace: %s, topics: [orders, invoices], targets: [south]}\n"+
+		"  - {source: south, namespace: %s, topics: [orders], targets: [east]}\n", s.ns, s.ns)
+	cfg := filepath.Join(s.dir, "geo.yaml")
+	if err := os.WriteFile(cfg, []byte(SecureConfig(listen, "east", South, s.tokenAuth(), repl)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	sc := StartSidecarFile(t, cfg, listen)
 	fromEast := s.produce(t, s.east, "east", 0, 50)
 	fromSouth := s.produce(t, s.app, "south", 0, 50)
 	s.awaitAll(t, s.east, "check", fromSouth, 60*time.Second)
 
 	Eventually(t, 30*time.Second, func() error {
-		if v := sc.Metric("geo_sidecar_permission_denied", `cluster="south"`, `permission="produce"`); v != 1 {
-			return fmt.Errorf("permission_denied{cluster=south,permission=produce} = %v", v)
+		produce := sc.Metric("geo_sidecar_permission_denied", `cluster="south"`, `permission="produce"`)
+		admin := sc.Metric("geo_sidecar_permission_denied", `cluster="south"`, `permission="tenant-admin"`)
+		if produce != 1 || admin != 1 {
+			return fmt.Errorf("permission_denied{cluster=south}: produce %v, tenant-admin %v; want 1 and 1", produce, admin)
 		}
 		return nil
 	})
 	time.Sleep(5 * time.Second) // retries happen meanwhile
-	if n := countLines(t, sc.LogPath, `"permission denied"`, `"permission":"produce"`, `"cluster":"south"`); n != 1 {
-		t.Errorf("%d 'permission denied' lines for produce on south, want 1", n)
+	for _, perm := range []string{"produce", "tenant-admin"} {
+		if n := countLines(t, sc.LogPath, `"permission denied"`, `"permission":"`+perm+`"`, `"cluster":"south"`); n != 1 {
+			t.Errorf("%d 'permission denied' lines for %s on south, want 1", n, perm)
+		}
 	}
 	b, _ := os.ReadFile(sc.LogPath)
 	for _, l := range strings.Split(string(b), "\n") {
@@ -457,14 +472,24 @@ func TestSecureMissingPermission(t *testing.T) {
 
 	Grant(t, s.ns, s.role, "produce", "consume")
 	s.awaitAll(t, s.app, "check", fromEast, 60*time.Second)
+	tenant := strings.Split(s.ns, "/")[0]
+	if err := SouthAdmin(t).Tenants().Update(utils.TenantData{Name: tenant, AllowedClusters: []string{"south"}, AdminRoles: []string{s.role}}); err != nil {
+		t.Fatalf("make %s an admin of %s on south: %v", s.role, tenant, err)
+	}
 	Eventually(t, 30*time.Second, func() error {
 		if v := sc.Metric("geo_sidecar_permission_denied", `cluster="south"`); v != 0 {
-			return fmt.Errorf("permission_denied{cluster=south} = %v after the grant", v)
+			return fmt.Errorf("permission_denied{cluster=south} = %v after the grants", v)
+		}
+		md, err := SouthAdmin(t).Topics().GetMetadata(*mustTopicName(t, newTopic))
+		if err != nil || md.Partitions != 2 {
+			return fmt.Errorf("%s on south: %+v, %v", newTopic, md, err)
 		}
 		return nil
 	})
-	if n := countLines(t, sc.LogPath, `"permission granted"`, `"permission":"produce"`); n != 1 {
-		t.Errorf("%d 'permission granted' lines, want 1", n)
+	for _, perm := range []string{"produce", "tenant-admin"} {
+		if n := countLines(t, sc.LogPath, `"permission granted"`, `"permission":"`+perm+`"`); n != 1 {
+			t.Errorf("%d 'permission granted' lines for %s, want 1", n, perm)
+		}
 	}
 	s.checkNoSecrets(t, sc)
 }

@@ -127,6 +127,14 @@ func isSecurity(ent zapcore.Entry) bool {
 	return ent.LoggerName == "security" || strings.HasSuffix(ent.LoggerName, ".security")
 }
 
+// Enabled is true from Info up whatever the wrapped core's level: zap asks
+// before building an entry, and the security events (Info and Error) must
+// reach the metrics even at --log-level error. Debug stays as cheap as
+// before.
+func (c *securityCore) Enabled(l zapcore.Level) bool {
+	return l >= zapcore.InfoLevel || c.Core.Enabled(l)
+}
+
 func (c *securityCore) With(fs []zapcore.Field) zapcore.Core {
 	return &securityCore{Core: c.Core.With(fs), fields: append(c.fields[:len(c.fields):len(c.fields)], fs...), m: c.m}
 }
