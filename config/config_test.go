@@ -415,14 +415,20 @@ func TestMarkerKey(t *testing.T) {
 	}
 }
 
-// TestWarnings: a token over pulsar:// or http:// is allowed but warned
-// about, naming the path and where the token comes from, never the token.
+// TestWarnings: a token over pulsar:// or http://, and HTTP endpoints
+// beyond loopback, are allowed but warned about, naming the path (and
+// where the token comes from, never the token).
 func TestWarnings(t *testing.T) {
 	base := func(service, admin string, auth Auth) *Config {
-		return &Config{Clusters: []Cluster{
+		return &Config{Sidecar: Sidecar{Listen: DefaultListen}, Clusters: []Cluster{
 			{Name: "east", ServiceURL: service, AdminURL: admin, Auth: auth},
 			{Name: "west", ServiceURL: "pulsar://west:6650", AdminURL: "http://west:8080"},
 		}}
+	}
+	listen := func(addr string) *Config {
+		c := base("pulsar://e:6650", "http://e:8080", Auth{})
+		c.Sidecar.Listen = addr
+		return c
 	}
 	tests := []struct {
 		name string
@@ -439,6 +445,10 @@ func TestWarnings(t *testing.T) {
 		{"token env, admin in clear", base("pulsar+ssl://e:6651", "http://e:8080", Auth{TokenEnv: "EAST_TOKEN"}), []string{
 			`clusters[0].admin_url: "http://e:8080" is not encrypted; the token from environment variable "EAST_TOKEN"`,
 		}},
+		{"listen everywhere", listen(":9750"), []string{`sidecar.listen: ":9750" is reachable from other hosts`}},
+		{"listen on all IPv4", listen("0.0.0.0:9750"), []string{`sidecar.listen: "0.0.0.0:9750" is reachable`}},
+		{"listen on localhost", listen("localhost:9750"), nil},
+		{"listen on ::1", listen("[::1]:9750"), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

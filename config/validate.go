@@ -157,14 +157,19 @@ func (c *Config) validateClusters(p *problems) map[string]bool {
 }
 
 // Warnings returns what is allowed but unsafe in c, one line per finding,
-// each naming its path like the errors of [Config.Validate]. Today: a token
-// that would travel in clear text, over pulsar:// (at every connection and
-// every re-authentication) or http:// (with every admin call). `validate`
-// prints them and `run` logs each once at start; they are not errors
-// because a test bed or a network that encrypts below Pulsar may want
-// exactly that.
+// each naming its path like the errors of [Config.Validate]: a token that
+// would travel in clear text, over pulsar:// (at every connection and
+// every re-authentication) or http:// (with every admin call), and HTTP
+// endpoints reachable from other hosts. `validate` prints them and `run`
+// logs each once at start; they are not errors because a test bed, a
+// network that encrypts below Pulsar or a container (whose loopback is its
+// own) may want exactly that.
 func (c *Config) Warnings() []string {
 	var w []string
+	if host, _, err := net.SplitHostPort(c.Sidecar.Listen); err == nil && !isLoopback(host) {
+		w = append(w, fmt.Sprintf("sidecar.listen: %q is reachable from other hosts; /metrics names every cluster, topic and subscription replicated (use 127.0.0.1 outside containers, or firewall the port)",
+			c.Sidecar.Listen))
+	}
 	for i, cl := range c.Clusters {
 		if !cl.Auth.HasToken() {
 			continue
@@ -180,6 +185,16 @@ func (c *Config) Warnings() []string {
 		}
 	}
 	return w
+}
+
+// isLoopback reports whether host (from host:port) listens on loopback
+// only; "" and 0.0.0.0 listen everywhere.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkURL reports whether raw is a URL with one of the schemes and a host.
