@@ -1,6 +1,6 @@
 # geo-sidecar. The two commands a newcomer needs:
 #   make demo   two local Pulsar clusters + the sidecar, active-active
-#   make test   unit tests (-race), then e2e tests against real clusters
+#   make test   unit tests (-race), a fuzz smoke run, then e2e tests against real clusters
 # CLUSTERS="east west north" selects the clusters for up/down/status.
 
 SHELL   := /bin/bash
@@ -11,16 +11,22 @@ BUILD   := CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VE
 CLUSTER := e2e/pulsar/cluster.sh
 UNIT_PKGS = $(shell go list ./... | grep -v /e2e)
 
-.PHONY: build test unit e2e demo bench up down status wipe geo fuzz clean
+.PHONY: build test unit fuzzsmoke e2e demo bench up down status wipe geo fuzz mutate clean
 
 build:
 	$(BUILD) -o $(BIN) ./cmd/geo-sidecar
 
-test: unit e2e
+test: unit fuzzsmoke e2e
 
 unit:
 	@echo "== unit tests (-race)"
 	go test -race -count=1 $(UNIT_PKGS)
+
+# Every fuzz target in the repository (found by .ci/fuzz.sh, not listed
+# here), about 3 s each: under a minute in all.
+fuzzsmoke:
+	@echo "== fuzz smoke: every fuzz target for 3 s"
+	FUZZTIME=3s .ci/fuzz.sh
 
 e2e:
 	@echo "== e2e tests against real Pulsar clusters (started if not up; first run resolves Pulsar from Maven Central)"
@@ -54,8 +60,18 @@ bench: build
 	$(CLUSTER) up east west
 	go run ./e2e/bench --binary $(BIN) --out e2e/bench/RESULTS.md --readme README.md
 
+# The same targets for longer: FUZZTIME=5m make fuzz.
+FUZZTIME ?= 30s
 fuzz:
-	go test -run='^$$' -fuzz=FuzzParse -fuzztime=30s ./config/
+	@echo "== fuzz: every fuzz target for $(FUZZTIME)"
+	FUZZTIME=$(FUZZTIME) .ci/fuzz.sh
+
+# Mutation testing of the data path (marker, snapshot, subscription,
+# replicator) with gremlins, installed if missing; settings in
+# .ci/gremlins.yaml. Tens of minutes; not part of make test.
+# MUTATE="marker snapshot" selects packages.
+mutate:
+	.ci/mutate.sh $(MUTATE)
 
 clean:
 	rm -rf bin

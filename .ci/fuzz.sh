@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs every fuzz target in the module, one `go test -fuzz` per target (go
+# test fuzzes one target at a time), each for FUZZTIME (default 3s).
+#
+#   .ci/fuzz.sh            the smoke step of `make test` (FUZZTIME=3s)
+#   FUZZTIME=30s .ci/fuzz.sh   `make fuzz`
+#   .ci/fuzz.sh -l         list the targets and exit
+#
+# The targets are found, not listed: every `func FuzzX(f *testing.F)` in a
+# _test.go file outside e2e/ and testdata/, so a new target runs without
+# anyone remembering to add it here. A failing input is written by go test
+# under the package's testdata/fuzz/FuzzX/ and makes this script fail.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZTIME=${FUZZTIME:-3s}
+
+# "dir name" per target, sorted, e.g. "./marker FuzzDecode".
+targets=$(grep -rEo --include='*_test.go' --exclude-dir=e2e --exclude-dir=testdata --exclude-dir=.git \
+	'^func Fuzz[A-Za-z0-9_]*\([A-Za-z_][A-Za-z0-9_]* \*testing\.F\)' . |
+	sed -E 's|^(.*)/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*)\(.*$|\1 \2|' | sort -u)
+if [ -z "$targets" ]; then
+	echo "fuzz: no fuzz targets found" >&2
+	exit 1
+fi
+if [ "${1:-}" = "-l" ]; then
+	echo "$targets"
+	exit 0
+fi
+
+n=$(echo "$targets" | wc -l)
+echo "== fuzz: $n targets, $FUZZTIME each"
+start=$SECONDS
+# One instrumented test binary per package, built once (what go test -fuzz
+# would rebuild and relink for every target), then one run per target, in
+# the package's directory as go test runs it, with go test's corpus cache.
+bindir=bin/fuzz
+mkdir -p "$bindir"
+cache=$(go env GOCACHE)/fuzz
+built=""
+while read -r dir name; do
+	t0=$SECONDS
+	pkg=$(cd "$dir" && go list .)
+	bin=$PWD/$bindir/${pkg//\//_}.test
+	case " $built " in
+	*" $dir "*) ;;
+	*)
+		go test -c -fuzz=. -o "$bin" "$dir/"
+		built="$built $dir"
+		;;
+	esac
+	if ! out=$(cd "$dir" && "$bin" -test.run='^$' -test.fuzz="^${name}\$" -test.fuzztime="$FUZZTIME" \
+		-test.fuzzcachedir="$cache/$pkg" -test.timeout=10m -test.paniconexit0 2>&1); then
+		echo "$out"
+		echo "FAIL fuzz $dir $name (the failing input is under $dir/testdata/fuzz/$name/)" >&2
+		exit 1
+	fi
+	execs=$(echo "$out" | grep -Eo 'execs: [0-9]+' | tail -1 || true)
+	printf '   %-40s %3ds  %s\n' "${dir#./} $name" $((SECONDS - t0)) "$execs"
+done <<<"$targets"
+echo "== fuzz: $n targets passed in $((SECONDS - start))s"
