@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
@@ -25,7 +26,7 @@ func wireClient(t *testing.T, cluster string) *wire.Client {
 	c, err := wire.NewClient(wire.ClientOptions{
 		ServiceURL:       Get(cluster).ServiceURL,
 		OperationTimeout: 30 * time.Second,
-		Logger:           zap.NewNop(),
+		Logger:           zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -239,6 +240,18 @@ func TestWireForwardEntries(t *testing.T) {
 		t.Errorf("active consumer change: got %v (seen %v), want true", a, ok)
 	}
 
+	// The cursor moved: every entry was acknowledged.
+	Eventually(t, 10*time.Second, func() error {
+		st, err := Admin(t, "east").Topics().GetStats(*mustTopicName(t, topic))
+		if err != nil {
+			return err
+		}
+		if b := st.Subscriptions["geo-sidecar.repl.west"].MsgBacklog; b != 0 {
+			return fmt.Errorf("cursor backlog %d", b)
+		}
+		return nil
+	})
+
 	orig := wireReceive(t, ref, want)
 	copies := Consume(t, west, topic, "check", want, 30*time.Second)
 	if len(copies) != want {
@@ -444,3 +457,253 @@ func wireReceive(t *testing.T, c pulsar.Consumer, n int) []pulsar.Message {
 
 func msgLedger(id pulsar.MessageID) int64 { return id.LedgerID() }
 func msgEntry(id pulsar.MessageID) int64  { return id.EntryID() }
+
+// wireRelay forwards what cons receives to p until ctx ends. Sequence ids
+// come from seqs, which assigns one per source entry the first time it is
+// seen, so a redelivered entry gets its old id and the target's
+// deduplication drops it.
+type wireRelay struct {
+	// identity, when set, is stored as the entries' producer name (with
+	// their sequence ids), so the target's deduplication survives reloads.
+	identity string
+	mu       sync.Mutex
+	seqs     map[wire.MessageID]uint64
+	next     uint64
+}
+
+func (r *wireRelay) seq(id wire.MessageID) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id = wire.EntryID(id.Ledger, id.Entry)
+	s, ok := r.seqs[id]
+	if !ok {
+		r.next++
+		s = r.next
+		r.seqs[id] = s
+	}
+	return s
+}
+
+func (r *wireRelay) run(ctx context.Context, t *testing.T, cons *wire.Consumer, p *wire.Producer) {
+	for {
+		e, err := cons.Receive(ctx)
+		if err != nil {
+			return // closed or done
+		}
+		seq := r.seq(e.ID)
+		t.Logf("relay %p: entry %v (%d messages, redelivery %d) seq %d", cons, e.ID, e.NumMessages, e.RedeliveryCount, seq)
+		patch := wire.Patch{ReplicatedFrom: "east"}
+		if r.identity != "" {
+			patch.Identity = &wire.Identity{ProducerName: r.identity, SequenceID: seq}
+		}
+		patched, err := wire.PatchMetadata(nil, e.Metadata, patch)
+		if err != nil {
+			t.Errorf("patch: %v", err)
+			return
+		}
+		err = p.Send(ctx, wire.Outgoing{Metadata: patched, Payload: e.Payload, NumMessages: e.NumMessages, SequenceID: seq},
+			func(_ wire.Receipt, err error) {
+				if err == nil {
+					_ = cons.Ack(e.ID) // lost acks are redelivered, then dropped as duplicates
+					_ = cons.Release(e)
+				}
+			})
+		if err != nil && ctx.Err() == nil {
+			t.Errorf("send: %v", err)
+			return
+		}
+	}
+}
+
+// TestWireReconnectAndFailover: two consumers share the cursor on one
+// connection (one active); topics are unloaded on both clusters under
+// them (the brokers close consumer and producer, which look up again and
+// resume), then the active consumer closes and the other takes over.
+// Deduplication on the target makes the copy exact.
+func TestWireReconnectAndFailover(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	if err := Admin(t, "west").Namespaces().SetDeduplicationStatus(ns, true); err != nil {
+		t.Fatal(err)
+	}
+	topic := Topic(ns, "failover")
+	CreatePartitioned(t, topic, 0, "east", "west")
+	east, west := Client(t, "east"), Client(t, "west")
+	weast, wwest := wireClient(t, "east"), wireClient(t, "west")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var amu sync.Mutex
+	active := map[string]bool{}
+	cons := map[string]*wire.Consumer{}
+	for _, name := range []string{"a", "b"} {
+		c, err := wire.Subscribe(ctx, weast, wire.ConsumerOptions{
+			Topic: topic, Subscription: "geo-sidecar.repl.west", Name: name, InitialPosition: wire.Earliest, Permits: 50,
+			OnActiveChange: func(a bool) { amu.Lock(); active[name] = a; amu.Unlock() },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		cons[name] = c
+	}
+	activeOne := func() (string, error) {
+		amu.Lock()
+		defer amu.Unlock()
+		var on []string
+		for n, a := range active {
+			if a {
+				on = append(on, n)
+			}
+		}
+		if len(on) != 1 {
+			return "", fmt.Errorf("active consumers %v", active)
+		}
+		return on[0], nil
+	}
+	Eventually(t, 10*time.Second, func() error { _, err := activeOne(); return err })
+
+	prod, err := wire.CreateProducer(ctx, wwest, wire.ProducerOptions{Topic: topic, Name: "geo-sidecar.east.failover", MaxPending: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	relay := &wireRelay{seqs: map[wire.MessageID]uint64{}, identity: "geo-sidecar.east.failover"}
+	var wg sync.WaitGroup
+	for _, c := range cons {
+		wg.Add(1)
+		go func() { defer wg.Done(); relay.run(ctx, t, c, prod) }()
+	}
+	defer wg.Wait()
+	defer cancel()
+
+	// Topic stats reset on unload: count on a subscription instead.
+	check, err := west.Subscribe(pulsar.ConsumerOptions{
+		Topic: topic, SubscriptionName: "check", Type: pulsar.Exclusive,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Close()
+	var got []string
+	checked := map[string]bool{}
+	westCount := func(n int) func() error {
+		return func() error {
+			for len(got) < n {
+				rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				m, err := check.Receive(rctx)
+				rcancel()
+				if err != nil {
+					return fmt.Errorf("west has %d messages, want %d", len(got), n)
+				}
+				check.Ack(m)
+				// pulsar-client-go groups acks for 100 ms: an unload right
+				// after a receive redelivers to this checker.
+				if !checked[string(m.Payload())] {
+					checked[string(m.Payload())] = true
+					got = append(got, string(m.Payload()))
+				}
+			}
+			return nil
+		}
+	}
+	var want []string
+	produce := func(prefix string) {
+		want = append(want, ProduceN(t, east, topic, prefix, 100)...)
+	}
+
+	produce("one")
+	Eventually(t, 30*time.Second, westCount(100))
+
+	for _, c := range []string{"east", "west"} {
+		if err := Admin(t, c).Topics().Unload(*mustTopicName(t, topic)); err != nil {
+			t.Fatalf("unload on %s: %v", c, err)
+		}
+	}
+	produce("two")
+	Eventually(t, 60*time.Second, westCount(200))
+
+	first, err := activeOne()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons[first].Close()
+	amu.Lock()
+	delete(active, first)
+	amu.Unlock()
+	Eventually(t, 10*time.Second, func() error { _, err := activeOne(); return err })
+	produce("three")
+	Eventually(t, 60*time.Second, westCount(300))
+
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("west has %d messages, want %d in order:\n got %v\nwant %v", len(got), len(want), got, want)
+	}
+	// Exactly once: a fresh subscription reads each message once.
+	got = Payloads(Consume(t, west, topic, "final", len(want)+1, 5*time.Second))
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("west has %d messages, want %d in order:\n got %v\nwant %v", len(got), len(want), got, want)
+	}
+}
+
+// TestWireDedupStateAfterReload pins down a broker behaviour the data path
+// must design around: after a topic reload the broker rebuilds its
+// deduplication state from the producer_name and sequence_id stored in the
+// entries' metadata, not from the producer's name and the SENDs' sequence
+// ids. Entries forwarded with the origin's metadata therefore leave the
+// sidecar's producer name unknown after a reload (last_sequence_id -1),
+// unless the metadata carries the sidecar's identity (Patch.Identity).
+func TestWireDedupStateAfterReload(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		identity bool
+		want     int64
+	}{
+		{"origin identity", false, -1},
+		{"sidecar identity", true, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := NewNamespace(t, "west")
+			if err := Admin(t, "west").Namespaces().SetDeduplicationStatus(ns, true); err != nil {
+				t.Fatal(err)
+			}
+			topic := Topic(ns, "reload")
+			CreatePartitioned(t, topic, 0, "west")
+			wwest := wireClient(t, "west")
+			ctx := context.Background()
+			const name = "geo-sidecar.east.reload"
+			p, err := wire.CreateProducer(ctx, wwest, wire.ProducerOptions{Topic: topic, Name: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			md := wire.MetadataBuilder{ProducerName: "origin-producer", SequenceID: 3, PublishTime: uint64(time.Now().UnixMilli())}.Append(nil)
+			patch := wire.Patch{ReplicatedFrom: "east"}
+			if tc.identity {
+				patch.Identity = &wire.Identity{ProducerName: name, SequenceID: 7}
+			}
+			md, _ = wire.PatchMetadata(nil, md, patch)
+			done := make(chan error, 1)
+			if err := p.Send(ctx, wire.Outgoing{Metadata: md, Payload: []byte("x"), NumMessages: 1, SequenceID: 7},
+				func(_ wire.Receipt, err error) { done <- err }); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			p.Close()
+			if err := Admin(t, "west").Topics().Unload(*mustTopicName(t, topic)); err != nil {
+				t.Fatal(err)
+			}
+			Eventually(t, 30*time.Second, func() error {
+				p, err := wire.CreateProducer(ctx, wwest, wire.ProducerOptions{Topic: topic, Name: name})
+				if err != nil {
+					return err
+				}
+				defer p.Close()
+				if got := p.LastSequenceID(); got != tc.want {
+					return fmt.Errorf("last sequence id after reload %d, want %d", got, tc.want)
+				}
+				return nil
+			})
+		})
+	}
+}

@@ -251,6 +251,11 @@ func TestMetadataParseAndPatch(t *testing.T) {
 			}
 		})
 	}
+	// Identity overrides producer name and sequence ids.
+	withID, _ := PatchMetadata(nil, orig, Patch{Identity: &Identity{ProducerName: "sidecar", SequenceID: 9, HighestSequenceID: 12}})
+	if p, _ := ParseMetadata(withID); p.ProducerName != "sidecar" || p.SequenceID != 9 || p.HighestSequenceID != 12 {
+		t.Fatalf("identity not applied: %+v", p)
+	}
 	// A second replicated_from overrides the first (last one wins).
 	twice, _ := PatchMetadata(nil, orig, Patch{ReplicatedFrom: "a"})
 	twice, _ = PatchMetadata(nil, twice, Patch{ReplicatedFrom: "b"})

@@ -155,6 +155,23 @@ type Patch struct {
 	// and means nothing on the target. Dropping copies the other fields'
 	// bytes unchanged.
 	DropTxn bool
+	// Identity, when set, appends producer_name, sequence_id and
+	// highest_sequence_id (fields 1, 2, 24), overriding the origin's. The
+	// broker rebuilds its deduplication state after a topic reload from
+	// these stored fields (not from the producer's name and the SENDs'
+	// sequence ids), so without the override the target forgets, at every
+	// reload, what the sidecar's producer name had persisted. The price:
+	// consumers on the target see the sidecar's producer name and sequence
+	// ids instead of the origin's.
+	Identity *Identity
+}
+
+// Identity is the producer name and sequence range an entry is stored
+// under.
+type Identity struct {
+	ProducerName      string
+	SequenceID        uint64
+	HighestSequenceID uint64 // written when > SequenceID
 }
 
 // PatchMetadata appends to dst the metadata md with p applied. Fields are
@@ -182,6 +199,11 @@ func PatchMetadata(dst, md []byte, p Patch) ([]byte, error) {
 	}
 	if p.ReplicatedFrom != "" {
 		dst = appendStr(dst, 5, p.ReplicatedFrom)
+	}
+	if id := p.Identity; id != nil {
+		dst = appendStr(dst, 1, id.ProducerName)
+		dst = appendU64(dst, 2, id.SequenceID)
+		dst = appendU64(dst, 24, max(id.HighestSequenceID, id.SequenceID))
 	}
 	return dst, nil
 }

@@ -397,7 +397,7 @@ func (p *Producer) reconnect() {
 		}
 		err := p.connect(ctx)
 		if err == nil {
-			p.log.Info("producer reconnected")
+			p.log.Info("producer reconnected", zap.Int64("last_sequence_id", p.LastSequenceID()))
 			return
 		}
 		if errors.Is(err, ErrClosed) && ctx.Err() != nil {
