@@ -2,14 +2,18 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsar/auth"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -706,4 +710,110 @@ func TestWireDedupStateAfterReload(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestWireSecure runs the wire client against the secure cluster south:
+// TLS with host name verification, token and client-certificate
+// authentication through pulsar-client-go's auth providers, and the errors
+// for a wrong host name, a bad token and a missing permission.
+func TestWireSecure(t *testing.T) {
+	UpSouth(t)
+	ns := NewSecureNamespace(t, "east")
+	Grant(t, ns, "wire-role", "produce", "consume")
+	Grant(t, ns, "geo-sidecar-tls", "produce", "consume")
+	topic := Topic(ns, "secure")
+	if err := SouthAdmin(t).Topics().Create(*mustTopicName(t, topic), 0); err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(SouthFile("tls/ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatal("no CA certificate in ca.pem")
+	}
+	client := func(t *testing.T, url string, a auth.Provider) *wire.Client {
+		t.Helper()
+		if err := a.Init(); err != nil {
+			t.Fatal(err)
+		}
+		c, err := wire.NewClient(wire.ClientOptions{
+			ServiceURL:       url,
+			OperationTimeout: 10 * time.Second,
+			Conn:             wire.ConnOptions{Auth: a, TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	ctx := context.Background()
+	roundTrip := func(t *testing.T, c *wire.Client, name string) {
+		t.Helper()
+		cons, err := wire.Subscribe(ctx, c, wire.ConsumerOptions{Topic: topic, Subscription: "s-" + name, InitialPosition: wire.Earliest})
+		if err != nil {
+			t.Fatalf("subscribe: %v", err)
+		}
+		defer cons.Close()
+		p, err := wire.CreateProducer(ctx, c, wire.ProducerOptions{Topic: topic, Name: "geo-sidecar.wire." + name})
+		if err != nil {
+			t.Fatalf("create producer: %v", err)
+		}
+		defer p.Close()
+		md := wire.MetadataBuilder{ProducerName: name, SequenceID: 1, PublishTime: uint64(time.Now().UnixMilli())}.Append(nil)
+		done := make(chan error, 1)
+		if err := p.Send(ctx, wire.Outgoing{Metadata: md, Payload: []byte(name), NumMessages: 1, SequenceID: 1},
+			func(_ wire.Receipt, err error) { done <- err }); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		for {
+			e, err := cons.Receive(rctx)
+			if err != nil {
+				t.Fatalf("receive: %v", err)
+			}
+			cons.Ack(e.ID)
+			if string(e.Payload) == name {
+				return
+			}
+		}
+	}
+
+	t.Run("token", func(t *testing.T) {
+		roundTrip(t, client(t, South.ServiceURL, auth.NewAuthenticationToken(MintToken(t, "wire-role", 0))), "token")
+	})
+	t.Run("client certificate", func(t *testing.T) {
+		a := auth.NewAuthenticationTLS(SouthFile("tls/client-geo-sidecar-tls.pem"), SouthFile("tls/client-geo-sidecar-tls.key.pem"))
+		roundTrip(t, client(t, South.ServiceURL, a), "tls")
+	})
+	t.Run("host name not in certificate", func(t *testing.T) {
+		c := client(t, SouthMisnamed.ServiceURL, auth.NewAuthenticationToken(MintToken(t, "wire-role", 0)))
+		_, err := c.Lookup(ctx, topic)
+		if err == nil || wire.IsRetryable(err) {
+			t.Fatalf("lookup through a misnamed host: %v (retryable %v), want a terminal certificate error", err, wire.IsRetryable(err))
+		}
+		t.Logf("misnamed host: %v", err)
+	})
+	t.Run("bad token", func(t *testing.T) {
+		c := client(t, South.ServiceURL, auth.NewAuthenticationToken("not-a-token"))
+		_, err := c.Lookup(ctx, topic)
+		var be *wire.BrokerError
+		if !errors.As(err, &be) || be.Code != wire.AuthenticationError || wire.IsRetryable(err) {
+			t.Fatalf("bad token: %v, want a terminal AuthenticationError", err)
+		}
+	})
+	t.Run("no permission", func(t *testing.T) {
+		c := client(t, South.ServiceURL, auth.NewAuthenticationToken(MintToken(t, "nobody", 0)))
+		_, err := wire.CreateProducer(ctx, c, wire.ProducerOptions{Topic: topic, Name: "geo-sidecar.wire.nobody"})
+		var be *wire.BrokerError
+		if !errors.As(err, &be) || be.Code != wire.AuthorizationError || wire.IsRetryable(err) {
+			t.Fatalf("no permission: %v, want a terminal AuthorizationError", err)
+		}
+	})
 }

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 )
@@ -103,6 +105,16 @@ func IsRetryable(err error) bool {
 	var be *BrokerError
 	if errors.As(err, &be) {
 		return be.Retryable()
+	}
+	// A certificate the broker's name or our trust store rejects stays
+	// rejected until someone changes the configuration.
+	var (
+		verr *tls.CertificateVerificationError
+		herr x509.HostnameError
+		uerr x509.UnknownAuthorityError
+	)
+	if errors.As(err, &verr) || errors.As(err, &herr) || errors.As(err, &uerr) {
+		return false
 	}
 	return err != nil
 }
