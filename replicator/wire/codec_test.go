@@ -131,6 +131,11 @@ func TestCommandRoundTrip(t *testing.T) {
 		&AuthChallenge{ServerVersion: "s", Challenge: AuthData{MethodName: "token", Data: []byte("c")}, ProtocolVersion: 20},
 		&AuthResponse{ClientVersion: "c", Response: AuthData{MethodName: "token", Data: []byte("r")}, ProtocolVersion: 20},
 		&TopicMigrated{ResourceID: 3, ResourceType: 1, BrokerServiceURL: "pulsar://x:1"},
+		&GetSchema{RequestID: 1, Topic: "t", Version: []byte{0, 0, 0, 0, 0, 0, 0, 2}},
+		&GetSchemaResponse{RequestID: 1, Schema: &Schema{Name: "n", Data: []byte("{}"), Type: 2, Properties: []KeyValue{{"k", "v"}}}, Version: []byte{1}},
+		&GetSchemaResponse{RequestID: 1, HasError: true, ErrorCode: TopicNotFound, ErrorMessage: "none"},
+		&GetOrCreateSchema{RequestID: 1, Topic: "t", Schema: Schema{Name: "n", Data: []byte("{}"), Type: 4}},
+		&GetOrCreateSchemaResponse{RequestID: 1, Version: []byte{0, 0, 0, 0, 0, 0, 0, 0}},
 	} {
 		t.Run(body.Type().String(), func(t *testing.T) {
 			b := AppendCommand(nil, body)
@@ -255,6 +260,11 @@ func TestMetadataParseAndPatch(t *testing.T) {
 	withID, _ := PatchMetadata(nil, orig, Patch{Identity: &Identity{ProducerName: "sidecar", SequenceID: 9, HighestSequenceID: 12}})
 	if p, _ := ParseMetadata(withID); p.ProducerName != "sidecar" || p.SequenceID != 9 || p.HighestSequenceID != 12 {
 		t.Fatalf("identity not applied: %+v", p)
+	}
+	// A new schema version overrides the origin's.
+	withSV, _ := PatchMetadata(nil, orig, Patch{SchemaVersion: []byte{0, 0, 0, 0, 0, 0, 0, 5}})
+	if p, _ := ParseMetadata(withSV); !bytes.Equal(p.SchemaVersion, []byte{0, 0, 0, 0, 0, 0, 0, 5}) {
+		t.Fatalf("schema version not applied: %+v", p)
 	}
 	// A second replicated_from overrides the first (last one wins).
 	twice, _ := PatchMetadata(nil, orig, Patch{ReplicatedFrom: "a"})

@@ -36,8 +36,12 @@ const (
 	TypeLookupResponse              CommandType = 24
 	TypeReachedEndOfTopic           CommandType = 27
 	TypeActiveConsumerChange        CommandType = 31
+	TypeGetSchema                   CommandType = 34
+	TypeGetSchemaResponse           CommandType = 35
 	TypeAuthChallenge               CommandType = 36
 	TypeAuthResponse                CommandType = 37
+	TypeGetOrCreateSchema           CommandType = 39
+	TypeGetOrCreateSchemaResponse   CommandType = 40
 	TypeTopicMigrated               CommandType = 68
 )
 
@@ -52,6 +56,8 @@ var typeNames = map[CommandType]string{
 	TypeLookup: "LOOKUP", TypeLookupResponse: "LOOKUP_RESPONSE", TypeReachedEndOfTopic: "REACHED_END_OF_TOPIC",
 	TypeActiveConsumerChange: "ACTIVE_CONSUMER_CHANGE", TypeAuthChallenge: "AUTH_CHALLENGE",
 	TypeAuthResponse: "AUTH_RESPONSE", TypeTopicMigrated: "TOPIC_MIGRATED",
+	TypeGetSchema: "GET_SCHEMA", TypeGetSchemaResponse: "GET_SCHEMA_RESPONSE",
+	TypeGetOrCreateSchema: "GET_OR_CREATE_SCHEMA", TypeGetOrCreateSchemaResponse: "GET_OR_CREATE_SCHEMA_RESPONSE",
 }
 
 func (t CommandType) String() string {
@@ -143,6 +149,14 @@ func newBody(t CommandType) Body {
 		return &AuthResponse{}
 	case TypeTopicMigrated:
 		return &TopicMigrated{}
+	case TypeGetSchema:
+		return &GetSchema{}
+	case TypeGetSchemaResponse:
+		return &GetSchemaResponse{}
+	case TypeGetOrCreateSchema:
+		return &GetOrCreateSchema{}
+	case TypeGetOrCreateSchemaResponse:
+		return &GetOrCreateSchemaResponse{}
 	}
 	return nil
 }

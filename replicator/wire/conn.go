@@ -514,6 +514,10 @@ func (c *Conn) dispatch(cmd Command, f Frame) error {
 		c.respond(b.RequestID, cmd)
 	case *PartitionedMetadataResponse:
 		c.respond(b.RequestID, cmd)
+	case *GetSchemaResponse:
+		c.respond(b.RequestID, cmd)
+	case *GetOrCreateSchemaResponse:
+		c.respond(b.RequestID, cmd)
 	default:
 		c.log.Debug("ignoring command", zap.Stringer("type", cmd.Type))
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -693,5 +695,52 @@ func TestOneConnectionPerBroker(t *testing.T) {
 	defer b.mu.Unlock()
 	if len(b.conns) != 1 {
 		t.Fatalf("%d connections for one broker", len(b.conns))
+	}
+}
+
+// TestIdleCostsNoGoroutines: consumers and producers add no goroutine and
+// no timer; a connection has three goroutines (reader, writer, keep-alive).
+func TestIdleCostsNoGoroutines(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.url(), ConnOptions{})
+	ctx := context.Background()
+	if _, err := c.Conn(ctx, c.serviceBroker()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	const n = 500
+	var closers []func() error
+	for i := range n {
+		cons, err := Subscribe(ctx, c, ConsumerOptions{Topic: fmt.Sprint("t", i), Subscription: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := CreateProducer(ctx, c, ProducerOptions{Topic: fmt.Sprint("t", i), Name: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		closers = append(closers, cons.Close, p.Close)
+	}
+	time.Sleep(10 * time.Millisecond)
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	t.Logf("heap per idle consumer+producer pair: %d bytes", (int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/n)
+	if after := runtime.NumGoroutine(); after > before+2 {
+		t.Fatalf("%d goroutines for %d idle consumers and producers (had %d)", after, 2*n, before)
+	}
+	b.mu.Lock()
+	conns := len(b.conns)
+	b.mu.Unlock()
+	if conns != 1 {
+		t.Fatalf("%d connections", conns)
+	}
+	for _, cl := range closers {
+		if err := cl(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -164,6 +164,9 @@ type Patch struct {
 	// consumers on the target see the sidecar's producer name and sequence
 	// ids instead of the origin's.
 	Identity *Identity
+	// SchemaVersion, when set, is appended as schema_version (field 16):
+	// the target's version of the entry's schema (GetOrCreateSchema).
+	SchemaVersion []byte
 }
 
 // Identity is the producer name and sequence range an entry is stored
@@ -199,6 +202,9 @@ func PatchMetadata(dst, md []byte, p Patch) ([]byte, error) {
 	}
 	if p.ReplicatedFrom != "" {
 		dst = appendStr(dst, 5, p.ReplicatedFrom)
+	}
+	if p.SchemaVersion != nil {
+		dst = appendBytes(dst, 16, p.SchemaVersion)
 	}
 	if id := p.Identity; id != nil {
 		dst = appendStr(dst, 1, id.ProducerName)
