@@ -61,6 +61,7 @@ type Producer struct {
 	pending  []*pendingSend
 	calling  int           // done callbacks running; Flush waits for them too
 	changed  chan struct{} // closed and replaced when pending shrinks or the producer ends
+	waiting  bool          // someone waits on changed (else signal is free)
 	closed   bool
 	err      error // terminal
 	stop     chan struct{}
@@ -197,6 +198,7 @@ func (p *Producer) Send(ctx context.Context, out Outgoing, done func(Receipt, er
 		if len(p.pending) < p.opts.MaxPending {
 			break
 		}
+		p.waiting = true
 		ch := p.changed
 		p.mu.Unlock()
 		select {
@@ -238,6 +240,7 @@ func (p *Producer) Flush(ctx context.Context) error {
 			p.mu.Unlock()
 			return err
 		}
+		p.waiting = true
 		ch := p.changed
 		p.mu.Unlock()
 		select {
@@ -250,8 +253,12 @@ func (p *Producer) Flush(ctx context.Context) error {
 
 // signal wakes Send and Flush waiters; p.mu must be held.
 func (p *Producer) signal() {
+	if !p.waiting {
+		return
+	}
 	close(p.changed)
 	p.changed = make(chan struct{})
+	p.waiting = false
 }
 
 func (s *producerSession) handleReceipt(r *SendReceipt) {
