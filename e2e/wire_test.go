@@ -944,3 +944,82 @@ func TestWireSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestWirePartitioned copies every partition of a partitioned topic to the
+// same partition on west, each over its own consumer and producer, all on
+// one connection per cluster.
+func TestWirePartitioned(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "parts")
+	const parts = 4
+	CreatePartitioned(t, topic, parts, "east", "west")
+	east, west := Client(t, "east"), Client(t, "west")
+	weast, wwest := wireClient(t, "east"), wireClient(t, "west")
+	ctx := context.Background()
+	n, err := weast.PartitionedMetadata(ctx, topic)
+	if err != nil || n != parts {
+		t.Fatalf("partitions %d, %v; want %d", n, err, parts)
+	}
+	counts := make([]int, parts)
+	cons := make([]*wire.Consumer, parts)
+	prods := make([]*wire.Producer, parts)
+	for i := range parts {
+		part := fmt.Sprintf("%s-partition-%d", topic, i)
+		c, err := wire.Subscribe(ctx, weast, wire.ConsumerOptions{Topic: part, Subscription: "geo-sidecar.repl.west", Name: "wire", InitialPosition: wire.Earliest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		p, err := wire.CreateProducer(ctx, wwest, wire.ProducerOptions{Topic: part, Name: fmt.Sprintf("geo-sidecar.east.%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		cons[i], prods[i] = c, p
+	}
+	// Unbatched so that the partition counts are message counts.
+	p, err := east.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 200
+	for i := range total {
+		id, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprint("m-", i)), Key: fmt.Sprint("k", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[id.PartitionIdx()]++
+	}
+	p.Close()
+	for i := range parts {
+		if counts[i] > 0 {
+			wireForward(t, cons[i], prods[i], counts[i], 0)
+		}
+	}
+	got := Consume(t, west, topic, "check", total+1, 10*time.Second)
+	if len(got) != total {
+		t.Fatalf("west has %d messages, want %d", len(got), total)
+	}
+	for _, m := range got {
+		// Same key, same partition: the copy sits where the original did.
+		var i int
+		fmt.Sscanf(string(m.Payload()), "m-%d", &i)
+		if m.Key() != fmt.Sprint("k", i) {
+			t.Fatalf("message %q has key %q", m.Payload(), m.Key())
+		}
+	}
+	// One connection per cluster: the broker sees one client address.
+	st, err := Admin(t, "east").Topics().GetPartitionedStats(*mustTopicName(t, topic), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := map[string]bool{}
+	for _, ps := range st.Partitions {
+		for _, c := range ps.Subscriptions["geo-sidecar.repl.west"].Consumers {
+			addrs[c.Address] = true
+		}
+	}
+	if len(addrs) != 1 {
+		t.Errorf("consumers of %d partitions came from %d connections %v, want 1", parts, len(addrs), addrs)
+	}
+}
