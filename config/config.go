@@ -41,6 +41,19 @@ const (
 	DefaultSnapshotCacheSize  = 10
 	DefaultMaxPendingMessages = 1000
 	DefaultStart              = StartEarliest
+	DefaultDataPath           = DataPathMessages
+)
+
+// Values of [Replication.DataPath].
+const (
+	// DataPathMessages consumes each message with pulsar-client-go and
+	// produces a copy: the path that keeps subscriptions in step.
+	DataPathMessages = "messages"
+	// DataPathEntries forwards each stored entry whole (a batch stays one
+	// batch, compressed and encrypted payloads untouched), over the
+	// sidecar's own binary-protocol client. Subscriptions are not kept in
+	// step on this path yet.
+	DataPathEntries = "entries"
 )
 
 // Values of [Replication.Start].
@@ -231,6 +244,8 @@ type Replication struct {
 	// patterns are anchored like TopicPatterns.
 	Subscriptions        []string `yaml:"subscriptions"`
 	SubscriptionPatterns []string `yaml:"subscription_patterns"`
+	// DataPath is [DataPathMessages] (the default) or [DataPathEntries].
+	DataPath string `yaml:"data_path"`
 
 	// topicRE and subRE are the compiled, anchored patterns, index for
 	// index. They are slices of pointers so that copying a Replication by
@@ -246,7 +261,7 @@ type replicationFields Replication
 // UnmarshalYAML fills per-entry defaults before decoding; see
 // [Cluster.UnmarshalYAML] for why it exists and uses the callback form.
 func (r *Replication) UnmarshalYAML(unmarshal func(any) error) error {
-	f := replicationFields{Start: DefaultStart}
+	f := replicationFields{Start: DefaultStart, DataPath: DefaultDataPath}
 	err := unmarshal(&f)
 	*r = Replication(f)
 	return err

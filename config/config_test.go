@@ -113,6 +113,7 @@ func TestParseFull(t *testing.T) {
 				TopicPatterns:        []string{"audit-.*", `events\.v[0-9]+`},
 				Targets:              []string{"west", "north_2"},
 				Start:                StartLatest,
+				DataPath:             DataPathMessages,
 				RateLimit:            RateLimit{MessagesPerSecond: 1000, BytesPerSecond: 1.5e6},
 				Subscriptions:        []string{"billing", "tenant/ns/fn"},
 				SubscriptionPatterns: []string{"^team-.*"},
@@ -123,6 +124,7 @@ func TestParseFull(t *testing.T) {
 				Topics:    []string{"orders"},
 				Targets:   []string{"east"},
 				Start:     StartEarliest,
+				DataPath:  DataPathMessages,
 			},
 		},
 	}

@@ -301,6 +301,16 @@ func (c *Config) validateReplication(p *problems, clusters map[string]bool) {
 			p.add(path+".start", "%q must be %q or %q", r.Start, StartEarliest, StartLatest)
 		}
 
+		switch r.DataPath {
+		case DataPathMessages, "":
+		case DataPathEntries:
+			if len(r.Subscriptions) > 0 || len(r.SubscriptionPatterns) > 0 {
+				p.add(path+".data_path", "%q does not keep subscriptions in step yet: use %q for an entry with subscriptions", r.DataPath, DataPathMessages)
+			}
+		default:
+			p.add(path+".data_path", "%q must be %q or %q", r.DataPath, DataPathMessages, DataPathEntries)
+		}
+
 		checkRate(p, path+".rate_limit.messages_per_second", r.RateLimit.MessagesPerSecond)
 		checkRate(p, path+".rate_limit.bytes_per_second", r.RateLimit.BytesPerSecond)
 

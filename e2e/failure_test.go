@@ -166,8 +166,12 @@ func missingRanges(got []pulsar.Message, prefix string, n int) string {
 }
 
 func TestKillNineUnderLoad(t *testing.T) {
-	for _, dedup := range []bool{true, false} {
-		t.Run(fmt.Sprintf("dedup=%v", dedup), func(t *testing.T) {
+	for _, tc := range []struct {
+		dedup bool
+		path  string
+	}{{true, "messages"}, {false, "messages"}, {true, "entries"}, {false, "entries"}} {
+		dedup := tc.dedup
+		t.Run(fmt.Sprintf("dedup=%v/data_path=%s", dedup, tc.path), func(t *testing.T) {
 			ns := NewNamespace(t, "east", "west")
 			if dedup {
 				if err := Admin(t, "west").Namespaces().SetDeduplicationStatus(ns, true); err != nil {
@@ -176,7 +180,11 @@ func TestKillNineUnderLoad(t *testing.T) {
 			}
 			topic := Topic(ns, "crash")
 			east, west := Client(t, "east"), Client(t, "west")
-			s := StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
+			rep := entry("east", ns, all, "west")
+			if tc.path == "entries" {
+				rep = entries("east", ns, all, "west")
+			}
+			s := StartSidecar(t, []string{"east", "west"}, rep)
 
 			const n = 20000
 			load := startLoad(t, east, topic, "m", n, 4000)
@@ -195,8 +203,8 @@ func TestKillNineUnderLoad(t *testing.T) {
 
 			got := drain(t, west, topic, "check", n, 90*time.Second, 3*time.Second)
 			missing, dups, breaks := checkCopies(t, got, "m", n, dedup)
-			t.Logf("kill -9 under load, dedup=%v: %d messages (%.0f replicated before the kill), %d missing, %d duplicates, %d out of order; after restart %.0f skipped as already on the target, %.0f unproven duplicate receipts",
-				dedup, n, before, missing, dups, breaks, s.Metric("geo_sidecar_skipped_messages_total", `reason="already-copied"`),
+			t.Logf("kill -9 under load, dedup=%v, data path %s: %d messages (%.0f replicated before the kill), %d missing, %d duplicates, %d out of order; after restart %.0f skipped as already on the target, %.0f unproven duplicate receipts",
+				dedup, tc.path, n, before, missing, dups, breaks, s.Metric("geo_sidecar_skipped_messages_total", `reason="already-copied"`),
 				s.Metric("geo_sidecar_duplicates_unproven_total"))
 			if !dedup && dups > 5000 {
 				t.Fatalf("%d duplicates: more than could have been in flight", dups)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
 // Conn is the pair of clients geo-sidecar holds for one cluster: the binary
@@ -30,6 +32,14 @@ type Conn struct {
 	// like Admin (the same transport: current token, TLS, refusals
 	// reported).
 	entries *entryReader
+
+	// For the entry pipe's binary-protocol client, built on first use.
+	cluster  config.Cluster
+	watch    *authWatch
+	log      *zap.Logger
+	wireOnce sync.Once
+	wire     *wire.Client
+	wireErr  error
 }
 
 // Dial builds the clients for c. Neither keeps a copy of the token: both
@@ -78,11 +88,17 @@ func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
 		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
 	}
 	entries := &entryReader{base: strings.TrimRight(c.AdminURL, "/"), client: &http.Client{Transport: rt, Timeout: 30 * time.Second}}
-	return &Conn{Name: c.Name, Client: client, Admin: admin, entries: entries}, nil
+	return &Conn{Name: c.Name, Client: client, Admin: admin, entries: entries, cluster: c, watch: w, log: log}, nil
 }
 
 // Close releases the clients.
-func (c *Conn) Close() { c.Client.Close() }
+func (c *Conn) Close() {
+	c.Client.Close()
+	c.wireOnce.Do(func() {}) // after this, c.wire is set or never will be
+	if c.wire != nil {
+		_ = c.wire.Close()
+	}
+}
 
 // pulsarEndpoints opens a partition's cursor on the local cluster and its
 // producer on the remote.
@@ -245,7 +261,7 @@ func (e *pulsarEndpoints) copiedSince(ctx context.Context, from position) (copyS
 		return copySet{}, err
 	}
 	return scanCopies(ctx, adminEntries{admin: e.remote.Admin, reader: e.remote.entries, topic: tn},
-		e.producerName, e.local.Name, from, e.maxPending+lookBack)
+		byProducer(e.producerName), e.local.Name, from, e.maxPending+lookBack)
 }
 
 // Batching towards the remote: the source's batches were unpacked by the

@@ -25,6 +25,9 @@ type Metrics struct {
 	Partitions    *prometheus.GaugeVec
 	Topics        *prometheus.GaugeVec
 	TopicsRefused *prometheus.GaugeVec
+	// InflightBytes is what the entry pipe holds in flight, process-wide
+	// (bounded by its byte budget).
+	InflightBytes prometheus.Gauge
 
 	// Replicated subscriptions.
 	MarkersInvalid         *prometheus.CounterVec
@@ -51,6 +54,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	pair := []string{"source", "target"}
 	topic := []string{"source", "target", "topic"}
 	m := &Metrics{
+		InflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns,
+			Name: "inflight_bytes", Help: "Bytes of entries sent and not yet confirmed by their target, all pairs of the entry data path together."}),
 		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 			Name: "replicated_messages_total", Help: "Messages copied to the target and confirmed by it."}, pair),
 		Bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
@@ -109,7 +114,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsUnproven,
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
-			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds)
+			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds,
+			m.InflightBytes)
 	}
 	return m
 }

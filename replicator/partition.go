@@ -81,10 +81,17 @@ func (p *partition) Run(ctx context.Context) error {
 			p.sync.run(ctx, p.linkUp.Load)
 		}()
 	}
+	return runSessions(ctx, p.log, p.session)
+}
+
+// runSessions runs session after session until ctx is done, with capped
+// exponential backoff after a failure (reset by a session that made
+// progress), logging an error when it changes. Both data paths use it.
+func runSessions(ctx context.Context, log *zap.Logger, session func(context.Context) (bool, error)) error {
 	bo := newBackoff(200*time.Millisecond, 10*time.Second)
 	var lastErr string
 	for ctx.Err() == nil {
-		progress, err := p.session(ctx)
+		progress, err := session(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -95,7 +102,7 @@ func (p *partition) Run(ctx context.Context) error {
 			continue
 		}
 		if err.Error() != lastErr {
-			p.log.Warn("partition session failed, retrying with backoff", zap.Error(err))
+			log.Warn("partition session failed, retrying with backoff", zap.Error(err))
 			lastErr = err.Error()
 		}
 		sleep(ctx, bo.next())

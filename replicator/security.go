@@ -451,6 +451,18 @@ func adminPermission(method, path string, body []byte) string {
 func newAdminBase(a config.Auth) (http.RoundTripper, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 10
+	cfg, err := clientTLS(a)
+	if err != nil {
+		return nil, err
+	}
+	t.TLSClientConfig = cfg
+	return t, nil
+}
+
+// clientTLS is the TLS configuration of every connection to a cluster
+// (admin API and the entry pipe's binary protocol): the trusted CAs, and
+// the client certificate, read again at each handshake.
+func clientTLS(a config.Auth) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if a.TLSTrustCertsFile != "" {
 		pem, err := os.ReadFile(a.TLSTrustCertsFile)
@@ -471,8 +483,7 @@ func newAdminBase(a config.Auth) (http.RoundTripper, error) {
 			return &c, nil
 		}
 	}
-	t.TLSClientConfig = cfg
-	return t, nil
+	return cfg, nil
 }
 
 // clientEvent classifies what pulsar-client-go logs about a producer,

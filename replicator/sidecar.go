@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
@@ -46,6 +47,9 @@ type Sidecar struct {
 	cluster string
 	key     []byte // marker key; nil when no subscription is kept in step
 	applied appliedPositions
+	// budget bounds the bytes the entry pipe holds in flight, across
+	// every pair of the process.
+	budget *byteBudget
 
 	ready atomic.Bool
 	mu    sync.Mutex
@@ -67,7 +71,9 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sidecar{cfg: cfg, log: opts.Log, m: NewMetrics(opts.Registry), cluster: opts.Cluster, key: key}, nil
+	m := NewMetrics(opts.Registry)
+	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, key: key,
+		budget: newByteBudget(inflightBudget, m.InflightBytes.Set)}, nil
 }
 
 // Metrics returns the sidecar's metrics.
@@ -158,6 +164,7 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				cfg:     s.cfg,
 				key:     s.key,
 				applied: &s.applied,
+				budget:  s.budget,
 				log:     s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
 				running: map[string]*worker{},
 				quiet:   map[string]time.Time{},
@@ -194,6 +201,7 @@ type pair struct {
 	cfg     *config.Config
 	key     []byte
 	applied *appliedPositions
+	budget  *byteBudget
 }
 
 // worker is a running partition replicator that can be stopped alone.
@@ -311,12 +319,22 @@ func (p *pair) hasRunning(t topicInfo) bool {
 }
 
 func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
+	wctx, cancel := context.WithCancel(ctx)
+	w := &worker{topic: topic, cancel: cancel, done: make(chan struct{})}
+	p.running[partitionTopic] = w
+	if p.rep.DataPath == config.DataPathEntries {
+		p.log.Info("replicating partition", zap.String("partition", partitionTopic), zap.String("data_path", config.DataPathEntries))
+		pt := p.entryPartition(partitionTopic)
+		go func() {
+			defer close(w.done)
+			_ = pt.Run(wctx)
+		}()
+		return
+	}
 	start := pulsar.SubscriptionPositionEarliest
 	if p.rep.Start == config.StartLatest {
 		start = pulsar.SubscriptionPositionLatest
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	w := &worker{topic: topic, cancel: cancel, done: make(chan struct{})}
 	pt := &partition{
 		local: p.local.Name, remote: p.remote.Name,
 		ends: &pulsarEndpoints{
@@ -331,12 +349,35 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 		drainTimeout: 4 * time.Second,
 	}
 	pt.sync = p.newSync(ctx, partitionTopic, topic)
-	p.running[partitionTopic] = w
 	p.log.Info("replicating partition", zap.String("partition", partitionTopic))
 	go func() {
 		defer close(w.done)
 		_ = pt.Run(wctx)
 	}()
+}
+
+// entryPartition is the entry pipe's replicator of one partition.
+func (p *pair) entryPartition(partitionTopic string) *entryPartition {
+	start := wire.Earliest
+	if p.rep.Start == config.StartLatest {
+		start = wire.Latest
+	}
+	log := p.log.With(zap.String("partition", partitionTopic))
+	return &entryPartition{
+		local: p.local.Name, remote: p.remote.Name,
+		ends: &wireEndpoints{
+			local: p.local, remote: p.remote, topic: partitionTopic,
+			subscription: p.subscription,
+			producerName: "geo-sidecar." + p.local.Name + "-->" + p.remote.Name,
+			consumerName: newConsumerName(),
+			start:        start, permits: p.maxPending, maxPending: p.maxPending,
+			key: p.key, log: log,
+		},
+		topic: partitionTopic, key: p.key,
+		budget: p.budget, maxPending: p.maxPending,
+		msgRate: p.msgRate, byteRate: p.byteRate,
+		m: p.m, log: log, drainTimeout: entryDrainTimeout,
+	}
 }
 
 func shortName(topic string) string { return topic[strings.LastIndex(topic, "/")+1:] }

@@ -2,7 +2,10 @@ package replicator
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,6 +57,9 @@ type origin struct {
 	cluster string
 	pos     position
 	ok      bool
+	// sig is the entry pipe's signature of the origin (PropOriginSig), on
+	// an entry-level origin; empty on the message path's copies.
+	sig string
 }
 
 // entryReader reads single entries of a topic through the admin API
@@ -113,6 +119,16 @@ func restPath(t *utils.TopicName) string {
 // origins with ok false: unrecognised, so sent again.
 func parseEntryCopy(h http.Header, body []byte) entryCopy {
 	e := entryCopy{producer: h.Get("X-Pulsar-Producer-Name")}
+	// A copy of the entry pipe: the whole entry's origin, signed, in the
+	// entry-level properties (the producer name is the origin's).
+	if j := h.Get("X-Pulsar-Property"); j != "" && strings.Contains(j, PropOriginSig) {
+		props := map[string]string{}
+		if json.Unmarshal([]byte(j), &props) == nil && props[PropOriginSig] != "" {
+			o := originOf(props)
+			o.sig = props[PropOriginSig]
+			return entryCopy{producer: e.producer, origins: []origin{o}}
+		}
+	}
 	if n, err := strconv.Atoi(h.Get("X-Pulsar-Num-Batch-Message")); err == nil && n > 0 &&
 		h.Get("X-Pulsar-Compression") == "" {
 		if props, ok := batchProperties(body, n); ok {
@@ -247,12 +263,12 @@ type entryLister interface {
 type ledgerInfo struct{ id, entries int64 }
 
 // scanCopies walks the remote partition back from its newest entry and
-// collects the origin positions of local's messages in entries written by
-// producer, until it reads a copy of a message before from (every older
-// copy is older still: the producer writes in origin order) or has read
-// limit entries. The set it returns is proof even when err is not nil: it
-// holds only what was read.
-func scanCopies(ctx context.Context, r entryLister, producer, local string, from position, limit int) (copySet, error) {
+// collects the origin positions of local's messages in the entries ours
+// accepts as this pair's own, until it reads a copy of a message before
+// from (every older copy is older still: the pair writes in origin order)
+// or has read limit entries. The set it returns is proof even when err is
+// not nil: it holds only what was read.
+func scanCopies(ctx context.Context, r entryLister, ours func(entryCopy) bool, local string, from position, limit int) (copySet, error) {
 	set := copySet{}
 	ledger, entry, err := r.lastEntry(ctx)
 	if err != nil || ledger < 0 {
@@ -289,7 +305,7 @@ func scanCopies(ctx context.Context, r entryLister, producer, local string, from
 		if err != nil {
 			return set, err
 		}
-		if e.producer != producer {
+		if !ours(e) {
 			continue
 		}
 		reachedOlder := false
@@ -308,6 +324,50 @@ func scanCopies(ctx context.Context, r entryLister, producer, local string, from
 		}
 	}
 	return set, nil
+}
+
+// byProducer accepts the entries written under the producer name: the
+// message path's copies, whose metadata its own producer wrote.
+func byProducer(name string) func(entryCopy) bool {
+	return func(e entryCopy) bool { return e.producer == name }
+}
+
+// PropOriginSig, on an entry the entry pipe forwarded, signs its origin
+// (HMAC-SHA256 with the marker key over the partition, the origin cluster
+// and PropOriginID). The entry pipe keeps the origin's producer name, so
+// the name proves nothing there; the signature does, and no producer
+// without the key can forge it.
+const PropOriginSig = "geo-sidecar.origin-sig"
+
+// originSig signs an entry's origin for PropOriginSig.
+func originSig(key []byte, topic, cluster, id string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(topic))
+	m.Write([]byte{0})
+	m.Write([]byte(cluster))
+	m.Write([]byte{0})
+	m.Write([]byte(id))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// bySignature accepts the entries whose one origin carries a valid
+// signature for this partition (the entry pipe's copies). Without a key
+// nothing is accepted: every entry is sent again after a crash
+// (duplicates, never loss).
+func bySignature(key []byte, topic string) func(entryCopy) bool {
+	return func(e entryCopy) bool {
+		if len(key) == 0 || len(e.origins) != 1 || !e.origins[0].ok {
+			return false
+		}
+		o := e.origins[0]
+		want := originSig(key, topic, o.cluster, formatPos(o.pos))
+		return hmac.Equal([]byte(want), []byte(o.sig))
+	}
+}
+
+// formatPos writes p as PropOriginID does: "ledger:entry:batch".
+func formatPos(p position) string {
+	return strconv.FormatInt(p.ledger, 10) + ":" + strconv.FormatInt(p.entry, 10) + ":" + strconv.FormatInt(int64(p.batch), 10)
 }
 
 // adminEntries lists one remote partition through the admin API.

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -109,7 +110,7 @@ func TestScanCopies(t *testing.T) {
 			from: 5, limit: 100, want: positions(5, 6, 7), wantReads: 3},
 		{name: "a copy from before from in the same batch ends the walk",
 			ledgers: []fakeLedger{{id: 7, entries: []fakeEntry{copyOfEntry(1), copyOfEntry(4, 5, 6)}}},
-			from: 5, limit: 100, want: positions(5, 6), wantReads: 1},
+			from:    5, limit: 100, want: positions(5, 6), wantReads: 1},
 		{name: "entries of other producers are no proof, even with our origin data",
 			ledgers: []fakeLedger{{id: 7, entries: []fakeEntry{
 				copyOfEntry(4), copyOfEntry(5), foreign("app", 6, 7, 8), foreign("pulsar.repl.east-->west", 9)}}},
@@ -129,10 +130,10 @@ func TestScanCopies(t *testing.T) {
 			from: 0, limit: 2, want: positions(3, 4), wantReads: 2},
 		{name: "an error keeps what was read",
 			ledgers: []fakeLedger{{id: 7, entries: []fakeEntry{copyOfEntry(1), {err: boom}, copyOfEntry(3)}}},
-			from: 0, limit: 100, want: positions(3), wantErr: boom, wantReads: 2},
+			from:    0, limit: 100, want: positions(3), wantErr: boom, wantReads: 2},
 		{name: "a missing entry is passed over",
 			ledgers: []fakeLedger{{id: 7, entries: []fakeEntry{copyOfEntry(1), {err: errNoEntry}, copyOfEntry(3)}}},
-			from: 0, limit: 100, want: positions(1, 3), wantReads: 3},
+			from:    0, limit: 100, want: positions(1, 3), wantReads: 3},
 		{name: "ledger listing fails",
 			ledgers: []fakeLedger{{id: 3, entries: []fakeEntry{copyOfEntry(1)}}, {id: 7, entries: []fakeEntry{copyOfEntry(2)}}},
 			listErr: boom, from: 0, limit: 100, want: positions(2), wantErr: boom, wantReads: 1},
@@ -140,7 +141,7 @@ func TestScanCopies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeEntries{ls: tt.ledgers, listErr: tt.listErr}
-			got, err := scanCopies(context.Background(), f, ours, "east", position{10, tt.from, -1}, tt.limit)
+			got, err := scanCopies(context.Background(), f, byProducer(ours), "east", position{10, tt.from, -1}, tt.limit)
 			if !errors.Is(err, tt.wantErr) {
 				t.Errorf("err = %v, want %v", err, tt.wantErr)
 			}
@@ -182,7 +183,7 @@ func batchBody(msgs ...map[string]string) []byte {
 	return out
 }
 
-func originProps(id string) map[string]string {
+func copyProps(id string) map[string]string {
 	return map[string]string{PropOriginCluster: "east", PropOriginID: id, "app": "v"}
 }
 
@@ -206,11 +207,11 @@ func TestParseEntryCopy(t *testing.T) {
 	}{
 		{name: "batch: each message's own origin",
 			h:    hdr("X-Pulsar-Producer-Name", ours, "X-Pulsar-Num-Batch-Message", "3"),
-			body: batchBody(originProps("10:1:-1"), originProps("10:2:0"), originProps("10:2:1")),
+			body: batchBody(copyProps("10:1:-1"), copyProps("10:2:0"), copyProps("10:2:1")),
 			want: entryCopy{producer: ours, origins: []origin{ok("10:1:-1"), ok("10:2:0"), ok("10:2:1")}}},
 		{name: "batch with a message without origin",
 			h:    hdr("X-Pulsar-Producer-Name", ours, "X-Pulsar-Num-Batch-Message", "2"),
-			body: batchBody(map[string]string{"app": "v"}, originProps("10:2:-1")),
+			body: batchBody(map[string]string{"app": "v"}, copyProps("10:2:-1")),
 			want: entryCopy{producer: ours, origins: []origin{{}, ok("10:2:-1")}}},
 		{name: "not a batch: properties header",
 			h:    hdr("X-Pulsar-Producer-Name", ours, "X-Pulsar-Property", `{"geo-sidecar.origin-cluster":"east","geo-sidecar.origin-id":"10:5:-1"}`),
@@ -218,11 +219,11 @@ func TestParseEntryCopy(t *testing.T) {
 			want: entryCopy{producer: ours, origins: []origin{ok("10:5:-1")}}},
 		{name: "truncated batch falls back to the header (no origin)",
 			h:    hdr("X-Pulsar-Producer-Name", ours, "X-Pulsar-Num-Batch-Message", "3"),
-			body: batchBody(originProps("10:1:-1"))[:5],
+			body: batchBody(copyProps("10:1:-1"))[:5],
 			want: entryCopy{producer: ours, origins: []origin{{}}}},
 		{name: "compressed batch is not read",
 			h:    hdr("X-Pulsar-Producer-Name", ours, "X-Pulsar-Num-Batch-Message", "1", "X-Pulsar-Compression", "LZ4"),
-			body: batchBody(originProps("10:1:-1")),
+			body: batchBody(copyProps("10:1:-1")),
 			want: entryCopy{producer: ours, origins: []origin{{}}}},
 		{name: "bad properties JSON",
 			h:    hdr("X-Pulsar-Producer-Name", "p", "X-Pulsar-Property", `{`),
@@ -242,7 +243,7 @@ func TestParseEntryCopy(t *testing.T) {
 // producer on the remote topic can shape) to the parser: it must never
 // panic, and every origin it reports must come from the input.
 func FuzzParseEntryCopy(f *testing.F) {
-	f.Add("3", "", batchBody(originProps("10:1:-1"), originProps("10:2:0"), originProps("10:2:1")))
+	f.Add("3", "", batchBody(copyProps("10:1:-1"), copyProps("10:2:0"), copyProps("10:2:1")))
 	f.Add("", `{"geo-sidecar.origin-id":"1:2:3"}`, []byte("x"))
 	f.Add("1000000", "", []byte{0, 0, 0, 1, 0x0a})
 	f.Add("2", "", []byte{0xff, 0xff, 0xff, 0xff})
@@ -255,4 +256,48 @@ func FuzzParseEntryCopy(f *testing.F) {
 			t.Fatal("no origins: an entry holds at least one message")
 		}
 	})
+}
+
+// The entry pipe keeps the origin's producer name, so its copies are
+// recognised by the signature of their origin: a valid one for this
+// partition, under the marker key, and nothing else.
+func TestEntryCopySignature(t *testing.T) {
+	key := []byte("0123456789abcdef")
+	const topic = "persistent://t/ns/x-partition-0"
+	hdr := func(props string) http.Header {
+		h := http.Header{}
+		h.Set("X-Pulsar-Producer-Name", "app-producer")
+		h.Set("X-Pulsar-Num-Batch-Message", "3")
+		h.Set("X-Pulsar-Property", props)
+		return h
+	}
+	signed := func(topic, cluster, id string) string {
+		return fmt.Sprintf(`{%q:%q,%q:%q,%q:%q,"app":"v"}`, PropOriginCluster, cluster, PropOriginID, id,
+			PropOriginSig, originSig(key, topic, cluster, id))
+	}
+	tests := []struct {
+		name  string
+		props string
+		key   []byte
+		want  bool
+	}{
+		{name: "signed for this partition", props: signed(topic, "east", "10:5:-1"), key: key, want: true},
+		{name: "signed for another partition", props: signed("persistent://t/ns/x-partition-1", "east", "10:5:-1"), key: key},
+		{name: "origin id changed after signing", props: strings.Replace(signed(topic, "east", "10:5:-1"), `"10:5:-1"`, `"10:9:-1"`, 1), key: key},
+		{name: "forged signature", props: fmt.Sprintf(`{%q:"east",%q:"10:5:-1",%q:"00112233445566778899aabbccddeeff"}`,
+			PropOriginCluster, PropOriginID, PropOriginSig), key: key},
+		{name: "no key configured", props: signed(topic, "east", "10:5:-1")},
+		{name: "unsigned origin data", props: fmt.Sprintf(`{%q:"east",%q:"10:5:-1"}`, PropOriginCluster, PropOriginID), key: key},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := parseEntryCopy(hdr(tt.props), batchBody(copyProps("10:1:-1")))
+			if got := bySignature(tt.key, topic)(e); got != tt.want {
+				t.Errorf("accepted = %v, want %v (entry %+v)", got, tt.want, e)
+			}
+			if tt.want && (len(e.origins) != 1 || e.origins[0].pos != (position{10, 5, -1})) {
+				t.Errorf("origins %+v, want the one entry-level origin 10:5:-1", e.origins)
+			}
+		})
+	}
 }

@@ -1,0 +1,106 @@
+package replicator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar/auth"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
+)
+
+// wireClient is the cluster's binary-protocol client for the entry pipe,
+// built on first use: one pool of connections (one per broker) shared by
+// every cursor and producer of the entry pipe on this cluster. It
+// authenticates like the pulsar-client-go client: the token is asked for
+// at each connection and each challenge, client certificates are read at
+// each handshake, host names are verified.
+func (c *Conn) wireClient() (*wire.Client, error) {
+	c.wireOnce.Do(func() {
+		opts := wire.ClientOptions{
+			ServiceURL: c.cluster.ServiceURL,
+			Logger:     c.log.Named("wire").With(zap.String("cluster", c.Name)),
+		}
+		var err error
+		switch {
+		case c.cluster.Auth.HasToken():
+			opts.Conn.Auth = auth.NewAuthenticationTokenFromSupplier(c.watch.Token)
+		case c.cluster.Auth.TLSCertFile != "":
+			opts.Conn.Auth = auth.NewAuthenticationTLS(c.cluster.Auth.TLSCertFile, c.cluster.Auth.TLSKeyFile)
+		}
+		if opts.Conn.Auth != nil {
+			if err = opts.Conn.Auth.Init(); err != nil {
+				c.wireErr = fmt.Errorf("cluster %s: authentication: %w", c.Name, err)
+				return
+			}
+		}
+		if strings.HasPrefix(c.cluster.ServiceURL, "pulsar+ssl://") {
+			if opts.Conn.TLS, err = clientTLS(c.cluster.Auth); err != nil {
+				c.wireErr = fmt.Errorf("cluster %s: %w", c.Name, err)
+				return
+			}
+		}
+		c.wire, c.wireErr = wire.NewClient(opts)
+	})
+	return c.wire, c.wireErr
+}
+
+// wireEndpoints opens a partition's cursor and producer for the entry
+// pipe over the clusters' wire clients.
+type wireEndpoints struct {
+	local, remote *Conn
+	topic         string // full partition topic name, the same on both sides
+	subscription  string
+	producerName  string
+	consumerName  string // unique per process and partition (Failover picks by name)
+	start         wire.InitialPosition
+	permits       int    // the cursor's window, in messages
+	maxPending    int    // the producer's window, in entries
+	key           []byte // signs the copies' origins (PropOriginSig); nil: none
+	log           *zap.Logger
+}
+
+func newConsumerName() string { return "geo-sidecar-" + uuid.NewString()[:8] }
+
+func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (entrySource, error) {
+	c, err := e.local.wireClient()
+	if err != nil {
+		return nil, err
+	}
+	return wire.Subscribe(ctx, c, wire.ConsumerOptions{
+		Topic: e.topic, Subscription: e.subscription, Name: e.consumerName,
+		InitialPosition: e.start, Permits: e.permits, OnActiveChange: onActive, Logger: e.log,
+	})
+}
+
+func (e *wireEndpoints) openProducer(ctx context.Context) (entryTarget, error) {
+	c, err := e.remote.wireClient()
+	if err != nil {
+		return nil, err
+	}
+	p, err := wire.CreateProducer(ctx, c, wire.ProducerOptions{
+		Topic: e.topic, Name: e.producerName, MaxPending: e.maxPending, Logger: e.log,
+	})
+	if err != nil {
+		return nil, err // an untyped nil target (see pulsarEndpoints.openTarget)
+	}
+	return p, nil
+}
+
+func (e *wireEndpoints) copiedSince(ctx context.Context, from position) (copySet, error) {
+	tn, err := utils.GetTopicName(e.topic)
+	if err != nil {
+		return copySet{}, err
+	}
+	return scanCopies(ctx, adminEntries{admin: e.remote.Admin, reader: e.remote.entries, topic: tn},
+		bySignature(e.key, e.topic), e.local.Name, from, e.maxPending+lookBack)
+}
+
+// entryDrainTimeout bounds how long a stopping entry session waits for
+// its producer (see partition.drainTimeout).
+const entryDrainTimeout = 4 * time.Second

@@ -1,0 +1,410 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
+)
+
+// The entry pipe (data_path: entries) forwards each stored entry of a
+// local partition whole: it reads only the entry's metadata, decides on it
+// (decideEntry), appends replicated_from and the origin position to it
+// (PatchMetadata: the rest of the bytes are copied, never re-encoded) and
+// sends metadata and payload as one SEND carrying the entry's message
+// count. A batch stays one batch; compression, encryption, chunks, keys,
+// event and publish times, producer name, delivery times and schema
+// versions pass through untouched, as with Pulsar's own replicator. The
+// rules that keep nothing lost are the message path's (partition.go):
+// acknowledge in order after the remote confirmed, end the session at
+// the first failure, skip only what is read back from the remote.
+
+// entrySource is a partition's cursor in the entry pipe (a wire.Consumer):
+// Receive from one goroutine, Ack and Release from another.
+type entrySource interface {
+	Receive(ctx context.Context) (wire.Entry, error)
+	Ack(wire.MessageID) error
+	// Release hands the entry's permits back (after the remote confirmed
+	// it, or it was skipped), so that permits bound what is in flight.
+	Release(wire.Entry) error
+	Close() error
+}
+
+// entryTarget is a partition's producer on the remote (a wire.Producer).
+// Callbacks run in send order.
+type entryTarget interface {
+	Send(ctx context.Context, out wire.Outgoing, done func(wire.Receipt, error)) error
+	// LastSequenceID is the remote broker's last recorded sequence id for
+	// the producer name (-1 without deduplication).
+	LastSequenceID() int64
+	Flush(ctx context.Context) error
+	Close() error
+}
+
+// entryEndpoints opens a partition's cursor and producer for the entry
+// pipe; copiedSince is the same proof as on the message path.
+type entryEndpoints interface {
+	openCursor(ctx context.Context, onActive func(active bool)) (entrySource, error)
+	openProducer(ctx context.Context) (entryTarget, error)
+	copiedSince(ctx context.Context, from position) (copySet, error)
+}
+
+// sidecarProducers is the prefix of every producer name geo-sidecar
+// writes under: copies of the message path ("geo-sidecar.<src>--><dst>")
+// and markers ("geo-sidecar.markers.…"). An entry written under it is never
+// forwarded; applications must not use the prefix.
+const sidecarProducers = "geo-sidecar."
+
+// decideEntry says whether an entry read from the local cluster is
+// forwarded to remote: "" to forward, or the reason to skip. Metadata
+// only: what lies inside a batch is not looked at.
+func decideEntry(md *wire.Metadata, remote string) string {
+	switch {
+	case md.HasMarkerType:
+		// Pulsar's own markers (transactions, replicated subscriptions);
+		// a client subscription does not receive them, but be sure.
+		return skipMarker
+	case md.ReplicatedFrom != "":
+		// A copy: by this pipe, or by Pulsar's own replicator.
+		return skipRemoteOrigin
+	case strings.HasPrefix(md.ProducerName, sidecarProducers+"markers."):
+		return skipMarker
+	case strings.HasPrefix(md.ProducerName, sidecarProducers):
+		return skipRemoteOrigin
+	case len(md.ReplicateTo) > 0 && !slices.Contains(md.ReplicateTo, remote):
+		// Pulsar's replicate_to (replicationClusters, disableReplication).
+		return skipReplicateTo
+	}
+	return ""
+}
+
+// originProps are the entry-level properties a forwarded entry carries:
+// where it came from, signed (PropOriginSig), readable back through the
+// admin API (copiedSince). On a batch they are batch-level, which
+// consumers do not see; on a single message they are its properties.
+func originProps(key []byte, topic, local string, id wire.MessageID) []wire.KeyValue {
+	oid := strconv.FormatUint(id.Ledger, 10) + ":" + strconv.FormatUint(id.Entry, 10) + ":-1"
+	props := []wire.KeyValue{{Key: PropOriginCluster, Value: local}, {Key: PropOriginID, Value: oid}}
+	if len(key) > 0 {
+		props = append(props, wire.KeyValue{Key: PropOriginSig, Value: originSig(key, topic, local, oid)})
+	}
+	return props
+}
+
+func entryPos(id wire.MessageID) position {
+	return position{int64(id.Ledger), int64(id.Entry), -1}
+}
+
+// inflightBudget is the process-wide byte budget of the entry pipe.
+const inflightBudget = 256 << 20
+
+// byteBudget bounds the bytes of entries held in flight across the
+// process: a topic of 1 MB messages with a large backlog must not multiply
+// into gigabytes. One entry larger than the whole budget still passes
+// alone. Safe for concurrent use.
+type byteBudget struct {
+	limit int64
+	used  atomic.Int64
+	freed chan struct{} // closed and replaced when bytes are released
+	mu    chan struct{} // a one-slot lock guarding freed
+	gauge func(float64)
+}
+
+func newByteBudget(limit int64, gauge func(float64)) *byteBudget {
+	b := &byteBudget{limit: limit, freed: make(chan struct{}), mu: make(chan struct{}, 1), gauge: gauge}
+	if b.gauge == nil {
+		b.gauge = func(float64) {}
+	}
+	return b
+}
+
+// acquire waits until n bytes fit (or nothing else is held) or ctx ends.
+func (b *byteBudget) acquire(ctx context.Context, n int64) error {
+	for {
+		b.mu <- struct{}{}
+		used := b.used.Load()
+		if used == 0 || used+n <= b.limit {
+			b.used.Add(n)
+			<-b.mu
+			b.gauge(float64(used + n))
+			return nil
+		}
+		freed := b.freed
+		<-b.mu
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (b *byteBudget) release(n int64) {
+	b.mu <- struct{}{}
+	left := b.used.Add(-n)
+	close(b.freed)
+	b.freed = make(chan struct{})
+	<-b.mu
+	b.gauge(float64(left))
+}
+
+// entryPartition replicates one local partition to one remote, entry by
+// entry. It owns its cursor and producer; Run is partition.Run's loop.
+type entryPartition struct {
+	local, remote string
+	topic         string // the partition, the same on both sides
+	key           []byte // signs the copies' origins; nil: none
+	ends          entryEndpoints
+	budget        *byteBudget
+	maxPending    int      // the producer's window: entries sent and not confirmed
+	msgRate       *limiter // shared by the pair's partitions; nil = unlimited
+	byteRate      *limiter
+	m             *Metrics
+	log           *zap.Logger
+	drainTimeout  time.Duration
+
+	// closing is closed when the last producer has finished closing; a
+	// new producer waits for it (see partition.closing).
+	closing chan struct{}
+}
+
+// Run replicates until ctx is done; see runSessions.
+func (p *entryPartition) Run(ctx context.Context) error {
+	return runSessions(ctx, p.log, p.session)
+}
+
+// entryInflight is one entry sent and not yet confirmed.
+type entryInflight struct {
+	e         wire.Entry
+	published time.Time // at the origin
+	r         wire.Receipt
+	err       error
+}
+
+// isDuplicate reports whether a receipt is the broker's answer for a send
+// its deduplication dropped (message id -1:-1).
+func isDuplicate(r wire.Receipt) bool {
+	return r.MessageID.Ledger == math.MaxUint64 || int64(r.MessageID.Ledger) < 0
+}
+
+func (p *entryPartition) session(ctx context.Context) (bool, error) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	var active, holding atomic.Bool
+	active.Store(true)
+	src, err := p.ends.openCursor(sctx, func(a bool) {
+		active.Store(a)
+		if !a && holding.Load() {
+			cancel(errStandby)
+		}
+	})
+	if err != nil {
+		return false, fmt.Errorf("open cursor: %w", err)
+	}
+
+	pair := []string{p.local, p.remote}
+	// Room for every entry in flight: callbacks run on the connection's
+	// goroutine and must never block, even after the acker stopped.
+	results := make(chan *entryInflight, p.maxPending+1)
+	stopAcker := make(chan struct{})
+	ackerDone := make(chan struct{})
+	var progress atomic.Bool
+	go func() {
+		defer close(ackerDone)
+		p.acker(src, results, stopAcker, cancel, &progress)
+	}()
+
+	var dst entryTarget
+	closeTarget := func(drain bool) {
+		if dst == nil {
+			return
+		}
+		d := dst
+		dst = nil
+		holding.Store(false)
+		p.m.Connected.WithLabelValues(pair...).Dec()
+		done := make(chan struct{})
+		p.closing = done
+		go func() {
+			defer close(done)
+			if drain {
+				fctx, fcancel := context.WithTimeout(context.Background(), p.drainTimeout)
+				_ = d.Flush(fctx)
+				fcancel()
+			}
+			_ = d.Close()
+		}()
+		select {
+		case <-done:
+		case <-time.After(p.drainTimeout):
+			p.log.Warn("producer did not close in time; unconfirmed entries will be resent")
+		}
+	}
+
+	var copied copySet
+	var last position
+	received := false
+	var seq uint64
+	skip := func(e wire.Entry, reason string) {
+		p.m.Skipped.WithLabelValues(p.local, p.remote, reason).Add(float64(max(e.NumMessages, 1)))
+		_ = src.Ack(e.ID)
+		_ = src.Release(e)
+	}
+	for {
+		e, err := src.Receive(sctx)
+		if err != nil {
+			if sctx.Err() == nil {
+				cancel(fmt.Errorf("receive: %w", err))
+			}
+			break
+		}
+		pos := entryPos(e.ID)
+		if received && !pos.after(last) {
+			cancel(errRedelivered)
+			break
+		}
+		last, received = pos, true
+		if !active.Load() {
+			closeTarget(true)
+			_ = src.Release(e)
+			continue
+		}
+		md, err := wire.ParseMetadata(e.Metadata)
+		if err != nil {
+			// The broker stored it, so it parsed there: a malformed entry
+			// here is a bug on our side. Stop rather than skip it.
+			cancel(fmt.Errorf("entry %s: %w", e.ID, err))
+			break
+		}
+		if reason := decideEntry(&md, p.remote); reason != "" {
+			skip(e, reason)
+			continue
+		}
+		if dst == nil {
+			if p.closing != nil {
+				select {
+				case <-p.closing:
+				case <-sctx.Done():
+				}
+				if sctx.Err() != nil {
+					break
+				}
+			}
+			if dst, err = p.ends.openProducer(sctx); err != nil {
+				cancel(fmt.Errorf("open producer: %w", err))
+				break
+			}
+			holding.Store(true)
+			p.m.Connected.WithLabelValues(pair...).Inc()
+			if !active.Load() {
+				cancel(errStandby)
+				break
+			}
+			// Sequence ids go on from the remote's record for the
+			// producer name: with deduplication on, nothing new is ever
+			// taken for a duplicate.
+			seq = uint64(dst.LastSequenceID() + 1)
+			if copied, err = p.ends.copiedSince(sctx, pos); err != nil {
+				p.log.Warn("cannot read back every copy on the remote; entries it may hold are sent again (duplicates, not loss)", zap.Error(err))
+			}
+		}
+		if copied.has(pos) {
+			delete(copied, pos)
+			skip(e, skipAlreadyCopied)
+			continue
+		}
+		patched, err := wire.PatchMetadata(make([]byte, 0, len(e.Metadata)+96), e.Metadata,
+			wire.Patch{ReplicatedFrom: p.local, Properties: originProps(p.key, p.topic, p.local, e.ID), DropTxn: md.HasTxnID})
+		if err != nil {
+			cancel(fmt.Errorf("entry %s: patch metadata: %w", e.ID, err))
+			break
+		}
+		if p.msgRate.wait(sctx, float64(max(e.NumMessages, 1))) != nil || p.byteRate.wait(sctx, float64(len(e.Payload))) != nil {
+			break
+		}
+		f := &entryInflight{e: e, published: time.UnixMilli(int64(md.PublishTime))}
+		size := int64(len(patched) + len(e.Payload))
+		if err := p.budget.acquire(sctx, size); err != nil {
+			break
+		}
+		out := wire.Outgoing{Metadata: patched, Payload: e.Payload, NumMessages: max(e.NumMessages, 1), SequenceID: seq}
+		seq++
+		err = dst.Send(sctx, out, func(r wire.Receipt, err error) {
+			p.budget.release(size)
+			f.r, f.err = r, err
+			results <- f
+		})
+		if err != nil {
+			p.budget.release(size)
+			if sctx.Err() == nil {
+				cancel(fmt.Errorf("send: %w", err))
+			}
+			break
+		}
+	}
+
+	closeTarget(ctx.Err() != nil && errors.Is(context.Cause(sctx), context.Cause(ctx)))
+	close(stopAcker)
+	<-ackerDone
+	_ = src.Close()
+	if ctx.Err() != nil {
+		return progress.Load(), nil
+	}
+	return progress.Load(), context.Cause(sctx)
+}
+
+// acker acknowledges entries in send order as the remote confirms them,
+// and hands their permits and bytes back. After the first failure (or a
+// duplicate receipt, which is no proof) nothing more is acknowledged.
+func (p *entryPartition) acker(src entrySource, results <-chan *entryInflight, stop <-chan struct{},
+	fail context.CancelCauseFunc, progress *atomic.Bool) {
+	failed := false
+	copiedMsgs := p.m.Messages.WithLabelValues(p.local, p.remote)
+	copiedBytes := p.m.Bytes.WithLabelValues(p.local, p.remote)
+	latency := p.m.Latency.WithLabelValues(p.local, p.remote)
+	handle := func(f *entryInflight) {
+		switch {
+		case failed:
+		case f.err != nil:
+			failed = true
+			p.m.SendErrors.WithLabelValues(p.local, p.remote).Inc()
+			fail(fmt.Errorf("send: %w", f.err))
+		case isDuplicate(f.r):
+			failed = true
+			p.m.DupsUnproven.WithLabelValues(p.local, p.remote).Inc()
+			fail(errUnprovenDuplicate)
+		default:
+			copiedMsgs.Add(float64(max(f.e.NumMessages, 1)))
+			copiedBytes.Add(float64(len(f.e.Payload)))
+			latency.Observe(time.Since(f.published).Seconds())
+			_ = src.Ack(f.e.ID)
+			_ = src.Release(f.e)
+			progress.Store(true)
+		}
+	}
+	for {
+		select {
+		case f := <-results:
+			handle(f)
+		case <-stop:
+			for {
+				select {
+				case f := <-results:
+					handle(f)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
