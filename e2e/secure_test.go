@@ -37,7 +37,7 @@ type secureSetup struct {
 	ns, topic, role string
 	dir             string
 	tokenFile       string
-	app             pulsar.Client // south, as the super-user
+	app             pulsar.Client // south, as the applications' role
 	east            pulsar.Client
 	secrets         []string // must never show in logs, status or metrics
 }
@@ -53,11 +53,16 @@ func newSecureSetup(t *testing.T, partitions int) *secureSetup {
 	if err := SouthAdmin(t).Topics().Create(*tn, partitions); err != nil {
 		t.Fatalf("create %s on south: %v", s.topic, err)
 	}
-	s.role = "geo-sidecar-" + strings.Split(s.ns, "/")[0]
+	tenant := strings.Split(s.ns, "/")[0]
+	s.role = "geo-sidecar-" + tenant
 	s.tokenFile = filepath.Join(s.dir, "south.token")
-	s.app = SouthClient(t, AdminToken(t))
+	// The applications on south have a role of their own.
+	app := "app-" + tenant
+	Grant(t, s.ns, app, "produce", "consume")
+	appToken := MintToken(t, app, time.Hour)
+	s.app = SouthClient(t, appToken)
 	s.east = Client(t, "east")
-	s.secrets = []string{AdminToken(t)}
+	s.secrets = []string{AdminToken(t), appToken}
 	return s
 }
 
