@@ -1023,3 +1023,88 @@ func TestWirePartitioned(t *testing.T) {
 		t.Errorf("consumers of %d partitions came from %d connections %v, want 1", parts, len(addrs), addrs)
 	}
 }
+
+// TestWireAuthRefresh: south checks credentials every 5 s and challenges a
+// connection whose token expired; the wire connection answers with the
+// provider's current token and stays open (no reconnect, same connection,
+// the producer keeps sending).
+func TestWireAuthRefresh(t *testing.T) {
+	UpSouth(t)
+	ns := NewSecureNamespace(t, "east")
+	Grant(t, ns, "wire-refresh", "produce", "consume")
+	topic := Topic(ns, "refresh")
+	if err := SouthAdmin(t).Topics().Create(*mustTopicName(t, topic), 0); err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(SouthFile("tls/ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	var mu sync.Mutex
+	minted := 0
+	// Every call mints a token that expires 3 s later.
+	a := auth.NewAuthenticationTokenFromSupplier(func() (string, error) {
+		mu.Lock()
+		minted++
+		mu.Unlock()
+		return MintToken(t, "wire-refresh", 3*time.Second), nil
+	})
+	c, err := wire.NewClient(wire.ClientOptions{
+		ServiceURL: South.ServiceURL,
+		Conn:       wire.ConnOptions{Auth: a, TLS: &tls.Config{RootCAs: pool}},
+		Logger:     zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	p, err := wire.CreateProducer(ctx, c, wire.ProducerOptions{Topic: topic, Name: "geo-sidecar.wire.refresh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	b, err := c.Lookup(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := c.Conn(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(seq uint64) {
+		t.Helper()
+		md := wire.MetadataBuilder{ProducerName: "x", SequenceID: seq, PublishTime: uint64(time.Now().UnixMilli())}.Append(nil)
+		done := make(chan error, 1)
+		if err := p.Send(ctx, wire.Outgoing{Metadata: md, Payload: []byte("x"), NumMessages: 1, SequenceID: seq},
+			func(_ wire.Receipt, err error) { done <- err }); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("send %d: %v", seq, err)
+		}
+	}
+	deadline := time.Now().Add(16 * time.Second)
+	for seq := uint64(1); time.Now().Before(deadline); seq++ {
+		send(seq)
+		time.Sleep(500 * time.Millisecond)
+	}
+	select {
+	case <-conn.Done():
+		t.Fatalf("connection closed: %v", conn.Err())
+	default:
+	}
+	if again, err := c.Conn(ctx, b); err != nil || again != conn {
+		t.Fatalf("a new connection was dialled (%v)", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// One token per connection at CONNECT (service URL and broker may be
+	// one connection or two), then one per challenge.
+	if minted < 3 {
+		t.Fatalf("%d tokens minted over 16 s of 3 s tokens: the broker's challenges were not answered", minted)
+	}
+	t.Logf("%d tokens minted", minted)
+}
