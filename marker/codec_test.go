@@ -240,6 +240,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"varint overflow", sign(edit(2, 3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f)), ErrMalformed},
 		{"unterminated varint", sign(append(bytes.Clone(ok[:len(ok)-1]), 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80)), ErrMalformed},
 		{"string longer than input", sign(edit(4, 6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x3f, 'a')), ErrMalformed},
+		{"string longer than input, within limit", sign(edit(15, 18, 0x05, 's')), ErrMalformed},
 		{"string longer than limit", sign(edit(3, 4, append([]byte{65}, bytes.Repeat([]byte{'x'}, 65)...)...)), ErrMalformed},
 		{"invalid utf-8", sign(edit(5, 6, 0xff)), ErrMalformed},
 		{"empty from", sign(edit(4, 6, 0x00)), ErrMalformed},
