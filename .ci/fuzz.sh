@@ -31,25 +31,29 @@ fi
 n=$(echo "$targets" | wc -l)
 echo "== fuzz: $n targets, $FUZZTIME each"
 start=$SECONDS
-# One instrumented test binary per package, built once (what go test -fuzz
-# would rebuild and relink for every target), then one run per target, in
-# the package's directory as go test runs it, with go test's corpus cache.
-bindir=bin/fuzz
+# One instrumented test binary per package, built once and all at once
+# (links are single-threaded; go test -fuzz would rebuild and relink for
+# every target), then one run per target, in the package's directory as go
+# test runs it, with go test's corpus cache.
+bindir=$PWD/bin/fuzz
 mkdir -p "$bindir"
 cache=$(go env GOCACHE)/fuzz
-built=""
+declare -A bins
+pids=()
+for dir in $(echo "$targets" | cut -d' ' -f1 | sort -u); do
+	pkg=$(cd "$dir" && go list .)
+	bins[$dir]=$bindir/${pkg//\//_}.test
+	go test -c -fuzz=. -o "${bins[$dir]}" "$dir/" &
+	pids+=($!)
+done
+for pid in "${pids[@]}"; do
+	wait "$pid" || { echo "fuzz: building the test binaries failed" >&2; exit 1; }
+done
+echo "   test binaries built in $((SECONDS - start))s"
 while read -r dir name; do
 	t0=$SECONDS
 	pkg=$(cd "$dir" && go list .)
-	bin=$PWD/$bindir/${pkg//\//_}.test
-	case " $built " in
-	*" $dir "*) ;;
-	*)
-		go test -c -fuzz=. -o "$bin" "$dir/"
-		built="$built $dir"
-		;;
-	esac
-	if ! out=$(cd "$dir" && "$bin" -test.run='^$' -test.fuzz="^${name}\$" -test.fuzztime="$FUZZTIME" \
+	if ! out=$(cd "$dir" && "${bins[$dir]}" -test.run='^$' -test.fuzz="^${name}\$" -test.fuzztime="$FUZZTIME" \
 		-test.fuzzcachedir="$cache/$pkg" -test.timeout=10m -test.paniconexit0 2>&1); then
 		echo "$out"
 		echo "FAIL fuzz $dir $name (the failing input is under $dir/testdata/fuzz/$name/)" >&2
