@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -163,7 +164,7 @@ func wireForward(t *testing.T, cons *wire.Consumer, p *wire.Producer, want int, 
 		wg.Add(1)
 		seq++
 		err = p.Send(ctx, wire.Outgoing{
-			Metadata: patched, Payload: e.Payload, NumMessages: e.NumMessages, SequenceID: seq,
+			Metadata: patched, Payload: e.Payload, NumMessages: e.NumMessages, SequenceID: seq, IsChunk: md.HasChunk,
 		}, func(r wire.Receipt, err error) {
 			defer wg.Done()
 			if err == nil {
@@ -1107,4 +1108,51 @@ func TestWireAuthRefresh(t *testing.T) {
 		t.Fatalf("%d tokens minted over 16 s of 3 s tokens: the broker's challenges were not answered", minted)
 	}
 	t.Logf("%d tokens minted", minted)
+}
+
+// TestWireChunked forwards the chunks of chunked messages one entry each;
+// pulsar-client-go on west puts them back together.
+func TestWireChunked(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "chunks")
+	CreatePartitioned(t, topic, 0, "east", "west")
+	east, west := Client(t, "east"), Client(t, "west")
+	weast, wwest := wireClient(t, "east"), wireClient(t, "west")
+	ctx := context.Background()
+	cons, err := wire.Subscribe(ctx, weast, wire.ConsumerOptions{Topic: topic, Subscription: "geo-sidecar.repl.west", InitialPosition: wire.Earliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	p, err := east.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true, EnableChunking: true, ChunkMaxMessageSize: 100 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want [][]byte
+	for i := range 2 {
+		payload := bytes.Repeat([]byte{byte('a' + i)}, 250<<10)
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: payload, Key: fmt.Sprint("big-", i)}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, payload)
+	}
+	p.Close()
+	prod, err := wire.CreateProducer(ctx, wwest, wire.ProducerOptions{Topic: topic, Name: "geo-sidecar.east.chunks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	entries, _ := wireForward(t, cons, prod, 6, 0) // 3 chunks per message
+	if entries != 6 {
+		t.Fatalf("%d entries, want 6 chunks", entries)
+	}
+	got := Consume(t, west, topic, "check", 3, 10*time.Second)
+	if len(got) != 2 {
+		t.Fatalf("west has %d messages, want 2", len(got))
+	}
+	for i, m := range got {
+		if !bytes.Equal(m.Payload(), want[i]) || m.Key() != fmt.Sprint("big-", i) {
+			t.Fatalf("message %d: %d bytes, key %q", i, len(m.Payload()), m.Key())
+		}
+	}
 }

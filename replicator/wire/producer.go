@@ -36,6 +36,9 @@ type Outgoing struct {
 	// deduplication checks (HighestSequenceID 0: just SequenceID).
 	SequenceID        uint64
 	HighestSequenceID uint64
+	// IsChunk marks one chunk of a chunked message (the metadata has
+	// chunk_id): the broker then deduplicates by chunk.
+	IsChunk bool
 }
 
 // Receipt is the broker's confirmation of one entry. A duplicate dropped by
@@ -167,6 +170,7 @@ func (p *Producer) writeSend(s *producerSession, out Outgoing) error {
 		SequenceID:        out.SequenceID,
 		NumMessages:       max(out.NumMessages, 1),
 		HighestSequenceID: out.HighestSequenceID,
+		IsChunk:           out.IsChunk,
 	}, out.Metadata, out.Payload)
 }
 
