@@ -186,12 +186,27 @@ classpath() {
 }
 
 pid_of() {
-  local f="$state/$1/pid"
-  [ -f "$f" ] || return 1
-  local pid
-  pid=$(cat "$f")
-  kill -0 "$pid" 2>/dev/null || return 1
+  local f="$state/$1/pid" pid
+  if [ -f "$f" ]; then
+    pid=$(cat "$f")
+    if kill -0 "$pid" 2>/dev/null; then echo "$pid"; return 0; fi
+  fi
+  # The pid file is stale or missing while the cluster's JVM still holds
+  # its broker port (two "up"s raced before cmd_up took a lock, and the
+  # loser's pid overwrote the winner's): adopt the JVM, so that status,
+  # kill and down see it instead of reporting it down and refusing to
+  # start over a taken port.
+  pid=$(port_owner "$(broker_port "$1")") || return 1
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = java ] || return 1
+  mkdir -p "$state/$1"
+  echo "$pid" >"$f"
   echo "$pid"
+}
+
+# port_owner PORT: the pid listening on 127.0.0.1:PORT, if ss can tell.
+port_owner() {
+  command -v ss >/dev/null || return 1
+  ss -ltnpH "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2 | grep .
 }
 
 is_ready() {
@@ -240,6 +255,7 @@ start_one() {
   # JVM flags follow Pulsar's own bin/pulsar launcher.
   (
     cd "$dir"
+    exec 9>&- # the start lock (cmd_up) must not live as long as the JVM
     exec java -Xms256m -Xmx"$heap" -XX:MaxDirectMemorySize=512m -XX:+UseG1GC \
       -XX:TieredStopAtLevel=1 -Xss512k -XX:ReservedCodeCacheSize=128m \
       --add-opens java.base/java.io=ALL-UNNAMED \
@@ -283,7 +299,16 @@ cmd_up() {
   local list
   list=$(names "$@")
   classpath >/dev/null
-  for n in $list; do start_one "$n"; done
+  mkdir -p "$state"
+  for n in $list; do
+    # One start at a time per cluster, across processes: e2e packages
+    # and sessions sharing the test bed call "up" concurrently.
+    if command -v flock >/dev/null; then
+      ( flock 9; start_one "$n" ) 9>"$state/$n.lock" || exit 1
+    else
+      start_one "$n"
+    fi
+  done
   for n in $list; do wait_ready "$n"; done
 }
 
