@@ -1146,7 +1146,7 @@ func TestWireChunked(t *testing.T) {
 	if entries != 6 {
 		t.Fatalf("%d entries, want 6 chunks", entries)
 	}
-	got := Consume(t, west, topic, "check", 3, 10*time.Second)
+	got := Consume(t, west, topic, "check", 2, 30*time.Second)
 	if len(got) != 2 {
 		t.Fatalf("west has %d messages, want 2", len(got))
 	}

@@ -1,21 +1,3 @@
-// Package wire is the small subset of the Pulsar binary protocol that the
-// replication data path needs: lookups, a Failover consumer that hands over
-// stored entries whole (message id, metadata bytes, payload bytes, batches
-// left packed), and a producer that sends such an entry as one SEND. It
-// exists because pulsar-client-go always unpacks and re-encodes messages and
-// keeps its connection layer internal, so copying an entry byte for byte has
-// to talk the protocol itself.
-//
-// The code is written from the protocol's documented frames and field numbers
-// with protowire; it deliberately has no generated protobuf types (a second
-// "pulsar.proto" package would clash with pulsar-client-go's registration).
-// Authentication reuses pulsar-client-go's exported pulsar/auth providers.
-//
-// Layers, from the bottom: frame.go (frames, checksum, size limits),
-// command.go (BaseCommand and the commands used), metadata.go
-// (MessageMetadata: parse the fields that matter, patch by appending),
-// conn.go (one multiplexed connection per broker), client.go (connection
-// pool, lookup), consumer.go and producer.go.
 package wire
 
 import (
