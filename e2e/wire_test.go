@@ -1156,3 +1156,61 @@ func TestWireChunked(t *testing.T) {
 		}
 	}
 }
+
+// TestWireRedeliver: entries received and not acknowledged come again
+// after RedeliverUnacknowledged (what the pipeline does when the target
+// failed), and acknowledged ones do not.
+func TestWireRedeliver(t *testing.T) {
+	ns := NewNamespace(t, "east")
+	topic := Topic(ns, "redeliver")
+	CreatePartitioned(t, topic, 0, "east")
+	weast := wireClient(t, "east")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cons, err := wire.Subscribe(ctx, weast, wire.ConsumerOptions{Topic: topic, Subscription: "s", InitialPosition: wire.Earliest, Permits: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	p, err := Client(t, "east").CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Close()
+	var first []wire.Entry
+	for range 10 {
+		e, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = append(first, e)
+	}
+	for _, e := range first[:4] {
+		if err := cons.Ack(e.ID); err != nil {
+			t.Fatal(err)
+		}
+		cons.Release(e)
+	}
+	if err := cons.RedeliverUnacknowledged(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range first[4:] {
+		e, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.ID != want.ID || string(e.Payload) != string(want.Payload) {
+			t.Fatalf("redelivered %v %q, want %v %q", e.ID, e.Payload, want.ID, want.Payload)
+		}
+	}
+	short, cancel2 := context.WithTimeout(ctx, time.Second)
+	defer cancel2()
+	if e, err := cons.Receive(short); err == nil {
+		t.Fatalf("entry %v came a second time", e.ID)
+	}
+}

@@ -370,7 +370,7 @@ func (c *Conn) writeCommand(body Body) error {
 // writePayload queues a payload command (SEND).
 func (c *Conn) writePayload(body Body, md, payload []byte) error {
 	if n := PayloadFrameSize(0, len(md), len(payload)); n > c.maxFrame {
-		return fmt.Errorf("wire: entry of %d bytes exceeds the broker's limit %d", n, c.MaxMessageSize())
+		return fmt.Errorf("%w: entry of %d bytes, limit %d", ErrTooLarge, n, c.MaxMessageSize())
 	}
 	var scratch [128]byte
 	cmd := AppendCommand(scratch[:0], body)

@@ -87,6 +87,11 @@ func (e *BrokerError) Retryable() bool {
 // producer, and by operations whose connection closed while waiting.
 var ErrClosed = errors.New("wire: closed")
 
+// ErrTooLarge is returned by Producer.Send for an entry larger than the
+// broker's message size limit (from CONNECTED): the broker could never
+// take it, so it is refused before it is written.
+var ErrTooLarge = errors.New("wire: entry exceeds the broker's message size limit")
+
 // ConnError reports a connection lost underneath an operation; it is always
 // retryable (on a new connection).
 type ConnError struct {

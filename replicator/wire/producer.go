@@ -34,6 +34,8 @@ type Outgoing struct {
 	NumMessages int32
 	// SequenceID..HighestSequenceID is the range the broker's
 	// deduplication checks (HighestSequenceID 0: just SequenceID).
+	// Sequence ids must increase from one Send to the next: receipts are
+	// matched to entries in order by them.
 	SequenceID        uint64
 	HighestSequenceID uint64
 	// IsChunk marks one chunk of a chunked message (the metadata has
