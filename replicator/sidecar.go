@@ -388,9 +388,14 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subSy
 	if p.key == nil || (len(p.rep.Subscriptions) == 0 && len(p.rep.SubscriptionPatterns) == 0) {
 		return nil
 	}
+	return p.syncFor(partitionTopic, topic, p.cursorsAt(ctx, partitionTopic))
+}
+
+// syncFor builds the subscription sync of one partition, given the
+// partition's cursors at start (nil if unknown).
+func (p *pair) syncFor(partitionTopic, topic string, cursors []string) *subSync {
 	sc := p.cfg.Sidecar.Snapshot
 	own := p.cfg.Sidecar.CursorPrefix + "."
-	cursors := p.cursorsAt(ctx, partitionTopic)
 	// A cursor that does not exist yet and starts at the earliest message
 	// reads every message: the watermarks are exact from the start.
 	fresh := p.rep.Start == config.StartEarliest && cursors != nil && !slices.Contains(cursors, p.subscription)
@@ -410,8 +415,12 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subSy
 		planner: subscription.NewPlanner(),
 		writer: &markerWriter{client: p.local.Client, topic: partitionTopic, key: p.key,
 			name: "geo-sidecar.markers." + p.local.Name + "-->" + p.remote.Name},
-		localAdmin: p.local.Admin, remoteAdmin: p.remote.Admin, client: p.local.Client,
-		m: p.m, log: p.log.With(zap.String("partition", partitionTopic)),
+		localAdmin:     pulsarSyncAdmin{p.local.Admin},
+		remoteAdmin:    pulsarSyncAdmin{p.remote.Admin},
+		subAdmin:       pulsarSubAdmin{p.local.Admin},
+		history:        pulsarHistory{client: p.local.Client, topic: partitionTopic},
+		m:              p.m,
+		log:            p.log.With(zap.String("partition", partitionTopic)),
 		applyNow:       make(chan struct{}, 1),
 		applied:        p.applied,
 		cursorsAtStart: cursors,

@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-	"github.com/apache/pulsar-client-go/pulsaradmin"
-	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
@@ -32,10 +29,11 @@ type subSync struct {
 	tracked       func(sub string) bool
 	machine       *snapshot.Machine
 	planner       *subscription.Planner
-	writer        *markerWriter
-	localAdmin    pulsaradmin.Client
-	remoteAdmin   pulsaradmin.Client
-	client        pulsar.Client // local, for the start-up scan
+	writer        markerSink
+	localAdmin    syncAdmin          // local cluster, for follow and lag
+	remoteAdmin   syncAdmin          // remote cluster, for lag
+	subAdmin      subscription.Admin // local cluster, to apply updates
+	history       historySource      // local partition, for the start-up re-read
 	m             *Metrics
 	log           *zap.Logger
 
@@ -53,6 +51,43 @@ type subSync struct {
 	badLogAt time.Time // last time an invalid marker was logged
 	last     snapshot.Stats
 	sent     map[string]snapshot.Snapshot // last update sent per subscription
+}
+
+// syncAdmin is what follow and lag need of one cluster's admin API, for
+// one partition. Implementations must be safe for concurrent use.
+type syncAdmin interface {
+	// markDeletes returns the mark-delete position (entry granular, Batch
+	// -1) of each subscription of topic, leaving out any reported without
+	// a readable one.
+	markDeletes(ctx context.Context, topic string) (map[string]marker.Position, error)
+	// backlogs returns the precise backlog, in entries, of each
+	// subscription of topic.
+	backlogs(ctx context.Context, topic string) (map[string]int64, error)
+}
+
+// markerSink writes markers into the local partition. write may return
+// before the marker is stored; a marker lost after that is only a snapshot
+// or update that comes again later. Implementations must be safe for
+// concurrent use: the replicator's reader and the sync's ticker both write.
+type markerSink interface {
+	write(ctx context.Context, mk marker.Marker) error
+	// close flushes and releases what write opened; write may open it
+	// again.
+	close()
+}
+
+// historySource opens a reader of the local partition from the oldest
+// entry it still holds, for the start-up re-read.
+type historySource interface {
+	open() (historyReader, error)
+}
+
+// historyReader is what rebuild needs of a reader; pulsar.Reader is one.
+// Used by one goroutine.
+type historyReader interface {
+	HasNext() bool
+	Next(ctx context.Context) (pulsar.Message, error)
+	Close()
 }
 
 // lagKey names this sync among the reporters of subscription lag.
@@ -171,21 +206,13 @@ func (s *subSync) countStats() {
 // local partition and sends an update for each one that passed a newer
 // snapshot; it also sets the lag gauges.
 func (s *subSync) follow(ctx context.Context) error {
-	tn, err := utils.GetTopicName(s.topic)
+	mds, err := s.localAdmin.markDeletes(ctx, s.topic)
 	if err != nil {
-		return err
-	}
-	internal, err := s.localAdmin.Topics().GetInternalStatsWithContext(ctx, *tn)
-	if err != nil {
-		return fmt.Errorf("local internal stats: %w", err)
+		return fmt.Errorf("local mark-delete positions: %w", err)
 	}
 	var slowest *marker.Position
-	for name, c := range internal.Cursors {
+	for name, md := range mds {
 		if !s.tracked(name) {
-			continue
-		}
-		md, ok := parseEntry(c.MarkDeletePosition)
-		if !ok {
 			continue
 		}
 		if at, ok := s.applied.get(s.local, s.topic, name); ok && md.Compare(at) < 0 {
@@ -218,48 +245,37 @@ func (s *subSync) follow(ctx context.Context) error {
 	if slowest != nil {
 		s.machine.Prune(*slowest)
 	}
-	return s.lag(ctx, tn)
+	return s.lag(ctx)
 }
 
 // lag sets, per tracked subscription, how many messages the remote copy of
 // the subscription would deliver again after a failover right now, and how
 // old the snapshot behind its last update is.
-func (s *subSync) lag(ctx context.Context, tn *utils.TopicName) error {
-	opt := utils.GetStatsOptions{ExcludePublishers: true, GetPreciseBacklog: true}
-	local, err := s.localAdmin.Topics().GetStatsWithOptionWithContext(ctx, *tn, opt)
+func (s *subSync) lag(ctx context.Context) error {
+	local, err := s.localAdmin.backlogs(ctx, s.topic)
 	if err != nil {
-		return err
+		return fmt.Errorf("local backlogs: %w", err)
 	}
-	remote, err := s.remoteAdmin.Topics().GetStatsWithOptionWithContext(ctx, *tn, opt)
+	remote, err := s.remoteAdmin.backlogs(ctx, s.topic)
 	if err != nil {
-		return err
+		return fmt.Errorf("remote backlogs: %w", err)
 	}
-	for name, ls := range local.Subscriptions {
+	for name, lb := range local {
 		if !s.tracked(name) {
 			continue
 		}
-		rs, ok := remote.Subscriptions[name]
+		rb, ok := remote[name]
 		if !ok {
 			continue
 		}
 		age := 0.0
-		if snap, ok := s.sent[name]; ok && ls.MsgBacklog < rs.MsgBacklog {
+		if snap, ok := s.sent[name]; ok && lb < rb {
 			age = time.Since(snap.Time).Seconds()
 		}
 		s.m.setLag([4]string{s.local, s.remote, topicLabel(s.topic), name}, s.lagKey(),
-			float64(subscription.Lag(ls.MsgBacklog, rs.MsgBacklog)), age)
+			float64(subscription.Lag(lb, rb)), age)
 	}
 	return nil
-}
-
-// parseEntry reads Pulsar's "ledger:entry" mark-delete position.
-func parseEntry(s string) (marker.Position, bool) {
-	l, e, ok := strings.Cut(s, ":")
-	if !ok {
-		return marker.Position{}, false
-	}
-	p, ok := parsePosition(l + ":" + e + ":-1")
-	return marker.Position{Ledger: p.ledger, Entry: p.entry, Batch: -1}, ok
 }
 
 func (s *subSync) enqueueApply(sub string, at marker.Position) {
@@ -280,7 +296,6 @@ func (s *subSync) enqueueApply(sub string, at marker.Position) {
 // applyLoop applies received updates, the newest per subscription, off the
 // data path: an admin call must not hold up replication.
 func (s *subSync) applyLoop(ctx context.Context) {
-	admin := pulsarSubAdmin{s.localAdmin}
 	for {
 		select {
 		case <-ctx.Done():
@@ -292,7 +307,7 @@ func (s *subSync) applyLoop(ctx context.Context) {
 		s.toApply = nil
 		s.applyMu.Unlock()
 		for sub, at := range batch {
-			out, err := subscription.Apply(ctx, admin, s.topic, sub, at)
+			out, err := subscription.Apply(ctx, s.subAdmin, s.topic, sub, at)
 			s.m.UpdatesApplied.WithLabelValues(s.local, string(out)).Inc()
 			if out == subscription.Applied || out == subscription.Created {
 				s.applied.set(s.local, s.topic, sub, at)
@@ -330,10 +345,7 @@ func (s *subSync) rebuild(ctx context.Context) {
 	if !tracked && len(unknown) == 0 {
 		return
 	}
-	r, err := s.client.CreateReader(pulsar.ReaderOptions{
-		Topic:          s.topic,
-		StartMessageID: pulsar.EarliestMessageID(),
-	})
+	r, err := s.history.open()
 	if err != nil {
 		s.log.Warn("cannot re-read the partition's markers; subscriptions sync from new snapshots", zap.Error(err))
 		return
@@ -377,104 +389,6 @@ func (s *subSync) rebuild(ctx context.Context) {
 	s.log.Debug("partition history re-read", zap.Int("snapshot_markers", snapshots),
 		zap.Int("own_responses", responses), zap.Strings("watermarks_unknown_before", unknown),
 		zap.Strings("watermarks_unknown_after", s.machine.Unknown()))
-}
-
-// markerWriter writes markers into the local partition through a producer
-// opened on first use.
-type markerWriter struct {
-	client pulsar.Client
-	topic  string
-	name   string
-	key    []byte
-
-	mu sync.Mutex
-	p  pulsar.Producer
-}
-
-func (w *markerWriter) write(ctx context.Context, mk marker.Marker) error {
-	payload, err := marker.Encode(mk, w.key)
-	if err != nil {
-		return err
-	}
-	w.mu.Lock()
-	if w.p == nil {
-		p, err := callCtx(ctx, func() (pulsar.Producer, error) {
-			return w.client.CreateProducer(pulsar.ProducerOptions{Topic: w.topic, Name: w.name,
-				BatchingMaxPublishDelay: time.Millisecond, SendTimeout: 30 * time.Second})
-		}, func(p pulsar.Producer) { p.Close() })
-		if err != nil {
-			w.mu.Unlock()
-			return fmt.Errorf("open marker producer: %w", err)
-		}
-		w.p = p
-	}
-	p := w.p
-	w.mu.Unlock()
-	p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload, Properties: marker.Properties(mk.Kind)},
-		func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
-			if err != nil {
-				w.mu.Lock()
-				if w.p == p {
-					w.p = nil // reopen on next write
-					go p.Close()
-				}
-				w.mu.Unlock()
-			}
-		})
-	return nil
-}
-
-func (w *markerWriter) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.p != nil {
-		_ = w.p.Flush()
-		w.p.Close()
-		w.p = nil
-	}
-}
-
-// pulsarSubAdmin is subscription.Admin over Pulsar's admin API.
-type pulsarSubAdmin struct{ a pulsaradmin.Client }
-
-func (p pulsarSubAdmin) State(ctx context.Context, topic, sub string) (subscription.State, error) {
-	tn, err := utils.GetTopicName(topic)
-	if err != nil {
-		return subscription.State{}, err
-	}
-	st, err := p.a.Topics().GetStatsWithOptionWithContext(ctx, *tn, utils.GetStatsOptions{ExcludePublishers: true})
-	if err != nil {
-		return subscription.State{}, err
-	}
-	ss, ok := st.Subscriptions[sub]
-	if !ok {
-		return subscription.State{}, nil
-	}
-	internal, err := p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
-	if err != nil {
-		return subscription.State{}, err
-	}
-	md, ok := parseEntry(internal.Cursors[sub].MarkDeletePosition)
-	if !ok {
-		return subscription.State{}, fmt.Errorf("no mark-delete position for %s", sub)
-	}
-	return subscription.State{Exists: true, MarkDelete: md, Consumers: len(ss.Consumers)}, nil
-}
-
-func (p pulsarSubAdmin) Create(ctx context.Context, topic, sub string, at marker.Position) error {
-	tn, err := utils.GetTopicName(topic)
-	if err != nil {
-		return err
-	}
-	return p.a.Subscriptions().CreateWithContext(ctx, *tn, sub, utils.MessageID{LedgerID: at.Ledger, EntryID: at.Entry, PartitionIndex: -1})
-}
-
-func (p pulsarSubAdmin) Reset(ctx context.Context, topic, sub string, at marker.Position) error {
-	tn, err := utils.GetTopicName(topic)
-	if err != nil {
-		return err
-	}
-	return p.a.Subscriptions().ResetCursorToMessageIDWithContext(ctx, *tn, sub, utils.MessageID{LedgerID: at.Ledger, EntryID: at.Entry, PartitionIndex: -1})
 }
 
 func newSnapshotID() string { return uuid.NewString() }

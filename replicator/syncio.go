@@ -1,0 +1,180 @@
+package replicator
+
+// The Pulsar side of subscription sync (sync.go): the admin calls, the
+// marker producer and the start-up re-read, behind the small interfaces
+// subSync declares, so that subSync is unit-tested with fakes.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/subscription"
+)
+
+// pulsarSyncAdmin is syncAdmin over one cluster's admin API.
+type pulsarSyncAdmin struct{ a pulsaradmin.Client }
+
+func (p pulsarSyncAdmin) markDeletes(ctx context.Context, topic string) (map[string]marker.Position, error) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return nil, err
+	}
+	internal, err := p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
+	if err != nil {
+		return nil, fmt.Errorf("internal stats: %w", err)
+	}
+	out := make(map[string]marker.Position, len(internal.Cursors))
+	for name, c := range internal.Cursors {
+		if md, ok := parseEntry(c.MarkDeletePosition); ok {
+			out[name] = md
+		}
+	}
+	return out, nil
+}
+
+func (p pulsarSyncAdmin) backlogs(ctx context.Context, topic string) (map[string]int64, error) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return nil, err
+	}
+	opt := utils.GetStatsOptions{ExcludePublishers: true, GetPreciseBacklog: true}
+	st, err := p.a.Topics().GetStatsWithOptionWithContext(ctx, *tn, opt)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(st.Subscriptions))
+	for name, ss := range st.Subscriptions {
+		out[name] = ss.MsgBacklog
+	}
+	return out, nil
+}
+
+// parseEntry reads Pulsar's "ledger:entry" mark-delete position.
+func parseEntry(s string) (marker.Position, bool) {
+	l, e, ok := strings.Cut(s, ":")
+	if !ok {
+		return marker.Position{}, false
+	}
+	p, ok := parsePosition(l + ":" + e + ":-1")
+	return marker.Position{Ledger: p.ledger, Entry: p.entry, Batch: -1}, ok
+}
+
+// pulsarHistory is historySource over the local cluster's client: a
+// non-durable reader of the partition from its oldest retained entry.
+type pulsarHistory struct {
+	client pulsar.Client
+	topic  string
+}
+
+func (h pulsarHistory) open() (historyReader, error) {
+	return h.client.CreateReader(pulsar.ReaderOptions{
+		Topic:          h.topic,
+		StartMessageID: pulsar.EarliestMessageID(),
+	})
+}
+
+// markerWriter is markerSink over a producer to the local partition,
+// opened on first use. Safe for concurrent use.
+type markerWriter struct {
+	client pulsar.Client
+	topic  string
+	name   string
+	key    []byte
+
+	mu sync.Mutex
+	p  pulsar.Producer
+}
+
+func (w *markerWriter) write(ctx context.Context, mk marker.Marker) error {
+	payload, err := marker.Encode(mk, w.key)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	if w.p == nil {
+		p, err := callCtx(ctx, func() (pulsar.Producer, error) {
+			return w.client.CreateProducer(pulsar.ProducerOptions{Topic: w.topic, Name: w.name,
+				BatchingMaxPublishDelay: time.Millisecond, SendTimeout: 30 * time.Second})
+		}, func(p pulsar.Producer) { p.Close() })
+		if err != nil {
+			w.mu.Unlock()
+			return fmt.Errorf("open marker producer: %w", err)
+		}
+		w.p = p
+	}
+	p := w.p
+	w.mu.Unlock()
+	p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: payload, Properties: marker.Properties(mk.Kind)},
+		func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				w.mu.Lock()
+				if w.p == p {
+					w.p = nil // reopen on next write
+					go p.Close()
+				}
+				w.mu.Unlock()
+			}
+		})
+	return nil
+}
+
+func (w *markerWriter) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.p != nil {
+		_ = w.p.Flush()
+		w.p.Close()
+		w.p = nil
+	}
+}
+
+// pulsarSubAdmin is subscription.Admin over Pulsar's admin API.
+type pulsarSubAdmin struct{ a pulsaradmin.Client }
+
+func (p pulsarSubAdmin) State(ctx context.Context, topic, sub string) (subscription.State, error) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return subscription.State{}, err
+	}
+	st, err := p.a.Topics().GetStatsWithOptionWithContext(ctx, *tn, utils.GetStatsOptions{ExcludePublishers: true})
+	if err != nil {
+		return subscription.State{}, err
+	}
+	ss, ok := st.Subscriptions[sub]
+	if !ok {
+		return subscription.State{}, nil
+	}
+	internal, err := p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
+	if err != nil {
+		return subscription.State{}, err
+	}
+	md, ok := parseEntry(internal.Cursors[sub].MarkDeletePosition)
+	if !ok {
+		return subscription.State{}, fmt.Errorf("no mark-delete position for %s", sub)
+	}
+	return subscription.State{Exists: true, MarkDelete: md, Consumers: len(ss.Consumers)}, nil
+}
+
+func (p pulsarSubAdmin) Create(ctx context.Context, topic, sub string, at marker.Position) error {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return err
+	}
+	return p.a.Subscriptions().CreateWithContext(ctx, *tn, sub, utils.MessageID{LedgerID: at.Ledger, EntryID: at.Entry, PartitionIndex: -1})
+}
+
+func (p pulsarSubAdmin) Reset(ctx context.Context, topic, sub string, at marker.Position) error {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return err
+	}
+	return p.a.Subscriptions().ResetCursorToMessageIDWithContext(ctx, *tn, sub, utils.MessageID{LedgerID: at.Ledger, EntryID: at.Entry, PartitionIndex: -1})
+}
