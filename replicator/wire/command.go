@@ -407,6 +407,10 @@ type SubscribeCommand struct {
 	// NoTopicCreation sets force_topic_creation=false: subscribing to a
 	// missing topic fails instead of creating it.
 	NoTopicCreation bool
+	// ConsumerEpoch announces redelivery epochs: the broker tags MESSAGE
+	// with the epoch, so messages dispatched before a redelivery request
+	// can be told apart.
+	ConsumerEpoch uint64
 }
 
 func (*SubscribeCommand) Type() CommandType { return TypeSubscribe }
@@ -428,6 +432,7 @@ func (s *SubscribeCommand) appendTo(b []byte) []byte {
 	if s.NoTopicCreation {
 		b = appendBool(b, 15, false)
 	}
+	b = appendU64(b, 19, s.ConsumerEpoch)
 	return b
 }
 
@@ -455,6 +460,8 @@ func (s *SubscribeCommand) decode(b []byte) error {
 			err := setBool(&force, f)
 			s.NoTopicCreation = !force
 			return err
+		case 19:
+			return setU64(&s.ConsumerEpoch, f)
 		}
 		return nil
 	})
@@ -703,7 +710,10 @@ type Message struct {
 	ConsumerID      uint64
 	MessageID       MessageID
 	RedeliveryCount uint32
-	ConsumerEpoch   uint64
+	// ConsumerEpoch is the redelivery epoch the broker dispatched under,
+	// when the consumer announced epochs (HasConsumerEpoch).
+	ConsumerEpoch    uint64
+	HasConsumerEpoch bool
 }
 
 func (*Message) Type() CommandType { return TypeMessage }
@@ -713,6 +723,9 @@ func (m *Message) appendTo(b []byte) []byte {
 	b = appendMsg(b, 2, m.MessageID.appendTo)
 	if m.RedeliveryCount > 0 {
 		b = appendU64(b, 3, uint64(m.RedeliveryCount))
+	}
+	if m.HasConsumerEpoch {
+		b = appendU64(b, 5, m.ConsumerEpoch)
 	}
 	return b
 }
@@ -727,6 +740,7 @@ func (m *Message) decode(b []byte) error {
 		case 3:
 			return setU32(&m.RedeliveryCount, f)
 		case 5:
+			m.HasConsumerEpoch = true
 			return setU64(&m.ConsumerEpoch, f)
 		}
 		return nil
@@ -981,8 +995,9 @@ func (*Pong) decode(b []byte) error {
 // RedeliverUnacknowledged asks the broker to send again the consumer's
 // unacknowledged messages (all of them when MessageIDs is empty).
 type RedeliverUnacknowledged struct {
-	ConsumerID uint64
-	MessageIDs []MessageID
+	ConsumerID    uint64
+	MessageIDs    []MessageID
+	ConsumerEpoch uint64 // the new epoch; sent when > 0
 }
 
 func (*RedeliverUnacknowledged) Type() CommandType { return TypeRedeliverUnacknowledged }
@@ -991,6 +1006,9 @@ func (r *RedeliverUnacknowledged) appendTo(b []byte) []byte {
 	b = appendU64(b, 1, r.ConsumerID)
 	for _, id := range r.MessageIDs {
 		b = appendMsg(b, 2, id.appendTo)
+	}
+	if r.ConsumerEpoch > 0 {
+		b = appendU64(b, 3, r.ConsumerEpoch)
 	}
 	return b
 }
@@ -1006,6 +1024,8 @@ func (r *RedeliverUnacknowledged) decode(b []byte) error {
 				return err
 			}
 			r.MessageIDs = append(r.MessageIDs, id)
+		case 3:
+			return setU64(&r.ConsumerEpoch, f)
 		}
 		return nil
 	})

@@ -59,18 +59,19 @@ type Consumer struct {
 	opts   ConsumerOptions
 	log    *zap.Logger
 
-	mu       sync.Mutex
-	session  *consumerSession // nil while reconnecting
-	epoch    uint64
-	queue    []Entry
-	head     int
-	notify   chan struct{} // signalled when the queue grows or the consumer ends
-	unflowed int           // permits released but not yet granted
-	closed   bool
-	err      error // terminal: the consumer gave up
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	retrying bool
+	mu             sync.Mutex
+	session        *consumerSession // nil while reconnecting
+	epoch          uint64
+	queue          []Entry
+	head           int
+	notify         chan struct{} // signalled when the queue grows or the consumer ends
+	unflowed       int           // permits released but not yet granted
+	redeliverEpoch uint64        // consumer epoch: bumped by RedeliverUnacknowledged
+	closed         bool
+	err            error // terminal: the consumer gave up
+	stop           chan struct{}
+	wg             sync.WaitGroup
+	retrying       bool
 }
 
 // consumerSession is one subscription on one connection; events from an
@@ -123,6 +124,7 @@ func (c *Consumer) connect(ctx context.Context) error {
 	}
 	s := &consumerSession{c: c, conn: conn, id: conn.newHandle(), epoch: c.epoch + 1}
 	c.session = s
+	redeliverEpoch := c.redeliverEpoch
 	c.mu.Unlock()
 	if err := conn.addConsumer(s.id, s); err != nil {
 		c.dropSession(s)
@@ -137,6 +139,7 @@ func (c *Consumer) connect(ctx context.Context) error {
 		RequestID:       reqID,
 		ConsumerName:    c.opts.Name,
 		InitialPosition: c.opts.InitialPosition,
+		ConsumerEpoch:   redeliverEpoch,
 	})
 	if err != nil {
 		conn.removeConsumer(s.id)
@@ -186,6 +189,16 @@ func (s *consumerSession) handleMessage(m *Message, md, payload []byte) {
 	c.mu.Lock()
 	if c.session != s || c.epoch != s.epoch {
 		c.mu.Unlock()
+		return
+	}
+	if m.HasConsumerEpoch && m.ConsumerEpoch < c.redeliverEpoch {
+		// Dispatched before RedeliverUnacknowledged: it comes again.
+		// Its permits are granted back at once.
+		c.unflowed += int(e.NumMessages)
+		n := c.unflowed
+		c.unflowed = 0
+		c.mu.Unlock()
+		_ = s.conn.writeCommand(&Flow{ConsumerID: s.id, Permits: uint32(n)})
 		return
 	}
 	c.queue = append(c.queue, e)
@@ -394,9 +407,9 @@ func (c *Consumer) Release(e Entry) error {
 
 // RedeliverUnacknowledged asks the broker to deliver again every entry not
 // yet acknowledged (after the target failed, say). Entries queued but not
-// yet received are dropped and their permits granted again. Entries
-// already in flight to the broker may still arrive once before the
-// redelivered ones.
+// yet received are dropped and their permits granted again; entries the
+// broker dispatched before the request are recognised by their consumer
+// epoch and dropped too.
 func (c *Consumer) RedeliverUnacknowledged() error {
 	c.mu.Lock()
 	s := c.session
@@ -409,8 +422,10 @@ func (c *Consumer) RedeliverUnacknowledged() error {
 		n += int(max(e.NumMessages, 1))
 	}
 	c.queue, c.head = nil, 0
+	c.redeliverEpoch++
+	epoch := c.redeliverEpoch
 	c.mu.Unlock()
-	if err := s.conn.writeCommand(&RedeliverUnacknowledged{ConsumerID: s.id}); err != nil {
+	if err := s.conn.writeCommand(&RedeliverUnacknowledged{ConsumerID: s.id, ConsumerEpoch: epoch}); err != nil {
 		return err
 	}
 	if n > 0 {

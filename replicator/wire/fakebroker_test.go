@@ -744,3 +744,44 @@ func TestIdleCostsNoGoroutines(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumerDropsEntriesFromBeforeRedeliver: after
+// RedeliverUnacknowledged, a MESSAGE tagged with an older consumer epoch
+// is dropped (its permits granted back), a current one delivered.
+func TestConsumerDropsEntriesFromBeforeRedeliver(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.url(), ConnOptions{})
+	ctx := context.Background()
+	cons, err := Subscribe(ctx, c, ConsumerOptions{Topic: "t", Subscription: "s", Permits: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	if err := cons.RedeliverUnacknowledged(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "REDELIVER", func() bool { return len(b.commands(TypeRedeliverUnacknowledged)) == 1 })
+	r := b.commands(TypeRedeliverUnacknowledged)[0].(*RedeliverUnacknowledged)
+	if r.ConsumerEpoch != 1 {
+		t.Fatalf("REDELIVER %+v", r)
+	}
+	b.mu.Lock()
+	fc := b.conns[0]
+	b.mu.Unlock()
+	sub := b.commands(TypeSubscribe)[0].(*SubscribeCommand)
+	fc.sendPayload(&Message{ConsumerID: sub.ConsumerID, MessageID: EntryID(1, 1), HasConsumerEpoch: true, ConsumerEpoch: 0}, testMetadata(4), []byte("stale"))
+	fc.sendPayload(&Message{ConsumerID: sub.ConsumerID, MessageID: EntryID(1, 1), HasConsumerEpoch: true, ConsumerEpoch: 1}, testMetadata(4), []byte("fresh"))
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	e, err := cons.Receive(rctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(e.Payload) != "fresh" {
+		t.Fatalf("received %q", e.Payload)
+	}
+	waitFor(t, "permits of the stale entry", func() bool {
+		fl := b.commands(TypeFlow)
+		return len(fl) == 2 && fl[1].(*Flow).Permits == 4
+	})
+}
