@@ -503,3 +503,33 @@ func TestSecureMissingPermission(t *testing.T) {
 	}
 	s.checkNoSecrets(t, sc)
 }
+
+// TestSecureFailedSendLogsNoProperties: a message too large for south
+// (maxMessageSize 2 MB there, 5 MB on east) fails to send; pulsar-client-go
+// logs such a failure with the message's properties, which must not reach
+// the sidecar's log, and neither may the payload.
+func TestSecureFailedSendLogsNoProperties(t *testing.T) {
+	s := newSecureSetup(t, 1)
+	Grant(t, s.ns, s.role, "produce", "consume")
+	s.writeToken(t, time.Hour)
+	listen := FreeAddr(t)
+	repl := fmt.Sprintf("  - {source: east, namespace: %s, topics: [orders], targets: [south]}\n", s.ns)
+	cfg := filepath.Join(s.dir, "geo.yaml")
+	if err := os.WriteFile(cfg, []byte(SecureConfig(listen, "east", South, s.tokenAuth(), repl)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sc := StartSidecarFile(t, cfg, listen)
+	email := "customer-" + s.role + "-big@example.com"
+	s.secrets = append(s.secrets, email)
+	Produce(t, s.east, s.topic, &pulsar.ProducerMessage{Payload: bytes.Repeat([]byte("x"), 3<<20),
+		Properties: map[string]string{"customer-email": email}})
+	// pulsar-client-go's producer says "MaxMessageSize"; the entry data
+	// path refuses the message as "rejected-too-large".
+	Eventually(t, 30*time.Second, func() error {
+		if countLines(t, sc.LogPath, "MaxMessageSize")+countLines(t, sc.LogPath, "too-large") == 0 {
+			return fmt.Errorf("the sidecar has not logged the failed send yet")
+		}
+		return nil
+	})
+	s.checkNoSecrets(t, sc)
+}

@@ -154,6 +154,9 @@ tokenSecretKey=file://$dir/secret.key
 authenticationRefreshCheckSeconds=5
 authorizationEnabled=true
 superUserRoles=admin
+# Smaller than the ordinary clusters' 5 MB, so a message from east can be
+# too large for south: the e2e test of a failed send's log uses it.
+maxMessageSize=2097152
 brokerClientTlsEnabled=true
 brokerClientTrustCertsFilePath=$tls/ca.pem
 brokerClientAuthenticationPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken
