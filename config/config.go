@@ -41,11 +41,28 @@ const (
 	DefaultSnapshotCacheSize  = 10
 	DefaultMaxPendingMessages = 1000
 	DefaultStart              = StartEarliest
-	DefaultDataPath           = DataPathMessages
+	DefaultDataPath           = DataPathAuto
+	DefaultOnRefused          = OnRefusedStop
+)
+
+// Values of [Replication.OnRefused].
+const (
+	// OnRefusedStop stops a partition at a message its target refuses for
+	// good (over the target's size limit, or invalid there), with one
+	// error and partitions_stopped, until the operator acts: nothing is
+	// lost in silence.
+	OnRefusedStop = "stop"
+	// OnRefusedSkip skips such a message (counted in
+	// skipped_messages_total) and goes on: the operator accepts that the
+	// target will not have it.
+	OnRefusedSkip = "skip"
 )
 
 // Values of [Replication.DataPath].
 const (
+	// DataPathAuto is DataPathEntries, or DataPathMessages for an entry
+	// that keeps subscriptions in step (see [Replication.Path]).
+	DataPathAuto = "auto"
 	// DataPathMessages consumes each message with pulsar-client-go and
 	// produces a copy: the path that keeps subscriptions in step.
 	DataPathMessages = "messages"
@@ -237,6 +254,8 @@ type Replication struct {
 	// Start is [StartEarliest] or [StartLatest]; it only matters when the
 	// replication cursor does not exist yet.
 	Start string `yaml:"start"`
+	// OnRefused is [OnRefusedStop] (the default) or [OnRefusedSkip].
+	OnRefused string `yaml:"on_refused"`
 	// RateLimit caps the copy rate per topic and target.
 	RateLimit RateLimit `yaml:"rate_limit"`
 	// Subscriptions and SubscriptionPatterns select the source
@@ -244,7 +263,8 @@ type Replication struct {
 	// patterns are anchored like TopicPatterns.
 	Subscriptions        []string `yaml:"subscriptions"`
 	SubscriptionPatterns []string `yaml:"subscription_patterns"`
-	// DataPath is [DataPathMessages] (the default) or [DataPathEntries].
+	// DataPath is [DataPathAuto] (the default), [DataPathEntries] or
+	// [DataPathMessages]; [Replication.Path] resolves it.
 	DataPath string `yaml:"data_path"`
 
 	// topicRE and subRE are the compiled, anchored patterns, index for
@@ -261,7 +281,7 @@ type replicationFields Replication
 // UnmarshalYAML fills per-entry defaults before decoding; see
 // [Cluster.UnmarshalYAML] for why it exists and uses the callback form.
 func (r *Replication) UnmarshalYAML(unmarshal func(any) error) error {
-	f := replicationFields{Start: DefaultStart, DataPath: DefaultDataPath}
+	f := replicationFields{Start: DefaultStart, DataPath: DefaultDataPath, OnRefused: DefaultOnRefused}
 	err := unmarshal(&f)
 	*r = Replication(f)
 	return err
@@ -323,6 +343,20 @@ func (c *Config) Cluster(name string) (Cluster, bool) {
 		}
 	}
 	return Cluster{}, false
+}
+
+// Path is the data path the entry runs on: DataPath, with auto (or
+// unset) resolved to entries, or to messages when the entry keeps
+// subscriptions in step (the entry pipe does not do that yet).
+func (r Replication) Path() string {
+	switch r.DataPath {
+	case DataPathEntries, DataPathMessages:
+		return r.DataPath
+	}
+	if len(r.Subscriptions) > 0 || len(r.SubscriptionPatterns) > 0 {
+		return DataPathMessages
+	}
+	return DataPathEntries
 }
 
 // CursorName returns the durable subscription geo-sidecar uses on a source

@@ -113,7 +113,8 @@ func TestParseFull(t *testing.T) {
 				TopicPatterns:        []string{"audit-.*", `events\.v[0-9]+`},
 				Targets:              []string{"west", "north_2"},
 				Start:                StartLatest,
-				DataPath:             DataPathMessages,
+				DataPath:             DataPathAuto,
+				OnRefused:            OnRefusedStop,
 				RateLimit:            RateLimit{MessagesPerSecond: 1000, BytesPerSecond: 1.5e6},
 				Subscriptions:        []string{"billing", "tenant/ns/fn"},
 				SubscriptionPatterns: []string{"^team-.*"},
@@ -124,7 +125,8 @@ func TestParseFull(t *testing.T) {
 				Topics:    []string{"orders"},
 				Targets:   []string{"east"},
 				Start:     StartEarliest,
-				DataPath:  DataPathMessages,
+				DataPath:  DataPathAuto,
+				OnRefused: OnRefusedStop,
 			},
 		},
 	}
@@ -464,5 +466,24 @@ func TestWarnings(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestReplicationPath(t *testing.T) {
+	tests := []struct {
+		r    Replication
+		want string
+	}{
+		{Replication{}, DataPathEntries},
+		{Replication{DataPath: DataPathAuto}, DataPathEntries},
+		{Replication{DataPath: DataPathAuto, Subscriptions: []string{"billing"}}, DataPathMessages},
+		{Replication{SubscriptionPatterns: []string{"team-.*"}}, DataPathMessages},
+		{Replication{DataPath: DataPathMessages}, DataPathMessages},
+		{Replication{DataPath: DataPathEntries}, DataPathEntries},
+	}
+	for _, tt := range tests {
+		if got := tt.r.Path(); got != tt.want {
+			t.Errorf("%+v.Path() = %q, want %q", tt.r, got, tt.want)
+		}
 	}
 }

@@ -302,13 +302,17 @@ func (c *Config) validateReplication(p *problems, clusters map[string]bool) {
 		}
 
 		switch r.DataPath {
-		case DataPathMessages, "":
+		case DataPathAuto, DataPathMessages, "":
 		case DataPathEntries:
 			if len(r.Subscriptions) > 0 || len(r.SubscriptionPatterns) > 0 {
 				p.add(path+".data_path", "%q does not keep subscriptions in step yet: use %q for an entry with subscriptions", r.DataPath, DataPathMessages)
 			}
 		default:
-			p.add(path+".data_path", "%q must be %q or %q", r.DataPath, DataPathMessages, DataPathEntries)
+			p.add(path+".data_path", "%q must be %q, %q or %q", r.DataPath, DataPathAuto, DataPathEntries, DataPathMessages)
+		}
+
+		if r.OnRefused != OnRefusedStop && r.OnRefused != OnRefusedSkip && r.OnRefused != "" {
+			p.add(path+".on_refused", "%q must be %q or %q", r.OnRefused, OnRefusedStop, OnRefusedSkip)
 		}
 
 		checkRate(p, path+".rate_limit.messages_per_second", r.RateLimit.MessagesPerSecond)

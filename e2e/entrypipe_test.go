@@ -3,10 +3,13 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +20,8 @@ import (
 
 // entries is entry() on the entry data path (data_path: entries).
 func entries(source, ns, topics string, targets ...string) string {
-	return entry(source, ns, topics, targets...) + "    data_path: entries\n"
+	return fmt.Sprintf("  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n    data_path: entries\n",
+		source, ns, topics, strings.Join(targets, ", "))
 }
 
 // sent is what the test wrote on the origin, to compare with the copy.
@@ -306,4 +310,104 @@ func onlyPrefix(msgs []pulsar.Message, prefix string) []pulsar.Message {
 		}
 	}
 	return out
+}
+
+// Avro schemas of the schema test: v2 adds a field with a default, so the
+// namespace's default compatibility accepts it after v1.
+const (
+	avroV1 = `{"type":"record","name":"Order","namespace":"e2e","fields":[{"name":"id","type":"int"},{"name":"item","type":"string"}]}`
+	avroV2 = `{"type":"record","name":"Order","namespace":"e2e","fields":[{"name":"id","type":"int"},{"name":"item","type":"string"},{"name":"qty","type":"int","default":1}]}`
+)
+
+type orderV1 struct {
+	ID   int32  `avro:"id"`
+	Item string `avro:"item"`
+}
+
+type orderV2 struct {
+	ID   int32  `avro:"id"`
+	Item string `avro:"item"`
+	Qty  int32  `avro:"qty"`
+}
+
+// TestEntryPipeSchemas: a topic whose producers move from Avro schema v1
+// to v2. Schema versions are per cluster, so each copy must point at the
+// target's version of the very schema it was written with, registered
+// there by the sidecar, and decode with it.
+func TestEntryPipeSchemas(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "avro")
+	east, west := Client(t, "east"), Client(t, "west")
+	for v, def := range []string{avroV1, avroV2} {
+		p, err := east.CreateProducer(pulsar.ProducerOptions{Topic: topic, Schema: pulsar.NewAvroSchema(def, nil)})
+		if err != nil {
+			t.Fatalf("producer with schema v%d: %v", v+1, err)
+		}
+		for i := range 5 {
+			var val any = &orderV1{ID: int32(i), Item: fmt.Sprintf("v1-%d", i)}
+			if v == 1 {
+				val = &orderV2{ID: int32(10 + i), Item: fmt.Sprintf("v2-%d", i), Qty: int32(i + 2)}
+			}
+			if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Value: val}); err != nil {
+				t.Fatalf("send v%d: %v", v+1, err)
+			}
+		}
+		p.Close()
+	}
+	StartSidecar(t, []string{"east", "west"}, entries("east", ns, all, "west"))
+	got := Consume(t, west, topic, "check", 10, time.Minute)
+	if len(got) != 10 {
+		t.Fatalf("west has %d messages, want 10", len(got))
+	}
+	// East's registrations of v1 and v2 (versions 0 and 1 there), as the
+	// client normalised them.
+	short := strings.TrimPrefix(topic, "persistent://")
+	var eastDefs [2]string
+	for v := range eastDefs {
+		info, err := Admin(t, "east").Schemas().GetSchemaInfoByVersion(short, int64(v))
+		if err != nil {
+			t.Fatalf("east schema version %d: %v", v, err)
+		}
+		eastDefs[v] = string(info.Schema)
+	}
+	admin := Admin(t, "west")
+	for i, m := range got {
+		ver := m.SchemaVersion()
+		if len(ver) != 8 {
+			t.Fatalf("message %d: schema version %x, want 8 bytes", i, ver)
+		}
+		info, err := admin.Schemas().GetSchemaInfoByVersion(short, int64(binary.BigEndian.Uint64(ver)))
+		if err != nil {
+			t.Fatalf("message %d: schema version %d on west: %v", i, binary.BigEndian.Uint64(ver), err)
+		}
+		want, wantDef := "v1", eastDefs[0]
+		if i >= 5 {
+			want, wantDef = "v2", eastDefs[1]
+		}
+		if !sameJSON(t, string(info.Schema), wantDef) {
+			t.Errorf("message %d: west's schema for it is %s, want %s's", i, info.Schema, want)
+			continue
+		}
+		if i < 5 {
+			var o orderV1
+			if err := pulsar.NewAvroSchema(avroV1, nil).Decode(m.Payload(), &o); err != nil || o.Item != fmt.Sprintf("v1-%d", i) {
+				t.Errorf("message %d: decoded %+v, %v with v1", i, o, err)
+			}
+		} else {
+			var o orderV2
+			if err := pulsar.NewAvroSchema(avroV2, nil).Decode(m.Payload(), &o); err != nil || o.Qty != int32(i-5+2) {
+				t.Errorf("message %d: decoded %+v, %v with v2", i, o, err)
+			}
+		}
+	}
+	t.Logf("schemas: 5 messages written with Avro v1 and 5 with v2 on east; on west each points at west's registration of its own schema and decodes with it")
+}
+
+func sameJSON(t *testing.T, a, b string) bool {
+	t.Helper()
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return a == b
+	}
+	return reflect.DeepEqual(x, y)
 }

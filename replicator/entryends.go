@@ -63,6 +63,8 @@ type wireEndpoints struct {
 	maxPending    int    // the producer's window, in entries
 	key           []byte // signs the copies' origins (PropOriginSig); nil: none
 	log           *zap.Logger
+
+	schemas map[string][]byte // local schema version -> the remote's; one session at a time uses it
 }
 
 func newConsumerName() string { return "geo-sidecar-" + uuid.NewString()[:8] }
@@ -104,3 +106,31 @@ func (e *wireEndpoints) copiedSince(ctx context.Context, from position) (copySet
 // entryDrainTimeout bounds how long a stopping entry session waits for
 // its producer (see partition.drainTimeout).
 const entryDrainTimeout = 4 * time.Second
+
+func (e *wireEndpoints) targetSchema(ctx context.Context, version []byte) ([]byte, error) {
+	if v, ok := e.schemas[string(version)]; ok {
+		return v, nil
+	}
+	lc, err := e.local.wireClient()
+	if err != nil {
+		return nil, err
+	}
+	rc, err := e.remote.wireClient()
+	if err != nil {
+		return nil, err
+	}
+	s, _, err := lc.GetSchema(ctx, e.topic, version)
+	if err != nil {
+		return nil, fmt.Errorf("fetch from %s: %w", e.local.Name, err)
+	}
+	v, err := rc.GetOrCreateSchema(ctx, e.topic, s)
+	if err != nil {
+		return nil, fmt.Errorf("register on %s: %w", e.remote.Name, err)
+	}
+	if e.schemas == nil {
+		e.schemas = map[string][]byte{}
+	}
+	e.schemas[string(version)] = v
+	e.log.Info("schema registered on the remote", zap.String("remote", e.remote.Name))
+	return v, nil
+}

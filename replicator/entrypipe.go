@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +57,10 @@ type entryEndpoints interface {
 	openCursor(ctx context.Context, onActive func(active bool)) (entrySource, error)
 	openProducer(ctx context.Context) (entryTarget, error)
 	copiedSince(ctx context.Context, from position) (copySet, error)
+	// targetSchema returns the remote's version of the schema the local
+	// partition knows as version (fetched here, registered there with
+	// get-or-create on first use, remembered after).
+	targetSchema(ctx context.Context, version []byte) ([]byte, error)
 }
 
 // sidecarProducers is the prefix of every producer name geo-sidecar
@@ -113,33 +118,32 @@ const inflightBudget = 256 << 20
 // alone. Safe for concurrent use.
 type byteBudget struct {
 	limit int64
-	used  atomic.Int64
-	freed chan struct{} // closed and replaced when bytes are released
-	mu    chan struct{} // a one-slot lock guarding freed
 	gauge func(float64)
+
+	mu    sync.Mutex
+	used  int64
+	freed chan struct{} // closed and replaced when bytes are released
 }
 
 func newByteBudget(limit int64, gauge func(float64)) *byteBudget {
-	b := &byteBudget{limit: limit, freed: make(chan struct{}), mu: make(chan struct{}, 1), gauge: gauge}
-	if b.gauge == nil {
-		b.gauge = func(float64) {}
+	if gauge == nil {
+		gauge = func(float64) {}
 	}
-	return b
+	return &byteBudget{limit: limit, gauge: gauge, freed: make(chan struct{})}
 }
 
 // acquire waits until n bytes fit (or nothing else is held) or ctx ends.
 func (b *byteBudget) acquire(ctx context.Context, n int64) error {
 	for {
-		b.mu <- struct{}{}
-		used := b.used.Load()
-		if used == 0 || used+n <= b.limit {
-			b.used.Add(n)
-			<-b.mu
-			b.gauge(float64(used + n))
+		b.mu.Lock()
+		if b.used == 0 || b.used+n <= b.limit {
+			b.used += n
+			b.gauge(float64(b.used))
+			b.mu.Unlock()
 			return nil
 		}
 		freed := b.freed
-		<-b.mu
+		b.mu.Unlock()
 		select {
 		case <-freed:
 		case <-ctx.Done():
@@ -149,12 +153,18 @@ func (b *byteBudget) acquire(ctx context.Context, n int64) error {
 }
 
 func (b *byteBudget) release(n int64) {
-	b.mu <- struct{}{}
-	left := b.used.Add(-n)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	b.gauge(float64(b.used))
 	close(b.freed)
 	b.freed = make(chan struct{})
-	<-b.mu
-	b.gauge(float64(left))
+}
+
+func (b *byteBudget) held() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
 }
 
 // entryPartition replicates one local partition to one remote, entry by
@@ -166,6 +176,7 @@ type entryPartition struct {
 	ends          entryEndpoints
 	budget        *byteBudget
 	maxPending    int      // the producer's window: entries sent and not confirmed
+	skipRefused   bool     // on_refused: skip (see partition.skipRefused)
 	msgRate       *limiter // shared by the pair's partitions; nil = unlimited
 	byteRate      *limiter
 	m             *Metrics
@@ -179,7 +190,7 @@ type entryPartition struct {
 
 // Run replicates until ctx is done; see runSessions.
 func (p *entryPartition) Run(ctx context.Context) error {
-	return runSessions(ctx, p.log, p.session)
+	return runSessions(ctx, p.log, p.m, p.local, p.remote, p.session)
 }
 
 // entryInflight is one entry sent and not yet confirmed.
@@ -269,6 +280,9 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 			break
 		}
 		pos := entryPos(e.ID)
+		if ce := p.log.Check(zap.DebugLevel, "entry received"); ce != nil {
+			ce.Write(zap.Stringer("id", e.ID), zap.Int32("messages", e.NumMessages), zap.Uint32("redeliveries", e.RedeliveryCount), zap.Bool("active", active.Load()))
+		}
 		if received && !pos.after(last) {
 			cancel(errRedelivered)
 			break
@@ -317,14 +331,23 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 			if copied, err = p.ends.copiedSince(sctx, pos); err != nil {
 				p.log.Warn("cannot read back every copy on the remote; entries it may hold are sent again (duplicates, not loss)", zap.Error(err))
 			}
+			p.log.Debug("producer open", zap.Int64("last_sequence_id", dst.LastSequenceID()), zap.Int("copies_found", len(copied)))
 		}
 		if copied.has(pos) {
 			delete(copied, pos)
 			skip(e, skipAlreadyCopied)
 			continue
 		}
-		patched, err := wire.PatchMetadata(make([]byte, 0, len(e.Metadata)+96), e.Metadata,
-			wire.Patch{ReplicatedFrom: p.local, Properties: originProps(p.key, p.topic, p.local, e.ID), DropTxn: md.HasTxnID})
+		patch := wire.Patch{ReplicatedFrom: p.local, Properties: originProps(p.key, p.topic, p.local, e.ID), DropTxn: md.HasTxnID}
+		if len(md.SchemaVersion) > 0 {
+			// Schema versions are per cluster: typed consumers on the
+			// remote need the remote's version of the same schema.
+			if patch.SchemaVersion, err = p.ends.targetSchema(sctx, md.SchemaVersion); err != nil {
+				cancel(fmt.Errorf("entry %s: schema: %w", e.ID, err))
+				break
+			}
+		}
+		patched, err := wire.PatchMetadata(make([]byte, 0, len(e.Metadata)+128), e.Metadata, patch)
 		if err != nil {
 			cancel(fmt.Errorf("entry %s: patch metadata: %w", e.ID, err))
 			break
@@ -346,6 +369,15 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 		})
 		if err != nil {
 			p.budget.release(size)
+			if reason := refusal(err); reason != "" {
+				if p.skipRefused {
+					p.log.Error("remote refused an entry for good; skipped (on_refused: skip)", zap.Stringer("id", e.ID), zap.Error(err))
+					skip(e, reason)
+					continue
+				}
+				cancel(&refusedError{pos: pos, reason: reason, err: err})
+				break
+			}
 			if sctx.Err() == nil {
 				cancel(fmt.Errorf("send: %w", err))
 			}

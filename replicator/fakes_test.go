@@ -41,9 +41,7 @@ type outcome struct {
 
 // refused reports whether the outcome is one the partition skips for good
 // (the message can never be copied).
-func (o outcome) refused() bool {
-	return errors.Is(o.err, pulsar.ErrMessageTooLarge) || errors.Is(o.err, pulsar.ErrInvalidMessage)
-}
+func (o outcome) refused() bool { return refusal(o.err) != "" }
 
 // sendRec is one SendAsync call as the remote saw it.
 type sendRec struct {

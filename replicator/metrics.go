@@ -25,6 +25,9 @@ type Metrics struct {
 	Partitions    *prometheus.GaugeVec
 	Topics        *prometheus.GaugeVec
 	TopicsRefused *prometheus.GaugeVec
+	// PartitionsStopped counts partitions stopped at a message their
+	// target refuses for good (on_refused: stop), by reason.
+	PartitionsStopped *prometheus.GaugeVec
 	// InflightBytes is what the entry pipe holds in flight, process-wide
 	// (bounded by its byte budget).
 	InflightBytes prometheus.Gauge
@@ -54,6 +57,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	pair := []string{"source", "target"}
 	topic := []string{"source", "target", "topic"}
 	m := &Metrics{
+		PartitionsStopped: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "partitions_stopped", Help: "Partitions stopped at a message the target refuses for good (on_refused: stop), by reason; they resume after the operator acts and restarts the sidecar."},
+			[]string{"source", "target", "reason"}),
 		InflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns,
 			Name: "inflight_bytes", Help: "Bytes of entries sent and not yet confirmed by their target, all pairs of the entry data path together."}),
 		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
@@ -115,7 +121,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
 			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds,
-			m.InflightBytes)
+			m.InflightBytes, m.PartitionsStopped)
 	}
 	return m
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
 // source is what a partition needs of its cursor (a pulsar.Consumer on one
@@ -55,6 +57,10 @@ type partition struct {
 	m             *Metrics
 	log           *zap.Logger
 
+	// skipRefused skips a message the remote refuses for good instead of
+	// stopping the partition (on_refused: skip).
+	skipRefused bool
+
 	// drainTimeout bounds how long a stopping session waits for in-flight
 	// sends, so that SIGTERM exits within 10 s even when the remote is down.
 	drainTimeout time.Duration
@@ -81,13 +87,15 @@ func (p *partition) Run(ctx context.Context) error {
 			p.sync.run(ctx, p.linkUp.Load)
 		}()
 	}
-	return runSessions(ctx, p.log, p.session)
+	return runSessions(ctx, p.log, p.m, p.local, p.remote, p.session)
 }
 
 // runSessions runs session after session until ctx is done, with capped
 // exponential backoff after a failure (reset by a session that made
-// progress), logging an error when it changes. Both data paths use it.
-func runSessions(ctx context.Context, log *zap.Logger, session func(context.Context) (bool, error)) error {
+// progress), logging an error when it changes. A message the remote
+// refuses for good stops it (see refusedError). Both data paths use it.
+func runSessions(ctx context.Context, log *zap.Logger, m *Metrics, local, remote string,
+	session func(context.Context) (bool, error)) error {
 	bo := newBackoff(200*time.Millisecond, 10*time.Second)
 	var lastErr string
 	for ctx.Err() == nil {
@@ -95,10 +103,24 @@ func runSessions(ctx context.Context, log *zap.Logger, session func(context.Cont
 		if ctx.Err() != nil {
 			return nil
 		}
+		var refused *refusedError
+		if errors.As(err, &refused) {
+			// Retrying would be refused again; skipping would lose the
+			// message. Stop here, say so once, and wait for the operator
+			// (on_refused: skip, then a restart).
+			log.Error("the remote refuses a message for good: this partition stops here until the operator acts (on_refused: skip skips such messages)",
+				zap.String("position", formatPos(refused.pos)), zap.String("reason", refused.reason), zap.Error(refused.err))
+			g := m.PartitionsStopped.WithLabelValues(local, remote, refused.reason)
+			g.Inc()
+			<-ctx.Done()
+			g.Dec()
+			return nil
+		}
 		if progress {
 			bo.reset()
 		}
 		if err == nil || errors.Is(err, errStandby) || errors.Is(err, errRedelivered) {
+			log.Debug("partition session ended, starting the next", zap.Error(err))
 			continue
 		}
 		if err.Error() != lastErr {
@@ -113,6 +135,33 @@ func runSessions(ctx context.Context, log *zap.Logger, session func(context.Cont
 // errStandby ends a session whose cursor became a standby while it held
 // the producer; Run starts the next one at once.
 var errStandby = errors.New("cursor became a standby")
+
+// refusedError ends a session at a message the remote can never take
+// (over its size limit, or invalid there) when the pair does not skip
+// such messages (on_refused: stop, the default).
+type refusedError struct {
+	pos    position
+	reason string // skipRejectedTooBig or skipRejectedInvalid
+	err    error
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("the remote refuses the message at %s for good (%s): %v", formatPos(e.pos), e.reason, e.err)
+}
+
+func (e *refusedError) Unwrap() error { return e.err }
+
+// refusal classifies a send error: the skip reason of a message the
+// remote can never take, or "" for any other error (retried).
+func refusal(err error) string {
+	switch {
+	case errors.Is(err, pulsar.ErrMessageTooLarge), errors.Is(err, wire.ErrTooLarge):
+		return skipRejectedTooBig
+	case errors.Is(err, pulsar.ErrInvalidMessage):
+		return skipRejectedInvalid
+	}
+	return ""
+}
 
 // errRedelivered ends a session whose cursor delivered a message again
 // (the client reconnected, or the cursor became active again, and the
@@ -330,15 +379,16 @@ func (p *partition) acker(src source, results <-chan *inflight, slots <-chan str
 		<-slots
 		switch {
 		case failed:
-		case f.err != nil && (errors.Is(f.err, pulsar.ErrMessageTooLarge) || errors.Is(f.err, pulsar.ErrInvalidMessage)):
-			// The remote can never take this message; waiting would stall
-			// the partition forever. Count it, log it, move on.
-			reason := skipRejectedTooBig
-			if errors.Is(f.err, pulsar.ErrInvalidMessage) {
-				reason = skipRejectedInvalid
-			}
-			p.m.Skipped.WithLabelValues(p.local, p.remote, reason).Inc()
-			p.log.Error("remote refused a message for good; skipped",
+		case refusal(f.err) != "" && !p.skipRefused:
+			// The remote can never take this message: stop the partition
+			// (runSessions) rather than lose it.
+			failed = true
+			fail(&refusedError{pos: positionOf(f.msg.ID()), reason: refusal(f.err), err: f.err})
+		case refusal(f.err) != "":
+			// on_refused: skip. The operator accepts the loss of this
+			// message; count it, log it, move on.
+			p.m.Skipped.WithLabelValues(p.local, p.remote, refusal(f.err)).Inc()
+			p.log.Error("remote refused a message for good; skipped (on_refused: skip)",
 				zap.String("origin_id", formatID(f.msg.ID())), zap.Error(f.err))
 			_ = src.AckID(f.msg.ID())
 		case f.err != nil:

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
 // The partition tests run Run or session against the fakes in
@@ -165,8 +166,11 @@ func TestPartitionDuplicateReceiptNeedsProof(t *testing.T) {
 					}
 					return outcome{}
 				}
+				g := w.hold("m3", 1) // until m4 and m5 went out behind it
 				p := newTestPartition(t, w, 100)
 				r := startRun(t, p, w)
+				synctest.Wait()
+				g.release()
 				waitFor(t, "every message acknowledged", func() bool { return len(w.acks()) == 6 })
 				if err := r.stop(); err != nil {
 					t.Fatalf("Run() = %v", err)
@@ -547,6 +551,10 @@ func TestPartitionCursorRedelivers(t *testing.T) {
 	})
 }
 
+// A message the remote can never take (too large, invalid) stops the
+// partition by default (on_refused: stop): nothing from it on is
+// acknowledged, one error is logged, partitions_stopped says so. With
+// on_refused: skip it is counted and skipped.
 func TestPartitionRemoteRefusesForGood(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -555,50 +563,64 @@ func TestPartitionRemoteRefusesForGood(t *testing.T) {
 	}{
 		{"too large", pulsar.ErrMessageTooLarge, skipRejectedTooBig},
 		{"too large, wrapped", fmt.Errorf("send: %w", pulsar.ErrMessageTooLarge), skipRejectedTooBig},
+		{"too large for the entry pipe", fmt.Errorf("x: %w", wire.ErrTooLarge), skipRejectedTooBig},
 		{"invalid", pulsar.ErrInvalidMessage, skipRejectedInvalid},
 		{"invalid, joined", errors.Join(pulsar.ErrInvalidMessage, errors.New("message is nil")), skipRejectedInvalid},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				w := newFakeWorld()
-				for i := range 5 {
-					w.publish(msg(i))
-				}
-				w.outcome = func(name string, _ int) outcome {
-					if name == "m2" {
-						return outcome{err: tt.err}
+		for _, skip := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/skip=%v", tt.name, skip), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					w := newFakeWorld()
+					for i := range 5 {
+						w.publish(msg(i))
 					}
-					return outcome{}
-				}
-				p := newTestPartition(t, w, 10)
-				r := startRun(t, p, w)
-				waitFor(t, "every message acknowledged", func() bool { return len(w.acks()) == 5 })
-				if err := r.stop(); err != nil {
-					t.Fatalf("Run() = %v", err)
-				}
-				if got, want := w.acks(), names(span(0, 5)...); !slices.Equal(got, want) {
-					t.Errorf("acknowledged %v, want %v", got, want)
-				}
-				if got, want := w.sent(-1), names(span(0, 5)...); !slices.Equal(got, want) {
-					t.Errorf("sent %v, want %v (once each)", got, want)
-				}
-				if s, tg := w.opens(); s != 1 || tg != 1 {
-					t.Errorf("opened %d cursors and %d producers, want 1 and 1 (no session restart)", s, tg)
-				}
-				if got := counter(p.m.Skipped, "east", "west", tt.reason); got != 1 {
-					t.Errorf("skipped{reason=%q} = %v, want 1", tt.reason, got)
-				}
-				if got := counter(p.m.Messages, "east", "west"); got != 4 {
-					t.Errorf("replicated messages = %v, want 4", got)
-				}
-				if got := counter(p.m.SendErrors, "east", "west"); got != 0 {
-					t.Errorf("send errors = %v, want 0", got)
-				}
-				w.checkInvariants(t)
-				w.checkClosed(t)
+					w.outcome = func(name string, _ int) outcome {
+						if name == "m2" {
+							return outcome{err: tt.err}
+						}
+						return outcome{}
+					}
+					p := newTestPartition(t, w, 10)
+					p.skipRefused = skip
+					r := startRun(t, p, w)
+					if skip {
+						waitFor(t, "every message acknowledged", func() bool { return len(w.acks()) == 5 })
+					} else {
+						waitFor(t, "the partition stopped", func() bool {
+							return gauge(p.m.PartitionsStopped, "east", "west", tt.reason) == 1
+						})
+					}
+					time.Sleep(time.Minute) // a stopped partition stays stopped
+					synctest.Wait()
+					wantAcks := names(span(0, 5)...)
+					if !skip {
+						wantAcks = names(0, 1)
+					}
+					if got := w.acks(); !slices.Equal(got, wantAcks) {
+						t.Errorf("acknowledged %v, want %v", got, wantAcks)
+					}
+					if s, tg := w.opens(); s != 1 || tg != 1 {
+						t.Errorf("opened %d cursors and %d producers, want 1 and 1 (no retry)", s, tg)
+					}
+					if err := r.stop(); err != nil {
+						t.Fatalf("Run() = %v", err)
+					}
+					if got := gauge(p.m.PartitionsStopped, "east", "west", tt.reason); got != 0 {
+						t.Errorf("partitions_stopped after Run returned = %v, want 0", got)
+					}
+					wantSkips := 0.0
+					if skip {
+						wantSkips = 1
+					}
+					if got := counter(p.m.Skipped, "east", "west", tt.reason); got != wantSkips {
+						t.Errorf("skipped{reason=%q} = %v, want %v", tt.reason, got, wantSkips)
+					}
+					w.checkInvariants(t)
+					w.checkClosed(t)
+				})
 			})
-		})
+		}
 	}
 }
 

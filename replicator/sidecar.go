@@ -322,7 +322,7 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 	wctx, cancel := context.WithCancel(ctx)
 	w := &worker{topic: topic, cancel: cancel, done: make(chan struct{})}
 	p.running[partitionTopic] = w
-	if p.rep.DataPath == config.DataPathEntries {
+	if p.rep.Path() == config.DataPathEntries {
 		p.log.Info("replicating partition", zap.String("partition", partitionTopic), zap.String("data_path", config.DataPathEntries))
 		pt := p.entryPartition(partitionTopic)
 		go func() {
@@ -345,7 +345,8 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 			tickDelay: batchDelayFor(p.msgRate, p.byteRate),
 		},
 		maxPending: p.maxPending, msgRate: p.msgRate, byteRate: p.byteRate,
-		m: p.m, log: p.log.With(zap.String("partition", partitionTopic)),
+		skipRefused: p.rep.OnRefused == config.OnRefusedSkip,
+		m:           p.m, log: p.log.With(zap.String("partition", partitionTopic)),
 		drainTimeout: 4 * time.Second,
 	}
 	pt.sync = p.newSync(ctx, partitionTopic, topic)
@@ -374,7 +375,7 @@ func (p *pair) entryPartition(partitionTopic string) *entryPartition {
 			key: p.key, log: log,
 		},
 		topic: partitionTopic, key: p.key,
-		budget: p.budget, maxPending: p.maxPending,
+		budget: p.budget, maxPending: p.maxPending, skipRefused: p.rep.OnRefused == config.OnRefusedSkip,
 		msgRate: p.msgRate, byteRate: p.byteRate,
 		m: p.m, log: log, drainTimeout: entryDrainTimeout,
 	}

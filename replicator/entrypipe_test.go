@@ -1,0 +1,463 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
+)
+
+// Fakes of the entry pipe's endpoints, in the style of fakes_test.go: one
+// local partition of entries with a durable cursor, and the remote
+// partition. Entries are named "e<entry>"; they sit in ledger 10.
+
+type fakeEntryWorld struct {
+	mu      sync.Mutex
+	entries []wire.Entry
+	changed chan struct{}
+
+	acked      map[uint64]bool
+	ackLog     []string
+	released   int // messages whose permits came back
+	remote     []string
+	sent       [][]string // per producer: entry names in send order
+	seqs       []uint64   // every SEND's sequence id, in order
+	lastSeq    int64      // the remote's record for the producer name
+	opens      int
+	violations []string
+	// sendErr, when set, fails Send for the named entry (synchronously,
+	// like the wire producer's size check).
+	sendErr map[string]error
+	// receipt, when set, decides the receipt of the named entry.
+	receipt func(name string) (dup bool, err error)
+	// copied is what copiedSince finds on the remote.
+	copied     copySet
+	schemas    map[string][]byte
+	schemaSent [][]byte // schema_version of every SEND
+}
+
+// Raw MessageMetadata fields the builder does not write.
+func replicateTo(clusters ...string) []byte {
+	var b []byte
+	for _, c := range clusters {
+		b = protowire.AppendTag(b, 7, protowire.BytesType)
+		b = protowire.AppendString(b, c)
+	}
+	return b
+}
+
+func markerType(t uint64) []byte {
+	return protowire.AppendVarint(protowire.AppendTag(nil, 20, protowire.VarintType), t)
+}
+
+func schemaVersion(v []byte) []byte {
+	return protowire.AppendBytes(protowire.AppendTag(nil, 16, protowire.BytesType), v)
+}
+
+func newFakeEntryWorld() *fakeEntryWorld {
+	return &fakeEntryWorld{changed: make(chan struct{}), acked: map[uint64]bool{}, lastSeq: -1}
+}
+
+func entryName(id wire.MessageID) string { return fmt.Sprintf("e%d", id.Entry) }
+
+// add appends n entries with the metadata built by md (nil: a plain
+// one), followed by the raw protobuf fields extra.
+func (w *fakeEntryWorld) add(n int, md func(*wire.MetadataBuilder), extra ...[]byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for range n {
+		b := wire.MetadataBuilder{ProducerName: "app", PublishTime: 1_700_000_000_000, NumMessagesInBatch: 2}
+		if md != nil {
+			md(&b)
+		}
+		raw := b.Append(nil)
+		for _, x := range extra {
+			raw = append(raw, x...)
+		}
+		id := wire.EntryID(10, uint64(len(w.entries)))
+		w.entries = append(w.entries, wire.Entry{ID: id, Metadata: raw, Payload: []byte("payload"), NumMessages: 2})
+	}
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+func (w *fakeEntryWorld) violationf(format string, args ...any) {
+	w.violations = append(w.violations, fmt.Sprintf(format, args...))
+}
+
+func (w *fakeEntryWorld) openCursor(ctx context.Context, onActive func(bool)) (entrySource, error) {
+	return &fakeEntrySource{w: w, closed: make(chan struct{})}, nil
+}
+
+func (w *fakeEntryWorld) openProducer(context.Context) (entryTarget, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.opens++
+	w.sent = append(w.sent, nil)
+	return &fakeEntryTarget{w: w, idx: len(w.sent) - 1, last: w.lastSeq}, nil
+}
+
+func (w *fakeEntryWorld) copiedSince(_ context.Context, from position) (copySet, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := copySet{}
+	all := maps.Clone(w.copied)
+	for _, n := range w.remote {
+		var e int64
+		fmt.Sscanf(n, "e%d", &e)
+		all[position{10, e, -1}] = struct{}{}
+	}
+	for p := range all {
+		if !from.after(p) {
+			out[p] = struct{}{}
+		}
+	}
+	return out, nil
+}
+
+func (w *fakeEntryWorld) targetSchema(_ context.Context, v []byte) ([]byte, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.schemas[string(v)]
+	if !ok {
+		return nil, errors.New("unknown schema version")
+	}
+	return t, nil
+}
+
+func (w *fakeEntryWorld) snapshot() (acks, remote []string, released int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.ackLog), slices.Clone(w.remote), w.released
+}
+
+// fakeEntrySource hands out unacknowledged entries in order, each once.
+type fakeEntrySource struct {
+	w      *fakeEntryWorld
+	next   int
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (s *fakeEntrySource) Receive(ctx context.Context) (wire.Entry, error) {
+	for {
+		s.w.mu.Lock()
+		for s.next < len(s.w.entries) && s.w.acked[s.w.entries[s.next].ID.Entry] {
+			s.next++
+		}
+		if s.next < len(s.w.entries) {
+			e := s.w.entries[s.next]
+			s.next++
+			s.w.mu.Unlock()
+			return e, nil
+		}
+		ch := s.w.changed
+		s.w.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return wire.Entry{}, ctx.Err()
+		case <-s.closed:
+			return wire.Entry{}, wire.ErrClosed
+		}
+	}
+}
+
+func (s *fakeEntrySource) Ack(id wire.MessageID) error {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	if s.w.acked[id.Entry] {
+		s.w.violationf("%s acknowledged twice", entryName(id))
+	}
+	s.w.acked[id.Entry] = true
+	s.w.ackLog = append(s.w.ackLog, entryName(id))
+	return nil
+}
+
+func (s *fakeEntrySource) Release(e wire.Entry) error {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	s.w.released += int(e.NumMessages)
+	return nil
+}
+
+func (s *fakeEntrySource) Close() error {
+	s.once.Do(func() { close(s.closed) })
+	return nil
+}
+
+// fakeEntryTarget stores what it is sent at once and answers from its own
+// goroutine, in order, like the wire producer.
+type fakeEntryTarget struct {
+	w       *fakeEntryWorld
+	idx     int
+	last    int64
+	pending sync.WaitGroup
+	order   sync.Mutex
+}
+
+func (t *fakeEntryTarget) Send(_ context.Context, out wire.Outgoing, done func(wire.Receipt, error)) error {
+	md, err := wire.ParseMetadata(out.Metadata)
+	w := t.w
+	w.mu.Lock()
+	if err != nil {
+		w.violationf("send of unparsable metadata: %v", err)
+	}
+	var pos position
+	name := "?"
+	for _, kv := range md.Properties {
+		if kv.Key == PropOriginID {
+			pos, _ = parsePosition(kv.Value)
+			name = fmt.Sprintf("e%d", pos.entry)
+		}
+	}
+	if err := w.sendErr[name]; err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	if md.ReplicatedFrom != "east" {
+		w.violationf("%s sent with replicated_from %q", name, md.ReplicatedFrom)
+	}
+	if int64(out.SequenceID) <= t.last {
+		w.violationf("%s sent with sequence id %d, not above %d", name, out.SequenceID, t.last)
+	}
+	t.last = int64(out.SequenceID)
+	w.seqs = append(w.seqs, out.SequenceID)
+	w.schemaSent = append(w.schemaSent, md.SchemaVersion)
+	w.sent[t.idx] = append(w.sent[t.idx], name)
+	var dup bool
+	var rerr error
+	if w.receipt != nil {
+		dup, rerr = w.receipt(name)
+	}
+	if !dup && rerr == nil {
+		w.remote = append(w.remote, name)
+	}
+	r := wire.Receipt{SequenceID: out.SequenceID, MessageID: wire.EntryID(500, uint64(len(w.remote)))}
+	if dup {
+		r.MessageID = wire.EntryID(math.MaxUint64, math.MaxUint64)
+	}
+	w.mu.Unlock()
+	t.pending.Add(1)
+	t.order.Lock()
+	go func() {
+		defer t.order.Unlock()
+		defer t.pending.Done()
+		done(r, rerr)
+	}()
+	return nil
+}
+
+func (t *fakeEntryTarget) LastSequenceID() int64           { return t.last }
+func (t *fakeEntryTarget) Flush(ctx context.Context) error { t.pending.Wait(); return nil }
+func (t *fakeEntryTarget) Close() error                    { t.pending.Wait(); return nil }
+
+func newTestEntryPartition(t *testing.T, w *fakeEntryWorld) *entryPartition {
+	return &entryPartition{
+		local: "east", remote: "west", topic: "persistent://t/ns/x", key: []byte("0123456789abcdef"),
+		ends: w, budget: newByteBudget(1<<20, nil), maxPending: 100,
+		m: NewMetrics(nil), log: zaptest.NewLogger(t), drainTimeout: 5 * time.Second,
+	}
+}
+
+func runEntryPartition(t *testing.T, p *entryPartition) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := p.Run(ctx); err != nil {
+			t.Errorf("Run() = %v", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func TestEntryPipeForwardsAndSkips(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		w.add(2, nil)                                                          // e0 e1
+		w.add(1, func(b *wire.MetadataBuilder) { b.ReplicatedFrom = "north" }) // e2: a copy
+		w.add(1, nil, replicateTo("east"))                                     // e3: local only
+		w.add(1, nil, replicateTo("east", "west"))                             // e4
+		w.add(1, func(b *wire.MetadataBuilder) { b.ProducerName = "geo-sidecar.north-->east" })
+		w.add(1, func(b *wire.MetadataBuilder) { b.ProducerName = "geo-sidecar.markers.east-->west" })
+		w.add(1, nil, markerType(1)) // e7: one of Pulsar's markers
+		w.add(1, nil)                // e8
+		w.lastSeq = 41
+		p := newTestEntryPartition(t, w)
+		stop := runEntryPartition(t, p)
+		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 9 })
+		stop()
+		acks, remote, released := w.snapshot()
+		if want := []string{"e0", "e1", "e4", "e8"}; !slices.Equal(remote, want) {
+			t.Errorf("remote holds %v, want %v", remote, want)
+		}
+		if released != 18 {
+			t.Errorf("permits released for %d messages, want 18 (every entry, 2 messages each)", released)
+		}
+		slices.Sort(acks)
+		if want := []string{"e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8"}; !slices.Equal(acks, want) {
+			t.Errorf("acknowledged %v, want every entry", acks)
+		}
+		if want := []uint64{42, 43, 44, 45}; !slices.Equal(w.seqs, want) {
+			t.Errorf("sequence ids %v, want %v (after the remote's record 41)", w.seqs, want)
+		}
+		for reason, n := range map[string]float64{skipRemoteOrigin: 4, skipReplicateTo: 2, skipMarker: 4} {
+			if got := counter(p.m.Skipped, "east", "west", reason); got != n {
+				t.Errorf("skipped{reason=%q} = %v messages, want %v", reason, got, n)
+			}
+		}
+		if got := counter(p.m.Messages, "east", "west"); got != 8 {
+			t.Errorf("replicated messages = %v, want 8", got)
+		}
+		if got := p.budget.held(); got != 0 {
+			t.Errorf("budget holds %d bytes after the stop, want 0", got)
+		}
+		for _, v := range w.violations {
+			t.Error(v)
+		}
+	})
+}
+
+// The read-back's proof (copiedSince) is the only ground for skipping an
+// entry as copied; a duplicate receipt is not.
+func TestEntryPipeProof(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		w.add(6, nil)
+		w.copied = copySet{{10, 1, -1}: {}, {10, 3, -1}: {}} // e2 is missing: a gap
+		first := true
+		w.receipt = func(name string) (bool, error) {
+			if name == "e4" && first {
+				first = false
+				return true, nil // answered as a duplicate, and not on the remote
+			}
+			return false, nil
+		}
+		p := newTestEntryPartition(t, w)
+		stop := runEntryPartition(t, p)
+		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 6 })
+		stop()
+		_, remote, _ := w.snapshot()
+		slices.Sort(remote)
+		if want := []string{"e0", "e2", "e4", "e5"}; !slices.Equal(remote, want) {
+			t.Errorf("remote holds %v, want %v (e1, e3 were there; e4 sent again after the unproven duplicate)", remote, want)
+		}
+		if got := counter(p.m.DupsUnproven, "east", "west"); got != 1 {
+			t.Errorf("unproven duplicates = %v, want 1", got)
+		}
+		// e1 and e3 were there before; e5 went out behind e4 in the first
+		// session and is found there by the second.
+		if got := counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != 6 {
+			t.Errorf("skipped as already copied = %v messages, want 6 (e1, e3, e5)", got)
+		}
+		for _, v := range w.violations {
+			t.Error(v)
+		}
+	})
+}
+
+func TestEntryPipeRefusedEntry(t *testing.T) {
+	for _, skip := range []bool{false, true} {
+		t.Run(fmt.Sprintf("skip=%v", skip), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newFakeEntryWorld()
+				w.add(4, nil)
+				w.sendErr = map[string]error{"e2": fmt.Errorf("x: %w", wire.ErrTooLarge)}
+				p := newTestEntryPartition(t, w)
+				p.skipRefused = skip
+				stop := runEntryPartition(t, p)
+				if skip {
+					waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
+				} else {
+					waitFor(t, "the partition stopped", func() bool {
+						return gauge(p.m.PartitionsStopped, "east", "west", skipRejectedTooBig) == 1
+					})
+					time.Sleep(time.Minute)
+					synctest.Wait()
+				}
+				acks, remote, _ := w.snapshot()
+				stop()
+				wantAcks, wantRemote := []string{"e0", "e1"}, []string{"e0", "e1"}
+				if skip {
+					wantAcks, wantRemote = []string{"e0", "e1", "e2", "e3"}, []string{"e0", "e1", "e3"}
+				}
+				slices.Sort(acks)
+				if !slices.Equal(acks, wantAcks) || !slices.Equal(remote, wantRemote) {
+					t.Errorf("acknowledged %v and remote holds %v, want %v and %v", acks, remote, wantAcks, wantRemote)
+				}
+				if w.opens != 1 {
+					t.Errorf("opened %d producers, want 1 (a refused entry is not retried)", w.opens)
+				}
+			})
+		})
+	}
+}
+
+func TestEntryPipeSchemaVersions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		w.schemas = map[string][]byte{"\x00\x00\x00\x00\x00\x00\x00\x03": []byte("\x00\x00\x00\x00\x00\x00\x00\x07")}
+		w.add(1, nil, schemaVersion([]byte("\x00\x00\x00\x00\x00\x00\x00\x03")))
+		w.add(1, nil)
+		p := newTestEntryPartition(t, w)
+		stop := runEntryPartition(t, p)
+		waitFor(t, "the entries acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 2 })
+		stop()
+		if len(w.schemaSent) != 2 || string(w.schemaSent[0]) != "\x00\x00\x00\x00\x00\x00\x00\x07" || w.schemaSent[1] != nil {
+			t.Errorf("schema versions sent %q, want the remote's version 7 for the first entry and none for the second", w.schemaSent)
+		}
+	})
+}
+
+func TestByteBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var gauge float64
+		b := newByteBudget(100, func(v float64) { gauge = v })
+		ctx := context.Background()
+		if err := b.acquire(ctx, 60); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.acquire(ctx, 40); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() { got <- b.acquire(ctx, 10) }()
+		synctest.Wait()
+		select {
+		case <-got:
+			t.Fatal("acquired past the limit")
+		default:
+		}
+		b.release(60)
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if gauge != 50 {
+			t.Errorf("gauge = %v, want 50", gauge)
+		}
+		b.release(50)
+		// An entry larger than the whole budget passes alone.
+		if err := b.acquire(ctx, 500); err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		go func() { got <- b.acquire(cctx, 1) }()
+		synctest.Wait()
+		cancel()
+		if err := <-got; !errors.Is(err, context.Canceled) {
+			t.Errorf("acquire after cancel = %v, want context.Canceled", err)
+		}
+	})
+}
