@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -15,8 +17,9 @@ import (
 
 // ClientOptions configure a Client for one cluster.
 type ClientOptions struct {
-	// ServiceURL is the cluster's pulsar:// or pulsar+ssl:// URL (one host;
-	// a proxy or a load balancer in front of the brokers is fine).
+	// ServiceURL is the cluster's pulsar:// or pulsar+ssl:// URL, with one
+	// host:port or several separated by commas (tried in turn when one
+	// does not answer); a proxy or load balancer in front is fine.
 	ServiceURL string
 	// Conn configures every connection (auth, TLS, keep-alive).
 	Conn ConnOptions
@@ -26,6 +29,10 @@ type ClientOptions struct {
 	// Logger; default zap.NewNop().
 	Logger *zap.Logger
 }
+
+// maxBackoff caps the delay between reconnect attempts, so that a cluster
+// that comes back is used again within seconds.
+const maxBackoff = 5 * time.Second
 
 // maxRedirects bounds a lookup's redirect chain.
 const maxRedirects = 20
@@ -41,10 +48,11 @@ type Broker struct {
 // connection per broker (shared by every consumer and producer) and a
 // lookup cache. Safe for concurrent use.
 type Client struct {
-	opts    ClientOptions
-	log     *zap.Logger
-	service string // host:port of the service URL
-	tls     bool
+	opts     ClientOptions
+	log      *zap.Logger
+	services []string     // host:port of each service URL host
+	next     atomic.Int32 // index of the service host in use
+	tls      bool
 
 	mu      sync.Mutex
 	conns   map[Broker]*poolEntry
@@ -60,20 +68,9 @@ type poolEntry struct {
 
 // NewClient validates opts; it connects lazily.
 func NewClient(opts ClientOptions) (*Client, error) {
-	u, err := url.Parse(opts.ServiceURL)
+	hosts, useTLS, err := parseServiceURL(opts.ServiceURL)
 	if err != nil {
-		return nil, fmt.Errorf("wire: service URL %q: %w", opts.ServiceURL, err)
-	}
-	var useTLS bool
-	switch u.Scheme {
-	case "pulsar":
-	case "pulsar+ssl":
-		useTLS = true
-	default:
-		return nil, fmt.Errorf("wire: service URL %q: scheme must be pulsar or pulsar+ssl", opts.ServiceURL)
-	}
-	if u.Host == "" || strings.Contains(u.Host, ",") {
-		return nil, fmt.Errorf("wire: service URL %q: want exactly one host:port", opts.ServiceURL)
+		return nil, err
 	}
 	if opts.OperationTimeout <= 0 {
 		opts.OperationTimeout = 30 * time.Second
@@ -84,22 +81,47 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if opts.Conn.Logger == nil {
 		opts.Conn.Logger = opts.Logger
 	}
-	host := u.Host
-	if u.Port() == "" {
-		if useTLS {
-			host += ":6651"
-		} else {
-			host += ":6650"
-		}
-	}
 	return &Client{
-		opts:    opts,
-		log:     opts.Logger,
-		service: host,
-		tls:     useTLS,
-		conns:   make(map[Broker]*poolEntry),
-		lookups: make(map[string]Broker),
+		opts:     opts,
+		log:      opts.Logger,
+		services: hosts,
+		tls:      useTLS,
+		conns:    make(map[Broker]*poolEntry),
+		lookups:  make(map[string]Broker),
 	}, nil
+}
+
+// parseServiceURL splits "pulsar://h1:p1,h2:p2" into host:port pairs,
+// adding the default port (6650, or 6651 with TLS) where it is missing.
+func parseServiceURL(raw string) (hosts []string, useTLS bool, err error) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	switch {
+	case !ok:
+		return nil, false, fmt.Errorf("wire: service URL %q: want pulsar://host:port or pulsar+ssl://host:port", raw)
+	case scheme == "pulsar":
+	case scheme == "pulsar+ssl":
+		useTLS = true
+	default:
+		return nil, false, fmt.Errorf("wire: service URL %q: scheme must be pulsar or pulsar+ssl", raw)
+	}
+	rest, _, _ = strings.Cut(rest, "/")
+	for _, h := range strings.Split(rest, ",") {
+		if h == "" {
+			return nil, false, fmt.Errorf("wire: service URL %q: empty host", raw)
+		}
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			port := "6650"
+			if useTLS {
+				port = "6651"
+			}
+			h = net.JoinHostPort(strings.Trim(h, "[]"), port)
+		}
+		if _, err := url.Parse("pulsar://" + h); err != nil {
+			return nil, false, fmt.Errorf("wire: service URL %q: host %q: %w", raw, h, err)
+		}
+		hosts = append(hosts, h)
+	}
+	return hosts, useTLS, nil
 }
 
 // Close closes every connection. Consumers and producers should be closed
@@ -170,8 +192,31 @@ func (c *Client) drop(b Broker, e *poolEntry) {
 	c.mu.Unlock()
 }
 
-// serviceBroker is the service URL as a broker address, for lookups.
-func (c *Client) serviceBroker() Broker { return Broker{Logical: c.service, Physical: c.service} }
+// service is the service URL host in use.
+func (c *Client) service() string { return c.services[int(c.next.Load())%len(c.services)] }
+
+// serviceBroker is the service URL host in use as a broker address, for
+// lookups.
+func (c *Client) serviceBroker() Broker { s := c.service(); return Broker{Logical: s, Physical: s} }
+
+// serviceConn returns a connection to one of the service URL's hosts,
+// moving on to the next host when one cannot be reached.
+func (c *Client) serviceConn(ctx context.Context) (*Conn, error) {
+	var errs []error
+	for range c.services {
+		conn, err := c.Conn(ctx, c.serviceBroker())
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, err)
+		var ce *ConnError
+		if !errors.As(err, &ce) || ctx.Err() != nil || !IsRetryable(err) {
+			break
+		}
+		c.next.Add(1)
+	}
+	return nil, errors.Join(errs...)
+}
 
 // brokerFor turns a lookup answer into a Broker.
 func (c *Client) brokerFor(r *LookupResponse) (Broker, error) {
@@ -188,7 +233,7 @@ func (c *Client) brokerFor(r *LookupResponse) (Broker, error) {
 	}
 	b := Broker{Logical: u.Host, Physical: u.Host}
 	if r.ProxyThroughServiceURL {
-		b.Physical = c.service
+		b.Physical = c.service()
 	}
 	return b, nil
 }
@@ -205,10 +250,16 @@ func (c *Client) Lookup(ctx context.Context, topic string) (Broker, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.OperationTimeout)
 	defer cancel()
-	at := c.serviceBroker()
+	var at *Broker // nil: the service URL
 	authoritative := false
 	for range maxRedirects {
-		conn, err := c.Conn(ctx, at)
+		var conn *Conn
+		var err error
+		if at == nil {
+			conn, err = c.serviceConn(ctx)
+		} else {
+			conn, err = c.Conn(ctx, *at)
+		}
 		if err != nil {
 			return Broker{}, fmt.Errorf("wire: lookup %s: %w", topic, err)
 		}
@@ -232,10 +283,11 @@ func (c *Client) Lookup(ctx context.Context, topic string) (Broker, error) {
 			c.mu.Unlock()
 			return b, nil
 		case LookupRedirect:
-			if at, err = c.brokerFor(r); err != nil {
+			b, err := c.brokerFor(r)
+			if err != nil {
 				return Broker{}, err
 			}
-			authoritative = r.Authoritative
+			at, authoritative = &b, r.Authoritative
 		default:
 			return Broker{}, &BrokerError{Op: "lookup " + topic, Code: r.Error, Message: r.Message}
 		}
@@ -256,7 +308,7 @@ func (c *Client) ForgetLookup(topic string) {
 func (c *Client) PartitionedMetadata(ctx context.Context, topic string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.OperationTimeout)
 	defer cancel()
-	conn, err := c.Conn(ctx, c.serviceBroker())
+	conn, err := c.serviceConn(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("wire: partitioned metadata %s: %w", topic, err)
 	}
@@ -300,10 +352,10 @@ func (c *Client) isClosed() bool {
 // (0-based): 100ms, 200ms, ... up to 30s, each between 50% and 100%.
 func backoff(attempt int) time.Duration {
 	d := 100 * time.Millisecond
-	for i := 0; i < attempt && d < 30*time.Second; i++ {
+	for i := 0; i < attempt && d < maxBackoff; i++ {
 		d *= 2
 	}
-	d = min(d, 30*time.Second)
+	d = min(d, maxBackoff)
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 

@@ -785,3 +785,44 @@ func TestConsumerDropsEntriesFromBeforeRedeliver(t *testing.T) {
 		return len(fl) == 2 && fl[1].(*Flow).Permits == 4
 	})
 }
+
+func TestParseServiceURL(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		hosts []string
+		tls   bool
+		bad   bool
+	}{
+		{in: "pulsar://a:6650", hosts: []string{"a:6650"}},
+		{in: "pulsar://a", hosts: []string{"a:6650"}},
+		{in: "pulsar+ssl://a,b:7000", hosts: []string{"a:6651", "b:7000"}, tls: true},
+		{in: "pulsar://[::1]:6650/", hosts: []string{"[::1]:6650"}},
+		{in: "pulsar://[::1]", hosts: []string{"[::1]:6650"}},
+		{in: "http://a:80", bad: true},
+		{in: "a:6650", bad: true},
+		{in: "pulsar://a,,b", bad: true},
+	} {
+		hosts, tls, err := parseServiceURL(tc.in)
+		if (err != nil) != tc.bad || (!tc.bad && (fmt.Sprint(hosts) != fmt.Sprint(tc.hosts) || tls != tc.tls)) {
+			t.Errorf("%q: %v %v %v", tc.in, hosts, tls, err)
+		}
+	}
+}
+
+func TestServiceURLFailsOverToNextHost(t *testing.T) {
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	b := newFakeBroker(t)
+	c := newTestClient(t, "pulsar://"+deadAddr+","+b.addr, ConnOptions{})
+	n, err := c.PartitionedMetadata(context.Background(), "t")
+	if err != nil || n != 3 {
+		t.Fatalf("partitioned metadata through the second host: %d, %v", n, err)
+	}
+	if _, err := c.Lookup(context.Background(), "t"); err != nil {
+		t.Fatal(err)
+	}
+}
