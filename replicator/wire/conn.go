@@ -72,6 +72,9 @@ type producerSink interface {
 	handleReceipt(r *SendReceipt)
 	handleSendError(e *SendError)
 	handleClose(err error)
+	// checkStalled is called at every keep-alive tick (from the keep-alive
+	// goroutine), so that producers need no timer of their own.
+	checkStalled(now time.Time)
 }
 
 // errBrokerClosed marks a consumer or producer closed by the broker
@@ -425,6 +428,16 @@ func (c *Conn) keepAlive() {
 			return
 		}
 		_ = c.writeCommand(&Ping{})
+		c.mu.Lock()
+		producers := make([]producerSink, 0, len(c.producers))
+		for _, p := range c.producers {
+			producers = append(producers, p)
+		}
+		c.mu.Unlock()
+		now := time.Now()
+		for _, p := range producers {
+			p.checkStalled(now)
+		}
 	}
 }
 

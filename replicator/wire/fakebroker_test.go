@@ -826,3 +826,38 @@ func TestServiceURLFailsOverToNextHost(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestProducerSendTimeout: a broker that takes SENDs and never confirms
+// them gets them again on a new producer after SendTimeout, checked at the
+// connection's keep-alive ticks.
+func TestProducerSendTimeout(t *testing.T) {
+	b := newFakeBroker(t)
+	b.set(func() {
+		b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+			s, ok := cmd.Body.(*Send)
+			return ok && s.ProducerID == 1 // the first producer is never confirmed
+		}
+	})
+	c := newTestClient(t, b.url(), ConnOptions{KeepAlive: 20 * time.Millisecond})
+	ctx := context.Background()
+	p, err := CreateProducer(ctx, c, ProducerOptions{Topic: "t", Name: "n", SendTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	done := make(chan error, 1)
+	if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1}, func(_ Receipt, err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no receipt after the send timeout")
+	}
+	if n := len(b.commands(TypeProducer)); n < 2 {
+		t.Fatalf("%d PRODUCER commands, want a re-created producer", n)
+	}
+}

@@ -22,6 +22,12 @@ type ProducerOptions struct {
 	// MaxPending bounds the entries sent and not yet confirmed; Send blocks
 	// beyond it. Default 1000.
 	MaxPending int
+	// SendTimeout: when the oldest unconfirmed entry has waited this long,
+	// the producer is re-created and the unconfirmed entries sent again.
+	// Checked at the connection's keep-alive ticks (no timer per
+	// producer), so it fires up to one keep-alive interval late. Default
+	// 30s; negative: never.
+	SendTimeout time.Duration
 	// Logger; default: the client's.
 	Logger *zap.Logger
 }
@@ -75,8 +81,9 @@ type Producer struct {
 }
 
 type pendingSend struct {
-	out  Outgoing
-	done func(Receipt, error)
+	out    Outgoing
+	done   func(Receipt, error)
+	sentAt time.Time // last written to a connection; zero while not
 }
 
 type producerSession struct {
@@ -93,6 +100,9 @@ func CreateProducer(ctx context.Context, client *Client, opts ProducerOptions) (
 	}
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = 1000
+	}
+	if opts.SendTimeout == 0 {
+		opts.SendTimeout = 30 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = client.log
@@ -144,10 +154,12 @@ func (p *Producer) connect(ctx context.Context) error {
 			p.session = s
 			// Resend, in order, whatever the previous session left
 			// unconfirmed.
+			now := time.Now()
 			for _, ps := range p.pending {
 				if err := p.writeSend(s, ps.out); err != nil {
 					break // the session's close will reconnect again
 				}
+				ps.sentAt = now
 			}
 			p.mu.Unlock()
 			return nil
@@ -214,11 +226,14 @@ func (p *Producer) Send(ctx context.Context, out Outgoing, done func(Receipt, er
 		}
 		p.mu.Lock()
 	}
-	p.pending = append(p.pending, &pendingSend{out: out, done: done})
+	ps := &pendingSend{out: out, done: done}
+	p.pending = append(p.pending, ps)
 	s := p.session
 	var err error
 	if s != nil {
-		err = p.writeSend(s, out)
+		if err = p.writeSend(s, out); err == nil {
+			ps.sentAt = time.Now()
+		}
 	}
 	p.mu.Unlock()
 	if err != nil {
@@ -342,6 +357,25 @@ func (s *producerSession) handleSendError(e *SendError) {
 	}
 	p.mu.Unlock()
 	s.restart(err)
+}
+
+func (s *producerSession) checkStalled(now time.Time) {
+	p := s.p
+	if p.opts.SendTimeout < 0 {
+		return
+	}
+	p.mu.Lock()
+	if p.session != s || len(p.pending) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	head := p.pending[0]
+	waited := now.Sub(head.sentAt)
+	p.mu.Unlock()
+	if head.sentAt.IsZero() || waited < p.opts.SendTimeout {
+		return
+	}
+	s.restart(fmt.Errorf("no receipt for sequence id %d after %s", head.out.SequenceID, waited.Round(time.Millisecond)))
 }
 
 // restart drops this session on the broker and reconnects, which resends
