@@ -285,3 +285,28 @@ func TestClientEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestNoteOpen: the entry pipe's open results become the same events as
+// pulsar-client-go's.
+func TestNoteOpen(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	c := &Conn{Name: "south", watch: newAuthWatch(config.Cluster{Name: "south"}, zap.New(core))}
+	refused := errors.New("wire: create producer on persistent://t/ns/o-partition-0: broker error AuthorizationError: Client is not authorized to Produce")
+	for range 3 {
+		c.noteOpen("producer", "persistent://t/ns/o-partition-0", refused)
+	}
+	c.noteOpen("consumer", "persistent://t/ns/o-partition-0", errors.New("broker error AuthorizationError: not authorized to consume"))
+	c.noteOpen("producer", "persistent://t/ns/o-partition-0", nil)
+	var perms []string
+	for _, e := range logs.FilterMessage(EventPermissionDenied).All() {
+		perms = append(perms, e.ContextMap()["permission"].(string))
+	}
+	if strings.Join(perms, ",") != "produce,consume" {
+		t.Errorf("permissions denied: %v, want produce then consume", perms)
+	}
+	if n := countMsg(logs, EventPermissionGranted); n != 1 {
+		t.Errorf("%d granted lines, want 1 (the producer)", n)
+	}
+	var nilConn *Conn
+	nilConn.noteOpen("producer", "t", refused) // no watch: no panic
+}
