@@ -297,6 +297,28 @@ func TestWireForwardEntries(t *testing.T) {
 		}
 	}
 
+	// The target's last entry says where the copy stopped.
+	last, ok, err := wwest.LastEntry(ctx, topic)
+	if err != nil || !ok {
+		t.Fatalf("last entry on west: %v (found %v)", err, ok)
+	}
+	lmd, err := wire.ParseMetadata(last.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastOrig := orig[len(orig)-1].ID()
+	if id, _ := lmd.Property("geo-sidecar.origin-id"); id != fmt.Sprintf("%d:%d", lastOrig.LedgerID(), lastOrig.EntryID()) {
+		t.Errorf("west's last entry %v has origin id %q, want the last source entry %d:%d", last.ID, id, lastOrig.LedgerID(), lastOrig.EntryID())
+	}
+	CreatePartitioned(t, Topic(ns, "empty"), 0, "west")
+	if _, ok, err := wwest.LastEntry(ctx, Topic(ns, "empty")); err != nil || ok {
+		t.Errorf("last entry of an empty topic: found %v, %v", ok, err)
+	}
+	var be *wire.BrokerError
+	if _, _, err := wwest.LastEntry(ctx, Topic(ns, "missing")); !errors.As(err, &be) || be.Code != wire.TopicNotFound {
+		t.Errorf("last entry of a missing topic: %v, want TopicNotFound", err)
+	}
+
 	// The copies, raw: every entry says where it came from.
 	raw, err := wire.Subscribe(ctx, wwest, wire.ConsumerOptions{
 		Topic: topic, Subscription: "raw-check", Name: "raw", InitialPosition: wire.Earliest,

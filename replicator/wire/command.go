@@ -35,6 +35,8 @@ const (
 	TypeLookup                      CommandType = 23
 	TypeLookupResponse              CommandType = 24
 	TypeReachedEndOfTopic           CommandType = 27
+	TypeGetLastMessageID            CommandType = 29
+	TypeGetLastMessageIDResponse    CommandType = 30
 	TypeActiveConsumerChange        CommandType = 31
 	TypeGetSchema                   CommandType = 34
 	TypeGetSchemaResponse           CommandType = 35
@@ -56,6 +58,7 @@ var typeNames = map[CommandType]string{
 	TypeLookup: "LOOKUP", TypeLookupResponse: "LOOKUP_RESPONSE", TypeReachedEndOfTopic: "REACHED_END_OF_TOPIC",
 	TypeActiveConsumerChange: "ACTIVE_CONSUMER_CHANGE", TypeAuthChallenge: "AUTH_CHALLENGE",
 	TypeAuthResponse: "AUTH_RESPONSE", TypeTopicMigrated: "TOPIC_MIGRATED",
+	TypeGetLastMessageID: "GET_LAST_MESSAGE_ID", TypeGetLastMessageIDResponse: "GET_LAST_MESSAGE_ID_RESPONSE",
 	TypeGetSchema: "GET_SCHEMA", TypeGetSchemaResponse: "GET_SCHEMA_RESPONSE",
 	TypeGetOrCreateSchema: "GET_OR_CREATE_SCHEMA", TypeGetOrCreateSchemaResponse: "GET_OR_CREATE_SCHEMA_RESPONSE",
 }
@@ -149,6 +152,10 @@ func newBody(t CommandType) Body {
 		return &AuthResponse{}
 	case TypeTopicMigrated:
 		return &TopicMigrated{}
+	case TypeGetLastMessageID:
+		return &GetLastMessageID{}
+	case TypeGetLastMessageIDResponse:
+		return &GetLastMessageIDResponse{}
 	case TypeGetSchema:
 		return &GetSchema{}
 	case TypeGetSchemaResponse:
@@ -411,6 +418,11 @@ type SubscribeCommand struct {
 	// with the epoch, so messages dispatched before a redelivery request
 	// can be told apart.
 	ConsumerEpoch uint64
+	// NonDurable makes a reader: no cursor is stored.
+	NonDurable bool
+	// StartMessageID positions a non-durable subscription: reading starts
+	// after it, or at its entry when it has a batch index.
+	StartMessageID *MessageID
 }
 
 func (*SubscribeCommand) Type() CommandType { return TypeSubscribe }
@@ -427,7 +439,10 @@ func (s *SubscribeCommand) appendTo(b []byte) []byte {
 	if s.PriorityLevel != 0 {
 		b = appendI32(b, 7, s.PriorityLevel)
 	}
-	b = appendBool(b, 8, true) // durable
+	b = appendBool(b, 8, !s.NonDurable)
+	if s.StartMessageID != nil {
+		b = appendMsg(b, 9, s.StartMessageID.appendTo)
+	}
 	b = appendI32(b, 13, int32(s.InitialPosition))
 	if s.NoTopicCreation {
 		b = appendBool(b, 15, false)
@@ -453,6 +468,14 @@ func (s *SubscribeCommand) decode(b []byte) error {
 			return setStr(&s.ConsumerName, f)
 		case 7:
 			return setI32(&s.PriorityLevel, f)
+		case 8:
+			var durable bool
+			err := setBool(&durable, f)
+			s.NonDurable = !durable
+			return err
+		case 9:
+			s.StartMessageID = &MessageID{}
+			return decodeSub(f, "start_message_id", s.StartMessageID.decode)
 		case 13:
 			return setI32((*int32)(&s.InitialPosition), f)
 		case 15:
@@ -1406,4 +1429,64 @@ func (t *TopicMigrated) decode(b []byte) error {
 		return err
 	}
 	return need("CommandTopicMigrated", seen, 1, 2)
+}
+
+// GetLastMessageID asks for the id of a topic's last stored entry, through
+// one of its consumers.
+type GetLastMessageID struct {
+	ConsumerID uint64
+	RequestID  uint64
+}
+
+func (*GetLastMessageID) Type() CommandType { return TypeGetLastMessageID }
+
+func (g *GetLastMessageID) appendTo(b []byte) []byte {
+	b = appendU64(b, 1, g.ConsumerID)
+	return appendU64(b, 2, g.RequestID)
+}
+
+func (g *GetLastMessageID) decode(b []byte) error {
+	seen, err := forEachField(b, func(f field) error {
+		switch f.num {
+		case 1:
+			return setU64(&g.ConsumerID, f)
+		case 2:
+			return setU64(&g.RequestID, f)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return need("CommandGetLastMessageId", seen, 1, 2)
+}
+
+// GetLastMessageIDResponse answers GetLastMessageID. An empty topic answers
+// an entry id of -1 (all ones).
+type GetLastMessageIDResponse struct {
+	RequestID     uint64
+	LastMessageID MessageID
+}
+
+func (*GetLastMessageIDResponse) Type() CommandType { return TypeGetLastMessageIDResponse }
+
+func (g *GetLastMessageIDResponse) appendTo(b []byte) []byte {
+	b = appendMsg(b, 1, g.LastMessageID.appendTo)
+	return appendU64(b, 2, g.RequestID)
+}
+
+func (g *GetLastMessageIDResponse) decode(b []byte) error {
+	seen, err := forEachField(b, func(f field) error {
+		switch f.num {
+		case 1:
+			return decodeSub(f, "last_message_id", g.LastMessageID.decode)
+		case 2:
+			return setU64(&g.RequestID, f)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return need("CommandGetLastMessageIdResponse", seen, 1, 2)
 }

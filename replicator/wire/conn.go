@@ -529,6 +529,8 @@ func (c *Conn) dispatch(cmd Command, f Frame) error {
 		c.respond(b.RequestID, cmd)
 	case *GetSchemaResponse:
 		c.respond(b.RequestID, cmd)
+	case *GetLastMessageIDResponse:
+		c.respond(b.RequestID, cmd)
 	case *GetOrCreateSchemaResponse:
 		c.respond(b.RequestID, cmd)
 	default:

@@ -25,6 +25,14 @@ type ConsumerOptions struct {
 	Name string
 	// InitialPosition applies when the subscription does not exist yet.
 	InitialPosition InitialPosition
+	// NonDurable makes a reader: no cursor is stored on the broker, and
+	// StartMessageID (if set) says where to start; after a reconnect it
+	// starts there again.
+	NonDurable     bool
+	StartMessageID *MessageID
+	// NoTopicCreation: subscribing to a missing topic fails (TopicNotFound)
+	// instead of creating it.
+	NoTopicCreation bool
 	// Permits is the receive window in messages (not entries). It is
 	// granted at subscribe and handed back as the caller releases entries.
 	// Default 1000.
@@ -140,6 +148,9 @@ func (c *Consumer) connect(ctx context.Context) error {
 		ConsumerName:    c.opts.Name,
 		InitialPosition: c.opts.InitialPosition,
 		ConsumerEpoch:   redeliverEpoch,
+		NonDurable:      c.opts.NonDurable,
+		StartMessageID:  c.opts.StartMessageID,
+		NoTopicCreation: c.opts.NoTopicCreation,
 	})
 	if err != nil {
 		conn.removeConsumer(s.id)
@@ -496,4 +507,66 @@ func numMessages(md []byte) int32 {
 		return 1
 	}
 	return n
+}
+
+// LastMessageID asks the broker for the id of the topic's last stored
+// entry; ok is false for an empty topic.
+func (c *Consumer) LastMessageID(ctx context.Context) (id MessageID, ok bool, err error) {
+	s, err := c.current()
+	if err != nil {
+		return MessageID{}, false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.client.opts.OperationTimeout)
+	defer cancel()
+	op := "get last message id of " + c.opts.Topic
+	reqID := s.conn.newRequestID()
+	cmd, err := s.conn.request(ctx, op, reqID, &GetLastMessageID{ConsumerID: s.id, RequestID: reqID})
+	if err != nil {
+		return MessageID{}, false, err
+	}
+	r, err := asType[*GetLastMessageIDResponse](cmd, op)
+	if err != nil {
+		return MessageID{}, false, err
+	}
+	last := r.LastMessageID
+	if int64(last.Entry) < 0 || int64(last.Ledger) < 0 {
+		return last, false, nil
+	}
+	return last, true, nil
+}
+
+// LastEntry reads topic's last stored entry (a partition or a
+// non-partitioned topic) with two short-lived non-durable readers: one to
+// ask for the last id, one positioned on it. ok is false for an empty
+// topic; a missing topic is an error (TopicNotFound), not created. The data path uses it to learn what the target holds last (the
+// origin recorded in the copy's metadata) after a restart.
+func (c *Client) LastEntry(ctx context.Context, topic string) (e Entry, ok bool, err error) {
+	probe, err := Subscribe(ctx, c, ConsumerOptions{Topic: topic, Subscription: "geo-sidecar-last-entry", NonDurable: true, Permits: 1, NoTopicCreation: true})
+	if err != nil {
+		return Entry{}, false, err
+	}
+	last, ok, err := probe.LastMessageID(ctx)
+	probe.Close()
+	if err != nil || !ok {
+		return Entry{}, false, err
+	}
+	// A batch index makes the start inclusive of its entry.
+	start := MessageID{Ledger: last.Ledger, Entry: last.Entry, Partition: -1, BatchIndex: 0}
+	r, err := Subscribe(ctx, c, ConsumerOptions{Topic: topic, Subscription: "geo-sidecar-last-entry", NonDurable: true, StartMessageID: &start, Permits: 1, NoTopicCreation: true})
+	if err != nil {
+		return Entry{}, false, err
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(ctx, c.opts.OperationTimeout)
+	defer cancel()
+	for {
+		e, err := r.Receive(ctx)
+		if err != nil {
+			return Entry{}, false, fmt.Errorf("wire: read last entry %v of %s: %w", last, topic, err)
+		}
+		if e.ID.Ledger == last.Ledger && e.ID.Entry == last.Entry {
+			return e, true, nil
+		}
+		_ = r.Release(e)
+	}
 }
