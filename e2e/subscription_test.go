@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,8 +67,9 @@ func syncEntries(ns, sub string, clusters ...string) string {
 func TestFailoverDrill(t *testing.T) {
 	for _, typ := range []string{"exclusive", "failover", "shared", "key_shared"} {
 		t.Run(typ, func(t *testing.T) {
+			awaitClusters(t, "east", "west")
 			ns := NewNamespace(t, "east", "west")
-			s := StartSidecar(t, []string{"east", "west"}, syncEntries(ns, "orders-sub", "east", "west"))
+			s := StartSidecar(t, []string{"east", "west"}, checkedEntries(ns, "orders-sub", "east", "west"))
 			rep := runDrill(t, s.ConfigPath, ns+"/orders", "orders-sub", "east", "west",
 				"--type", typ, "--messages", "2000")
 			t.Logf("drill %s: published %d, before %d, after %d, lost %d, duplicates %d, in step after %.1fs (%v)",
@@ -77,20 +80,32 @@ func TestFailoverDrill(t *testing.T) {
 			if !rep.InStep {
 				t.Errorf("the subscription never got in step")
 			}
+			// The drill's own count, bounded as the own-consumer checks
+			// are (dupBound): it publishes over 5 s (--publish-over).
+			if b := dupBound(float64(rep.Published)/5, 0, 1, typ == "shared"); rep.Duplicates > b {
+				t.Errorf("%d duplicates, more than %d (two snapshot intervals of the drill's traffic)", rep.Duplicates, b)
+			}
 		})
 	}
 }
 
+// TestFailoverDrillPartitioned: a failover of a 4-partition topic, done
+// and counted by the test itself (drillcheck_test.go): every message
+// published in either region is delivered in east before the switch or in
+// west after it, and no more come again than two snapshot intervals of
+// traffic allow. With subscription sync off (E2E_SUBSCRIPTION_SYNC=off) the
+// subscription starts at the earliest message in west and the duplicates
+// exceed the bound.
 func TestFailoverDrillPartitioned(t *testing.T) {
+	awaitClusters(t, "east", "west")
 	ns := NewNamespace(t, "east", "west")
-	CreatePartitioned(t, Topic(ns, "orders"), 4, "east", "west")
-	s := StartSidecar(t, []string{"east", "west"}, syncEntries(ns, "orders-sub", "east", "west"))
-	rep := runDrill(t, s.ConfigPath, ns+"/orders", "orders-sub", "east", "west", "--messages", "4000")
-	t.Logf("drill 4 partitions: published %d, before %d, after %d, lost %d, duplicates %d, in step after %.1fs",
-		rep.Published, rep.ConsumedBefore, rep.ConsumedAfter, rep.Lost, rep.Duplicates, rep.InStepSeconds)
-	if rep.Lost != 0 {
-		t.Fatalf("%d messages lost", rep.Lost)
-	}
+	topic := Topic(ns, "orders")
+	CreatePartitioned(t, topic, 4, "east", "west")
+	StartSidecar(t, []string{"east", "west"}, checkedEntries(ns, "orders-sub", "east", "west"))
+	res := failover{topic: topic, sub: "orders-sub", from: "east", to: "west", regions: []string{"east", "west"},
+		perRegion: 2000, over: 10 * time.Second, partitions: 4}.run(t)
+	t.Logf("failover of 4 partitions, own consumers: %s", res)
+	res.check(t)
 }
 
 // TestForgedUpdateHasNoEffect: anyone who can publish to a topic can write a
@@ -159,14 +174,17 @@ func fullMesh(t *testing.T, sub string) (string, *Sidecar) {
 	if err := Up("north"); err != nil {
 		t.Fatal(err)
 	}
+	awaitClusters(t, "east", "west", "north")
 	ns := NewNamespace(t, "east", "west", "north")
-	return ns, StartSidecar(t, []string{"east", "west", "north"}, syncEntries(ns, sub, "east", "west", "north"))
+	return ns, StartSidecar(t, []string{"east", "west", "north"}, checkedEntries(ns, sub, "east", "west", "north"))
 }
 
 // TestDrillThreeClustersNorthDown: east, west and north replicate in full
 // mesh and keep the subscription in step; north is stopped before the
-// drill, and east<->west sync carries on (Pulsar's own replicator stops all
-// subscription sync while any cluster is down).
+// failover, and east<->west sync carries on (Pulsar's own replicator stops
+// all subscription sync while any cluster is down): nothing lost and no
+// more duplicates than two snapshot intervals of traffic, counted by the
+// test's own consumers.
 func TestDrillThreeClustersNorthDown(t *testing.T) {
 	ns, s := fullMesh(t, "orders-sub")
 	topic := Topic(ns, "orders")
@@ -182,15 +200,10 @@ func TestDrillThreeClustersNorthDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = Up("north") })
-	rep := runDrill(t, s.ConfigPath, ns+"/orders", "orders-sub", "east", "west", "--messages", "2000")
-	t.Logf("drill with north down: published %d, before %d, after %d, lost %d, duplicates %d, in step after %.1fs (%v)",
-		rep.Published, rep.ConsumedBefore, rep.ConsumedAfter, rep.Lost, rep.Duplicates, rep.InStepSeconds, rep.InStep)
-	if rep.Lost != 0 {
-		t.Fatalf("%d messages lost", rep.Lost)
-	}
-	if !rep.InStep || rep.Duplicates >= rep.ConsumedBefore {
-		t.Fatalf("east<->west subscription sync did not work with north down (in step %v, %d duplicates)", rep.InStep, rep.Duplicates)
-	}
+	res := failover{topic: topic, sub: "orders-sub", from: "east", to: "west", regions: []string{"east", "west"},
+		perRegion: 1000, over: 10 * time.Second}.run(t)
+	t.Logf("failover with north down, own consumers: %s", res)
+	res.check(t)
 }
 
 // TestDrillAfterRestartThirdOriginSilent: three clusters, and north never
@@ -202,8 +215,8 @@ func TestDrillThreeClustersNorthDown(t *testing.T) {
 func TestDrillAfterRestartThirdOriginSilent(t *testing.T) {
 	ns, s := fullMesh(t, "orders-sub")
 	topic := Topic(ns, "orders")
-	ProduceN(t, Client(t, "east"), topic, "east", 50)
-	ProduceN(t, Client(t, "west"), topic, "west", 50)
+	ProduceN(t, Client(t, "east"), topic, "early-east", 50)
+	ProduceN(t, Client(t, "west"), topic, "early-west", 50)
 	// Snapshots between east and west complete, so each side has written
 	// responses naming north before the restart.
 	Eventually(t, 30*time.Second, func() error {
@@ -216,37 +229,60 @@ func TestDrillAfterRestartThirdOriginSilent(t *testing.T) {
 	})
 	s.Stop()
 	s = s.Restart()
-	rep := runDrill(t, s.ConfigPath, ns+"/orders", "orders-sub", "east", "west", "--messages", "2000")
-	t.Logf("drill after a restart, north silent: published %d, before %d, after %d, lost %d, duplicates %d, in step after %.1fs (%v); requests unanswered after the restart: %v",
-		rep.Published, rep.ConsumedBefore, rep.ConsumedAfter, rep.Lost, rep.Duplicates, rep.InStepSeconds, rep.InStep,
-		s.Metric("geo_sidecar_snapshot_requests_unanswered_total"))
-	if rep.Lost != 0 {
-		t.Fatalf("%d messages lost", rep.Lost)
-	}
-	if !rep.InStep || rep.Duplicates >= rep.ConsumedBefore {
-		t.Fatalf("east<->west subscription sync did not resume after the restart (in step %v, %d duplicates)", rep.InStep, rep.Duplicates)
-	}
+	res := failover{topic: topic, sub: "orders-sub", from: "east", to: "west", regions: []string{"east", "west"},
+		perRegion: 1000, over: 10 * time.Second}.run(t)
+	t.Logf("failover after a restart, north silent, own consumers: %s; requests unanswered after the restart: %v",
+		res, s.Metric("geo_sidecar_snapshot_requests_unanswered_total"))
+	res.check(t)
 }
 
-// TestDrillSidecarRestartedMidway: the sidecar is killed and restarted
-// while the drill publishes and consumes.
+// TestDrillSidecarRestartedMidway: the sidecar is killed (SIGKILL) and
+// restarted while the regions publish, after the traffic the subscription
+// will have consumed in east when it stops (half of it, published over the
+// first half of the time; the kill comes at 65 %). So the position west
+// gets comes from snapshots taken before the kill (the new process knows
+// them from the snapshot markers), and the duplicate bound stays two
+// snapshot intervals: the time without a sidecar lies after the position.
+// Counted by the test's own consumers, as TestFailoverDrillPartitioned.
 func TestDrillSidecarRestartedMidway(t *testing.T) {
+	awaitClusters(t, "east", "west")
 	ns := NewNamespace(t, "east", "west")
-	s := StartSidecar(t, []string{"east", "west"}, syncEntries(ns, "orders-sub", "east", "west"))
-	done := make(chan drillReport, 1)
-	go func() {
-		done <- runDrill(t, s.ConfigPath, ns+"/orders", "orders-sub", "east", "west",
-			"--messages", "4000", "--publish-over", "8s")
-	}()
-	time.Sleep(4 * time.Second)
-	s.Kill()
-	time.Sleep(time.Second)
-	s.Restart()
-	rep := <-done
-	t.Logf("drill with a sidecar restart: published %d, before %d, after %d, lost %d, duplicates %d, in step after %.1fs (%v)",
-		rep.Published, rep.ConsumedBefore, rep.ConsumedAfter, rep.Lost, rep.Duplicates, rep.InStepSeconds, rep.InStep)
-	if rep.Lost != 0 {
-		t.Fatalf("%d messages lost", rep.Lost)
+	s := StartSidecar(t, []string{"east", "west"}, checkedEntries(ns, "orders-sub", "east", "west"))
+	const over = 10 * time.Second
+	var down time.Duration
+	res := failover{topic: Topic(ns, "orders"), sub: "orders-sub", from: "east", to: "west",
+		regions: []string{"east", "west"}, perRegion: 2000, over: over,
+		during: func() time.Duration {
+			time.Sleep(over * 65 / 100)
+			killed := time.Now()
+			s.Kill()
+			time.Sleep(time.Second)
+			s = s.Restart()
+			down = time.Since(killed)
+			return 0
+		}}.run(t)
+	t.Logf("failover with a sidecar killed and restarted (down %.1fs, from 65 %% of the publishing time), own consumers: %s",
+		down.Seconds(), res)
+	res.check(t)
+}
+
+// TestFailoverCheckSyncOff keeps the proof that the failover checks have
+// teeth: with subscription sync switched off (no `subscriptions:` list) the
+// subscription starts at the earliest message in west, nothing is lost, and
+// it delivers again everything consumed in east: more than the bound.
+func TestFailoverCheckSyncOff(t *testing.T) {
+	awaitClusters(t, "east", "west")
+	ns := NewNamespace(t, "east", "west")
+	StartSidecar(t, []string{"east", "west"}, withoutSync(syncEntries(ns, "orders-sub", "east", "west")))
+	res := failover{topic: Topic(ns, "orders"), sub: "orders-sub", from: "east", to: "west",
+		regions: []string{"east", "west"}, perRegion: 500, over: 10 * time.Second,
+		inStepWait: 3 * time.Second}.run(t)
+	t.Logf("failover with subscription sync off, own consumers: %s", res)
+	if res.Lost != 0 {
+		t.Errorf("%d messages lost (e.g. %s)", res.Lost, res.LostIDs)
+	}
+	if res.Duplicates <= res.Bound {
+		t.Errorf("with subscription sync off only %d duplicates (bound %d): the failover check could not tell sync from no sync", res.Duplicates, res.Bound)
 	}
 }
 
@@ -267,4 +303,172 @@ func TestMarkersOnBusyTopic(t *testing.T) {
 	if perMin == 0 {
 		t.Fatal("no markers on a busy topic")
 	}
+}
+
+// northLaggingEntries is a full mesh among east, west and north keeping sub
+// in step, with north's copies into east in an entry of their own, limited
+// to northToEast messages per second: a slow link.
+func northLaggingEntries(ns, sub string, northToEast int) string {
+	e := func(source, targets, extra string) string {
+		return fmt.Sprintf("  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n    subscriptions: [%s]\n%s",
+			source, ns, all, targets, sub, extra)
+	}
+	return e("east", "west, north", "") + e("west", "east, north", "") + e("north", "west", "") +
+		e("north", "east", fmt.Sprintf("    rate_limit: {messages_per_second: %d}\n", northToEast))
+}
+
+// TestThreeClustersNorthLagging: east, west and north publish at the same
+// steady rate and replicate in full mesh, one sidecar process per source
+// cluster. North's process is paused (SIGSTOP) for 2 s and continued: the
+// north links stall and then catch up, north->west at once and north->east
+// slowly (rate limited), so for seconds west holds north-origin messages
+// that east has not received. Meanwhile the subscription consumes live in
+// east; it stops in that window, and the test fails over to west. This is
+// the case the watermark rule exists for: a (a, b) snapshot alone would let
+// west skip north messages east never delivered. Checked with the test's
+// own consumers: every message of every region reaches every cluster, in
+// order per origin; the failover loses nothing; duplicates stay within two
+// snapshot intervals of traffic plus twice the longest time east took to
+// hold the north messages west held (see northDelay).
+func TestThreeClustersNorthLagging(t *testing.T) {
+	if err := Up("north"); err != nil {
+		t.Fatal(err)
+	}
+	regions := []string{"east", "west", "north"}
+	awaitClusters(t, regions...)
+	ns := NewNamespace(t, regions...)
+	topic := Topic(ns, "orders")
+	const (
+		sub         = "orders-sub"
+		perRegion   = 2000
+		over        = 20 * time.Second // 100 msg/s per region
+		northToEast = 150              // msg/s: north publishes 100
+		pauseAt     = 12 * time.Second
+		pauseFor    = 2 * time.Second
+		stopAt      = 15 * time.Second // north->east still catching up
+	)
+	entries := northLaggingEntries(ns, sub, northToEast)
+	if syncOff() {
+		entries = withoutSync(entries)
+	}
+	clients := map[string]pulsar.Client{}
+	audit := map[string]*liveConsumer{}
+	for _, r := range regions {
+		clients[r] = Client(t, r)
+		// A plain subscription of the test's own, not kept in step: what
+		// each cluster received, in order.
+		audit[r] = startConsumer(t, clients[r], topic, "audit", pulsar.Exclusive, 0)
+	}
+	live := startConsumer(t, clients["east"], topic, sub, pulsar.Exclusive, 0)
+	sidecars := map[string]*Sidecar{}
+	for _, r := range regions {
+		sidecars[r] = StartSidecar(t, regions, entries, "--cluster", r)
+	}
+	north := sidecars["north"].cmd.Process
+	t.Cleanup(func() { _ = north.Signal(syscall.SIGCONT) }) // before the sidecar's own clean-up stops it
+	// Every pair has copied a first message ("warm-<region>-0", not counted
+	// below) before the traffic starts, so the lag below is the pause's and
+	// the rate limit's, not a pair's start-up.
+	for _, r := range regions {
+		ProduceN(t, clients[r], topic, "warm-"+r, 1)
+	}
+	Eventually(t, 60*time.Second, func() error {
+		for _, r := range regions {
+			if v := sidecars[r].Metric("geo_sidecar_connected_partitions"); v < 2 {
+				return fmt.Errorf("%s: %v of 2 pairs connected", r, v)
+			}
+		}
+		return nil
+	})
+
+	// How many north-origin messages east and west hold, sampled.
+	var mu sync.Mutex
+	var timeline []northSample
+	sampling := make(chan struct{})
+	sampled := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(sampled)
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-sampling:
+				return
+			case <-tk.C:
+			}
+			mu.Lock()
+			timeline = append(timeline, northSample{time.Since(start), audit["east"].from("north"), audit["west"].from("north")})
+			mu.Unlock()
+		}
+	}()
+	var pubs []*paced
+	for _, r := range regions {
+		pubs = append(pubs, publishPaced(t, clients[r], topic, r, perRegion, over))
+	}
+	time.Sleep(time.Until(start.Add(pauseAt)))
+	if err := north.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(pauseFor)
+	if err := north.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(start.Add(stopAt)))
+	stoppedAt := time.Since(start)
+	aheadAtStop := audit["west"].from("north") - audit["east"].from("north")
+	before := live.stop(t)
+	for _, p := range pubs {
+		p.wait(t)
+	}
+
+	// Every cluster receives every region's messages, in order per origin.
+	Eventually(t, 3*time.Minute, func() error {
+		for _, c := range regions {
+			for _, r := range regions {
+				if n := audit[c].from(r); n < perRegion {
+					return fmt.Errorf("%s received %d of %d messages from %s", c, n, perRegion, r)
+				}
+			}
+		}
+		return nil
+	})
+	close(sampling)
+	<-sampled
+	var published []string
+	for _, r := range regions {
+		published = append(published, ids(r, perRegion)...)
+	}
+	for _, c := range regions {
+		got := audit[c].stop(t)
+		missing, dups := tallyIDs(published, got)
+		breaks := orderBreaksPerOrigin(got)
+		t.Logf("%s received %d messages: %d missing, %d copies, order breaks per origin: %s", c, len(got), missing, dups, fmtBreaks(breaks))
+		if missing > 0 {
+			t.Errorf("%s is missing %d messages", c, missing)
+		}
+		if fmtBreaks(breaks) != "none" {
+			t.Errorf("%s received messages out of their origin's order: %s", c, fmtBreaks(breaks))
+		}
+	}
+
+	inStepAfter, inStep := awaitInStep(t, Admin(t, "east"), Admin(t, "west"), topic, sub, 60*time.Second)
+	after := startConsumer(t, clients["west"], topic, sub, pulsar.Exclusive, 0).drain(t, 1<<30, 5*time.Second, 3*time.Minute)
+	rate := float64(len(published)) / over.Seconds()
+	delay, maxAhead := northDelay(timeline, stoppedAt)
+	res := failoverResult{failoverTally: tallyFailover(published, before, after), Rate: rate,
+		Bound: dupBound(rate, 2*delay, 1, false), InStep: inStep, InStepAfter: inStepAfter, Extra: 2 * delay,
+		BreaksBefore: orderBreaksPerOrigin(before), BreaksAfter: orderBreaksPerOrigin(after)}
+	t.Logf("north paused %s at %s, north->east limited to %d msg/s: west ahead of east by up to %d north messages, by %d when the subscription stopped in east at %.1fs; east took up to %.1fs longer than west to hold the same north messages",
+		pauseFor, pauseAt, northToEast, maxAhead, aheadAtStop, stoppedAt.Seconds(), delay.Seconds())
+	var tl []string
+	for i, x := range timeline {
+		if i%10 == 0 {
+			tl = append(tl, fmt.Sprintf("%.1fs %d/%d", x.at.Seconds(), x.east, x.west))
+		}
+	}
+	t.Logf("north-origin messages in east/west: %s", strings.Join(tl, ", "))
+	t.Logf("failover east->west with north lagging, own consumers: %s; order breaks per origin before: %s, after: %s",
+		res, fmtBreaks(res.BreaksBefore), fmtBreaks(res.BreaksAfter))
+	res.check(t)
 }
