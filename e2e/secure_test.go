@@ -419,6 +419,9 @@ func TestSecureExpiredToken(t *testing.T) {
 	if n := countLines(t, sc.LogPath, `"auth token expired"`); n != 1 {
 		t.Errorf("%d 'auth token expired' lines, want 1", n)
 	}
+	if n := countLines(t, sc.LogPath, `"level":"error"`, `"logger":"security"`); n != 1 {
+		t.Errorf("%d security error lines with an expired token, want 1 (the expiry)", n)
+	}
 	t.Logf("log lines in the 10 s after the expiry: %d", grown)
 	if grown > 20 {
 		t.Errorf("%d log lines in 10 s with an expired token: a flood", grown)

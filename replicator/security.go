@@ -119,11 +119,21 @@ func (w *authWatch) Token() (string, error) {
 	}
 	if !w.expires.IsZero() && !w.now().Before(w.expires) && !w.expiredLog {
 		w.expiredLog = true
-		w.log.Error(EventTokenExpired, zap.String("token_source", w.auth.TokenSource()),
-			zap.String("role", w.role), zap.Int64("expired_at", w.expires.Unix()),
-			zap.String("hint", "replace the token; it is read again without a restart"))
+		w.logExpiredLocked()
 	}
 	return tok, nil
+}
+
+func (w *authWatch) logExpired() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.logExpiredLocked()
+}
+
+func (w *authWatch) logExpiredLocked() {
+	w.log.Error(EventTokenExpired, zap.String("token_source", w.auth.TokenSource()),
+		zap.String("role", w.role), zap.Int64("expired_at", w.expires.Unix()),
+		zap.String("hint", "replace the token; it is read again without a restart"))
 }
 
 // currentRole is the role the cluster sees, as far as we know it: the
@@ -231,6 +241,17 @@ func (w *authWatch) authRefused(err string) {
 	w.mu.Lock()
 	was := w.refused
 	w.refused = true
+	if !w.expires.IsZero() && !w.now().Before(w.expires) {
+		// The refusal is the expiry: one line, the expiry's (the
+		// refusal can arrive before the next read of the token notices).
+		logged := w.expiredLog
+		w.expiredLog = true
+		w.mu.Unlock()
+		if !logged {
+			w.logExpired()
+		}
+		return
+	}
 	w.mu.Unlock()
 	if !was {
 		w.log.Error(EventAuthRefused, zap.String("role", w.currentRole()),

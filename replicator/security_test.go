@@ -142,8 +142,12 @@ func TestAuthWatchToken(t *testing.T) {
 		}
 	}
 	now = now.Add(20 * time.Second)
+	w.authRefused("401 from the admin API") // before any read notices the expiry
 	for range 5 {
 		_, _ = w.Token()
+	}
+	if n := countMsg(logs, EventAuthRefused); n != 0 {
+		t.Errorf("%d %q lines for an expired token, want the expiry's line only", n, EventAuthRefused)
 	}
 	fresh := testJWT(`{"sub":"geo","exp":1700003600}`)
 	writeTokenFile(t, file, fresh)
