@@ -1019,7 +1019,7 @@ func TestWirePartitioned(t *testing.T) {
 			wireForward(t, cons[i], prods[i], counts[i], 0)
 		}
 	}
-	got := Consume(t, west, topic, "check", total+1, 10*time.Second)
+	got := Consume(t, west, topic, "check", total, 30*time.Second)
 	if len(got) != total {
 		t.Fatalf("west has %d messages, want %d", len(got), total)
 	}
