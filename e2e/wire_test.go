@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1234,5 +1236,50 @@ func TestWireRedeliver(t *testing.T) {
 	defer cancel2()
 	if e, err := cons.Receive(short); err == nil {
 		t.Fatalf("entry %v came a second time", e.ID)
+	}
+}
+
+// TestWireIdleScale subscribes to every partition of a 100-partition topic
+// on east and creates a producer on every partition on west: one
+// connection per cluster, no goroutine per partition, and nothing to do
+// while idle.
+func TestWireIdleScale(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "idle")
+	const parts = 100
+	CreatePartitioned(t, topic, parts, "east", "west")
+	weast, wwest := wireClient(t, "east"), wireClient(t, "west")
+	ctx := context.Background()
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	g0 := runtime.NumGoroutine()
+	start := time.Now()
+	for i := range parts {
+		part := fmt.Sprintf("%s-partition-%d", topic, i)
+		c, err := wire.Subscribe(ctx, weast, wire.ConsumerOptions{Topic: part, Subscription: "geo-sidecar.repl.west", Name: "wire"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		p, err := wire.CreateProducer(ctx, wwest, wire.ProducerOptions{Topic: part, Name: fmt.Sprint("geo-sidecar.east.", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+	}
+	setup := time.Since(start)
+	var ru0, ru1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	time.Sleep(5 * time.Second)
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	g1 := runtime.NumGoroutine()
+	t.Logf("%d partitions: set up in %s; goroutines %d -> %d; heap %+d KiB; CPU over 5 s idle: %s",
+		parts, setup.Round(time.Millisecond), g0, g1, (int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/1024, cpu)
+	if g1-g0 > 10 {
+		t.Errorf("%d goroutines more for %d idle consumers and producers", g1-g0, 2*parts)
 	}
 }
