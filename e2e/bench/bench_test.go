@@ -17,7 +17,8 @@ var smokeSizes = sizes{
 	TPMessages: 2000,
 	LatRate:    100, LatDuration: time.Second,
 	DrainMessages: 2000, DrainParts: 1,
-	ScaleTopics: 10, ScaleMessages: 200, IdleWindow: time.Second, ScaleSettle: time.Second,
+	ZstdMessages: 1000,
+	ScaleTopics:  10, ScaleMessages: 200, IdleWindow: time.Second, ScaleSettle: time.Second,
 }
 
 // TestBenchSmoke runs every workload of the benchmark at smokeSizes and
@@ -50,6 +51,7 @@ func TestBenchSmoke(t *testing.T) {
 		"| throughput, 4 partitions | msg/s |",
 		"| end-to-end latency at 100 msg/s | p99 ms |",
 		"| backlog drain, 2,000 messages | seconds |",
+		"| ZSTD topic, 1 partition | bytes into the target per byte stored at the origin |",
 		"10 topics",
 	} {
 		if !strings.Contains(md, want) {
@@ -59,7 +61,8 @@ func TestBenchSmoke(t *testing.T) {
 	if len(rep.Errors) > 0 {
 		t.Errorf("workload errors: %v", rep.Errors)
 	}
-	if rep.Scale == nil || rep.Drain == nil || rep.Lat == nil || len(rep.TP) != 2 {
-		t.Errorf("report incomplete: scale %v, drain %v, latency %v, throughput %d", rep.Scale != nil, rep.Drain != nil, rep.Lat != nil, len(rep.TP))
+	if rep.Scale == nil || rep.Drain == nil || rep.Lat == nil || rep.Zstd == nil || len(rep.TP) != 2 {
+		t.Errorf("report incomplete: scale %v, drain %v, latency %v, zstd %v, throughput %d",
+			rep.Scale != nil, rep.Drain != nil, rep.Lat != nil, rep.Zstd != nil, len(rep.TP))
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -42,6 +43,7 @@ type sizes struct {
 	LatDuration   time.Duration // per arm per round
 	DrainMessages int           // backlog per arm per round
 	DrainParts    int           // partitions of the drain topic
+	ZstdMessages  int           // per arm per round, ZSTD workload
 	ScaleTopics   int
 	ScaleMessages int           // spread over every scale topic
 	IdleWindow    time.Duration // idle CPU measured over this long
@@ -54,14 +56,16 @@ var (
 		TPMessages: 200_000,
 		LatRate:    1000, LatDuration: 15 * time.Second,
 		DrainMessages: 1_000_000, DrainParts: 1,
-		ScaleTopics: 1000, ScaleMessages: 200_000, IdleWindow: 60 * time.Second, ScaleSettle: 20 * time.Second,
+		ZstdMessages: 100_000,
+		ScaleTopics:  1000, ScaleMessages: 200_000, IdleWindow: 60 * time.Second, ScaleSettle: 20 * time.Second,
 	}
 	quickSizes = sizes{
 		Rounds: 1, Settle: time.Second, WarmMessages: 1000, LatWarm: time.Second,
 		TPMessages: 20_000,
 		LatRate:    500, LatDuration: 4 * time.Second,
 		DrainMessages: 20_000, DrainParts: 1,
-		ScaleTopics: 50, ScaleMessages: 5_000, IdleWindow: 5 * time.Second, ScaleSettle: 3 * time.Second,
+		ZstdMessages: 5_000,
+		ScaleTopics:  50, ScaleMessages: 5_000, IdleWindow: 5 * time.Second, ScaleSettle: 3 * time.Second,
 	}
 )
 
@@ -85,7 +89,7 @@ type options struct {
 func main() {
 	var o options
 	var only string
-	var rounds, tp, drain, topics int
+	var rounds, tp, drain, zstd, topics int
 	flag.StringVar(&o.Binary, "binary", "bin/geo-sidecar", "geo-sidecar binary to measure")
 	flag.StringVar(&o.Versus, "versus", "", "also measure this second geo-sidecar binary as an extra throughput arm (A/B test of a change)")
 	flag.StringVar(&o.Out, "out", "e2e/bench/RESULTS.md", "write the markdown report here (empty: print only)")
@@ -94,10 +98,11 @@ func main() {
 	flag.DurationVar(&o.ProfileSeconds, "profile-seconds", 15*time.Second, "length of each CPU profile")
 	flag.BoolVar(&o.Quick, "quick", false, "small sizes, one round (a minute or two)")
 	flag.BoolVar(&o.Keep, "keep", false, "keep the bench tenant's topics and namespaces afterwards")
-	flag.StringVar(&only, "only", "", "comma-separated workloads to run (tp1,tp4,latency,drain,scale); default all")
+	flag.StringVar(&only, "only", "", "comma-separated workloads to run (tp1,tp4,latency,drain,zstd,scale); default all")
 	flag.IntVar(&rounds, "rounds", 0, "rounds per workload (default 3, quick 1)")
 	flag.IntVar(&tp, "tp-messages", 0, "messages per arm per throughput round")
 	flag.IntVar(&drain, "drain-messages", 0, "backlog per arm per drain round")
+	flag.IntVar(&zstd, "zstd-messages", 0, "messages per arm per ZSTD round")
 	flag.IntVar(&topics, "scale-topics", 0, "topics of the scale run")
 	flag.Parse()
 
@@ -114,10 +119,19 @@ func main() {
 	if drain > 0 {
 		o.Sizes.DrainMessages = drain
 	}
+	if zstd > 0 {
+		o.Sizes.ZstdMessages = zstd
+	}
 	if topics > 0 {
 		o.Sizes.ScaleTopics = topics
 	}
 	o.Only = parseOnly(only)
+	for w := range o.Only {
+		if !slices.Contains(workloads, w) {
+			fmt.Fprintf(os.Stderr, "bench: -only: no workload %q (have %s)\n", w, strings.Join(workloads, ","))
+			os.Exit(2)
+		}
+	}
 	o.Machine = machine()
 	o.Progress = os.Stderr
 
@@ -146,7 +160,7 @@ func main() {
 	}
 }
 
-var workloads = []string{"tp1", "tp4", "latency", "drain", "scale"}
+var workloads = []string{"tp1", "tp4", "latency", "drain", "zstd", "scale"}
 
 func parseOnly(s string) map[string]bool {
 	m := map[string]bool{}
@@ -157,7 +171,9 @@ func parseOnly(s string) map[string]bool {
 		return m
 	}
 	for _, w := range strings.Split(s, ",") {
-		m[strings.TrimSpace(w)] = true
+		if w = strings.TrimSpace(w); w != "" {
+			m[w] = true
+		}
 	}
 	return m
 }

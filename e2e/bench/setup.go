@@ -247,51 +247,67 @@ func (e *env) client(cluster string) pulsar.Client {
 	return e.west
 }
 
+// counters are a topic's lifetime intake on one cluster's broker, summed
+// over partitions (partitioned-stats, since the broker loaded the topic).
+// They count whatever was written, by an application producer, Pulsar's
+// replicator or geo-sidecar alike, so they are the same yardstick for
+// every arm, and reading them costs the broker far less than a consumer
+// would.
+type counters struct {
+	// Msgs is msgInCounter: messages, not entries.
+	Msgs int64 `json:"msgInCounter"`
+	// Bytes is bytesInCounter: the entries as the broker took them in and
+	// stored them (metadata and payload, compressed if the producer
+	// compressed).
+	Bytes int64 `json:"bytesInCounter"`
+}
+
 // received is how many messages the broker of cluster has taken into topic
-// (a partitioned topic) since it was loaded: msgInCounter, summed over
-// partitions. It counts messages, not entries, whoever wrote them (an
-// application producer, Pulsar's replicator, or geo-sidecar), so it is the
-// same yardstick for every arm and costs the broker far less than a
-// consumer would.
+// (a partitioned topic): counters.Msgs.
 func (e *env) received(ctx context.Context, cluster, topic string) (int64, error) {
-	var n int64
+	c, err := e.counters(ctx, cluster, topic)
+	return c.Msgs, err
+}
+
+// counters reads topic's counters on cluster, asking again (three tries)
+// when the broker is busy or restarting.
+func (e *env) counters(ctx context.Context, cluster, topic string) (counters, error) {
+	var c counters
 	var err error
 	for try := 0; try < 3; try++ {
-		if n, err = e.receivedOnce(ctx, cluster, topic); err == nil || ctx.Err() != nil {
+		if c, err = e.countersOnce(ctx, cluster, topic); err == nil || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(time.Second) // a busy or restarting broker: ask again
 	}
-	return n, err
+	return c, err
 }
 
-func (e *env) receivedOnce(ctx context.Context, cluster, topic string) (int64, error) {
+func (e *env) countersOnce(ctx context.Context, cluster, topic string) (counters, error) {
+	var c counters
 	tn, err := utils.GetTopicName(topic)
 	if err != nil {
-		return 0, err
+		return c, err
 	}
 	u := fmt.Sprintf("%s/admin/v2/%s/partitioned-stats?perPartition=false&excludePublishers=true&excludeConsumers=true",
 		e2e.Get(cluster).AdminURL, tn.GetRestPath())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return 0, err
+		return c, err
 	}
 	resp, err := e.http.Do(req)
 	if err != nil {
-		return 0, err
+		return c, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return 0, fmt.Errorf("stats of %s on %s: %s: %s", topic, cluster, resp.Status, b)
+		return c, fmt.Errorf("stats of %s on %s: %s: %s", topic, cluster, resp.Status, b)
 	}
-	var st struct {
-		MsgInCounter int64 `json:"msgInCounter"`
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+		return c, fmt.Errorf("stats of %s on %s: %w", topic, cluster, err)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return 0, err
-	}
-	return st.MsgInCounter, nil
+	return c, nil
 }
 
 // waitReceived polls received every 50 ms until it reaches want, and
@@ -305,7 +321,8 @@ func (e *env) waitReceived(cluster, topic string, from, want int64, timeout time
 		if i%20 == 0 && e.restarted() {
 			return first, time.Now(), errRestarted
 		}
-		n, err := e.receivedOnce(ctx, cluster, topic)
+		c, err := e.countersOnce(ctx, cluster, topic)
+		n := c.Msgs
 		now := time.Now()
 		if err == nil {
 			last = n
@@ -432,22 +449,29 @@ func batching(topic string) pulsar.ProducerOptions {
 	return pulsar.ProducerOptions{Topic: topic, CompressionType: pulsar.NoCompression}
 }
 
-// produce publishes n messages of 1 KiB to topic on cluster as fast as the
-// producer allows and waits for every receipt. It gives up when ctx ends
-// (a producer whose broker restarted can otherwise wait forever).
+// produce publishes n messages of 1 KiB to topic on cluster with the
+// batching producer as fast as it allows and waits for every receipt.
 func (e *env) produce(ctx context.Context, cluster, topic string, n int) error {
-	p, err := e.client(cluster).CreateProducer(batching(topic))
+	body := payload(time.Now(), 0)
+	return e.produceWith(ctx, cluster, batching(topic), n, func(int) []byte { return body })
+}
+
+// produceWith publishes n messages with a producer of opts on cluster,
+// message i carrying body(i), as fast as the producer allows, and waits
+// for every receipt. It gives up when ctx ends (a producer whose broker
+// restarted can otherwise wait forever).
+func (e *env) produceWith(ctx context.Context, cluster string, opts pulsar.ProducerOptions, n int, body func(i int) []byte) error {
+	p, err := e.client(cluster).CreateProducer(opts)
 	if err != nil {
-		return fmt.Errorf("producer on %s %s: %w", cluster, topic, err)
+		return fmt.Errorf("producer on %s %s: %w", cluster, opts.Topic, err)
 	}
 	defer closeSoon(p)
-	body := payload(time.Now(), 0)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
 	for i := 0; i < n && ctx.Err() == nil; i++ {
 		wg.Add(1)
-		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: body}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: body(i)}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
 			if err != nil {
 				mu.Lock()
 				if firstErr == nil {

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCompressible checks the ZSTD workload's messages: 1 KiB each, the
+// same for the same counter, different for another.
+func TestCompressible(t *testing.T) {
+	for _, seq := range []int{0, 1, 99_999, 12_345_678} {
+		if b := compressible(seq); len(b) != msgSize {
+			t.Errorf("compressible(%d) is %d bytes, want %d", seq, len(b), msgSize)
+		}
+	}
+	if string(compressible(7)) != string(compressible(7)) {
+		t.Error("compressible(7) differs between calls")
+	}
+	if string(compressible(7)) == string(compressible(8)) {
+		t.Error("compressible(7) == compressible(8)")
+	}
+}
+
+// TestReportZstdAndTargets renders a report without clusters and checks
+// the ZSTD rows, the new targets and the README replacement.
+func TestReportZstdAndTargets(t *testing.T) {
+	rep := &report{
+		Date: time.Date(2026, 12, 2, 18, 0, 0, 0, time.UTC), Machine: "test", Pulsar: "4.0.7", Sizes: quickSizes, Quick: true,
+		TP: []*tpResult{{
+			Partitions: 1,
+			Rounds: []tpRound{
+				{Arm: armBuiltin, Msgs: 1000, Dur: time.Second},
+				{Arm: armSidecar, Msgs: 1000, Dur: 2 * time.Second, CPU: 10 * time.Millisecond},
+			},
+			Sidecar: sidecarRun{Messages: 1000, CPU: 10 * time.Millisecond}, // 10 µs a message
+		}},
+		Zstd: &zstdResult{Messages: 5000, Rounds: []zstdRound{
+			{Arm: armBuiltin, Msgs: 5000, WestMsgs: 5000, Payload: 5_120_000, East: 1_000_000, West: 1_010_000},
+			{Arm: armSidecar, Msgs: 5000, WestMsgs: 5000, Payload: 5_120_000, East: 1_000_000, West: 1_020_000},
+		}},
+	}
+	md := rep.Markdown()
+	for _, want := range []string{
+		"| ZSTD topic, 1 partition | bytes into the target per byte stored at the origin | 1.010 | 1.020 | — | 1.01× | — | ≤ 1.05 |",
+		"| ZSTD topic, 1 partition | payload bytes per byte stored at the origin (what ZSTD saved) | 5.12 | 5.12 |",
+		"- sidecar CPU per 1 KiB message ≤ 2 µs (batched source), throughput, 1 partition: 10.0 µs (±10.00 µs: CPU is counted in 10 ms ticks): **short**",
+		"- ZSTD topic, bytes into the target per byte stored at the origin ≤ 1.05: 1.020 (built-in 1.010): met",
+		"- throughput, 1 partition, ≥ 1.0× built-in: 0.50×: **short**",
+		"| 1 | sidecar | 5,000 | 5.12 | 1.00 | 1.02 | 1.020 | 5.12 |",
+		"5,000 messages of 1 KiB on east per arm per round",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q\n%s", want, md)
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "README.md")
+	old := "# x\n\n" + readmeBegin + "\nold table\n" + readmeEnd + "\n\nafter\n"
+	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := updateReadme(path, rep); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	if strings.Contains(got, "old table") || !strings.HasSuffix(got, readmeEnd+"\n\nafter\n") ||
+		!strings.Contains(got, "bytes into the target per byte stored at the origin ≤ 1.05: 1.020") {
+		t.Errorf("README after updateReadme:\n%s", got)
+	}
+}
