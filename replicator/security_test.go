@@ -314,3 +314,27 @@ func TestNoteOpen(t *testing.T) {
 	var nilConn *Conn
 	nilConn.noteOpen("producer", "t", refused) // no watch: no panic
 }
+
+// FuzzJWTClaims: a token file holds whatever an agent wrote; reading its
+// claims must never panic.
+func FuzzJWTClaims(f *testing.F) {
+	f.Add(testJWT(`{"sub":"geo","exp":1700000000}`))
+	f.Add("a.b.c")
+	f.Add("..")
+	f.Add(testJWT(`{"exp":1e300}`))
+	f.Fuzz(func(t *testing.T, tok string) {
+		_, _ = jwtClaims(tok)
+	})
+}
+
+// FuzzAdminOperation: any request path classifies without panicking.
+func FuzzAdminOperation(f *testing.F) {
+	f.Add("PUT", "/admin/v2/persistent/t/ns/o/partitions")
+	f.Add("GET", "/admin/v2/persistent/")
+	f.Add("GET", "/admin/v2/non-persistent/t")
+	f.Fuzz(func(t *testing.T, method, path string) {
+		_, _ = adminOperation(method, path)
+		_ = adminPermission(method, path, []byte(path))
+		_ = namespaceOf(path)
+	})
+}
