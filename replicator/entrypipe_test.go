@@ -43,6 +43,9 @@ type fakeEntryWorld struct {
 	receipt func(name string) (dup bool, err error)
 	// copied is what copiedSince finds on the remote.
 	copied     copySet
+	sources    []*fakeEntrySource
+	onActive   func(bool)
+	hold       chan struct{} // when set, receipts wait for it to close
 	schemas    map[string][]byte
 	schemaSent [][]byte // schema_version of every SEND
 }
@@ -97,7 +100,22 @@ func (w *fakeEntryWorld) violationf(format string, args ...any) {
 }
 
 func (w *fakeEntryWorld) openCursor(ctx context.Context, onActive func(bool)) (entrySource, error) {
-	return &fakeEntrySource{w: w, closed: make(chan struct{})}, nil
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	src := &fakeEntrySource{w: w, closed: make(chan struct{})}
+	w.sources = append(w.sources, src)
+	w.onActive = onActive
+	return src, nil
+}
+
+// rewind makes the latest cursor deliver again from the first
+// unacknowledged entry, as the broker does after the client reconnected.
+func (w *fakeEntryWorld) rewind() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sources[len(w.sources)-1].next = 0
+	close(w.changed)
+	w.changed = make(chan struct{})
 }
 
 func (w *fakeEntryWorld) openProducer(context.Context) (entryTarget, error) {
@@ -105,7 +123,14 @@ func (w *fakeEntryWorld) openProducer(context.Context) (entryTarget, error) {
 	defer w.mu.Unlock()
 	w.opens++
 	w.sent = append(w.sent, nil)
-	return &fakeEntryTarget{w: w, idx: len(w.sent) - 1, last: w.lastSeq}, nil
+	t := &fakeEntryTarget{w: w, idx: len(w.sent) - 1, last: w.lastSeq, queue: make(chan func(), 4096)}
+	go func() { // receipts in send order, from the producer's own goroutine
+		for f := range t.queue {
+			f()
+			t.pending.Done()
+		}
+	}()
+	return t, nil
 }
 
 func (w *fakeEntryWorld) copiedSince(_ context.Context, from position) (copySet, error) {
@@ -204,7 +229,8 @@ type fakeEntryTarget struct {
 	idx     int
 	last    int64
 	pending sync.WaitGroup
-	order   sync.Mutex
+	queue   chan func()
+	closed  sync.Once
 }
 
 func (t *fakeEntryTarget) Send(_ context.Context, out wire.Outgoing, done func(wire.Receipt, error)) error {
@@ -250,18 +276,23 @@ func (t *fakeEntryTarget) Send(_ context.Context, out wire.Outgoing, done func(w
 	}
 	w.mu.Unlock()
 	t.pending.Add(1)
-	t.order.Lock()
-	go func() {
-		defer t.order.Unlock()
-		defer t.pending.Done()
+	hold := w.hold
+	t.queue <- func() {
+		if hold != nil {
+			<-hold
+		}
 		done(r, rerr)
-	}()
+	}
 	return nil
 }
 
 func (t *fakeEntryTarget) LastSequenceID() int64           { return t.last }
 func (t *fakeEntryTarget) Flush(ctx context.Context) error { t.pending.Wait(); return nil }
-func (t *fakeEntryTarget) Close() error                    { t.pending.Wait(); return nil }
+func (t *fakeEntryTarget) Close() error {
+	t.pending.Wait()
+	t.closed.Do(func() { close(t.queue) })
+	return nil
+}
 
 func newTestEntryPartition(t *testing.T, w *fakeEntryWorld) *entryPartition {
 	return &entryPartition{
@@ -459,5 +490,58 @@ func TestByteBudget(t *testing.T) {
 		if err := <-got; !errors.Is(err, context.Canceled) {
 			t.Errorf("acquire after cancel = %v, want context.Canceled", err)
 		}
+	})
+}
+
+// The cursor's client reconnects while entries are in flight: the broker
+// delivers them again. None is sent or acknowledged twice: the session
+// starts over and the read-back finds what the remote has.
+func TestEntryPipeCursorRedelivers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		w.add(6, nil)
+		w.hold = make(chan struct{})
+		p := newTestEntryPartition(t, w)
+		stop := runEntryPartition(t, p)
+		synctest.Wait() // all six sent, no receipt yet
+		w.rewind()
+		synctest.Wait()
+		close(w.hold)
+		w.mu.Lock()
+		w.hold = nil
+		w.mu.Unlock()
+		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 6 })
+		stop()
+		_, remote, _ := w.snapshot()
+		if want := []string{"e0", "e1", "e2", "e3", "e4", "e5"}; !slices.Equal(remote, want) {
+			t.Errorf("remote holds %v, want %v once each", remote, want)
+		}
+		for _, v := range w.violations {
+			t.Error(v)
+		}
+	})
+}
+
+// A cursor that becomes a standby closes its producer (the active
+// instance elsewhere opens one under the same name) and sends nothing.
+func TestEntryPipeStandby(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		w.add(2, nil)
+		p := newTestEntryPartition(t, w)
+		stop := runEntryPartition(t, p)
+		waitFor(t, "two entries acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 2 })
+		if got := gauge(p.m.Connected, "east", "west"); got != 1 {
+			t.Fatalf("connected = %v while active, want 1", got)
+		}
+		w.mu.Lock()
+		f := w.onActive
+		w.mu.Unlock()
+		f(false)
+		synctest.Wait()
+		if got := gauge(p.m.Connected, "east", "west"); got != 0 {
+			t.Errorf("connected = %v as a standby, want 0 (producer released)", got)
+		}
+		stop()
 	})
 }
