@@ -381,9 +381,10 @@ type failover struct {
 	typ                  pulsar.SubscriptionType
 	partitions           int           // 0: not partitioned
 	inStepWait           time.Duration // longest wait for the subscription to be in step (0: 60 s)
-	// during, when set, runs while publishing (from its start); it returns
-	// how long no snapshot could be taken (added to the duplicate bound).
-	during func() time.Duration
+	// during, when set, runs while publishing (from its start), given the
+	// number of messages confirmed so far in all regions; it returns how
+	// long no snapshot could be taken (added to the duplicate bound).
+	during func(confirmed func() int) time.Duration
 }
 
 type failoverResult struct {
@@ -421,7 +422,13 @@ func (f failover) run(t *testing.T) failoverResult {
 	start := time.Now()
 	var blind time.Duration
 	if f.during != nil {
-		blind = f.during()
+		blind = f.during(func() int {
+			var n int64
+			for _, p := range pubs {
+				n += p.confirmed.Load()
+			}
+			return int(n)
+		})
 	}
 	for _, p := range pubs {
 		p.wait(t)
