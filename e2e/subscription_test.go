@@ -475,6 +475,9 @@ func TestThreeClustersNorthLagging(t *testing.T) {
 		}
 	}
 	t.Logf("north-origin messages in east/west: %s", strings.Join(tl, ", "))
+	if aheadAtStop <= 0 {
+		t.Logf("note: east held every north message west held when the subscription stopped; this run missed the window it aims at (a slow machine shifts it)")
+	}
 	t.Logf("failover east->west with north lagging, own consumers: %s; order breaks per origin before: %s, after: %s",
 		res, fmtBreaks(res.BreaksBefore), fmtBreaks(res.BreaksAfter))
 	res.check(t)
