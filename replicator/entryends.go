@@ -74,10 +74,16 @@ func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (en
 	if err != nil {
 		return nil, err
 	}
-	return wire.Subscribe(ctx, c, wire.ConsumerOptions{
+	cons, err := wire.Subscribe(ctx, c, wire.ConsumerOptions{
 		Topic: e.topic, Subscription: e.subscription, Name: e.consumerName,
 		InitialPosition: e.start, Permits: e.permits, OnActiveChange: onActive, Logger: e.log,
 	})
+	// A refusal (a missing permission, say) is reported once by name.
+	e.local.noteOpen("consumer", e.topic, err)
+	if err != nil {
+		return nil, err
+	}
+	return cons, nil
 }
 
 func (e *wireEndpoints) openProducer(ctx context.Context) (entryTarget, error) {
@@ -88,6 +94,7 @@ func (e *wireEndpoints) openProducer(ctx context.Context) (entryTarget, error) {
 	p, err := wire.CreateProducer(ctx, c, wire.ProducerOptions{
 		Topic: e.topic, Name: e.producerName, MaxPending: e.maxPending, Logger: e.log,
 	})
+	e.remote.noteOpen("producer", e.topic, err)
 	if err != nil {
 		return nil, err // an untyped nil target (see pulsarEndpoints.openTarget)
 	}
