@@ -134,7 +134,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdRun(args []string, stderr io.Writer) int {
-	c := newFlags("run", "Replicates until SIGTERM or SIGINT (a second signal exits at once).", stderr)
+	c := newFlags("run", "Replicates until SIGTERM or SIGINT (a second signal, a second or more later, exits at once).", stderr)
 	c.fs.StringVar(&c.cluster, "cluster", "", "run only the pairs whose source is this cluster")
 	level := c.fs.String("log-level", "info", "debug, info, warn or error")
 	format := c.fs.String("log-format", "json", "json or console")
@@ -226,9 +226,18 @@ func signalContext(log *zap.Logger) (context.Context, func()) {
 		s := <-ch
 		log.Info("signal received, stopping", zap.String("signal", s.String()))
 		cancel()
-		<-ch
-		log.Warn("second signal, exiting now")
-		os.Exit(exitFailed)
+		first := time.Now()
+		for s := range ch {
+			// A supervisor that signals the process and then its process
+			// group (GNU timeout, some init systems) delivers the same
+			// signal twice at once: that is not an operator insisting.
+			if time.Since(first) < time.Second {
+				log.Debug("repeated signal ignored", zap.String("signal", s.String()))
+				continue
+			}
+			log.Warn("second signal, exiting now")
+			os.Exit(exitFailed)
+		}
 	}()
 	return ctx, func() { signal.Stop(ch); cancel() }
 }
