@@ -487,3 +487,25 @@ func TestReplicationPath(t *testing.T) {
 		}
 	}
 }
+
+func TestWarningEntryPathWithoutKey(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cfg  Config
+		want bool
+	}{
+		{"entry path, no key", Config{Replication: []Replication{{}}}, true},
+		{"entry path, key file", Config{Sidecar: Sidecar{MarkerKeyFile: "/k"}, Replication: []Replication{{}}}, false},
+		{"message path, no key", Config{Replication: []Replication{{DataPath: DataPathMessages}}}, false},
+	} {
+		got := false
+		for _, w := range tt.cfg.Warnings() {
+			if strings.Contains(w, "replication[0]: the entry data path without a marker key") {
+				got = true
+			}
+		}
+		if got != tt.want {
+			t.Errorf("%s: warned %v, want %v (%q)", tt.name, got, tt.want, tt.cfg.Warnings())
+		}
+	}
+}

@@ -184,6 +184,13 @@ func (c *Config) Warnings() []string {
 				path, cl.AdminURL, cl.Auth.TokenSource()))
 		}
 	}
+	if c.Sidecar.MarkerKeyFile == "" && c.Sidecar.MarkerKeyEnv == "" {
+		for i, r := range c.Replication {
+			if r.Path() == DataPathEntries {
+				w = append(w, fmt.Sprintf("replication[%d]: the entry data path without a marker key (sidecar.marker_key_file) cannot recognise its copies on the target after a crash: the entries in flight are copied again (duplicates, not loss)", i))
+			}
+		}
+	}
 	return w
 }
 

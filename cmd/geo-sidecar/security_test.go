@@ -110,7 +110,9 @@ func gathered(t *testing.T, reg *prometheus.Registry, name string, labels ...str
 // stderr, naming the path.
 func TestValidateWarnsAboutClearTextTokens(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "geo.yaml")
-	yaml := `clusters:
+	yaml := `sidecar:
+  marker_key_file: /etc/geo/marker.key
+clusters:
   - name: east
     service_url: pulsar://east:6650
     admin_url: https://east:8443
