@@ -545,3 +545,21 @@ func TestEntryPipeStandby(t *testing.T) {
 		stop()
 	})
 }
+
+// A byte rate alone throttles the entry pipe (no message rate set).
+func TestEntryPipeByteRateAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		w.add(20, nil) // 7 payload bytes each: 140 bytes
+		p := newTestEntryPartition(t, w)
+		p.byteRate = newLimiter(14) // 2 entries a second
+		start := time.Now()
+		stop := runEntryPartition(t, p)
+		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 20 })
+		took := time.Since(start)
+		stop()
+		if took < 8*time.Second {
+			t.Errorf("140 bytes at 14 bytes/s took %v, want about 10 s", took)
+		}
+	})
+}
