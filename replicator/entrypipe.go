@@ -244,22 +244,14 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 		dst = nil
 		holding.Store(false)
 		p.m.Connected.WithLabelValues(pair...).Dec()
-		done := make(chan struct{})
-		p.closing = done
-		go func() {
-			defer close(done)
+		p.closing = closeWithin(p.drainTimeout, p.log, func() {
 			if drain {
 				fctx, fcancel := context.WithTimeout(context.Background(), p.drainTimeout)
 				_ = d.Flush(fctx)
 				fcancel()
 			}
 			_ = d.Close()
-		}()
-		select {
-		case <-done:
-		case <-time.After(p.drainTimeout):
-			p.log.Warn("producer did not close in time; unconfirmed entries will be resent")
-		}
+		})
 	}
 
 	var copied copySet

@@ -90,6 +90,26 @@ func (p *partition) Run(ctx context.Context) error {
 	return runSessions(ctx, p.log, p.m, p.local, p.remote, p.session)
 }
 
+// closeWithin runs closeProducer in its own goroutine and waits for it at
+// most timeout (so that SIGTERM exits in time even when the remote is
+// down). It returns a channel closed when closeProducer has returned: the
+// next producer of the partition waits for it, because an abandoned
+// producer that reconnected later could write old messages after the new
+// one's. Both data paths close their producers this way.
+func closeWithin(timeout time.Duration, log *zap.Logger, closeProducer func()) chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		closeProducer()
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		log.Warn("producer did not close in time; unconfirmed messages will be resent")
+	}
+	return done
+}
+
 // runSessions runs session after session until ctx is done, with capped
 // exponential backoff after a failure (reset by a session that made
 // progress), logging an error when it changes. A message the remote
@@ -245,20 +265,12 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 		holding.Store(false)
 		p.linkUp.Store(false)
 		p.m.Connected.WithLabelValues(pair...).Dec()
-		done := make(chan struct{})
-		p.closing = done
-		go func() {
-			defer close(done)
+		p.closing = closeWithin(p.drainTimeout, p.log, func() {
 			if drain {
 				_ = d.Flush()
 			}
 			d.Close()
-		}()
-		select {
-		case <-done:
-		case <-time.After(p.drainTimeout):
-			p.log.Warn("producer did not close in time; unconfirmed messages will be resent")
-		}
+		})
 	}
 
 	var copied copySet // copies read back from the remote when the producer opened
