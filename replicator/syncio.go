@@ -101,8 +101,11 @@ func (w *markerWriter) write(ctx context.Context, mk marker.Marker) error {
 	w.mu.Lock()
 	if w.p == nil {
 		p, err := callCtx(ctx, func() (pulsar.Producer, error) {
+			// One marker per entry: the entry pipe and a broker entry
+			// filter see the marker's properties in the entry's metadata
+			// without unpacking a batch.
 			return w.client.CreateProducer(pulsar.ProducerOptions{Topic: w.topic, Name: w.name,
-				BatchingMaxPublishDelay: time.Millisecond, SendTimeout: 30 * time.Second})
+				DisableBatching: true, SendTimeout: 30 * time.Second})
 		}, func(p pulsar.Producer) { p.Close() })
 		if err != nil {
 			w.mu.Unlock()
