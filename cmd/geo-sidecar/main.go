@@ -9,8 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -29,7 +32,7 @@ const usage = `geo-sidecar: geo-replication for Apache Pulsar, from the outside.
 
 Usage:
   geo-sidecar validate --config FILE             check a config, report every error
-  geo-sidecar run      --config FILE [--cluster NAME] [--log-level L] [--log-format F]
+  geo-sidecar run      --config FILE [--cluster NAME] [--listen ADDR] [--log-level L] [--log-format F]
                                                  replicate (with --cluster: only pairs whose source is NAME)
   geo-sidecar status   --config FILE [--cluster NAME]
                                                  backlog, oldest unreplicated message and rate per pair
@@ -37,6 +40,8 @@ Usage:
                                                  a failover drill against live clusters
   geo-sidecar version
 
+Without --config: $GEO_SIDECAR_CONFIG, else ./geo-sidecar.yaml, else
+/etc/geo-sidecar/config.yaml.
 Run "geo-sidecar COMMAND --help" for a command's flags.
 `
 
@@ -86,7 +91,7 @@ type common struct {
 func newFlags(name, help string, stderr io.Writer) *common {
 	c := &common{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
 	c.fs.SetOutput(stderr)
-	c.fs.StringVar(&c.config, "config", "", "path of the YAML config (required)")
+	c.fs.StringVar(&c.config, "config", "", "path of the YAML config (default: $"+configEnv+", else ./geo-sidecar.yaml, else /etc/geo-sidecar/config.yaml)")
 	c.fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: geo-sidecar %s [flags]\n\n%s\n\nFlags:\n", name, help)
 		c.fs.PrintDefaults()
@@ -103,9 +108,21 @@ func (c *common) parse(args []string, stderr io.Writer) (*config.Config, int) {
 		}
 		return nil, exitUsage
 	}
-	if c.config == "" || c.fs.NArg() > 0 {
+	if c.fs.NArg() > 0 {
 		c.fs.Usage()
 		return nil, exitUsage
+	}
+	if c.config == "" {
+		path, looked := findConfig()
+		if path == "" {
+			fmt.Fprintf(stderr, "geo-sidecar: no config file given and none found; looked for:\n")
+			for _, l := range looked {
+				fmt.Fprintf(stderr, "  %s\n", l)
+			}
+			fmt.Fprintf(stderr, "give one with --config FILE (geo-sidecar %s --help)\n", c.fs.Name())
+			return nil, exitUsage
+		}
+		c.config = path
 	}
 	cfg, err := config.Load(c.config)
 	if err != nil {
@@ -113,6 +130,38 @@ func (c *common) parse(args []string, stderr io.Writer) (*config.Config, int) {
 		return nil, exitFailed
 	}
 	return cfg, -1
+}
+
+// configEnv names a config file when --config is not given; after it,
+// configPaths are tried in order (the first is relative to the working
+// directory, the second is where the container image expects it).
+const configEnv = "GEO_SIDECAR_CONFIG"
+
+var configPaths = []string{"geo-sidecar.yaml", "/etc/geo-sidecar/config.yaml"}
+
+// findConfig returns the config file to use without --config ("" if none)
+// and, for the error message, where it looked and what it found there.
+func findConfig() (path string, looked []string) {
+	if p := os.Getenv(configEnv); p != "" {
+		// Named explicitly: used even if missing, so that config.Load
+		// reports the path instead of another file being picked.
+		return p, nil
+	}
+	looked = append(looked, "$"+configEnv+" (not set)")
+	for _, p := range configPaths {
+		abs := p
+		if a, err := filepath.Abs(p); err == nil {
+			abs = a
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		} else if errors.Is(err, fs.ErrNotExist) {
+			looked = append(looked, abs+" (does not exist)")
+		} else {
+			looked = append(looked, fmt.Sprintf("%s (%v)", abs, err))
+		}
+	}
+	return "", looked
 }
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
@@ -138,10 +187,18 @@ func cmdRun(args []string, stderr io.Writer) int {
 	c.fs.StringVar(&c.cluster, "cluster", "", "run only the pairs whose source is this cluster")
 	level := c.fs.String("log-level", "info", "debug, info, warn or error")
 	format := c.fs.String("log-format", "json", "json or console")
+	listen := c.fs.String("listen", "", "host:port for /metrics, /healthz and /readyz, instead of sidecar.listen\n(in Kubernetes the pod's IP: --listen $(POD_IP):9750)")
 	startPprof := pprofFlag(c.fs)
 	cfg, code := c.parse(args, stderr)
 	if code >= 0 {
 		return code
+	}
+	if *listen != "" {
+		if _, _, err := net.SplitHostPort(*listen); err != nil {
+			fmt.Fprintf(stderr, "geo-sidecar: --listen %q: %v\n", *listen, err)
+			return exitUsage
+		}
+		cfg.Sidecar.Listen = *listen
 	}
 	log, err := newLogger(*level, *format, stderr)
 	if err != nil {
@@ -149,6 +206,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer func() { _ = log.Sync() }()
+	log.Info("config loaded", zap.String("path", c.config), zap.String("version", version))
 	defer startPprof(log)()
 
 	ctx, stop := signalContext(log)
@@ -189,9 +247,14 @@ func PrintStatus(w io.Writer, sts []replicator.PairStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SOURCE\tTARGET\tTOPIC\tPARTITIONS\tCONNECTED\tBACKLOG\tOLDEST\tRATE/s")
 	for _, st := range sts {
-		parts := max(st.Partitions, 1)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d\t%d\t%s\t%.1f\n", st.Source, st.Target, st.Topic,
-			st.Partitions, st.Connected, parts, st.Backlog, st.OldestAge.Round(time.Millisecond), st.Rate)
+		// Pulsar reports 0 partitions for a non-partitioned topic: one
+		// cursor, shown as "-" (not a partitioned topic), connected of 1.
+		parts, shown := st.Partitions, fmt.Sprint(st.Partitions)
+		if parts == 0 {
+			parts, shown = 1, "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%.1f\n", st.Source, st.Target, st.Topic,
+			shown, st.Connected, parts, st.Backlog, st.OldestAge.Round(time.Millisecond), st.Rate)
 	}
 	_ = tw.Flush()
 	var subs bool

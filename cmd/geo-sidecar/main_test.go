@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/geo-sidecar/geo-sidecar/replicator"
 )
 
 func TestCommands(t *testing.T) {
@@ -24,7 +26,9 @@ func TestCommands(t *testing.T) {
 		{[]string{"help"}, exitOK, "Usage:", ""},
 		{[]string{"version"}, exitOK, "geo-sidecar", ""},
 		{[]string{"nope"}, exitUsage, "", `unknown command "nope"`},
-		{[]string{"validate"}, exitUsage, "", "-config string"},
+		{[]string{"validate", "extra"}, exitUsage, "", "-config string"},
+		{[]string{"run"}, exitUsage, "", "looked for:\n  $GEO_SIDECAR_CONFIG (not set)\n  "},
+		{[]string{"run", "--listen", "9750", "--config", good}, exitUsage, "", `--listen "9750"`},
 		{[]string{"validate", "--help"}, exitOK, "", "Usage: geo-sidecar validate"},
 		{[]string{"validate", "--config", good}, exitOK, "ok (", ""},
 		{[]string{"validate", "--config", bad}, exitFailed, "", `unknown key "bogus"`},
@@ -32,6 +36,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"run", "--config", good, "--log-level", "loud"}, exitUsage, "", "--log-level"},
 		{[]string{"status", "--config", good, "--cluster", "nowhere"}, exitFailed, "", `"nowhere"`},
 	}
+	t.Setenv(configEnv, "")
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -45,6 +50,68 @@ func TestCommands(t *testing.T) {
 				t.Errorf("stderr %q lacks %q", errb.String(), tt.err)
 			}
 		})
+	}
+}
+
+// TestConfigLookup: without --config, $GEO_SIDECAR_CONFIG and then the
+// default paths are tried; when none is there, each is named.
+func TestConfigLookup(t *testing.T) {
+	good, err := filepath.Abs(filepath.Join("..", "..", "config", "testdata", "good", "full.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	saved := configPaths
+	t.Cleanup(func() { configPaths = saved })
+	configPaths = []string{"geo-sidecar.yaml", filepath.Join(dir, "etc", "config.yaml")}
+
+	var out, errb bytes.Buffer
+	t.Setenv(configEnv, "")
+	if code := run([]string{"validate"}, &out, &errb); code != exitUsage {
+		t.Fatalf("exit %d, want %d; stderr: %s", code, exitUsage, errb.String())
+	}
+	for _, want := range []string{"$GEO_SIDECAR_CONFIG (not set)", filepath.Join(dir, "geo-sidecar.yaml") + " (does not exist)",
+		filepath.Join(dir, "etc", "config.yaml") + " (does not exist)", "--config FILE"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr %q lacks %q", errb.String(), want)
+		}
+	}
+
+	b, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "geo-sidecar.yaml"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"validate"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "geo-sidecar.yaml: ok") {
+		t.Errorf("./geo-sidecar.yaml: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+
+	t.Setenv(configEnv, filepath.Join(dir, "missing.yaml"))
+	errb.Reset()
+	if code := run([]string{"validate"}, &out, &errb); code != exitFailed || !strings.Contains(errb.String(), "missing.yaml") {
+		t.Errorf("$%s names a missing file: exit %d, stderr %q (want that file named, not another picked)", configEnv, code, errb.String())
+	}
+}
+
+// TestStatusPartitions: a non-partitioned topic (Pulsar's 0 partitions)
+// shows "-" and one cursor; a partitioned one its count.
+func TestStatusPartitions(t *testing.T) {
+	var b bytes.Buffer
+	PrintStatus(&b, []replicator.PairStatus{
+		{Source: "east", Target: "west", Topic: "t/n/plain", Partitions: 0, Connected: 1},
+		{Source: "east", Target: "west", Topic: "t/n/parted", Partitions: 4, Connected: 3},
+	})
+	lines := strings.Split(b.String(), "\n")
+	if f := strings.Fields(lines[1]); len(f) < 5 || f[3] != "-" || f[4] != "1/1" {
+		t.Errorf("non-partitioned row %q: want PARTITIONS - and CONNECTED 1/1", lines[1])
+	}
+	if f := strings.Fields(lines[2]); len(f) < 5 || f[3] != "4" || f[4] != "3/4" {
+		t.Errorf("partitioned row %q: want PARTITIONS 4 and CONNECTED 3/4", lines[2])
 	}
 }
 
