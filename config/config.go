@@ -60,11 +60,13 @@ const (
 
 // Values of [Replication.DataPath].
 const (
-	// DataPathAuto is DataPathEntries, or DataPathMessages for an entry
-	// that keeps subscriptions in step (see [Replication.Path]).
+	// DataPathAuto is DataPathEntries (see [Replication.Path]); it is
+	// the default so that a later release may choose differently.
 	DataPathAuto = "auto"
 	// DataPathMessages consumes each message with pulsar-client-go and
-	// produces a copy: the path that keeps subscriptions in step.
+	// produces a copy: the first version's path, kept for comparison and
+	// as a fallback. It cannot carry what the Go client cannot express
+	// (encryption, chunks, compression, schemas, delivery times).
 	DataPathMessages = "messages"
 	// DataPathEntries forwards each stored entry whole (a batch stays one
 	// batch, compressed and encrypted payloads untouched), over the
@@ -346,14 +348,9 @@ func (c *Config) Cluster(name string) (Cluster, bool) {
 }
 
 // Path is the data path the entry runs on: DataPath, with auto (or
-// unset) resolved to entries, or to messages when the entry keeps
-// subscriptions in step (the entry pipe does not do that yet).
+// unset) resolved to entries.
 func (r Replication) Path() string {
-	switch r.DataPath {
-	case DataPathEntries, DataPathMessages:
-		return r.DataPath
-	}
-	if len(r.Subscriptions) > 0 || len(r.SubscriptionPatterns) > 0 {
+	if r.DataPath == DataPathMessages {
 		return DataPathMessages
 	}
 	return DataPathEntries

@@ -476,8 +476,8 @@ func TestReplicationPath(t *testing.T) {
 	}{
 		{Replication{}, DataPathEntries},
 		{Replication{DataPath: DataPathAuto}, DataPathEntries},
-		{Replication{DataPath: DataPathAuto, Subscriptions: []string{"billing"}}, DataPathMessages},
-		{Replication{SubscriptionPatterns: []string{"team-.*"}}, DataPathMessages},
+		{Replication{DataPath: DataPathAuto, Subscriptions: []string{"billing"}}, DataPathEntries},
+		{Replication{SubscriptionPatterns: []string{"team-.*"}}, DataPathEntries},
 		{Replication{DataPath: DataPathMessages}, DataPathMessages},
 		{Replication{DataPath: DataPathEntries}, DataPathEntries},
 	}

@@ -309,11 +309,7 @@ func (c *Config) validateReplication(p *problems, clusters map[string]bool) {
 		}
 
 		switch r.DataPath {
-		case DataPathAuto, DataPathMessages, "":
-		case DataPathEntries:
-			if len(r.Subscriptions) > 0 || len(r.SubscriptionPatterns) > 0 {
-				p.add(path+".data_path", "%q does not keep subscriptions in step yet: use %q for an entry with subscriptions", r.DataPath, DataPathMessages)
-			}
+		case DataPathAuto, DataPathMessages, DataPathEntries, "":
 		default:
 			p.add(path+".data_path", "%q must be %q, %q or %q", r.DataPath, DataPathAuto, DataPathEntries, DataPathMessages)
 		}

@@ -161,7 +161,15 @@ func ProduceN(t testing.TB, c pulsar.Client, topic, prefix string, n int) []stri
 // every receipt.
 func Produce(t testing.TB, c pulsar.Client, topic string, msgs ...*pulsar.ProducerMessage) {
 	t.Helper()
-	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, MaxPendingMessages: 2000})
+	ProduceWith(t, c, pulsar.ProducerOptions{Topic: topic, MaxPendingMessages: 2000}, msgs...)
+}
+
+// ProduceWith publishes msgs with a producer made from opts and waits for
+// every receipt.
+func ProduceWith(t testing.TB, c pulsar.Client, opts pulsar.ProducerOptions, msgs ...*pulsar.ProducerMessage) {
+	t.Helper()
+	topic := opts.Topic
+	p, err := c.CreateProducer(opts)
 	if err != nil {
 		t.Fatalf("producer on %s: %v", topic, err)
 	}

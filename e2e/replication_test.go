@@ -15,16 +15,20 @@ import (
 )
 
 // entry is one replication list item for Config, on the default data
-// path (auto: the entry pipe, as no subscription is listed);
-// GEO_E2E_DATA_PATH=messages runs the scenarios that use it on the
-// message path instead.
+// path (auto: the entry pipe); GEO_E2E_DATA_PATH=messages runs the
+// scenarios that use it (or pathLine) on the message path instead.
 func entry(source, ns, topics string, targets ...string) string {
-	s := fmt.Sprintf("  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n",
-		source, ns, topics, strings.Join(targets, ", "))
+	return fmt.Sprintf("  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n",
+		source, ns, topics, strings.Join(targets, ", ")) + pathLine()
+}
+
+// pathLine is the data_path line of a replication list item that
+// GEO_E2E_DATA_PATH asks for, or "".
+func pathLine() string {
 	if p := os.Getenv("GEO_E2E_DATA_PATH"); p != "" {
-		s += "    data_path: " + p + "\n"
+		return "    data_path: " + p + "\n"
 	}
-	return s
+	return ""
 }
 
 // dataPath is the data path entry() selects.

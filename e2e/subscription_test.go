@@ -58,8 +58,8 @@ func syncEntries(ns, sub string, clusters ...string) string {
 				targets = append(targets, o)
 			}
 		}
-		fmt.Fprintf(&b, "  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n    subscriptions: [%s]\n",
-			c, ns, all, strings.Join(targets, ", "), sub)
+		fmt.Fprintf(&b, "  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n    subscriptions: [%s]\n%s",
+			c, ns, all, strings.Join(targets, ", "), sub, pathLine())
 	}
 	return b.String()
 }
@@ -129,9 +129,17 @@ func TestForgedUpdateHasNoEffect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	Produce(t, east, topic,
-		&pulsar.ProducerMessage{Payload: forged, Properties: marker.Properties(marker.KindUpdate)},
-		&pulsar.ProducerMessage{Payload: []byte("garbage"), Properties: marker.Properties(marker.KindUpdate)})
+	forgeries := func() []*pulsar.ProducerMessage {
+		return []*pulsar.ProducerMessage{
+			{Payload: forged, Properties: marker.Properties(marker.KindUpdate)},
+			{Payload: []byte("garbage"), Properties: marker.Properties(marker.KindUpdate)},
+		}
+	}
+	// One marker per entry, as the sidecar writes them: they reach the
+	// marker handling and fail there. In a batch (entry path) they are an
+	// application's data and travel as such; neither moves the victim.
+	ProduceWith(t, east, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}, forgeries()...)
+	Produce(t, east, topic, forgeries()...)
 	Eventually(t, 30*time.Second, func() error {
 		if v := s.Metric("geo_sidecar_markers_invalid_total"); v < 2 {
 			return fmt.Errorf("invalid markers counted: %v", v)
@@ -318,7 +326,7 @@ func TestMarkersOnBusyTopic(t *testing.T) {
 func northLaggingEntries(ns, sub string, northToEast int) string {
 	e := func(source, targets, extra string) string {
 		return fmt.Sprintf("  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n    subscriptions: [%s]\n%s",
-			source, ns, all, targets, sub, extra)
+			source, ns, all, targets, sub, pathLine()+extra)
 	}
 	return e("east", "west, north", "") + e("west", "east, north", "") + e("north", "west", "") +
 		e("north", "east", fmt.Sprintf("    rate_limit: {messages_per_second: %d}\n", northToEast))

@@ -2,6 +2,7 @@ package replicator
 
 import (
 	"context"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"math"
@@ -14,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -83,6 +85,10 @@ func decideEntry(md *wire.Metadata, remote string) string {
 		return skipRemoteOrigin
 	case strings.HasPrefix(md.ProducerName, sidecarProducers+"markers."):
 		return skipMarker
+	case !md.HasNumMessagesInBatch && hasProp(md, marker.Property):
+		// A geo-sidecar marker (markerEntry); forwarded only through
+		// subSync.markerAt.
+		return skipMarker
 	case strings.HasPrefix(md.ProducerName, sidecarProducers):
 		return skipRemoteOrigin
 	case len(md.ReplicateTo) > 0 && !slices.Contains(md.ReplicateTo, remote):
@@ -103,6 +109,55 @@ func originProps(key []byte, topic, local string, id wire.MessageID) []wire.KeyV
 		props = append(props, wire.KeyValue{Key: PropOriginSig, Value: originSig(key, topic, local, oid)})
 	}
 	return props
+}
+
+// markerEntry recognises a geo-sidecar marker among the entries read:
+// a single message whose metadata carries marker.Property, or any entry
+// of a marker writer. body is the marker's encoded form, nil when the
+// entry cannot hold one marker as written (a batch, compressed,
+// encrypted: the writer sends each marker alone and plain); copied says
+// it is a copy from another cluster.
+//
+// A batch of another producer is never a marker, even when its metadata
+// carries marker.Property: pulsar-client-go puts the first message's
+// properties there, and the messages after it may be data.
+func markerEntry(md *wire.Metadata, payload []byte) (body []byte, copied, ok bool) {
+	ours := strings.HasPrefix(md.ProducerName, sidecarProducers+"markers.")
+	if !ours && (md.HasNumMessagesInBatch || !hasProp(md, marker.Property)) {
+		return nil, false, false
+	}
+	copied = md.ReplicatedFrom != "" || hasProp(md, PropOriginCluster)
+	if md.HasNumMessagesInBatch || md.Compression != 0 || md.Encrypted || md.HasChunk {
+		return nil, copied, true
+	}
+	if payload == nil {
+		payload = []byte{}
+	}
+	return payload, copied, true
+}
+
+// entryOrigin returns where a copy read on the local partition came from,
+// for the snapshot machine's watermarks: the cluster and origin position
+// its origin properties name, when they carry a valid signature under the
+// marker key. Anything else counts as local data (""): what a producer
+// without the key can write must not steer where a subscription moves.
+func entryOrigin(md *wire.Metadata, key []byte, topic string) (string, marker.Position) {
+	cluster, _ := md.Property(PropOriginCluster)
+	id, _ := md.Property(PropOriginID)
+	sig, _ := md.Property(PropOriginSig)
+	if cluster == "" || len(key) == 0 {
+		return "", marker.Position{}
+	}
+	p, ok := parsePosition(id)
+	if !ok || !hmac.Equal([]byte(sig), []byte(originSig(key, topic, cluster, id))) {
+		return "", marker.Position{}
+	}
+	return cluster, marker.Position{Ledger: p.ledger, Entry: p.entry, Batch: p.batch}
+}
+
+func hasProp(md *wire.Metadata, key string) bool {
+	_, ok := md.Property(key)
+	return ok
 }
 
 func entryPos(id wire.MessageID) position {
@@ -186,10 +241,17 @@ type entryPartition struct {
 	// closing is closed when the last producer has finished closing; a
 	// new producer waits for it (see partition.closing).
 	closing chan struct{}
+
+	// sync keeps subscriptions in step; nil when none are configured. It
+	// sees every entry this pipe reads (markerEntry, entryOrigin).
+	sync *subSync
+	// linkUp is true while a producer to the remote is open.
+	linkUp atomic.Bool
 }
 
 // Run replicates until ctx is done; see runSessions.
 func (p *entryPartition) Run(ctx context.Context) error {
+	defer runSync(ctx, p.sync, p.linkUp.Load)()
 	return runSessions(ctx, p.log, p.m, p.local, p.remote, p.session)
 }
 
@@ -243,6 +305,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 		d := dst
 		dst = nil
 		holding.Store(false)
+		p.linkUp.Store(false)
 		p.m.Connected.WithLabelValues(pair...).Dec()
 		p.closing = closeWithin(p.drainTimeout, p.log, func() {
 			if drain {
@@ -292,7 +355,22 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 			cancel(fmt.Errorf("entry %s: %w", e.ID, err))
 			break
 		}
-		if reason := decideEntry(&md, p.remote); reason != "" {
+		reason := decideEntry(&md, p.remote)
+		if p.sync != nil {
+			at := marker.Position{Ledger: int64(e.ID.Ledger), Entry: int64(e.ID.Entry), Batch: -1}
+			if body, copied, ok := markerEntry(&md, e.Payload); ok {
+				reason = skipMarker
+				if body == nil {
+					p.sync.invalidMarker(at, "batched")
+				} else if p.sync.markerAt(sctx, at, body, copied) {
+					reason = ""
+				}
+			} else {
+				origin, opos := entryOrigin(&md, p.key, p.topic)
+				p.sync.dataAt(sctx, at, origin, opos)
+			}
+		}
+		if reason != "" {
 			skip(e, reason)
 			continue
 		}
@@ -311,6 +389,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 				break
 			}
 			holding.Store(true)
+			p.linkUp.Store(true)
 			p.m.Connected.WithLabelValues(pair...).Inc()
 			if !active.Load() {
 				cancel(errStandby)

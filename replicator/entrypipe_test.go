@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -77,9 +78,16 @@ func entryName(id wire.MessageID) string { return fmt.Sprintf("e%d", id.Entry) }
 // add appends n entries with the metadata built by md (nil: a plain
 // one), followed by the raw protobuf fields extra.
 func (w *fakeEntryWorld) add(n int, md func(*wire.MetadataBuilder), extra ...[]byte) {
+	for range n {
+		w.addPayload([]byte("payload"), md, extra...)
+	}
+}
+
+// addPayload appends one entry with payload, like add.
+func (w *fakeEntryWorld) addPayload(payload []byte, md func(*wire.MetadataBuilder), extra ...[]byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for range n {
+	{
 		b := wire.MetadataBuilder{ProducerName: "app", PublishTime: 1_700_000_000_000, NumMessagesInBatch: 2}
 		if md != nil {
 			md(&b)
@@ -89,7 +97,8 @@ func (w *fakeEntryWorld) add(n int, md func(*wire.MetadataBuilder), extra ...[]b
 			raw = append(raw, x...)
 		}
 		id := wire.EntryID(10, uint64(len(w.entries)))
-		w.entries = append(w.entries, wire.Entry{ID: id, Metadata: raw, Payload: []byte("payload"), NumMessages: 2})
+		n := max(b.NumMessagesInBatch, 1)
+		w.entries = append(w.entries, wire.Entry{ID: id, Metadata: raw, Payload: payload, NumMessages: n})
 	}
 	close(w.changed)
 	w.changed = make(chan struct{})
@@ -562,4 +571,99 @@ func TestEntryPipeByteRateAlone(t *testing.T) {
 			t.Errorf("140 bytes at 14 bytes/s took %v, want about 10 s", took)
 		}
 	})
+}
+
+// The entry pipe keeps subscriptions in step as the message path does:
+// its own markers for the remote are forwarded (snapshots stay), copies
+// of the remote's markers feed the machine or the update queue, and
+// nothing that only looks like a marker is trusted or lost.
+func TestEntryPipeSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		rig := newSyncRig(t, rigConfig{fresh: true})
+		enc := func(mk marker.Marker, key []byte) []byte {
+			mk.Topic = syncTopic
+			b, err := marker.Encode(mk, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		single := func(producer, from string, kind marker.Kind) func(*wire.MetadataBuilder) {
+			return func(b *wire.MetadataBuilder) {
+				b.ProducerName, b.ReplicatedFrom, b.NumMessagesInBatch = producer, from, 0
+				b.Properties = []wire.KeyValue{{Key: marker.Property, Value: fmt.Sprint(int(kind))}}
+			}
+		}
+		own, theirs := "geo-sidecar.markers.east-->west", "geo-sidecar.markers.west-->east"
+		w.add(1, nil) // e0: data
+		w.addPayload(enc(marker.Marker{Kind: marker.KindSnapshotRequest, From: "east", To: "west", SnapshotID: "r1"}, syncKey),
+			single(own, "", marker.KindSnapshotRequest)) // e1: forwarded
+		w.addPayload(enc(marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", SnapshotID: "s1", Local: pos(9, 1), Remote: pos(8, 1)}, syncKey),
+			single(own, "", marker.KindSnapshot)) // e2: stays
+		w.addPayload(enc(marker.Marker{Kind: marker.KindUpdate, From: "west", To: "east", Subscription: "billing",
+			Remote: pos(7, 3)}, syncKey), single(theirs, "west", marker.KindUpdate)) // e3: applied here
+		w.addPayload(enc(marker.Marker{Kind: marker.KindUpdate, From: "east", To: "west", Subscription: "billing",
+			Remote: pos(1, 1)}, []byte("not-the-key-0123456789")), single("mallory", "", marker.KindUpdate)) // e4: forged
+		w.add(1, func(b *wire.MetadataBuilder) { // e5: an application's batch whose first message looks like a marker
+			b.Properties = []wire.KeyValue{{Key: marker.Property, Value: "13"}}
+		})
+		w.addPayload(enc(marker.Marker{Kind: marker.KindSnapshotRequest, From: "east", To: "west", SnapshotID: "r2"}, syncKey),
+			func(b *wire.MetadataBuilder) { b.ProducerName, b.NumMessagesInBatch = own, 3 }) // e6: a batch of markers (older writers)
+		w.add(1, nil) // e7: data
+
+		p := newTestEntryPartition(t, w)
+		p.topic, p.key, p.sync = syncTopic, syncKey, rig.s
+		stop := runEntryPartition(t, p)
+		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 8 })
+		stop()
+		_, remote, _ := w.snapshot()
+		if want := []string{"e0", "e1", "e5", "e7"}; !slices.Equal(remote, want) {
+			t.Errorf("remote holds %v, want %v", remote, want)
+		}
+		if got, want := rig.pending(), map[string]marker.Position{"billing": pos(7, 3)}; !maps.Equal(got, want) {
+			// run's applyLoop may already have taken it: then it was applied.
+			if calls := rig.subs.takeCalls(); len(calls) == 0 {
+				t.Errorf("pending updates %v and no apply, want %v", got, want)
+			}
+		}
+		if got := counter(rig.m.MarkersInvalid, "east", "signature") + counter(rig.m.MarkersInvalid, "east", "batched"); got != 2 {
+			t.Errorf("invalid markers = %v, want 2 (the forged update, the batch of markers)", got)
+		}
+		for _, v := range w.violations {
+			t.Error(v)
+		}
+	})
+}
+
+func TestEntryOrigin(t *testing.T) {
+	key, topic := []byte("0123456789abcdef"), "persistent://t/ns/x"
+	props := func(cluster, id, sig string) *wire.Metadata {
+		return &wire.Metadata{Properties: []wire.KeyValue{
+			{Key: PropOriginCluster, Value: cluster}, {Key: PropOriginID, Value: id}, {Key: PropOriginSig, Value: sig}}}
+	}
+	good := originSig(key, topic, "north", "5:6:-1")
+	tests := []struct {
+		name   string
+		md     *wire.Metadata
+		key    []byte
+		origin string
+		at     marker.Position
+	}{
+		{"signed copy", props("north", "5:6:-1", good), key, "north", marker.Position{Ledger: 5, Entry: 6, Batch: -1}},
+		{"local data", &wire.Metadata{}, key, "", marker.Position{}},
+		{"forged signature", props("north", "5:6:-1", "00"), key, "", marker.Position{}},
+		{"signature of another position", props("north", "5:7:-1", good), key, "", marker.Position{}},
+		{"signature of another cluster", props("west", "5:6:-1", good), key, "", marker.Position{}},
+		{"no key", props("north", "5:6:-1", good), nil, "", marker.Position{}},
+		{"unreadable position", props("north", "x", originSig(key, topic, "north", "x")), key, "", marker.Position{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			origin, at := entryOrigin(tt.md, tt.key, topic)
+			if origin != tt.origin || at != tt.at {
+				t.Errorf("entryOrigin() = %q, %v; want %q, %v", origin, at, tt.origin, tt.at)
+			}
+		})
+	}
 }

@@ -79,15 +79,22 @@ type partition struct {
 // capped exponential backoff after any failure. It returns nil on a clean
 // stop.
 func (p *partition) Run(ctx context.Context) error {
-	if p.sync != nil {
-		done := make(chan struct{})
-		defer func() { <-done }()
-		go func() {
-			defer close(done)
-			p.sync.run(ctx, p.linkUp.Load)
-		}()
-	}
+	defer runSync(ctx, p.sync, p.linkUp.Load)()
 	return runSessions(ctx, p.log, p.m, p.local, p.remote, p.session)
+}
+
+// runSync runs s (if not nil) beside a partition's sessions until ctx is
+// done; the returned function waits for it to end. Both data paths use it.
+func runSync(ctx context.Context, s *subSync, linkUp func() bool) (wait func()) {
+	if s == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.run(ctx, linkUp)
+	}()
+	return func() { <-done }
 }
 
 // closeWithin runs closeProducer in its own goroutine and waits for it at

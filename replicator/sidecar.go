@@ -325,6 +325,7 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 	if p.rep.Path() == config.DataPathEntries {
 		p.log.Info("replicating partition", zap.String("partition", partitionTopic), zap.String("data_path", config.DataPathEntries))
 		pt := p.entryPartition(partitionTopic)
+		pt.sync = p.newSync(ctx, partitionTopic, topic)
 		go func() {
 			defer close(w.done)
 			_ = pt.Run(wctx)

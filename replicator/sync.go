@@ -97,7 +97,7 @@ func posOf(id pulsar.MessageID) marker.Position {
 	return marker.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
 }
 
-// data feeds a data message read from the local partition.
+// data feeds a data message read from the local partition (message path).
 func (s *subSync) data(ctx context.Context, msg pulsar.Message) {
 	props := msg.Properties()
 	origin := props[PropOriginCluster]
@@ -109,42 +109,61 @@ func (s *subSync) data(ctx context.Context, msg pulsar.Message) {
 		}
 		opos = marker.Position{Ledger: p.ledger, Entry: p.entry, Batch: p.batch}
 	}
-	s.write(ctx, s.machine.Data(posOf(msg.ID()), origin, opos))
+	s.dataAt(ctx, posOf(msg.ID()), origin, opos)
 }
 
-// marker handles a marker read from the local partition and reports whether
-// the replicator forwards it to the remote: only markers this sidecar wrote
-// for that remote, of the kinds that travel (request, response, update).
+// dataAt feeds data read from the local partition at pos: a copy of
+// origin's message at opos, or local data when origin is "".
+func (s *subSync) dataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
+	s.write(ctx, s.machine.Data(pos, origin, opos))
+}
+
+// marker handles a marker message read from the local partition (message
+// path); see markerAt.
 func (s *subSync) marker(ctx context.Context, msg pulsar.Message) (forward bool) {
-	mk, err := marker.Decode(msg.Payload(), s.key)
+	_, copied := msg.Properties()[PropOriginCluster]
+	return s.markerAt(ctx, posOf(msg.ID()), msg.Payload(), copied)
+}
+
+// markerAt handles a marker read from the local partition at pos, copied
+// from the remote or not, and reports whether the replicator forwards it
+// to the remote: only markers this sidecar wrote for that remote, of the
+// kinds that travel (request, response, update).
+func (s *subSync) markerAt(ctx context.Context, pos marker.Position, payload []byte, copied bool) (forward bool) {
+	mk, err := marker.Decode(payload, s.key)
 	if err != nil {
-		s.m.MarkersInvalid.WithLabelValues(s.local, marker.Reason(err)).Inc()
-		if time.Since(s.badLogAt) > 10*time.Second {
-			s.badLogAt = time.Now()
-			s.log.Warn("skipping a marker that does not decode or verify (logged at most every 10 s)",
-				zap.String("reason", marker.Reason(err)), zap.String("position", formatID(msg.ID())))
-		}
+		s.invalidMarker(pos, marker.Reason(err))
 		return false
 	}
 	if mk.Topic != s.topic {
 		s.m.MarkersInvalid.WithLabelValues(s.local, "wrong-topic").Inc()
 		return false
 	}
-	_, copied := msg.Properties()[PropOriginCluster]
 	switch {
 	case !copied && mk.From == s.local && mk.To == s.remote:
 		// Ours, towards this remote. Snapshot markers stay here and feed
 		// the cache (also when re-read after a restart).
-		s.write(ctx, s.machine.Marker(posOf(msg.ID()), mk))
+		s.write(ctx, s.machine.Marker(pos, mk))
 		return mk.Kind != marker.KindSnapshot
 	case copied && mk.From == s.remote && mk.To == s.local:
 		if mk.Kind == marker.KindUpdate {
 			s.enqueueApply(mk.Subscription, mk.Remote)
 			return false
 		}
-		s.write(ctx, s.machine.Marker(posOf(msg.ID()), mk))
+		s.write(ctx, s.machine.Marker(pos, mk))
 	}
 	return false
+}
+
+// invalidMarker counts a marker that does not decode or verify, and logs
+// it at most every 10 s.
+func (s *subSync) invalidMarker(pos marker.Position, reason string) {
+	s.m.MarkersInvalid.WithLabelValues(s.local, reason).Inc()
+	if time.Since(s.badLogAt) > 10*time.Second {
+		s.badLogAt = time.Now()
+		s.log.Warn("skipping a marker that does not decode or verify (logged at most every 10 s)",
+			zap.String("reason", reason), zap.Stringer("position", pos))
+	}
 }
 
 // write puts markers into the local partition.
