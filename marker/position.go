@@ -3,6 +3,7 @@ package marker
 import (
 	"cmp"
 	"strconv"
+	"strings"
 )
 
 // Position is a message id inside ONE partition of ONE cluster: the ledger,
@@ -52,4 +53,22 @@ func (p Position) String() string {
 	b = append(b, ':')
 	b = strconv.AppendInt(b, int64(p.Batch), 10)
 	return string(b)
+}
+
+// ParsePosition reads the "ledger:entry:batch" form String writes (the
+// origin-id property of every copy): three base-10 integers, the batch
+// index within 32 bits. Anything else is refused with ok false.
+func ParsePosition(s string) (p Position, ok bool) {
+	l, rest, ok1 := strings.Cut(s, ":")
+	e, b, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 {
+		return Position{}, false
+	}
+	ledger, err1 := strconv.ParseInt(l, 10, 64)
+	entry, err2 := strconv.ParseInt(e, 10, 64)
+	batch, err3 := strconv.ParseInt(b, 10, 32)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return Position{}, false
+	}
+	return Position{Ledger: ledger, Entry: entry, Batch: int32(batch)}, true
 }

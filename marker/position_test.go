@@ -56,3 +56,27 @@ func TestPositionString(t *testing.T) {
 		}
 	}
 }
+
+func TestParsePosition(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want Position
+		ok   bool
+	}{
+		{"12:34:5", Position{Ledger: 12, Entry: 34, Batch: 5}, true},
+		{"12:34:-1", Position{Ledger: 12, Entry: 34, Batch: -1}, true},
+		{"0:0:0", Position{}, true},
+		{"9223372036854775807:-1:-2147483648", Position{Ledger: math.MaxInt64, Entry: -1, Batch: math.MinInt32}, true},
+		{"", Position{}, false},
+		{"12:34", Position{}, false},
+		{"1:2:3:4", Position{}, false},
+		{"1:2:2147483648", Position{}, false},
+		{"a:b:c", Position{}, false},
+		{"12;34;5", Position{}, false},
+	} {
+		got, ok := ParsePosition(tt.in)
+		if ok != tt.ok || got != tt.want {
+			t.Errorf("ParsePosition(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}

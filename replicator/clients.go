@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -255,7 +256,7 @@ func (s *flushWhenDry) Receive(ctx context.Context) (pulsar.Message, error) {
 // others (active-active) between the copies.
 const lookBack = 100
 
-func (e *pulsarEndpoints) copiedSince(ctx context.Context, from position) (copySet, error) {
+func (e *pulsarEndpoints) copiedSince(ctx context.Context, from marker.Position) (copySet, error) {
 	tn, err := utils.GetTopicName(e.topic)
 	if err != nil {
 		return copySet{}, err

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -101,7 +102,7 @@ func (e *wireEndpoints) openProducer(ctx context.Context) (entryTarget, error) {
 	return p, nil
 }
 
-func (e *wireEndpoints) copiedSince(ctx context.Context, from position) (copySet, error) {
+func (e *wireEndpoints) copiedSince(ctx context.Context, from marker.Position) (copySet, error) {
 	tn, err := utils.GetTopicName(e.topic)
 	if err != nil {
 		return copySet{}, err

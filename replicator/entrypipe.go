@@ -58,7 +58,7 @@ type entryTarget interface {
 type entryEndpoints interface {
 	openCursor(ctx context.Context, onActive func(active bool)) (entrySource, error)
 	openProducer(ctx context.Context) (entryTarget, error)
-	copiedSince(ctx context.Context, from position) (copySet, error)
+	copiedSince(ctx context.Context, from marker.Position) (copySet, error)
 	// targetSchema returns the remote's version of the schema the local
 	// partition knows as version (fetched here, registered there with
 	// get-or-create on first use, remembered after).
@@ -148,11 +148,11 @@ func entryOrigin(md *wire.Metadata, key []byte, topic string) (string, marker.Po
 	if cluster == "" || len(key) == 0 {
 		return "", marker.Position{}
 	}
-	p, ok := parsePosition(id)
+	p, ok := marker.ParsePosition(id)
 	if !ok || !hmac.Equal([]byte(sig), []byte(originSig(key, topic, cluster, id))) {
 		return "", marker.Position{}
 	}
-	return cluster, marker.Position{Ledger: p.ledger, Entry: p.entry, Batch: p.batch}
+	return cluster, p
 }
 
 func hasProp(md *wire.Metadata, key string) bool {
@@ -160,8 +160,8 @@ func hasProp(md *wire.Metadata, key string) bool {
 	return ok
 }
 
-func entryPos(id wire.MessageID) position {
-	return position{int64(id.Ledger), int64(id.Entry), -1}
+func entryPos(id wire.MessageID) marker.Position {
+	return marker.Position{Ledger: int64(id.Ledger), Entry: int64(id.Entry), Batch: -1}
 }
 
 // inflightBudget is the process-wide byte budget of the entry pipe.
@@ -318,7 +318,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 	}
 
 	var copied copySet
-	var last position
+	var last marker.Position
 	received := false
 	var seq uint64
 	skip := func(e wire.Entry, reason string) {
@@ -338,7 +338,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 		if ce := p.log.Check(zap.DebugLevel, "entry received"); ce != nil {
 			ce.Write(zap.Stringer("id", e.ID), zap.Int32("messages", e.NumMessages), zap.Uint32("redeliveries", e.RedeliveryCount), zap.Bool("active", active.Load()))
 		}
-		if received && !pos.after(last) {
+		if received && pos.Compare(last) <= 0 {
 			cancel(errRedelivered)
 			break
 		}
@@ -357,17 +357,16 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 		}
 		reason := decideEntry(&md, p.remote)
 		if p.sync != nil {
-			at := marker.Position{Ledger: int64(e.ID.Ledger), Entry: int64(e.ID.Entry), Batch: -1}
 			if body, copied, ok := markerEntry(&md, e.Payload); ok {
 				reason = skipMarker
 				if body == nil {
-					p.sync.invalidMarker(at, "batched")
-				} else if p.sync.markerAt(sctx, at, body, copied) {
+					p.sync.invalidMarker(pos, "batched")
+				} else if p.sync.markerAt(sctx, pos, body, copied) {
 					reason = ""
 				}
 			} else {
 				origin, opos := entryOrigin(&md, p.key, p.topic)
-				p.sync.dataAt(sctx, at, origin, opos)
+				p.sync.dataAt(sctx, pos, origin, opos)
 			}
 		}
 		if reason != "" {

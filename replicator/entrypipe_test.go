@@ -142,7 +142,7 @@ func (w *fakeEntryWorld) openProducer(context.Context) (entryTarget, error) {
 	return t, nil
 }
 
-func (w *fakeEntryWorld) copiedSince(_ context.Context, from position) (copySet, error) {
+func (w *fakeEntryWorld) copiedSince(_ context.Context, from marker.Position) (copySet, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := copySet{}
@@ -150,10 +150,10 @@ func (w *fakeEntryWorld) copiedSince(_ context.Context, from position) (copySet,
 	for _, n := range w.remote {
 		var e int64
 		fmt.Sscanf(n, "e%d", &e)
-		all[position{10, e, -1}] = struct{}{}
+		all[marker.Position{Ledger: 10, Entry: e, Batch: -1}] = struct{}{}
 	}
 	for p := range all {
-		if !from.after(p) {
+		if from.Compare(p) <= 0 {
 			out[p] = struct{}{}
 		}
 	}
@@ -249,12 +249,12 @@ func (t *fakeEntryTarget) Send(_ context.Context, out wire.Outgoing, done func(w
 	if err != nil {
 		w.violationf("send of unparsable metadata: %v", err)
 	}
-	var pos position
+	var pos marker.Position
 	name := "?"
 	for _, kv := range md.Properties {
 		if kv.Key == PropOriginID {
-			pos, _ = parsePosition(kv.Value)
-			name = fmt.Sprintf("e%d", pos.entry)
+			pos, _ = marker.ParsePosition(kv.Value)
+			name = fmt.Sprintf("e%d", pos.Entry)
 		}
 	}
 	if err := w.sendErr[name]; err != nil {
@@ -376,7 +376,7 @@ func TestEntryPipeProof(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeEntryWorld()
 		w.add(6, nil)
-		w.copied = copySet{{10, 1, -1}: {}, {10, 3, -1}: {}} // e2 is missing: a gap
+		w.copied = copySet{{Ledger: 10, Entry: 1, Batch: -1}: {}, {Ledger: 10, Entry: 3, Batch: -1}: {}} // e2 is missing: a gap
 		first := true
 		w.receipt = func(name string) (bool, error) {
 			if name == "e4" && first {

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
 )
 
 // Fakes of the endpoints a partition replicator uses. They are meant to run
@@ -112,7 +114,7 @@ type fakeWorld struct {
 	dedupLast int64
 	// copiedFunc, when set, replaces the answer copiedSince derives from
 	// remote.
-	copiedFunc  func(from position) (copySet, error)
+	copiedFunc  func(from marker.Position) (copySet, error)
 	copiedCalls int
 }
 
@@ -166,7 +168,7 @@ func (w *fakeWorld) publish(ms ...*fakeMsg) {
 		if m.id.BatchIdx() >= 0 {
 			name = fmt.Sprintf("%s.%d", name, m.id.BatchIdx())
 		}
-		w.names[formatID(m.id)] = name
+		w.names[positionOf(m.id).String()] = name
 		w.msgs = append(w.msgs, m)
 	}
 	w.signalLocked()
@@ -326,16 +328,16 @@ func (w *fakeWorld) openSource(ctx context.Context, onActive func(bool)) (source
 
 // copiedSince answers like the real one given an unbounded look back: the
 // origin positions, from from on, of every copy on the remote.
-func (w *fakeWorld) copiedSince(_ context.Context, from position) (copySet, error) {
+func (w *fakeWorld) copiedSince(_ context.Context, from marker.Position) (copySet, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.copiedCalls++
 	if w.copiedFunc != nil {
 		return w.copiedFunc(from)
 	}
-	byName := map[string]position{}
+	byName := map[string]marker.Position{}
 	for _, m := range w.msgs {
-		byName[w.names[formatID(m.id)]] = positionOf(m.id)
+		byName[w.names[positionOf(m.id).String()]] = positionOf(m.id)
 	}
 	set := copySet{}
 	for _, n := range w.remote {
@@ -343,7 +345,7 @@ func (w *fakeWorld) copiedSince(_ context.Context, from position) (copySet, erro
 		if !ok {
 			panic("remote holds an unknown message " + n)
 		}
-		if !from.after(p) {
+		if from.Compare(p) <= 0 {
 			set[p] = struct{}{}
 		}
 	}
@@ -409,13 +411,13 @@ func (s *fakeSource) Receive(ctx context.Context) (pulsar.Message, error) {
 			w.mu.Unlock()
 			return nil, s.recvErr
 		}
-		for s.next < len(w.msgs) && w.acked[w.names[formatID(w.msgs[s.next].id)]] {
+		for s.next < len(w.msgs) && w.acked[w.names[positionOf(w.msgs[s.next].id).String()]] {
 			s.next++
 		}
 		if s.next < len(w.msgs) && !w.inactive {
 			m := w.msgs[s.next]
 			s.next++
-			s.received = append(s.received, w.names[formatID(m.id)])
+			s.received = append(s.received, w.names[positionOf(m.id).String()])
 			w.mu.Unlock()
 			return m, nil
 		}
@@ -435,10 +437,10 @@ func (s *fakeSource) AckID(id pulsar.MessageID) error {
 	w := s.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	name, ok := w.names[formatID(id)]
+	name, ok := w.names[positionOf(id).String()]
 	switch {
 	case !ok:
-		w.violationf("ack of unknown message %s", formatID(id))
+		w.violationf("ack of unknown message %s", positionOf(id).String())
 	case s.isClosed:
 		w.violationf("ack of %s on a closed cursor", name)
 	case w.acked[name]:

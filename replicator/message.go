@@ -38,41 +38,10 @@ const (
 	skipAlreadyCopied   = "already-copied"
 )
 
-// position is a message id in one partition: ledger, entry, batch index
-// (-1 for a message that is not in a batch).
-type position struct {
-	ledger, entry int64
-	batch         int32
-}
-
-func positionOf(id pulsar.MessageID) position {
-	return position{id.LedgerID(), id.EntryID(), id.BatchIdx()}
-}
-
-// after reports whether p comes after q in the partition.
-func (p position) after(q position) bool {
-	if p.ledger != q.ledger {
-		return p.ledger > q.ledger
-	}
-	if p.entry != q.entry {
-		return p.entry > q.entry
-	}
-	return p.batch > q.batch
-}
-
-// parsePosition reads the "ledger:entry:batch" form of PropOriginID.
-func parsePosition(s string) (position, bool) {
-	f := strings.Split(s, ":")
-	if len(f) != 3 {
-		return position{}, false
-	}
-	l, err1 := strconv.ParseInt(f[0], 10, 64)
-	e, err2 := strconv.ParseInt(f[1], 10, 64)
-	b, err3 := strconv.ParseInt(f[2], 10, 32)
-	if err1 != nil || err2 != nil || err3 != nil {
-		return position{}, false
-	}
-	return position{l, e, int32(b)}, true
+// positionOf is where a message read by pulsar-client-go sits in its
+// partition.
+func positionOf(id pulsar.MessageID) marker.Position {
+	return marker.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
 }
 
 // decide says whether msg, read from the local cluster, is forwarded to
@@ -114,7 +83,7 @@ func copyOf(msg pulsar.Message, origin string) *pulsar.ProducerMessage {
 		props[k] = v
 	}
 	props[PropOriginCluster] = origin
-	props[PropOriginID] = formatID(msg.ID())
+	props[PropOriginID] = positionOf(msg.ID()).String()
 	props[PropOriginPublishTime] = strconv.FormatInt(msg.PublishTime().UnixMilli(), 10)
 	// A nil payload is sent as a null (tombstone) message, so only a null
 	// at the origin may stay nil.
@@ -133,16 +102,4 @@ func copyOf(msg pulsar.Message, origin string) *pulsar.ProducerMessage {
 		pm.EventTime = et
 	}
 	return pm
-}
-
-// formatID writes id as "ledger:entry:batch". It runs once per copied
-// message, so it appends into one small buffer instead of using fmt.
-func formatID(id pulsar.MessageID) string {
-	b := make([]byte, 0, 48)
-	b = strconv.AppendInt(b, id.LedgerID(), 10)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, id.EntryID(), 10)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(id.BatchIdx()), 10)
-	return string(b)
 }

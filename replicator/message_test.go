@@ -251,58 +251,15 @@ func TestCopyOfProperties(t *testing.T) {
 	}
 }
 
-func TestPositionAfter(t *testing.T) {
-	tests := []struct {
-		p, q position
-		want bool
-	}{
-		{position{2, 0, -1}, position{1, 99, 5}, true},
-		{position{1, 99, 5}, position{2, 0, -1}, false},
-		{position{1, 5, -1}, position{1, 4, 9}, true},
-		{position{1, 4, 9}, position{1, 5, -1}, false},
-		{position{1, 5, 1}, position{1, 5, 0}, true},
-		{position{1, 5, 0}, position{1, 5, -1}, true},
-		{position{1, 5, 0}, position{1, 5, 0}, false},
-		{position{1, 5, -1}, position{1, 5, -1}, false},
-	}
-	for _, tt := range tests {
-		if got := tt.p.after(tt.q); got != tt.want {
-			t.Errorf("%v.after(%v) = %v, want %v", tt.p, tt.q, got, tt.want)
-		}
-	}
-}
-
-func TestParsePosition(t *testing.T) {
-	tests := []struct {
-		in   string
-		want position
-		ok   bool
-	}{
-		{"12:34:5", position{12, 34, 5}, true},
-		{"12:34:-1", position{12, 34, -1}, true},
-		{"0:0:0", position{0, 0, 0}, true},
-		{"", position{}, false},
-		{"12:34", position{}, false},
-		{"a:b:c", position{}, false},
-		{"12;34;5", position{}, false},
-	}
-	for _, tt := range tests {
-		got, ok := parsePosition(tt.in)
-		if ok != tt.ok || (ok && got != tt.want) {
-			t.Errorf("parsePosition(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
 func TestPositionRoundTrip(t *testing.T) {
 	for _, id := range []pulsar.MessageID{
 		pulsar.NewMessageID(12, 34, 5, 0),
 		pulsar.NewMessageID(12, 34, -1, 3),
 		pulsar.NewMessageID(1<<40, 1<<40, 1<<20, 0),
 	} {
-		p, ok := parsePosition(formatID(id))
+		p, ok := marker.ParsePosition(positionOf(id).String())
 		if !ok || p != positionOf(id) {
-			t.Errorf("parsePosition(formatID(%s)) = %v, %v; want %v, true", formatID(id), p, ok, positionOf(id))
+			t.Errorf("marker.ParsePosition(positionOf(%s).String()) = %v, %v; want %v, true", positionOf(id).String(), p, ok, positionOf(id))
 		}
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
 )
 
 // Tests written against the mutants that survived `make mutate` in the
@@ -52,7 +54,7 @@ func originFields(id string) []byte {
 // the properties header, which here names no origin).
 func TestParseEntryCopyBatchEdges(t *testing.T) {
 	ok := func(id string) origin {
-		p, _ := parsePosition(id)
+		p, _ := marker.ParsePosition(id)
 		return origin{cluster: "east", pos: p, ok: true}
 	}
 	good := rawSingle(append(originFields("10:1:0"), sizeField(2)...), []byte("ab"))
@@ -102,7 +104,7 @@ func TestParseEntryCopyBatchEdges(t *testing.T) {
 
 func TestScanCopiesLedgerEdges(t *testing.T) {
 	mixed := copyOfEntry(7)
-	mixed.copy.origins = append([]origin{{}, {cluster: "north", pos: position{10, 9, -1}, ok: true}}, mixed.copy.origins...)
+	mixed.copy.origins = append([]origin{{}, {cluster: "north", pos: marker.Position{Ledger: 10, Entry: 9, Batch: -1}, ok: true}}, mixed.copy.origins...)
 	tests := []struct {
 		name      string
 		ledgers   []fakeLedger
@@ -125,7 +127,7 @@ func TestScanCopiesLedgerEdges(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeEntries{ls: tt.ledgers}
-			got, err := scanCopies(context.Background(), f, byProducer(ours), "east", position{10, tt.from, -1}, 100)
+			got, err := scanCopies(context.Background(), f, byProducer(ours), "east", marker.Position{Ledger: 10, Entry: tt.from, Batch: -1}, 100)
 			if err != nil {
 				t.Fatal(err)
 			}

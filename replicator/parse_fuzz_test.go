@@ -44,28 +44,28 @@ func FuzzParsePosition(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string, ledger, entry int64, batch int32) {
 		// Round trip from a position.
 		id := pulsar.NewMessageID(ledger, entry, batch, 0)
-		want := position{ledger, entry, batch}
-		if p, ok := parsePosition(formatID(id)); !ok || p != want {
-			t.Fatalf("parsePosition(formatID(%v)) = %v, %v; want %v, true", want, p, ok, want)
+		want := marker.Position{Ledger: ledger, Entry: entry, Batch: batch}
+		if p, ok := marker.ParsePosition(positionOf(id).String()); !ok || p != want {
+			t.Fatalf("marker.ParsePosition(positionOf(%v).String()) = %v, %v; want %v, true", want, p, ok, want)
 		}
 
 		// From a string: accepted exactly when the grammar holds.
-		p, ok := parsePosition(s)
+		p, ok := marker.ParsePosition(s)
 		fields := strings.Split(s, ":")
 		wantOK := len(fields) == 3 && decimalIn(fields[0], 64) && decimalIn(fields[1], 64) && decimalIn(fields[2], 32)
 		if ok != wantOK {
-			t.Fatalf("parsePosition(%q) ok = %v, want %v", s, ok, wantOK)
+			t.Fatalf("marker.ParsePosition(%q) ok = %v, want %v", s, ok, wantOK)
 		}
 		if !ok {
-			if p != (position{}) {
-				t.Fatalf("parsePosition(%q) refused but returned %v", s, p)
+			if p != (marker.Position{}) {
+				t.Fatalf("marker.ParsePosition(%q) refused but returned %v", s, p)
 			}
 			return
 		}
-		got := []string{strconv.FormatInt(p.ledger, 10), strconv.FormatInt(p.entry, 10), strconv.FormatInt(int64(p.batch), 10)}
+		got := []string{strconv.FormatInt(p.Ledger, 10), strconv.FormatInt(p.Entry, 10), strconv.FormatInt(int64(p.Batch), 10)}
 		for i := range fields {
 			if got[i] != canonicalDecimal(fields[i]) {
-				t.Fatalf("parsePosition(%q) = %v: field %d reads %s", s, p, i, got[i])
+				t.Fatalf("marker.ParsePosition(%q) = %v: field %d reads %s", s, p, i, got[i])
 			}
 		}
 	})

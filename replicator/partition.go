@@ -10,6 +10,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"go.uber.org/zap"
 
+	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -42,7 +43,7 @@ type endpoints interface {
 	// could read back (tail.go). It is called with the producer open, so
 	// no other writer of the pair can add to them meanwhile. The set is
 	// proof even with an error: it holds only what was read.
-	copiedSince(ctx context.Context, from position) (copySet, error)
+	copiedSince(ctx context.Context, from marker.Position) (copySet, error)
 }
 
 // partition replicates one local topic partition to one remote: the unit of
@@ -136,7 +137,7 @@ func runSessions(ctx context.Context, log *zap.Logger, m *Metrics, local, remote
 			// message. Stop here, say so once, and wait for the operator
 			// (on_refused: skip, then a restart).
 			log.Error("the remote refuses a message for good: this partition stops here until the operator acts (on_refused: skip skips such messages)",
-				zap.String("position", formatPos(refused.pos)), zap.String("reason", refused.reason), zap.Error(refused.err))
+				zap.String("position", refused.pos.String()), zap.String("reason", refused.reason), zap.Error(refused.err))
 			g := m.PartitionsStopped.WithLabelValues(local, remote, refused.reason)
 			g.Inc()
 			<-ctx.Done()
@@ -167,13 +168,13 @@ var errStandby = errors.New("cursor became a standby")
 // (over its size limit, or invalid there) when the pair does not skip
 // such messages (on_refused: stop, the default).
 type refusedError struct {
-	pos    position
+	pos    marker.Position
 	reason string // skipRejectedTooBig or skipRejectedInvalid
 	err    error
 }
 
 func (e *refusedError) Error() string {
-	return fmt.Sprintf("the remote refuses the message at %s for good (%s): %v", formatPos(e.pos), e.reason, e.err)
+	return fmt.Sprintf("the remote refuses the message at %s for good (%s): %v", e.pos.String(), e.reason, e.err)
 }
 
 func (e *refusedError) Unwrap() error { return e.err }
@@ -280,8 +281,8 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 		})
 	}
 
-	var copied copySet // copies read back from the remote when the producer opened
-	var last position  // the newest position received in this session
+	var copied copySet       // copies read back from the remote when the producer opened
+	var last marker.Position // the newest position received in this session
 	received := false
 	for {
 		msg, err := src.Receive(sctx)
@@ -294,7 +295,7 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 			break
 		}
 		pos := positionOf(msg.ID())
-		if received && !pos.after(last) {
+		if received && pos.Compare(last) <= 0 {
 			cancel(errRedelivered)
 			break
 		}
@@ -408,7 +409,7 @@ func (p *partition) acker(src source, results <-chan *inflight, slots <-chan str
 			// message; count it, log it, move on.
 			p.m.Skipped.WithLabelValues(p.local, p.remote, refusal(f.err)).Inc()
 			p.log.Error("remote refused a message for good; skipped (on_refused: skip)",
-				zap.String("origin_id", formatID(f.msg.ID())), zap.Error(f.err))
+				zap.String("origin_id", positionOf(f.msg.ID()).String()), zap.Error(f.err))
 			_ = src.AckID(f.msg.ID())
 		case f.err != nil:
 			failed = true

@@ -95,7 +95,7 @@ func testForwardsInOrderAndSkips(t *testing.T, maxPending int) {
 	for _, s := range w.sendLog() {
 		var src *fakeMsg
 		for _, m := range ms {
-			if formatID(m.id) == s.pm.Properties[PropOriginID] {
+			if positionOf(m.id).String() == s.pm.Properties[PropOriginID] {
 				src = m
 			}
 		}
@@ -251,7 +251,7 @@ func TestPartitionRestartNeverBelowRemoteRecord(t *testing.T) {
 				}
 				var want []string
 				for _, m := range positions {
-					want = append(want, w.names[formatID(m.id)])
+					want = append(want, w.names[positionOf(m.id).String()])
 				}
 				if got := w.remoteHas(); !slices.Equal(got, want) {
 					t.Errorf("remote holds %v, want %v (in order, none dropped)", got, want)
@@ -365,7 +365,7 @@ func TestPartitionSkipsWhatRemoteHas(t *testing.T) {
 	tests := []struct {
 		name      string
 		preload   []string // on the remote before the run
-		copied    func(from position) (copySet, error)
+		copied    func(from marker.Position) (copySet, error)
 		wantSent  []string
 		wantSkips int
 	}{
@@ -376,16 +376,16 @@ func TestPartitionSkipsWhatRemoteHas(t *testing.T) {
 		{name: "a gap: m2 failed while m3 landed", preload: names(0, 1, 3),
 			wantSent: names(2, 4, 5), wantSkips: 3},
 		{name: "copiedSince fails", preload: names(0, 1, 2),
-			copied:   func(position) (copySet, error) { return copySet{}, errors.New("admin down") },
+			copied:   func(marker.Position) (copySet, error) { return copySet{}, errors.New("admin down") },
 			wantSent: names(span(0, 6)...)},
 		{name: "copiedSince fails after reading some", preload: names(0, 1, 2),
-			copied: func(position) (copySet, error) {
-				return copySet{{10, 1, -1}: {}, {10, 2, -1}: {}}, errors.New("admin down")
+			copied: func(marker.Position) (copySet, error) {
+				return copySet{{Ledger: 10, Entry: 1, Batch: -1}: {}, {Ledger: 10, Entry: 2, Batch: -1}: {}}, errors.New("admin down")
 			},
 			wantSent: names(0, 3, 4, 5), wantSkips: 2},
 		{name: "batch index counts", preload: names(0, 1, 2),
-			copied: func(position) (copySet, error) {
-				return copySet{{10, 0, -1}: {}, {10, 1, 0}: {}, {10, 2, -1}: {}}, nil
+			copied: func(marker.Position) (copySet, error) {
+				return copySet{{Ledger: 10, Entry: 0, Batch: -1}: {}, {Ledger: 10, Entry: 1, Batch: 0}: {}, {Ledger: 10, Entry: 2, Batch: -1}: {}}, nil
 			},
 			wantSent: names(1, 3, 4, 5), wantSkips: 2},
 	}

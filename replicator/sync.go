@@ -93,23 +93,15 @@ type historyReader interface {
 // lagKey names this sync among the reporters of subscription lag.
 func (s *subSync) lagKey() string { return s.remote + " " + s.topic }
 
-func posOf(id pulsar.MessageID) marker.Position {
-	return marker.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
-}
-
 // data feeds a data message read from the local partition (message path).
 func (s *subSync) data(ctx context.Context, msg pulsar.Message) {
 	props := msg.Properties()
 	origin := props[PropOriginCluster]
-	var opos marker.Position
-	if origin != "" {
-		p, ok := parsePosition(props[PropOriginID])
-		if !ok {
-			origin = "" // not a copy we can place; count it as local data
-		}
-		opos = marker.Position{Ledger: p.ledger, Entry: p.entry, Batch: p.batch}
+	opos, ok := marker.ParsePosition(props[PropOriginID])
+	if !ok {
+		origin = "" // not a copy we can place; count it as local data
 	}
-	s.dataAt(ctx, posOf(msg.ID()), origin, opos)
+	s.dataAt(ctx, positionOf(msg.ID()), origin, opos)
 }
 
 // dataAt feeds data read from the local partition at pos: a copy of
@@ -122,7 +114,7 @@ func (s *subSync) dataAt(ctx context.Context, pos marker.Position, origin string
 // path); see markerAt.
 func (s *subSync) marker(ctx context.Context, msg pulsar.Message) (forward bool) {
 	_, copied := msg.Properties()[PropOriginCluster]
-	return s.markerAt(ctx, posOf(msg.ID()), msg.Payload(), copied)
+	return s.markerAt(ctx, positionOf(msg.ID()), msg.Payload(), copied)
 }
 
 // markerAt handles a marker read from the local partition at pos, copied
@@ -382,8 +374,8 @@ func (s *subSync) rebuild(ctx context.Context) {
 		k, isMarker := marker.KindOf(props)
 		if !isMarker {
 			if origin := props[PropOriginCluster]; origin != "" && len(unknown) > 0 {
-				if p, ok := parsePosition(props[PropOriginID]); ok {
-					s.machine.Learn(origin, marker.Position{Ledger: p.ledger, Entry: p.entry, Batch: p.batch})
+				if p, ok := marker.ParsePosition(props[PropOriginID]); ok {
+					s.machine.Learn(origin, p)
 				}
 			}
 			continue
@@ -396,7 +388,7 @@ func (s *subSync) rebuild(ctx context.Context) {
 			continue
 		}
 		if k == marker.KindSnapshot {
-			s.machine.Marker(posOf(msg.ID()), mk)
+			s.machine.Marker(positionOf(msg.ID()), mk)
 			snapshots++
 			continue
 		}

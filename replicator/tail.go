@@ -18,6 +18,8 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
 )
 
 // This file finds out which messages are already on the remote partition,
@@ -37,9 +39,9 @@ import (
 // partition: each one read back from an entry there, written by this
 // pair's producer. A position not in the set is sent again (at worst a
 // duplicate, never a loss).
-type copySet map[position]struct{}
+type copySet map[marker.Position]struct{}
 
-func (s copySet) has(p position) bool {
+func (s copySet) has(p marker.Position) bool {
 	_, ok := s[p]
 	return ok
 }
@@ -55,7 +57,7 @@ type entryCopy struct {
 
 type origin struct {
 	cluster string
-	pos     position
+	pos     marker.Position
 	ok      bool
 	// sig is the entry pipe's signature of the origin (PropOriginSig), on
 	// an entry-level origin; empty on the message path's copies.
@@ -148,7 +150,7 @@ func parseEntryCopy(h http.Header, body []byte) entryCopy {
 }
 
 func originOf(props map[string]string) origin {
-	p, ok := parsePosition(props[PropOriginID])
+	p, ok := marker.ParsePosition(props[PropOriginID])
 	return origin{cluster: props[PropOriginCluster], pos: p, ok: ok}
 }
 
@@ -268,7 +270,7 @@ type ledgerInfo struct{ id, entries int64 }
 // from (every older copy is older still: the pair writes in origin order)
 // or has read limit entries. The set it returns is proof even when err is
 // not nil: it holds only what was read.
-func scanCopies(ctx context.Context, r entryLister, ours func(entryCopy) bool, local string, from position, limit int) (copySet, error) {
+func scanCopies(ctx context.Context, r entryLister, ours func(entryCopy) bool, local string, from marker.Position, limit int) (copySet, error) {
 	set := copySet{}
 	ledger, entry, err := r.lastEntry(ctx)
 	if err != nil || ledger < 0 {
@@ -313,7 +315,7 @@ func scanCopies(ctx context.Context, r entryLister, ours func(entryCopy) bool, l
 			if !o.ok || o.cluster != local {
 				continue
 			}
-			if from.after(o.pos) {
+			if from.Compare(o.pos) > 0 {
 				reachedOlder = true
 				continue
 			}
@@ -360,14 +362,9 @@ func bySignature(key []byte, topic string) func(entryCopy) bool {
 			return false
 		}
 		o := e.origins[0]
-		want := originSig(key, topic, o.cluster, formatPos(o.pos))
+		want := originSig(key, topic, o.cluster, o.pos.String())
 		return hmac.Equal([]byte(want), []byte(o.sig))
 	}
-}
-
-// formatPos writes p as PropOriginID does: "ledger:entry:batch".
-func formatPos(p position) string {
-	return strconv.FormatInt(p.ledger, 10) + ":" + strconv.FormatInt(p.entry, 10) + ":" + strconv.FormatInt(int64(p.batch), 10)
 }
 
 // adminEntries lists one remote partition through the admin API.

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
 )
 
 // fakeEntries is a remote partition as the tail scan sees it: ledgers of
@@ -53,7 +55,7 @@ func (f *fakeEntries) ledgers(context.Context) ([]ledgerInfo, error) {
 }
 
 func (f *fakeEntries) entry(_ context.Context, ledger, entry int64) (entryCopy, error) {
-	f.reads = append(f.reads, posString(position{ledger, entry, -1}))
+	f.reads = append(f.reads, posString(marker.Position{Ledger: ledger, Entry: entry, Batch: -1}))
 	for _, l := range f.ls {
 		if l.id == ledger && entry >= 0 && entry < int64(len(l.entries)) {
 			e := l.entries[entry]
@@ -63,7 +65,7 @@ func (f *fakeEntries) entry(_ context.Context, ledger, entry int64) (entryCopy, 
 	return entryCopy{}, errNoEntry
 }
 
-func posString(p position) string { return fmt.Sprintf("%d:%d", p.ledger, p.entry) }
+func posString(p marker.Position) string { return fmt.Sprintf("%d:%d", p.Ledger, p.Entry) }
 
 const ours = "geo-sidecar.east-->west"
 
@@ -72,7 +74,7 @@ const ours = "geo-sidecar.east-->west"
 func copyOfEntry(entries ...int64) fakeEntry {
 	e := entryCopy{producer: ours}
 	for _, n := range entries {
-		e.origins = append(e.origins, origin{cluster: "east", pos: position{10, n, -1}, ok: true})
+		e.origins = append(e.origins, origin{cluster: "east", pos: marker.Position{Ledger: 10, Entry: n, Batch: -1}, ok: true})
 	}
 	return fakeEntry{copy: e}
 }
@@ -86,7 +88,7 @@ func foreign(producer string, entries ...int64) fakeEntry {
 func positions(entries ...int64) copySet {
 	s := copySet{}
 	for _, n := range entries {
-		s[position{10, n, -1}] = struct{}{}
+		s[marker.Position{Ledger: 10, Entry: n, Batch: -1}] = struct{}{}
 	}
 	return s
 }
@@ -117,7 +119,7 @@ func TestScanCopies(t *testing.T) {
 			from: 5, limit: 100, want: positions(5), wantReads: 4},
 		{name: "copies of another origin cluster are skipped",
 			ledgers: []fakeLedger{{id: 7, entries: []fakeEntry{copyOfEntry(4), {copy: entryCopy{producer: ours,
-				origins: []origin{{cluster: "north", pos: position{10, 9, -1}, ok: true}, {}}}}, copyOfEntry(5)}}},
+				origins: []origin{{cluster: "north", pos: marker.Position{Ledger: 10, Entry: 9, Batch: -1}, ok: true}, {}}}}, copyOfEntry(5)}}},
 			from: 5, limit: 100, want: positions(5), wantReads: 3},
 		{name: "the walk goes on into older ledgers",
 			ledgers: []fakeLedger{
@@ -141,7 +143,7 @@ func TestScanCopies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeEntries{ls: tt.ledgers, listErr: tt.listErr}
-			got, err := scanCopies(context.Background(), f, byProducer(ours), "east", position{10, tt.from, -1}, tt.limit)
+			got, err := scanCopies(context.Background(), f, byProducer(ours), "east", marker.Position{Ledger: 10, Entry: tt.from, Batch: -1}, tt.limit)
 			if !errors.Is(err, tt.wantErr) {
 				t.Errorf("err = %v, want %v", err, tt.wantErr)
 			}
@@ -196,7 +198,7 @@ func TestParseEntryCopy(t *testing.T) {
 		return h
 	}
 	ok := func(id string) origin {
-		p, _ := parsePosition(id)
+		p, _ := marker.ParsePosition(id)
 		return origin{cluster: "east", pos: p, ok: true}
 	}
 	tests := []struct {
@@ -295,7 +297,7 @@ func TestEntryCopySignature(t *testing.T) {
 			if got := bySignature(tt.key, topic)(e); got != tt.want {
 				t.Errorf("accepted = %v, want %v (entry %+v)", got, tt.want, e)
 			}
-			if tt.want && (len(e.origins) != 1 || e.origins[0].pos != (position{10, 5, -1})) {
+			if tt.want && (len(e.origins) != 1 || e.origins[0].pos != (marker.Position{Ledger: 10, Entry: 5, Batch: -1})) {
 				t.Errorf("origins %+v, want the one entry-level origin 10:5:-1", e.origins)
 			}
 		})
