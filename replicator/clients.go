@@ -29,6 +29,8 @@ type Conn struct {
 	Name   string
 	Client pulsar.Client
 	Admin  pulsaradmin.Client
+	// control is Admin as discovery and subscription sync use it.
+	control controlPlane
 	// entries reads single entries through the admin API, authenticated
 	// like Admin (the same transport: current token, TLS, refusals
 	// reported).
@@ -89,7 +91,7 @@ func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
 		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
 	}
 	entries := &entryReader{base: strings.TrimRight(c.AdminURL, "/"), client: &http.Client{Transport: rt, Timeout: 30 * time.Second}}
-	return &Conn{Name: c.Name, Client: client, Admin: admin, entries: entries, cluster: c, watch: w, log: log}, nil
+	return &Conn{Name: c.Name, Client: client, Admin: admin, control: pulsarControl{admin}, entries: entries, cluster: c, watch: w, log: log}, nil
 }
 
 // Close releases the clients.

@@ -114,7 +114,7 @@ func (s *Sidecar) Status(ctx context.Context) ([]PairStatus, error) {
 }
 
 func (p *pair) status(ctx context.Context) ([]PairStatus, error) {
-	topics, err := listTopics(ctx, p.local.Admin, p.rep)
+	topics, err := listTopics(ctx, p.local.control, p.rep)
 	if err != nil {
 		return nil, err
 	}

@@ -20,44 +20,6 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
 
-// pulsarSyncAdmin is syncAdmin over one cluster's admin API.
-type pulsarSyncAdmin struct{ a pulsaradmin.Client }
-
-func (p pulsarSyncAdmin) markDeletes(ctx context.Context, topic string) (map[string]marker.Position, error) {
-	tn, err := utils.GetTopicName(topic)
-	if err != nil {
-		return nil, err
-	}
-	internal, err := p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
-	if err != nil {
-		return nil, fmt.Errorf("internal stats: %w", err)
-	}
-	out := make(map[string]marker.Position, len(internal.Cursors))
-	for name, c := range internal.Cursors {
-		if md, ok := parseEntry(c.MarkDeletePosition); ok {
-			out[name] = md
-		}
-	}
-	return out, nil
-}
-
-func (p pulsarSyncAdmin) backlogs(ctx context.Context, topic string) (map[string]int64, error) {
-	tn, err := utils.GetTopicName(topic)
-	if err != nil {
-		return nil, err
-	}
-	opt := utils.GetStatsOptions{ExcludePublishers: true, GetPreciseBacklog: true}
-	st, err := p.a.Topics().GetStatsWithOptionWithContext(ctx, *tn, opt)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]int64, len(st.Subscriptions))
-	for name, ss := range st.Subscriptions {
-		out[name] = ss.MsgBacklog
-	}
-	return out, nil
-}
-
 // parseEntry reads Pulsar's "ledger:entry" mark-delete position.
 func parseEntry(s string) (marker.Position, bool) {
 	l, e, ok := strings.Cut(s, ":")

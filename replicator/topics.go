@@ -8,9 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
-	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 )
@@ -39,12 +37,8 @@ var partitionSuffix = regexp.MustCompile(`-partition-\d+$`)
 // listTopics returns the persistent topics of r's namespace that r selects,
 // with their partition counts. System topics (names starting "__") are
 // never replicated.
-func listTopics(ctx context.Context, admin pulsaradmin.Client, r config.Replication) ([]topicInfo, error) {
-	ns, err := utils.GetNamespaceName(r.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	partitioned, plain, err := admin.Topics().ListWithContext(ctx, *ns)
+func listTopics(ctx context.Context, cp controlPlane, r config.Replication) ([]topicInfo, error) {
+	partitioned, plain, err := cp.topics(ctx, r.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -55,15 +49,11 @@ func listTopics(ctx context.Context, admin pulsaradmin.Client, r config.Replicat
 			continue
 		}
 		isPartitioned[name] = true
-		tn, err := utils.GetTopicName(name)
-		if err != nil {
-			return nil, err
-		}
-		md, err := admin.Topics().GetMetadataWithContext(ctx, *tn)
+		n, _, err := cp.partitions(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("partitions of %s: %w", name, err)
 		}
-		out = append(out, topicInfo{name: name, partitions: md.Partitions})
+		out = append(out, topicInfo{name: name, partitions: n})
 	}
 	for _, name := range plain {
 		if base := partitionSuffix.ReplaceAllString(name, ""); base != name && isPartitioned[base] {
@@ -97,26 +87,21 @@ var errPartitionMismatch = errors.New("partition count mismatch")
 // missing, and grows the remote's partitions when the source grew. The
 // remote's tenant and namespace must exist: creating them is an operator's
 // decision.
-func ensureRemote(ctx context.Context, admin pulsaradmin.Client, t topicInfo) error {
-	tn, err := utils.GetTopicName(t.name)
+func ensureRemote(ctx context.Context, cp controlPlane, t topicInfo) error {
+	have, found, err := cp.partitions(ctx, t.name)
 	if err != nil {
-		return err
-	}
-	md, err := admin.Topics().GetMetadataWithContext(ctx, *tn)
-	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("read remote metadata: %w", err)
 	}
-	have := md.Partitions
 	switch {
-	case have == t.partitions && (have > 0 || err == nil):
+	case have == t.partitions && (have > 0 || found):
 		return nil
 	case have == 0 && t.partitions == 0:
 		// A non-partitioned topic is created by the producer on first use.
 		return nil
 	case have == 0:
 		// Absent, or non-partitioned and empty of metadata: create.
-		err := admin.Topics().CreateWithContext(ctx, *tn, t.partitions)
-		if isConflict(err) {
+		err := cp.createTopic(ctx, t.name, t.partitions)
+		if errors.Is(err, errTopicExists) {
 			return fmt.Errorf("%w: source has %d partitions, remote has a non-partitioned topic", errPartitionMismatch, t.partitions)
 		}
 		if err != nil {
@@ -124,7 +109,7 @@ func ensureRemote(ctx context.Context, admin pulsaradmin.Client, t topicInfo) er
 		}
 		return nil
 	case t.partitions > have:
-		if err := admin.Topics().UpdateWithContext(ctx, *tn, t.partitions); err != nil {
+		if err := cp.growTopic(ctx, t.name, t.partitions); err != nil {
 			return fmt.Errorf("grow remote topic from %d to %d partitions: %w", have, t.partitions, err)
 		}
 		return nil
@@ -159,11 +144,11 @@ type remoteCheck struct {
 // recheckRemote is how long a topic found right on the remote is trusted.
 const recheckRemote = 10 * time.Minute
 
-func (c *remoteChecks) ensure(ctx context.Context, admin pulsaradmin.Client, t topicInfo) error {
+func (c *remoteChecks) ensure(ctx context.Context, cp controlPlane, t topicInfo) error {
 	if v, ok := (*c)[t.name]; ok && v.partitions == t.partitions && time.Since(v.at) < recheckRemote {
 		return nil
 	}
-	if err := ensureRemote(ctx, admin, t); err != nil {
+	if err := ensureRemote(ctx, cp, t); err != nil {
 		delete(*c, t.name)
 		return err
 	}

@@ -1,0 +1,218 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/marker"
+)
+
+// fakeControl is one cluster's control plane: topics by name with their
+// partition count (0: non-partitioned), as Pulsar's admin API answers.
+type fakeControl struct {
+	mu        sync.Mutex
+	have      map[string]int // topic -> partitions; partitioned topics have > 0
+	stale     []string       // listed partitions whose topic metadata is gone
+	cursorsOf map[string][]string
+	fail      error // every call fails with it when set
+	calls     []string
+}
+
+func (f *fakeControl) call(format string, args ...any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf(format, args...))
+	return f.fail
+}
+
+func (f *fakeControl) takeCalls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.calls
+	f.calls = nil
+	return c
+}
+
+func (f *fakeControl) topics(_ context.Context, namespace string) (partitioned, plain []string, err error) {
+	if err := f.call("topics %s", namespace); err != nil {
+		return nil, nil, err
+	}
+	for name, n := range f.have {
+		if n == 0 {
+			plain = append(plain, name)
+			continue
+		}
+		partitioned = append(partitioned, name)
+		for i := range n {
+			plain = append(plain, fmt.Sprintf("%s-partition-%d", name, i))
+		}
+	}
+	plain = append(plain, f.stale...)
+	slices.Sort(partitioned)
+	slices.Sort(plain)
+	return partitioned, plain, nil
+}
+
+func (f *fakeControl) partitions(_ context.Context, topic string) (int, bool, error) {
+	if err := f.call("partitions %s", shortName(topic)); err != nil {
+		return 0, false, err
+	}
+	n, ok := f.have[topic]
+	return n, ok, nil
+}
+
+func (f *fakeControl) createTopic(_ context.Context, topic string, partitions int) error {
+	if err := f.call("create %s %d", shortName(topic), partitions); err != nil {
+		return err
+	}
+	if _, ok := f.have[topic]; ok {
+		return errTopicExists
+	}
+	f.have[topic] = partitions
+	return nil
+}
+
+func (f *fakeControl) growTopic(_ context.Context, topic string, partitions int) error {
+	if err := f.call("grow %s %d", shortName(topic), partitions); err != nil {
+		return err
+	}
+	f.have[topic] = partitions
+	return nil
+}
+
+func (f *fakeControl) cursors(_ context.Context, topic string) ([]string, error) {
+	if err := f.call("cursors %s", shortName(topic)); err != nil {
+		return nil, err
+	}
+	return f.cursorsOf[topic], nil
+}
+
+func (f *fakeControl) markDeletes(context.Context, string) (map[string]marker.Position, error) {
+	return nil, f.call("markDeletes")
+}
+
+func (f *fakeControl) backlogs(context.Context, string) (map[string]int64, error) {
+	return nil, f.call("backlogs")
+}
+
+const ctlNS = "persistent://acme/all/"
+
+func TestListTopics(t *testing.T) {
+	cfg, err := config.Parse([]byte(selectYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, all := cfg.Replication[0], cfg.Replication[1]
+	cp := &fakeControl{have: map[string]int{
+		ctlNS + "orders":          3,
+		ctlNS + "plain":           0,
+		ctlNS + "__change_events": 0,
+	}, stale: []string{ctlNS + "gone-partition-1"}}
+	got, err := listTopics(context.Background(), cp, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []topicInfo{{name: ctlNS + "orders", partitions: 3}, {name: ctlNS + "plain"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("listTopics() = %v, want %v (no partitions listed as topics, no system topics, no partition without its topic)", got, want)
+	}
+	if calls := cp.takeCalls(); !slices.Equal(calls, []string{"topics acme/all", "partitions orders"}) {
+		t.Errorf("admin calls %v: one list, one metadata call per selected partitioned topic", calls)
+	}
+	if got, _ := listTopics(context.Background(), cp, listed); !slices.Equal(got, want[:1]) {
+		t.Errorf("listTopics() for a list of names = %v, want %v", got, want[:1])
+	}
+	cp.fail = errors.New("admin down")
+	if _, err := listTopics(context.Background(), cp, all); err == nil {
+		t.Error("listTopics() with the admin API down: no error")
+	}
+}
+
+func TestEnsureRemote(t *testing.T) {
+	const topic = ctlNS + "orders"
+	tests := []struct {
+		name     string
+		remote   map[string]int // the remote's topics before
+		source   int            // the source's partitions
+		want     error          // nil, errPartitionMismatch or errAny
+		calls    []string
+		after    int // the remote's partitions after
+		hasAfter bool
+	}{
+		{name: "absent, partitioned", remote: map[string]int{}, source: 4,
+			calls: []string{"partitions orders", "create orders 4"}, after: 4, hasAfter: true},
+		{name: "absent, non-partitioned: the producer creates it", remote: map[string]int{}, source: 0,
+			calls: []string{"partitions orders"}},
+		{name: "same partitions", remote: map[string]int{topic: 4}, source: 4,
+			calls: []string{"partitions orders"}, after: 4, hasAfter: true},
+		{name: "both non-partitioned", remote: map[string]int{topic: 0}, source: 0,
+			calls: []string{"partitions orders"}, after: 0, hasAfter: true},
+		{name: "source grew", remote: map[string]int{topic: 2}, source: 5,
+			calls: []string{"partitions orders", "grow orders 5"}, after: 5, hasAfter: true},
+		{name: "remote has more", remote: map[string]int{topic: 8}, source: 4, want: errPartitionMismatch,
+			calls: []string{"partitions orders"}, after: 8, hasAfter: true},
+		{name: "remote non-partitioned, source partitioned", remote: map[string]int{topic: 0}, source: 4, want: errPartitionMismatch,
+			calls: []string{"partitions orders", "create orders 4"}, after: 0, hasAfter: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cp := &fakeControl{have: tt.remote}
+			err := ensureRemote(context.Background(), cp, topicInfo{name: topic, partitions: tt.source})
+			if (tt.want == nil) != (err == nil) || (tt.want != nil && !errors.Is(err, tt.want)) {
+				t.Errorf("ensureRemote() = %v, want %v", err, tt.want)
+			}
+			if calls := cp.takeCalls(); !slices.Equal(calls, tt.calls) {
+				t.Errorf("admin calls %v, want %v", calls, tt.calls)
+			}
+			if n, ok := cp.have[topic]; ok != tt.hasAfter || n != tt.after {
+				t.Errorf("remote topic after: %d partitions (exists %v), want %d (exists %v)", n, ok, tt.after, tt.hasAfter)
+			}
+		})
+	}
+}
+
+// A topic found right on the remote is not asked about again until its
+// partition count changes or a check fails.
+func TestRemoteChecksCache(t *testing.T) {
+	const topic = ctlNS + "orders"
+	cp := &fakeControl{have: map[string]int{}}
+	var c remoteChecks
+	ctx := context.Background()
+	steps := []struct {
+		partitions int
+		fail       error
+		calls      int
+	}{
+		{partitions: 2, calls: 2}, // read, create
+		{partitions: 2, calls: 0}, // trusted
+		{partitions: 3, calls: 2}, // grew: read, grow
+		{partitions: 3, calls: 0},
+	}
+	for i, s := range steps {
+		if err := c.ensure(ctx, cp, topicInfo{name: topic, partitions: s.partitions}); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if calls := cp.takeCalls(); len(calls) != s.calls {
+			t.Errorf("step %d: admin calls %v, want %d", i, calls, s.calls)
+		}
+	}
+	// A failure forgets the topic: the next discovery asks again.
+	delete(c, topic)
+	cp.fail = errors.New("admin down")
+	if err := c.ensure(ctx, cp, topicInfo{name: topic, partitions: 3}); err == nil {
+		t.Fatal("ensure with the admin API down: no error")
+	}
+	cp.fail = nil
+	cp.takeCalls()
+	if err := c.ensure(ctx, cp, topicInfo{name: topic, partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if calls := cp.takeCalls(); len(calls) != 1 {
+		t.Errorf("after a failure: admin calls %v, want the metadata read again", calls)
+	}
+}

@@ -1,0 +1,311 @@
+package replicator
+
+// A pair's lifecycle: discovery of the entry's topics, one partition
+// replicator (and subscription sync) per partition, started and stopped
+// as topics come and go.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
+	"github.com/geo-sidecar/geo-sidecar/snapshot"
+	"github.com/geo-sidecar/geo-sidecar/subscription"
+)
+
+// pair is one (replication entry, target cluster): it discovers the
+// entry's topics and keeps one partition replicator per partition running.
+type pair struct {
+	entry         int
+	rep           config.Replication
+	local, remote *Conn
+	subscription  string
+	maxPending    int
+	interval      time.Duration
+	msgRate       *limiter
+	byteRate      *limiter
+	m             *Metrics
+	log           *zap.Logger
+
+	running map[string]*worker   // by partition topic name
+	refused map[string]string    // topic -> reason, logged once
+	checked remoteChecks         // topics found right on the remote
+	quiet   map[string]time.Time // topics caught up at their last stats refresh
+	gauged  map[string]bool      // topics with backlog series
+
+	cfg     *config.Config
+	key     []byte
+	applied *appliedPositions
+	budget  *byteBudget
+}
+
+// worker is a running partition replicator that can be stopped alone.
+type worker struct {
+	topic  string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (p *pair) run(ctx context.Context, discoveredOnce func()) {
+	first := true
+	var lastErr string
+	for {
+		topics, err := p.discover(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if err.Error() != lastErr {
+				p.log.Warn("topic discovery failed", zap.Error(err))
+				lastErr = err.Error()
+			}
+		case err == nil:
+			lastErr = ""
+			if first {
+				first = false
+				discoveredOnce()
+			}
+		}
+		if err == nil {
+			p.refreshStats(ctx, topics)
+		}
+		if !sleep(ctx, min(p.interval, statsInterval)) {
+			break
+		}
+	}
+	for _, w := range p.running {
+		w.cancel()
+	}
+	for name, w := range p.running {
+		<-w.done
+		delete(p.running, name)
+	}
+	p.m.Partitions.WithLabelValues(p.local.Name, p.remote.Name).Set(0)
+	p.m.Topics.WithLabelValues(p.local.Name, p.remote.Name).Set(0)
+}
+
+// statsInterval is how often backlog and oldest-message age are refreshed
+// when the discovery interval is longer.
+const statsInterval = 10 * time.Second
+
+// discover lists the entry's topics, makes sure each exists on the remote
+// with the same partition count, and starts or stops partition replicators
+// to match. It returns the topics it found.
+func (p *pair) discover(ctx context.Context) ([]topicInfo, error) {
+	topics, err := listTopics(ctx, p.local.control, p.rep)
+	if err != nil {
+		return nil, fmt.Errorf("list topics of %s on %s: %w", p.rep.Namespace, p.local.Name, err)
+	}
+	want := map[string]string{} // partition topic -> topic
+	var refused int
+	for _, t := range topics {
+		if err := p.checked.ensure(ctx, p.remote.control, t); err != nil {
+			if p.hasRunning(t) && !errors.Is(err, errPartitionMismatch) {
+				// The remote is unreachable, not disagreeing: its running
+				// replicators keep their cursors and producers and resume
+				// by themselves (stopping them would abandon producers with
+				// messages in flight).
+				for _, pt := range t.partitionNames() {
+					if _, ok := p.running[pt]; ok {
+						want[pt] = t.name
+					}
+				}
+				continue
+			}
+			refused++
+			if p.refused == nil {
+				p.refused = map[string]string{}
+			}
+			if p.refused[t.name] != err.Error() {
+				p.log.Error("topic not replicated", zap.String("topic", t.name), zap.Error(err))
+				p.refused[t.name] = err.Error()
+			}
+			continue
+		}
+		delete(p.refused, t.name)
+		for _, pt := range t.partitionNames() {
+			want[pt] = t.name
+		}
+	}
+	for name, w := range p.running {
+		if _, ok := want[name]; !ok {
+			p.log.Info("partition gone, stopping its replicator", zap.String("partition", name))
+			w.cancel()
+			<-w.done
+			delete(p.running, name)
+		}
+	}
+	for name, topic := range want {
+		if _, ok := p.running[name]; !ok && ctx.Err() == nil {
+			p.start(ctx, name, topic)
+		}
+	}
+	p.m.Partitions.WithLabelValues(p.local.Name, p.remote.Name).Set(float64(len(p.running)))
+	p.m.Topics.WithLabelValues(p.local.Name, p.remote.Name).Set(float64(len(topics) - refused))
+	p.m.TopicsRefused.WithLabelValues(p.local.Name, p.remote.Name).Set(float64(refused))
+	return topics, nil
+}
+
+func (p *pair) hasRunning(t topicInfo) bool {
+	for _, pt := range t.partitionNames() {
+		if _, ok := p.running[pt]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
+	wctx, cancel := context.WithCancel(ctx)
+	w := &worker{topic: topic, cancel: cancel, done: make(chan struct{})}
+	p.running[partitionTopic] = w
+	if p.rep.Path() == config.DataPathEntries {
+		p.log.Info("replicating partition", zap.String("partition", partitionTopic), zap.String("data_path", config.DataPathEntries))
+		pt := p.entryPartition(partitionTopic)
+		pt.sync = p.newSync(ctx, partitionTopic, topic)
+		go func() {
+			defer close(w.done)
+			_ = pt.Run(wctx)
+		}()
+		return
+	}
+	start := pulsar.SubscriptionPositionEarliest
+	if p.rep.Start == config.StartLatest {
+		start = pulsar.SubscriptionPositionLatest
+	}
+	pt := &partition{
+		local: p.local.Name, remote: p.remote.Name,
+		ends: &pulsarEndpoints{
+			local: p.local, remote: p.remote, topic: partitionTopic,
+			subscription: p.subscription,
+			producerName: "geo-sidecar." + p.local.Name + "-->" + p.remote.Name,
+			start:        start, maxPending: p.maxPending,
+			tickDelay: batchDelayFor(p.msgRate, p.byteRate),
+		},
+		maxPending: p.maxPending, msgRate: p.msgRate, byteRate: p.byteRate,
+		skipRefused: p.rep.OnRefused == config.OnRefusedSkip,
+		m:           p.m, log: p.log.With(zap.String("partition", partitionTopic)),
+		drainTimeout: 4 * time.Second,
+	}
+	pt.sync = p.newSync(ctx, partitionTopic, topic)
+	p.log.Info("replicating partition", zap.String("partition", partitionTopic))
+	go func() {
+		defer close(w.done)
+		_ = pt.Run(wctx)
+	}()
+}
+
+// entryPartition is the entry pipe's replicator of one partition.
+func (p *pair) entryPartition(partitionTopic string) *entryPartition {
+	start := wire.Earliest
+	if p.rep.Start == config.StartLatest {
+		start = wire.Latest
+	}
+	log := p.log.With(zap.String("partition", partitionTopic))
+	return &entryPartition{
+		local: p.local.Name, remote: p.remote.Name,
+		ends: &wireEndpoints{
+			local: p.local, remote: p.remote, topic: partitionTopic,
+			subscription: p.subscription,
+			producerName: "geo-sidecar." + p.local.Name + "-->" + p.remote.Name,
+			consumerName: newConsumerName(),
+			start:        start, permits: p.maxPending, maxPending: p.maxPending,
+			key: p.key, log: log,
+		},
+		topic: partitionTopic, key: p.key,
+		budget: p.budget, maxPending: p.maxPending, skipRefused: p.rep.OnRefused == config.OnRefusedSkip,
+		msgRate: p.msgRate, byteRate: p.byteRate,
+		m: p.m, log: log, drainTimeout: entryDrainTimeout,
+	}
+}
+
+func shortName(topic string) string { return topic[strings.LastIndex(topic, "/")+1:] }
+
+// newSync returns the subscription sync of one partition, or nil when the
+// entry keeps no subscription in step.
+func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subSync {
+	if p.key == nil || (len(p.rep.Subscriptions) == 0 && len(p.rep.SubscriptionPatterns) == 0) {
+		return nil
+	}
+	return p.syncFor(partitionTopic, topic, p.cursorsAt(ctx, partitionTopic))
+}
+
+// syncFor builds the subscription sync of one partition, given the
+// partition's cursors at start (nil if unknown).
+func (p *pair) syncFor(partitionTopic, topic string, cursors []string) *subSync {
+	sc := p.cfg.Sidecar.Snapshot
+	own := p.cfg.Sidecar.CursorPrefix + "."
+	// A cursor that does not exist yet and starts at the earliest message
+	// reads every message: the watermarks are exact from the start.
+	fresh := p.rep.Start == config.StartEarliest && cursors != nil && !slices.Contains(cursors, p.subscription)
+	return &subSync{
+		local: p.local.Name, remote: p.remote.Name, topic: partitionTopic, key: p.key,
+		interval: sc.Interval.Duration,
+		tracked: func(sub string) bool {
+			return !strings.HasPrefix(sub, own) && !strings.HasPrefix(sub, "pulsar.") && p.rep.MatchesSubscription(sub)
+		},
+		machine: snapshot.New(snapshot.Config{
+			Topic: partitionTopic, Local: p.local.Name, Remote: p.remote.Name,
+			Interval: sc.Interval.Duration, Timeout: sc.Timeout.Duration, CacheSize: sc.CacheSize,
+			ThirdOrigins: thirdOrigins(p.cfg, p.rep.Namespace, shortName(topic), p.local.Name, p.remote.Name),
+			Fresh:        fresh,
+			NewID:        newSnapshotID, Now: time.Now,
+		}),
+		planner: subscription.NewPlanner(),
+		writer: &markerWriter{client: p.local.Client, topic: partitionTopic, key: p.key,
+			name: "geo-sidecar.markers." + p.local.Name + "-->" + p.remote.Name},
+		localAdmin:     p.local.control,
+		remoteAdmin:    p.remote.control,
+		subAdmin:       pulsarSubAdmin{p.local.Admin},
+		history:        pulsarHistory{client: p.local.Client, topic: partitionTopic},
+		m:              p.m,
+		log:            p.log.With(zap.String("partition", partitionTopic)),
+		applyNow:       make(chan struct{}, 1),
+		applied:        p.applied,
+		cursorsAtStart: cursors,
+	}
+}
+
+// cursorsAt lists the cursors (subscriptions) of a local partition as the
+// sync starts: whether this pair's own cursor is among them says whether
+// it starts fresh (see snapshot.Config.Fresh), and the others tell the
+// sync's start-up re-read whether a tracked subscription is there. nil if
+// the admin API did not answer.
+func (p *pair) cursorsAt(ctx context.Context, partitionTopic string) []string {
+	names, err := p.local.control.cursors(ctx, partitionTopic)
+	if err != nil {
+		return nil
+	}
+	return names
+}
+
+// thirdOrigins are the clusters other than a and b whose messages of topic
+// in namespace ns are copied into both a and b.
+func thirdOrigins(cfg *config.Config, ns, topic, a, b string) []string {
+	into := map[string]map[string]bool{} // origin -> targets
+	for _, r := range cfg.Replication {
+		if r.Namespace != ns || !r.MatchesTopic(topic) {
+			continue
+		}
+		if into[r.Source] == nil {
+			into[r.Source] = map[string]bool{}
+		}
+		for _, t := range r.Targets {
+			into[r.Source][t] = true
+		}
+	}
+	var out []string
+	for origin, targets := range into {
+		if origin != a && origin != b && targets[a] && targets[b] {
+			out = append(out, origin)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
