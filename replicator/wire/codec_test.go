@@ -310,6 +310,13 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 4, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr, _, err := ReadFrame(bytes.NewReader(b), nil, 1<<16)
+		// Read into a buffer of its own (as the connection does for large
+		// frames), the frame is the same.
+		owned, _, _, oerr := readFrame(bytes.NewReader(b), nil, 1<<16, 0)
+		if (err == nil) != (oerr == nil) || !bytes.Equal(owned.Command, fr.Command) ||
+			!bytes.Equal(owned.Metadata, fr.Metadata) || !bytes.Equal(owned.Payload, fr.Payload) {
+			t.Fatalf("owned read differs: %v, %v", err, oerr)
+		}
 		if err != nil {
 			return
 		}
@@ -380,4 +387,21 @@ func FuzzParseMetadata(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestSizeClass(t *testing.T) {
+	prev := 0
+	for n := 1; n < 8<<20; n += 1 + n/37 {
+		class, size := sizeClass(n)
+		if size < n || size > n+n/4+1 {
+			t.Fatalf("size class of %d: capacity %d", n, size)
+		}
+		if c2, s2 := sizeClass(size); c2 != class || s2 != size {
+			t.Fatalf("a buffer of capacity %d (class %d) goes back to class %d", size, class, c2)
+		}
+		if class < prev {
+			t.Fatalf("class of %d is %d, below %d", n, class, prev)
+		}
+		prev = class
+	}
 }

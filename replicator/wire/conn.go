@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -57,8 +58,10 @@ func (o ConnOptions) withDefaults() ConnOptions {
 // called from the connection's reader goroutine and must not block.
 type consumerSink interface {
 	// handleMessage gets an entry; md and payload alias the read buffer and
-	// are valid only during the call.
-	handleMessage(m *Message, md, payload []byte)
+	// are valid only during the call, unless they lie in fb (a frame buffer
+	// of their own): then the sink may keep them, and says so (kept), and
+	// recycles fb or lets it go. A buffer not kept is recycled at once.
+	handleMessage(m *Message, md, payload []byte, fb *frameBuf) (kept bool)
 	handleActive(active bool)
 	// handleClose is called once when the consumer is gone from this
 	// connection: closed by the broker (err wraps errBrokerClosed) or the
@@ -109,8 +112,8 @@ type Conn struct {
 	err       error // why the connection closed
 
 	wmu    sync.Mutex
-	wbuf   []byte
-	wspare []byte
+	wq     writeQueue // filled by writers under wmu
+	wspare writeQueue // the writer goroutine's: written last time, reused next
 	wake   chan struct{}
 
 	done chan struct{} // closed when the connection is closed
@@ -345,6 +348,59 @@ func (c *Conn) newHandle() uint64 { return c.nextHandle.Add(1) }
 // newRequestID returns a fresh request id for this connection.
 func (c *Conn) newRequestID() uint64 { return c.nextRequest.Add(1) }
 
+// refAbove is the payload size from which a SEND's payload is written
+// from where it lies (one more segment of a vectored write) instead of
+// being copied into the write buffer.
+const refAbove = 8 << 10
+
+// readBuffer is the size of the connection's read buffer: small frames
+// (receipts, acks, small entries) arrive many per read system call.
+const readBuffer = 32 << 10
+
+// ownAbove is the frame size from which a frame is read into a buffer of
+// its own, which a MESSAGE's entry then keeps: a large entry is copied once,
+// from the socket, and never again.
+const ownAbove = 16 << 10
+
+// writeQueue is what the writer goroutine sends next, in order: frames
+// copied into buf, and large payloads referenced where they lie (their
+// owners keep them unchanged until confirmed). It goes out as one vectored
+// write.
+type writeQueue struct {
+	segs net.Buffers
+	buf  []byte // owned bytes; segs alias it
+	cut  int    // buf[cut:] is not in segs yet
+}
+
+func (q *writeQueue) empty() bool { return len(q.segs) == 0 && len(q.buf) == q.cut }
+
+// seal moves the owned bytes not yet in segs into segs.
+func (q *writeQueue) seal() {
+	if q.cut < len(q.buf) {
+		// A full slice expression: an append to buf never writes into
+		// a segment (and a reallocation leaves the segment's bytes be).
+		q.segs = append(q.segs, q.buf[q.cut:len(q.buf):len(q.buf)])
+		q.cut = len(q.buf)
+	}
+}
+
+// ref appends b as a segment of its own.
+func (q *writeQueue) ref(b []byte) {
+	q.seal()
+	q.segs = append(q.segs, b)
+}
+
+// reset empties q for reuse, dropping its references to payloads. Large
+// buffers are let go: a burst must not pin memory.
+func (q *writeQueue) reset() {
+	clear(q.segs)
+	q.segs = q.segs[:0]
+	if cap(q.buf) > 1<<20 {
+		q.buf = nil
+	}
+	q.buf, q.cut = q.buf[:0], 0
+}
+
 // write queues an encoded frame built by enc for the writer goroutine.
 // Frames queued by concurrent callers go out in one write.
 func (c *Conn) write(enc func([]byte) []byte) error {
@@ -354,30 +410,60 @@ func (c *Conn) write(enc func([]byte) []byte) error {
 	default:
 	}
 	c.wmu.Lock()
-	c.wbuf = enc(c.wbuf)
+	c.wq.buf = enc(c.wq.buf)
 	c.wmu.Unlock()
+	c.wakeWriter()
+	return nil
+}
+
+func (c *Conn) wakeWriter() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 // WriteCommand queues a command without payload.
 func (c *Conn) writeCommand(body Body) error {
+	select {
+	case <-c.done:
+		return c.closedErr()
+	default:
+	}
 	var scratch [128]byte
 	cmd := AppendCommand(scratch[:0], body)
-	return c.write(func(b []byte) []byte { return AppendFrame(b, cmd) })
+	c.wmu.Lock()
+	c.wq.buf = AppendFrame(c.wq.buf, cmd)
+	c.wmu.Unlock()
+	c.wakeWriter()
+	return nil
 }
 
-// writePayload queues a payload command (SEND).
+// writePayload queues a payload command (SEND). A large payload is not
+// copied: it is written from where it lies, so it must stay unchanged
+// until confirmed (Outgoing says so).
 func (c *Conn) writePayload(body Body, md, payload []byte) error {
 	if n := PayloadFrameSize(0, len(md), len(payload)); n > c.maxFrame {
 		return fmt.Errorf("%w: entry of %d bytes, limit %d", ErrTooLarge, n, c.MaxMessageSize())
 	}
+	select {
+	case <-c.done:
+		return c.closedErr()
+	default:
+	}
 	var scratch [128]byte
 	cmd := AppendCommand(scratch[:0], body)
-	return c.write(func(b []byte) []byte { return AppendPayloadFrame(b, cmd, md, payload) })
+	crc := payloadChecksum(md, payload) // outside the lock: it reads every byte
+	c.wmu.Lock()
+	c.wq.buf = appendPayloadHead(c.wq.buf, cmd, md, len(payload), crc)
+	if len(payload) > refAbove {
+		c.wq.ref(payload)
+	} else {
+		c.wq.buf = append(c.wq.buf, payload...)
+	}
+	c.wmu.Unlock()
+	c.wakeWriter()
+	return nil
 }
 
 func (c *Conn) writeLoop() {
@@ -389,27 +475,25 @@ func (c *Conn) writeLoop() {
 		case <-c.wake:
 		}
 		c.wmu.Lock()
-		if len(c.wbuf) == 0 {
+		if c.wq.empty() {
 			c.wmu.Unlock()
 			continue
 		}
-		// Double buffering: writers fill one buffer while the other is on
+		// Double buffering: writers fill one queue while the other is on
 		// the wire.
-		out := c.wbuf
-		c.wbuf = c.wspare[:0]
-		c.wspare = nil
+		out := c.wq
+		c.wq = c.wspare
+		c.wspare = writeQueue{}
 		c.wmu.Unlock()
+		out.seal()
 		_ = c.nc.SetWriteDeadline(time.Now().Add(2 * c.opts.KeepAlive))
-		if _, err := c.nc.Write(out); err != nil {
+		segs := out.segs // WriteTo consumes its receiver
+		if _, err := segs.WriteTo(c.nc); err != nil {
 			c.fail(fmt.Errorf("write: %w", err))
 			return
 		}
-		// Keep the larger buffers bounded: a burst must not pin memory.
-		if cap(out) <= 1<<20 {
-			c.wspare = out[:0]
-		} else {
-			c.wspare = nil
-		}
+		out.reset()
+		c.wspare = out
 	}
 }
 
@@ -443,14 +527,18 @@ func (c *Conn) keepAlive() {
 
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
+	r := bufio.NewReaderSize(c.nc, readBuffer)
 	var buf []byte
 	for {
-		var f Frame
-		var err error
-		f, buf, err = ReadFrame(c.nc, buf, c.maxFrame)
+		f, b, fb, err := readFrame(r, buf, c.maxFrame, ownAbove)
+		buf = b
 		if err != nil {
 			c.fail(fmt.Errorf("read: %w", err))
 			return
+		}
+		var gen uint64
+		if fb != nil {
+			gen = fb.gen.Load()
 		}
 		c.lastRead.Store(time.Now().UnixNano())
 		cmd, err := DecodeCommand(f.Command)
@@ -458,24 +546,27 @@ func (c *Conn) readLoop() {
 			c.fail(fmt.Errorf("read: %w", err))
 			return
 		}
-		if err := c.dispatch(cmd, f); err != nil {
+		kept, err := c.dispatch(cmd, f, fb)
+		if fb != nil && !kept {
+			frames.put(fb, gen)
+		}
+		if err != nil {
 			c.fail(err)
 			return
-		}
-		if cap(buf) > 1<<20 {
-			buf = nil // do not pin a large frame's buffer
 		}
 	}
 }
 
-func (c *Conn) dispatch(cmd Command, f Frame) error {
+// dispatch hands a frame to whom it concerns; fb is the frame's own buffer
+// (readFrame) or nil. kept says that an entry kept fb.
+func (c *Conn) dispatch(cmd Command, f Frame, fb *frameBuf) (kept bool, _ error) {
 	switch b := cmd.Body.(type) {
 	case *Message:
 		if !f.HasPayload {
-			return malformed("MESSAGE without payload")
+			return false, malformed("MESSAGE without payload")
 		}
 		if s := c.consumer(b.ConsumerID); s != nil {
-			s.handleMessage(b, f.Metadata, f.Payload)
+			return s.handleMessage(b, f.Metadata, f.Payload, fb), nil
 		}
 	case *SendReceipt:
 		if s := c.producer(b.ProducerID); s != nil {
@@ -509,10 +600,10 @@ func (c *Conn) dispatch(cmd Command, f Frame) error {
 	case *ReachedEndOfTopic:
 		c.log.Info("topic terminated and fully read", zap.Uint64("consumer_id", b.ConsumerID))
 	case *Ping:
-		return c.writeCommand(&Pong{})
+		return false, c.writeCommand(&Pong{})
 	case *Pong:
 	case *AuthChallenge:
-		return c.answerChallenge(func(frame []byte) error {
+		return false, c.answerChallenge(func(frame []byte) error {
 			return c.write(func(b []byte) []byte { return append(b, frame...) })
 		})
 	case *Success:
@@ -536,7 +627,7 @@ func (c *Conn) dispatch(cmd Command, f Frame) error {
 	default:
 		c.log.Debug("ignoring command", zap.Stringer("type", cmd.Type))
 	}
-	return nil
+	return false, nil
 }
 
 func (c *Conn) respond(id uint64, cmd Command) {

@@ -37,6 +37,11 @@ type ConsumerOptions struct {
 	// granted at subscribe and handed back as the caller releases entries.
 	// Default 1000.
 	Permits int
+	// RecycleOnRelease: Release hands an entry's bytes back for later
+	// entries, so a large entry costs no allocation. The caller must then
+	// not use the entry's Metadata and Payload (nor anything they were
+	// sliced into, nor a send of them still unconfirmed) after Release.
+	RecycleOnRelease bool
 	// OnActiveChange is told when the broker makes this consumer the active
 	// one of the Failover subscription or takes that away, and (false) when
 	// the consumer lost its connection. Called from the connection's
@@ -47,14 +52,17 @@ type ConsumerOptions struct {
 }
 
 // Entry is one stored entry, whole: a batch stays packed and compressed.
-// Metadata and Payload are owned by the caller.
+// Metadata and Payload are owned by the caller (until Release, with
+// RecycleOnRelease).
 type Entry struct {
 	ID              MessageID
 	Metadata        []byte
 	Payload         []byte
 	NumMessages     int32 // messages in the entry; permits it took
 	RedeliveryCount uint32
-	epoch           uint64 // subscription session that delivered it
+	epoch           uint64    // subscription session that delivered it
+	fb              *frameBuf // the buffer Metadata and Payload lie in, when a large frame's own
+	fbGen           uint64    // fb's generation when read
 }
 
 // Consumer reads the raw entries of one topic partition through a durable
@@ -184,23 +192,30 @@ func (c *Consumer) dropSession(s *consumerSession) {
 	c.mu.Unlock()
 }
 
-func (s *consumerSession) handleMessage(m *Message, md, payload []byte) {
-	buf := make([]byte, len(md)+len(payload))
-	copy(buf, md)
-	copy(buf[len(md):], payload)
+func (s *consumerSession) handleMessage(m *Message, md, payload []byte, fb *frameBuf) (kept bool) {
+	var gen uint64
+	if fb == nil {
+		buf := make([]byte, 0, len(md)+len(payload))
+		buf = append(append(buf, md...), payload...)
+		md, payload = buf[:len(md)], buf[len(md):]
+	} else {
+		gen = fb.gen.Load()
+	}
 	e := Entry{
 		ID:              m.MessageID,
-		Metadata:        buf[:len(md):len(md)],
-		Payload:         buf[len(md):],
+		Metadata:        md[:len(md):len(md)],
+		Payload:         payload,
 		NumMessages:     numMessages(md),
 		RedeliveryCount: m.RedeliveryCount,
 		epoch:           s.epoch,
+		fb:              fb,
+		fbGen:           gen,
 	}
 	c := s.c
 	c.mu.Lock()
 	if c.session != s || c.epoch != s.epoch {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	if m.HasConsumerEpoch && m.ConsumerEpoch < c.redeliverEpoch {
 		// Dispatched before RedeliverUnacknowledged: it comes again.
@@ -210,11 +225,12 @@ func (s *consumerSession) handleMessage(m *Message, md, payload []byte) {
 		c.unflowed = 0
 		c.mu.Unlock()
 		_ = s.conn.writeCommand(&Flow{ConsumerID: s.id, Permits: uint32(n)})
-		return
+		return false
 	}
 	c.queue = append(c.queue, e)
 	c.mu.Unlock()
 	c.wake()
+	return true
 }
 
 func (s *consumerSession) handleActive(active bool) {
@@ -398,7 +414,13 @@ func entryOnly(id MessageID) MessageID { return EntryID(id.Ledger, id.Entry) }
 // arrives, so the window bounds what is in flight. Permits are granted in
 // batches of half the window. Entries from before a reconnect are ignored
 // (the new subscription got a full window).
+//
+// With RecycleOnRelease, e's bytes go back for later entries (once, however
+// often e is released).
 func (c *Consumer) Release(e Entry) error {
+	if c.opts.RecycleOnRelease {
+		frames.put(e.fb, e.fbGen)
+	}
 	c.mu.Lock()
 	if c.session == nil || e.epoch != c.epoch {
 		c.mu.Unlock()

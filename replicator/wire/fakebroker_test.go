@@ -861,3 +861,183 @@ func TestProducerSendTimeout(t *testing.T) {
 		t.Fatalf("%d PRODUCER commands, want a re-created producer", n)
 	}
 }
+
+// Large payloads go out by reference (a segment of a vectored write) and
+// small ones copied, interleaved with commands: the broker sees every
+// frame whole, checksummed and in order.
+func TestProducerLargeAndSmallPayloadsInOrder(t *testing.T) {
+	b := newFakeBroker(t)
+	var mu sync.Mutex
+	var payloads [][]byte
+	b.set(func() {
+		b.handle = func(fc *fakeConn, cmd Command, f Frame) bool {
+			s, ok := cmd.Body.(*Send)
+			if !ok {
+				return false
+			}
+			if !f.Checksummed {
+				t.Errorf("SEND %d not checksummed", s.SequenceID)
+			}
+			mu.Lock()
+			payloads = append(payloads, bytes.Clone(f.Payload))
+			mu.Unlock()
+			fc.send(&SendReceipt{ProducerID: s.ProducerID, SequenceID: s.SequenceID, MessageID: EntryID(1, s.SequenceID)})
+			return true
+		}
+	})
+	c := newTestClient(t, b.url(), ConnOptions{})
+	ctx := context.Background()
+	p, err := CreateProducer(ctx, c, ProducerOptions{Topic: "t", Name: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var want [][]byte
+	for i := range 40 {
+		size := 100
+		if i%3 != 0 {
+			size = refAbove + 1 + i*1000
+		}
+		payload := bytes.Repeat([]byte{byte(i)}, size)
+		want = append(want, payload)
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: payload, NumMessages: 1, SequenceID: uint64(i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(payloads) != len(want) {
+		t.Fatalf("broker got %d SENDs, want %d", len(payloads), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(payloads[i], want[i]) {
+			t.Fatalf("SEND %d: %d bytes, want %d bytes of %d", i, len(payloads[i]), len(want[i]), i)
+		}
+	}
+}
+
+// A large entry is read into a buffer of its own and kept by the entry
+// without a copy; frames read after it (small ones into the connection's
+// reused buffer) never change it.
+func TestConsumerLargeEntriesKeepTheirBytes(t *testing.T) {
+	b := newFakeBroker(t)
+	subscribed := make(chan struct{})
+	var subFC *fakeConn
+	var subID uint64
+	b.set(func() {
+		b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+			if s, ok := cmd.Body.(*SubscribeCommand); ok {
+				fc.send(&Success{RequestID: s.RequestID})
+				subFC, subID = fc, s.ConsumerID
+				close(subscribed)
+				return true
+			}
+			return false
+		}
+	})
+	c := newTestClient(t, b.url(), ConnOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cons, err := Subscribe(ctx, c, ConsumerOptions{Topic: "t", Subscription: "s", Permits: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	<-subscribed
+	b.mu.Lock()
+	fc, id := subFC, subID
+	b.mu.Unlock()
+	sizes := []int{ownAbove + 1, 10, 40 << 10, 1, ownAbove * 2, 100}
+	for i, size := range sizes {
+		fc.sendPayload(&Message{ConsumerID: id, MessageID: EntryID(1, uint64(i))}, testMetadata(1), bytes.Repeat([]byte{byte(i + 1)}, size))
+	}
+	var got []Entry
+	for range sizes {
+		e, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+	}
+	for i, e := range got {
+		if !bytes.Equal(e.Payload, bytes.Repeat([]byte{byte(i + 1)}, sizes[i])) || !bytes.Equal(e.Metadata, testMetadata(1)) {
+			t.Fatalf("entry %d changed: %d bytes", i, len(e.Payload))
+		}
+		if cap(e.Metadata) != len(e.Metadata) {
+			t.Fatalf("entry %d: metadata can be appended into its payload", i)
+		}
+	}
+}
+
+// With RecycleOnRelease, a released entry's buffer serves a later entry,
+// once however often the entry is released, and never an entry still held.
+func TestConsumerRecyclesReleasedEntries(t *testing.T) {
+	b := newFakeBroker(t)
+	subscribed := make(chan struct{})
+	var subFC *fakeConn
+	var subID uint64
+	b.set(func() {
+		b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+			if s, ok := cmd.Body.(*SubscribeCommand); ok {
+				fc.send(&Success{RequestID: s.RequestID})
+				subFC, subID = fc, s.ConsumerID
+				close(subscribed)
+				return true
+			}
+			return false
+		}
+	})
+	c := newTestClient(t, b.url(), ConnOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cons, err := Subscribe(ctx, c, ConsumerOptions{Topic: "t", Subscription: "s", Permits: 100, RecycleOnRelease: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	<-subscribed
+	b.mu.Lock()
+	fc, id := subFC, subID
+	b.mu.Unlock()
+	const size = 3 * ownAbove
+	next := uint64(0)
+	receive := func() Entry {
+		t.Helper()
+		next++
+		fc.sendPayload(&Message{ConsumerID: id, MessageID: EntryID(1, next)}, testMetadata(1), bytes.Repeat([]byte{byte(next)}, size))
+		e, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.fb == nil {
+			t.Fatal("a large entry was not read into a buffer of its own")
+		}
+		return e
+	}
+	intact := func(e Entry) {
+		t.Helper()
+		if !bytes.Equal(e.Payload, bytes.Repeat([]byte{byte(e.ID.Entry)}, size)) {
+			t.Fatalf("entry %d was overwritten", e.ID.Entry)
+		}
+	}
+	held := receive()
+	for range 20 {
+		e := receive()
+		intact(e)
+		intact(held)
+		// Twice: the second release must not hand the buffer out again
+		// while the next entry uses it.
+		_ = cons.Release(e)
+		_ = cons.Release(e)
+	}
+	a, b2 := receive(), receive()
+	if a.fb == b2.fb {
+		t.Fatal("two entries held at once share a buffer")
+	}
+	intact(a)
+	intact(b2)
+	intact(held)
+}

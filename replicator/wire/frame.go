@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 )
 
 // Frame magic numbers: a payload command carries its checksum after
@@ -64,29 +65,47 @@ type Frame struct {
 // total size; a larger announced size is ErrMalformed, not an allocation.
 // The returned Frame aliases the returned buffer.
 func ReadFrame(r io.Reader, buf []byte, maxFrame int) (Frame, []byte, error) {
+	f, buf, _, err := readFrame(r, buf, maxFrame, math.MaxInt)
+	return f, buf, err
+}
+
+// readFrame is ReadFrame, except that a frame larger than ownAbove is read
+// into a buffer of its own from framePool (fb, with buf returned
+// unchanged), so that a large entry is handed on without copying it again.
+// The Frame then aliases fb.b; whoever ends up with fb recycles it
+// (framePool.put) or lets it go.
+func readFrame(r io.Reader, buf []byte, maxFrame, ownAbove int) (f Frame, _ []byte, fb *frameBuf, err error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return Frame{}, buf, err
+		return Frame{}, buf, nil, err
 	}
 	size := binary.BigEndian.Uint32(hdr[:])
 	if size < 4 {
-		return Frame{}, buf, malformed("frame size %d is smaller than its command size field", size)
+		return Frame{}, buf, nil, malformed("frame size %d is smaller than its command size field", size)
 	}
 	if uint64(size) > uint64(maxFrame) {
-		return Frame{}, buf, malformed("frame size %d exceeds the limit %d", size, maxFrame)
+		return Frame{}, buf, nil, malformed("frame size %d exceeds the limit %d", size, maxFrame)
 	}
-	if cap(buf) < int(size) {
-		buf = make([]byte, size)
+	b := buf
+	if int(size) > ownAbove {
+		fb = frames.get(int(size))
+		b = fb.b
+	} else if cap(b) < int(size) {
+		b = make([]byte, size)
+		buf = b
 	}
-	buf = buf[:size]
-	if _, err := io.ReadFull(r, buf); err != nil {
+	b = b[:size]
+	if _, err := io.ReadFull(r, b); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return Frame{}, buf, fmt.Errorf("read frame of %d bytes: %w", size, err)
+		return Frame{}, buf, nil, fmt.Errorf("read frame of %d bytes: %w", size, err)
 	}
-	f, err := ParseFrame(buf)
-	return f, buf, err
+	f, err = ParseFrame(b)
+	if fb == nil {
+		buf = b
+	}
+	return f, buf, fb, err
 }
 
 // ParseFrame parses a frame without its leading total-size field. The
@@ -155,19 +174,32 @@ func AppendFrame(dst, cmd []byte) []byte {
 // AppendPayloadFrame appends a payload frame (SEND or MESSAGE) to dst, with
 // the CRC-32C over metadata size, metadata and payload.
 func AppendPayloadFrame(dst, cmd, metadata, payload []byte) []byte {
-	total := 4 + len(cmd) + 2 + 4 + 4 + len(metadata) + len(payload)
+	dst = appendPayloadHead(dst, cmd, metadata, len(payload), payloadChecksum(metadata, payload))
+	return append(dst, payload...)
+}
+
+// payloadChecksum is the CRC-32C of a payload section: metadata size,
+// metadata and payload, read where they lie (nothing is copied).
+func payloadChecksum(metadata, payload []byte) uint32 {
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(metadata)))
+	crc := crc32.Update(0, castagnoli, n[:])
+	crc = crc32.Update(crc, castagnoli, metadata)
+	return crc32.Update(crc, castagnoli, payload)
+}
+
+// appendPayloadHead appends a payload frame up to its payload: sizes,
+// command, checksum (crc, from payloadChecksum) and metadata. The payload
+// follows, appended or written from where it lies.
+func appendPayloadHead(dst, cmd, metadata []byte, payloadLen int, crc uint32) []byte {
+	total := 4 + len(cmd) + 2 + 4 + 4 + len(metadata) + payloadLen
 	dst = binary.BigEndian.AppendUint32(dst, uint32(total))
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(cmd)))
 	dst = append(dst, cmd...)
 	dst = binary.BigEndian.AppendUint16(dst, magicCRC32C)
-	crcAt := len(dst)
-	dst = append(dst, 0, 0, 0, 0)
-	start := len(dst)
+	dst = binary.BigEndian.AppendUint32(dst, crc)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(metadata)))
-	dst = append(dst, metadata...)
-	dst = append(dst, payload...)
-	binary.BigEndian.PutUint32(dst[crcAt:], crc32.Checksum(dst[start:], castagnoli))
-	return dst
+	return append(dst, metadata...)
 }
 
 // PayloadFrameSize is the number of bytes AppendPayloadFrame adds.
