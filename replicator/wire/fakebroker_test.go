@@ -3,8 +3,15 @@ package wire
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"runtime"
 	"sync"
@@ -33,6 +40,7 @@ type fakeBroker struct {
 	lastSeq int64
 	// silent: do not answer PING (to test keep-alive).
 	silent bool
+	tls    bool // behind TLS (newFakeTLSBroker)
 }
 
 type fakeConn struct {
@@ -48,6 +56,43 @@ func newFakeBroker(t *testing.T) *fakeBroker {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveFakeBroker(t, ln)
+}
+
+// newFakeTLSBroker is a fake broker behind TLS with a self-signed
+// certificate for 127.0.0.1; the client configuration trusts it.
+func newFakeTLSBroker(t *testing.T) (*fakeBroker, *tls.Config) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fake broker"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	b := serveFakeBroker(t, ln)
+	b.tls = true
+	return b, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+}
+
+func serveFakeBroker(t *testing.T, ln net.Listener) *fakeBroker {
 	b := &fakeBroker{t: t, ln: ln, addr: ln.Addr().String(), lastSeq: -1}
 	done := make(chan struct{})
 	go func() {
@@ -76,7 +121,12 @@ func newFakeBroker(t *testing.T) *fakeBroker {
 	return b
 }
 
-func (b *fakeBroker) url() string { return "pulsar://" + b.addr }
+func (b *fakeBroker) url() string {
+	if b.tls {
+		return "pulsar+ssl://" + b.addr
+	}
+	return "pulsar://" + b.addr
+}
 
 func (b *fakeBroker) set(f func()) {
 	b.mu.Lock()
@@ -154,7 +204,7 @@ func (fc *fakeConn) serve() {
 			fc.connect = c
 			fc.send(&Connected{ServerVersion: "fake", ProtocolVersion: ProtocolVersion, MaxMessageSize: 1 << 16})
 		case *Lookup:
-			fc.send(&LookupResponse{RequestID: c.RequestID, Kind: LookupConnect, BrokerServiceURL: b.url()})
+			fc.send(&LookupResponse{RequestID: c.RequestID, Kind: LookupConnect, BrokerServiceURL: b.url(), BrokerServiceURLTLS: b.url()})
 		case *PartitionedMetadata:
 			fc.send(&PartitionedMetadataResponse{RequestID: c.RequestID, Partitions: 3})
 		case *ProducerCommand:
@@ -862,11 +912,21 @@ func TestProducerSendTimeout(t *testing.T) {
 	}
 }
 
-// Large payloads go out by reference (a segment of a vectored write) and
-// small ones copied, interleaved with commands: the broker sees every
-// frame whole, checksummed and in order.
+// Large payloads go out by reference (a segment of a vectored write, or of
+// writes in turn over TLS) and small ones copied, interleaved with
+// commands: the broker sees every frame whole, checksummed and in order.
 func TestProducerLargeAndSmallPayloadsInOrder(t *testing.T) {
-	b := newFakeBroker(t)
+	t.Run("tcp", func(t *testing.T) {
+		b := newFakeBroker(t)
+		testLargeAndSmallPayloads(t, b, newTestClient(t, b.url(), ConnOptions{}))
+	})
+	t.Run("tls", func(t *testing.T) {
+		b, cfg := newFakeTLSBroker(t)
+		testLargeAndSmallPayloads(t, b, newTestClient(t, b.url(), ConnOptions{TLS: cfg}))
+	})
+}
+
+func testLargeAndSmallPayloads(t *testing.T, b *fakeBroker, c *Client) {
 	var mu sync.Mutex
 	var payloads [][]byte
 	b.set(func() {
@@ -885,7 +945,6 @@ func TestProducerLargeAndSmallPayloadsInOrder(t *testing.T) {
 			return true
 		}
 	})
-	c := newTestClient(t, b.url(), ConnOptions{})
 	ctx := context.Background()
 	p, err := CreateProducer(ctx, c, ProducerOptions{Topic: "t", Name: "p"})
 	if err != nil {
