@@ -71,6 +71,10 @@ type entryEndpoints interface {
 // forwarded; applications must not use the prefix.
 const sidecarProducers = "geo-sidecar."
 
+// markerProducers is the prefix of the marker writers' producer names
+// ("geo-sidecar.markers.<local>--><remote>").
+const markerProducers = sidecarProducers + "markers."
+
 // decideEntry says whether an entry read from the local cluster is
 // forwarded to remote: "" to forward, or the reason to skip. Metadata
 // only: what lies inside a batch is not looked at.
@@ -83,7 +87,7 @@ func decideEntry(md *wire.Metadata, remote string) string {
 	case md.ReplicatedFrom != "":
 		// A copy: by this pipe, or by Pulsar's own replicator.
 		return skipRemoteOrigin
-	case strings.HasPrefix(md.ProducerName, sidecarProducers+"markers."):
+	case strings.HasPrefix(md.ProducerName, markerProducers):
 		return skipMarker
 	case !md.HasNumMessagesInBatch && hasProp(md, marker.Property):
 		// A geo-sidecar marker (markerEntry); forwarded only through
@@ -115,44 +119,41 @@ func originProps(key []byte, topic, local string, id wire.MessageID) []wire.KeyV
 // a single message whose metadata carries marker.Property, or any entry
 // of a marker writer. body is the marker's encoded form, nil when the
 // entry cannot hold one marker as written (a batch, compressed,
-// encrypted: the writer sends each marker alone and plain); copied says
-// it is a copy from another cluster.
+// encrypted: the writer sends each marker alone and plain).
 //
 // A batch of another producer is never a marker, even when its metadata
 // carries marker.Property: pulsar-client-go puts the first message's
 // properties there, and the messages after it may be data.
-func markerEntry(md *wire.Metadata, payload []byte) (body []byte, copied, ok bool) {
-	ours := strings.HasPrefix(md.ProducerName, sidecarProducers+"markers.")
+func markerEntry(md *wire.Metadata, payload []byte) (body []byte, ok bool) {
+	ours := strings.HasPrefix(md.ProducerName, markerProducers)
 	if !ours && (md.HasNumMessagesInBatch || !hasProp(md, marker.Property)) {
-		return nil, false, false
+		return nil, false
 	}
-	copied = md.ReplicatedFrom != "" || hasProp(md, PropOriginCluster)
 	if md.HasNumMessagesInBatch || md.Compression != 0 || md.Encrypted || md.HasChunk {
-		return nil, copied, true
+		return nil, true
 	}
 	if payload == nil {
 		payload = []byte{}
 	}
-	return payload, copied, true
+	return payload, true
 }
 
-// entryOrigin returns where a copy read on the local partition came from,
-// for the snapshot machine's watermarks: the cluster and origin position
-// its origin properties name, when they carry a valid signature under the
-// marker key. Anything else counts as local data (""): what a producer
-// without the key can write must not steer where a subscription moves.
-func entryOrigin(md *wire.Metadata, key []byte, topic string) (string, marker.Position) {
+// entryOrigin returns where an entry read on the local partition was
+// copied from: the cluster and position its origin properties name
+// (replicated_from alone for a copy without them), signed when they
+// carry a valid signature under the marker key. Only a signed origin
+// counts for the snapshot machine: what a producer without the key can
+// write must not steer where a subscription moves.
+func entryOrigin(md *wire.Metadata, key []byte, topic string) copyOrigin {
 	cluster, _ := md.Property(PropOriginCluster)
+	if cluster == "" {
+		return copyOrigin{cluster: md.ReplicatedFrom}
+	}
 	id, _ := md.Property(PropOriginID)
 	sig, _ := md.Property(PropOriginSig)
-	if cluster == "" || len(key) == 0 {
-		return "", marker.Position{}
-	}
-	p, ok := marker.ParsePosition(id)
-	if !ok || !hmac.Equal([]byte(sig), []byte(originSig(key, topic, cluster, id))) {
-		return "", marker.Position{}
-	}
-	return cluster, p
+	at, ok := marker.ParsePosition(id)
+	signed := ok && len(key) > 0 && hmac.Equal([]byte(sig), []byte(originSig(key, topic, cluster, id)))
+	return copyOrigin{cluster: cluster, at: at, signed: signed}
 }
 
 func hasProp(md *wire.Metadata, key string) bool {
@@ -357,16 +358,18 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 		}
 		reason := decideEntry(&md, p.remote)
 		if p.sync != nil {
-			if body, copied, ok := markerEntry(&md, e.Payload); ok {
+			from := entryOrigin(&md, p.key, p.topic)
+			if body, ok := markerEntry(&md, e.Payload); ok {
 				reason = skipMarker
 				if body == nil {
 					p.sync.invalidMarker(pos, "batched")
-				} else if p.sync.markerAt(sctx, pos, body, copied) {
+				} else if p.sync.markerAt(sctx, pos, body, from, md.ProducerName) {
 					reason = ""
 				}
+			} else if from.signed {
+				p.sync.dataAt(sctx, pos, from.cluster, from.at)
 			} else {
-				origin, opos := entryOrigin(&md, p.key, p.topic)
-				p.sync.dataAt(sctx, pos, origin, opos)
+				p.sync.dataAt(sctx, pos, "", marker.Position{})
 			}
 		}
 		if reason != "" {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -581,9 +582,9 @@ func TestEntryPipeSync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeEntryWorld()
 		rig := newSyncRig(t, rigConfig{fresh: true})
-		enc := func(mk marker.Marker, key []byte) []byte {
-			mk.Topic = syncTopic
-			b, err := marker.Encode(mk, key)
+		mk := func(m marker.Marker) marker.Marker { m.Topic = syncTopic; return m }
+		enc := func(m marker.Marker, key []byte) []byte {
+			b, err := marker.Encode(mk(m), key)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -596,13 +597,23 @@ func TestEntryPipeSync(t *testing.T) {
 			}
 		}
 		own, theirs := "geo-sidecar.markers.east-->west", "geo-sidecar.markers.west-->east"
-		w.add(1, nil) // e0: data
-		w.addPayload(enc(marker.Marker{Kind: marker.KindSnapshotRequest, From: "east", To: "west", SnapshotID: "r1"}, syncKey),
-			single(own, "", marker.KindSnapshotRequest)) // e1: forwarded
+		signedCopy := func(kind marker.Kind, originID string) func(*wire.MetadataBuilder) {
+			return func(b *wire.MetadataBuilder) {
+				single(theirs, "west", kind)(b)
+				b.Properties = append(b.Properties, wire.KeyValue{Key: PropOriginCluster, Value: "west"},
+					wire.KeyValue{Key: PropOriginID, Value: originID},
+					wire.KeyValue{Key: PropOriginSig, Value: originSig(syncKey, syncTopic, "west", originID)})
+			}
+		}
+		req := marker.Marker{Kind: marker.KindSnapshotRequest, From: "east", To: "west", SnapshotID: "r1", Time: 5}
+		rig.s.outbox.put(mk(req)) // written by this process
+		up := marker.Marker{Kind: marker.KindUpdate, From: "west", To: "east", Subscription: "billing",
+			Remote: pos(7, 3), Time: time.Now().UnixMilli()}
+		w.add(1, nil)                                                                // e0: data
+		w.addPayload(enc(req, syncKey), single(own, "", marker.KindSnapshotRequest)) // e1: ours, forwarded
 		w.addPayload(enc(marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", SnapshotID: "s1", Local: pos(9, 1), Remote: pos(8, 1)}, syncKey),
 			single(own, "", marker.KindSnapshot)) // e2: stays
-		w.addPayload(enc(marker.Marker{Kind: marker.KindUpdate, From: "west", To: "east", Subscription: "billing",
-			Remote: pos(7, 3)}, syncKey), single(theirs, "west", marker.KindUpdate)) // e3: applied here
+		w.addPayload(enc(up, syncKey), signedCopy(marker.KindUpdate, "60:3:-1")) // e3: applied here
 		w.addPayload(enc(marker.Marker{Kind: marker.KindUpdate, From: "east", To: "west", Subscription: "billing",
 			Remote: pos(1, 1)}, []byte("not-the-key-0123456789")), single("mallory", "", marker.KindUpdate)) // e4: forged
 		w.add(1, func(b *wire.MetadataBuilder) { // e5: an application's batch whose first message looks like a marker
@@ -610,25 +621,38 @@ func TestEntryPipeSync(t *testing.T) {
 		})
 		w.addPayload(enc(marker.Marker{Kind: marker.KindSnapshotRequest, From: "east", To: "west", SnapshotID: "r2"}, syncKey),
 			func(b *wire.MetadataBuilder) { b.ProducerName, b.NumMessagesInBatch = own, 3 }) // e6: a batch of markers (older writers)
-		w.add(1, nil) // e7: data
+		w.addPayload(enc(req, syncKey), single("mallory", "", marker.KindSnapshotRequest)) // e7: ours, published again
+		up2 := up
+		up2.Remote, up2.Time = pos(9, 9), up.Time+1
+		w.addPayload(enc(up2, syncKey), single(theirs, "west", marker.KindUpdate)) // e8: a copy without a signed origin
+		w.addPayload(enc(up2, syncKey), signedCopy(marker.KindUpdate, "60:3:-1"))  // e9: e3's origin again: a replay
+		w.add(1, nil)                                                              // e10: data
 
 		p := newTestEntryPartition(t, w)
 		p.topic, p.key, p.sync = syncTopic, syncKey, rig.s
+		rig.s.signedCopies = true
 		stop := runEntryPartition(t, p)
-		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 8 })
+		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 11 })
 		stop()
 		_, remote, _ := w.snapshot()
-		if want := []string{"e0", "e1", "e5", "e7"}; !slices.Equal(remote, want) {
+		if want := []string{"e0", "e1", "e5", "e10"}; !slices.Equal(remote, want) {
 			t.Errorf("remote holds %v, want %v", remote, want)
 		}
-		if got, want := rig.pending(), map[string]marker.Position{"billing": pos(7, 3)}; !maps.Equal(got, want) {
-			// run's applyLoop may already have taken it: then it was applied.
-			if calls := rig.subs.takeCalls(); len(calls) == 0 {
-				t.Errorf("pending updates %v and no apply, want %v", got, want)
+		// The signed update is queued, or already applied by run's loop;
+		// neither the unsigned copy nor the replay moved it on.
+		queued, calls := rig.pending(), rig.subs.takeCalls()
+		if at, ok := queued["billing"]; (ok && at != pos(7, 3)) || (!ok && len(calls) == 0) {
+			t.Errorf("queued %v, applied %v; want billing at 7:3 (not the replay's 9:9)", queued, calls)
+		}
+		for _, c := range calls {
+			if strings.Contains(c, "9:9") {
+				t.Errorf("applied %q: the replay moved the subscription", c)
 			}
 		}
-		if got := counter(rig.m.MarkersInvalid, "east", "signature") + counter(rig.m.MarkersInvalid, "east", "batched"); got != 2 {
-			t.Errorf("invalid markers = %v, want 2 (the forged update, the batch of markers)", got)
+		for reason, n := range map[string]float64{"signature": 1, "batched": 1, "not-written-here": 1, "unsigned-copy": 1, "replayed": 1} {
+			if got := counter(rig.m.MarkersInvalid, "east", reason); got != n {
+				t.Errorf("invalid markers{reason=%q} = %v, want %v", reason, got, n)
+			}
 		}
 		for _, v := range w.violations {
 			t.Error(v)
@@ -660,9 +684,13 @@ func TestEntryOrigin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			origin, at := entryOrigin(tt.md, tt.key, topic)
+			got := entryOrigin(tt.md, tt.key, topic)
+			origin, at := "", marker.Position{}
+			if got.signed {
+				origin, at = got.cluster, got.at
+			}
 			if origin != tt.origin || at != tt.at {
-				t.Errorf("entryOrigin() = %q, %v; want %q, %v", origin, at, tt.origin, tt.at)
+				t.Errorf("entryOrigin() = %+v; want signed %q, %v", got, tt.origin, tt.at)
 			}
 		})
 	}

@@ -26,6 +26,7 @@ type fakeMsg struct {
 	eventTime   time.Time
 	publishTime time.Time
 	replicated  bool
+	producer    string
 }
 
 func (m *fakeMsg) ID() pulsar.MessageID          { return m.id }
@@ -37,6 +38,7 @@ func (m *fakeMsg) Properties() map[string]string { return m.props }
 func (m *fakeMsg) EventTime() time.Time          { return m.eventTime }
 func (m *fakeMsg) PublishTime() time.Time        { return m.publishTime }
 func (m *fakeMsg) IsReplicated() bool            { return m.replicated }
+func (m *fakeMsg) ProducerName() string          { return m.producer }
 
 // msgAt is a plain message at position (ledger, entry, batch) of partition 0.
 func msgAt(ledger, entry int64, batch int32, payload string) *fakeMsg {

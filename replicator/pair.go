@@ -168,7 +168,9 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 	if p.rep.Path() == config.DataPathEntries {
 		p.log.Info("replicating partition", zap.String("partition", partitionTopic), zap.String("data_path", config.DataPathEntries))
 		pt := p.entryPartition(partitionTopic)
-		pt.sync = p.newSync(ctx, partitionTopic, topic)
+		if pt.sync = p.newSync(ctx, partitionTopic, topic); pt.sync != nil {
+			pt.sync.signedCopies = true
+		}
 		go func() {
 			defer close(w.done)
 			_ = pt.Run(wctx)
@@ -259,7 +261,7 @@ func (p *pair) syncFor(partitionTopic, topic string, cursors []string) *subSync 
 		}),
 		planner: subscription.NewPlanner(),
 		writer: &markerWriter{client: p.local.Client, topic: partitionTopic, key: p.key,
-			name: "geo-sidecar.markers." + p.local.Name + "-->" + p.remote.Name},
+			name: markerProducers + p.local.Name + "-->" + p.remote.Name},
 		localAdmin:     p.local.control,
 		remoteAdmin:    p.remote.control,
 		subAdmin:       pulsarSubAdmin{p.local.Admin},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,6 +52,84 @@ type subSync struct {
 	badLogAt time.Time // last time an invalid marker was logged
 	last     snapshot.Stats
 	sent     map[string]snapshot.Snapshot // last update sent per subscription
+
+	// signedCopies makes copies of the remote's markers count only when
+	// their origin carries a valid signature (the entry pipe's copies do;
+	// the message path's do not).
+	signedCopies bool
+	// outbox holds the markers this process wrote and has not forwarded
+	// yet: only those are forwarded (a marker of ours published again by
+	// someone else is not).
+	outbox outbox
+	// lastCopy is the origin position of the newest copy of a remote
+	// marker taken, and lastCopyAt where it was read here: a copy read
+	// after it with an origin not after it is a replay; one read at or
+	// before it is the cursor delivering again what was judged already.
+	lastCopy, lastCopyAt marker.Position
+	hasLastCopy          bool
+	// updateTimes is the write time of the newest update taken per
+	// subscription (applyMu).
+	updateTimes map[string]int64
+}
+
+// copyOrigin is what a message read on the local partition says of where
+// it was copied from.
+type copyOrigin struct {
+	cluster string          // "" for a message that is not a copy
+	at      marker.Position // its position there
+	signed  bool            // the origin carries a valid signature under the marker key
+}
+
+// maxUpdateAge bounds how old (by its writer's clock) an update may be
+// when it is applied. An older one was replayed, or waited out a long
+// outage in a backlog: skipping it only delays the sync until the next
+// update, which comes after the next snapshot.
+const maxUpdateAge = 10 * time.Minute
+
+// outbox is a bounded set of the markers this process wrote, each with
+// the position where the replicator first read it back.
+type outbox struct {
+	mu    sync.Mutex
+	keys  map[string]*marker.Position // nil until read back
+	order []string
+}
+
+const outboxSize = 4096
+
+func outboxKey(mk marker.Marker) string {
+	return fmt.Sprintf("%d\x00%s\x00%s\x00%d", mk.Kind, mk.SnapshotID, mk.Subscription, mk.Time)
+}
+
+func (o *outbox) put(mk marker.Marker) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.keys == nil {
+		o.keys = map[string]*marker.Position{}
+	}
+	k := outboxKey(mk)
+	if len(o.order) >= outboxSize {
+		delete(o.keys, o.order[0])
+		o.order = o.order[1:]
+	}
+	o.keys[k] = nil
+	o.order = append(o.order, k)
+}
+
+// take reports whether mk, read at pos, is a marker this process wrote:
+// read back for the first time, or delivered again at the same position
+// (a new session of the replicator). A copy of it anywhere else is not.
+func (o *outbox) take(mk marker.Marker, pos marker.Position) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	at, ok := o.keys[outboxKey(mk)]
+	switch {
+	case !ok:
+		return false
+	case at == nil:
+		o.keys[outboxKey(mk)] = &pos
+		return true
+	}
+	return *at == pos
 }
 
 // syncAdmin is what follow and lag need of one cluster's admin API, for
@@ -111,17 +190,35 @@ func (s *subSync) dataAt(ctx context.Context, pos marker.Position, origin string
 }
 
 // marker handles a marker message read from the local partition (message
-// path); see markerAt.
+// path, whose copies carry no signed origin); see markerAt.
 func (s *subSync) marker(ctx context.Context, msg pulsar.Message) (forward bool) {
-	_, copied := msg.Properties()[PropOriginCluster]
-	return s.markerAt(ctx, positionOf(msg.ID()), msg.Payload(), copied)
+	props := msg.Properties()
+	from := copyOrigin{cluster: props[PropOriginCluster]}
+	from.at, _ = marker.ParsePosition(props[PropOriginID])
+	return s.markerAt(ctx, positionOf(msg.ID()), msg.Payload(), from, msg.ProducerName())
 }
 
 // markerAt handles a marker read from the local partition at pos, copied
-// from the remote or not, and reports whether the replicator forwards it
-// to the remote: only markers this sidecar wrote for that remote, of the
-// kinds that travel (request, response, update).
-func (s *subSync) markerAt(ctx context.Context, pos marker.Position, payload []byte, copied bool) (forward bool) {
+// from another cluster or not, and reports whether the replicator
+// forwards it to the remote: only markers this process wrote for that
+// remote, of the kinds that travel (request, response, update).
+//
+// A valid signature proves who wrote a marker, not that this is the
+// first time it is read: a marker published again by someone who can
+// read it (a replay), or a copy published early on this side (an
+// injected response), carries the same signature. So a marker of ours
+// is forwarded only if this process wrote it and has not forwarded it
+// yet; a copy of the remote's counts only with a signed origin (entry
+// path) at a position after the last copy taken; and an update only when
+// it is newer than the last one taken for its subscription and younger
+// than maxUpdateAge. What fails these checks is counted as an invalid
+// marker and has no effect: at worst a snapshot or an update comes again
+// later.
+//
+// producer is the name the marker was written under: one of ours that
+// this process did not write came from another instance of the sidecar
+// (HA, or before a restart) and is dropped without being counted.
+func (s *subSync) markerAt(ctx context.Context, pos marker.Position, payload []byte, from copyOrigin, producer string) (forward bool) {
 	mk, err := marker.Decode(payload, s.key)
 	if err != nil {
 		s.invalidMarker(pos, marker.Reason(err))
@@ -132,14 +229,39 @@ func (s *subSync) markerAt(ctx context.Context, pos marker.Position, payload []b
 		return false
 	}
 	switch {
-	case !copied && mk.From == s.local && mk.To == s.remote:
+	case from.cluster == "" && mk.From == s.local && mk.To == s.remote:
 		// Ours, towards this remote. Snapshot markers stay here and feed
 		// the cache (also when re-read after a restart).
-		s.write(ctx, s.machine.Marker(pos, mk))
-		return mk.Kind != marker.KindSnapshot
-	case copied && mk.From == s.remote && mk.To == s.local:
+		if mk.Kind == marker.KindSnapshot {
+			s.write(ctx, s.machine.Marker(pos, mk))
+			return false
+		}
+		if !s.outbox.take(mk, pos) {
+			if !strings.HasPrefix(producer, markerProducers) {
+				s.invalidMarker(pos, "not-written-here")
+			}
+			return false
+		}
+		return true
+	case from.cluster != "" && mk.From == s.remote && mk.To == s.local:
+		if s.signedCopies && (!from.signed || from.cluster != s.remote) {
+			s.invalidMarker(pos, "unsigned-copy")
+			return false
+		}
+		if s.hasLastCopy && pos.Compare(s.lastCopyAt) <= 0 {
+			// Delivered again (a new session reads from the cursor): it
+			// was judged, and acted on if valid, the first time.
+			return false
+		}
+		if s.hasLastCopy && from.at.Compare(s.lastCopy) <= 0 {
+			s.invalidMarker(pos, "replayed")
+			return false
+		}
+		s.lastCopy, s.lastCopyAt, s.hasLastCopy = from.at, pos, true
 		if mk.Kind == marker.KindUpdate {
-			s.enqueueApply(mk.Subscription, mk.Remote)
+			if reason := s.enqueueApply(mk); reason != "" {
+				s.invalidMarker(pos, reason)
+			}
 			return false
 		}
 		s.write(ctx, s.machine.Marker(pos, mk))
@@ -161,7 +283,7 @@ func (s *subSync) invalidMarker(pos marker.Position, reason string) {
 // write puts markers into the local partition.
 func (s *subSync) write(ctx context.Context, mks []marker.Marker) {
 	for _, mk := range mks {
-		if err := s.writer.write(ctx, mk); err != nil {
+		if err := s.send(ctx, mk); err != nil {
 			s.log.Warn("writing a marker failed", zap.Stringer("kind", mk.Kind), zap.Error(err))
 			continue
 		}
@@ -242,7 +364,7 @@ func (s *subSync) follow(ctx context.Context) error {
 		}
 		up := marker.Marker{Kind: marker.KindUpdate, From: s.local, To: s.remote, Topic: s.topic,
 			Subscription: name, Local: snap.Local, Remote: snap.Remote, Time: time.Now().UnixMilli()}
-		if err := s.writer.write(ctx, up); err != nil {
+		if err := s.send(ctx, up); err != nil {
 			s.planner.Forget(name) // send it again next time
 			return fmt.Errorf("write update: %w", err)
 		}
@@ -289,8 +411,32 @@ func (s *subSync) lag(ctx context.Context) error {
 	return nil
 }
 
-func (s *subSync) enqueueApply(sub string, at marker.Position) {
+// send writes one marker, remembering it for forwarding (outbox) first:
+// the replicator may read it back before the write returns.
+func (s *subSync) send(ctx context.Context, mk marker.Marker) error {
+	if mk.Kind != marker.KindSnapshot {
+		s.outbox.put(mk)
+	}
+	return s.writer.write(ctx, mk)
+}
+
+// enqueueApply queues a received update, unless it is not newer than the
+// last one taken for its subscription or older than maxUpdateAge; it
+// returns the reason when it does not.
+func (s *subSync) enqueueApply(up marker.Marker) (refused string) {
+	sub, at := up.Subscription, up.Remote
+	if age := time.Since(time.UnixMilli(up.Time)); age > maxUpdateAge {
+		return "stale-update"
+	}
 	s.applyMu.Lock()
+	if s.updateTimes == nil {
+		s.updateTimes = map[string]int64{}
+	}
+	if last, ok := s.updateTimes[sub]; ok && up.Time <= last {
+		s.applyMu.Unlock()
+		return "replayed"
+	}
+	s.updateTimes[sub] = up.Time
 	if s.toApply == nil {
 		s.toApply = map[string]marker.Position{}
 	}
@@ -302,6 +448,7 @@ func (s *subSync) enqueueApply(sub string, at marker.Position) {
 	case s.applyNow <- struct{}{}:
 	default:
 	}
+	return ""
 }
 
 // applyLoop applies received updates, the newest per subscription, off the

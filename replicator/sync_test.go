@@ -52,7 +52,7 @@ func snapshotMarker(from, to, topic string) marker.Marker {
 
 func update(from, to, topic string) marker.Marker {
 	return marker.Marker{Kind: marker.KindUpdate, From: from, To: to, Topic: topic,
-		Subscription: "billing", Local: pos(7, 3), Remote: pos(5, 7), Time: 1}
+		Subscription: "billing", Local: pos(7, 3), Remote: pos(5, 7), Time: time.Now().UnixMilli()}
 }
 
 // TestSyncMarkerRouting: only this sidecar's own request, response and
@@ -70,12 +70,23 @@ func TestSyncMarkerRouting(t *testing.T) {
 		written    []marker.Kind              // markers the sync wrote in answer
 		cached     bool                       // a snapshot entered the cache
 		invalid    string                     // reason counted, "" none
+		// replay: a marker of ours this process did not write (someone
+		// published it again); every other one of ours was written here.
+		replay bool
+		// producer is the name the marker was written under ("": an
+		// application's producer).
+		producer string
 	}{
 		// Ours, towards this remote.
 		{name: "own request to this remote", mk: request("east", "west", syncTopic), forward: true},
 		{name: "own response to this remote", mk: response("east", "west", syncTopic), forward: true},
 		{name: "own update to this remote", mk: update("east", "west", syncTopic), forward: true},
 		{name: "own snapshot stays local and is cached", mk: snapshotMarker("east", "west", syncTopic), cached: true},
+		// Replays: a valid marker of ours that this process did not write.
+		{name: "own request published again", mk: request("east", "west", syncTopic), replay: true, invalid: "not-written-here"},
+		{name: "own update published again", mk: update("east", "west", syncTopic), replay: true, invalid: "not-written-here"},
+		{name: "own update of another instance (HA) is dropped, not counted", mk: update("east", "west", syncTopic), replay: true,
+			producer: "geo-sidecar.markers.east-->west"},
 
 		// Receiver check (To == remote).
 		{name: "own request to another remote", mk: request("east", "north", syncTopic)},
@@ -115,7 +126,11 @@ func TestSyncMarkerRouting(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{})
+			if tt.copiedFrom == "" && !tt.replay {
+				r.s.outbox.put(tt.mk)
+			}
 			msg := markerMsg(t, 3, 4, tt.mk, syncKey, tt.copiedFrom)
+			msg.producer = tt.producer
 			if got := r.s.marker(context.Background(), msg); got != tt.forward {
 				t.Errorf("marker() forward = %v, want %v", got, tt.forward)
 			}
@@ -167,7 +182,13 @@ func TestSyncWriteFailure(t *testing.T) {
 	if got := counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 0 {
 		t.Errorf("markers_written_total{kind=snapshot-response} = %v after a failed write, want 0", got)
 	}
+	// Delivered again (a new session): judged already, not answered again.
 	r.s.marker(context.Background(), req)
+	if got := counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 0 {
+		t.Errorf("markers_written_total{kind=snapshot-response} = %v after a redelivery, want 0", got)
+	}
+	// The remote's next request is answered.
+	r.s.marker(context.Background(), markerMsg(t, 3, 5, request("west", "east", syncTopic), syncKey, "west"))
 	if got := counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 1 {
 		t.Errorf("markers_written_total{kind=snapshot-response} = %v, want 1", got)
 	}
@@ -236,6 +257,7 @@ func TestSyncInvalidMarkers(t *testing.T) {
 				}
 				checkInvalid(t, r.m, map[string]float64{tt.reason: 2})
 				// The sync carries on: a valid marker after it is handled.
+				r.s.outbox.put(request("east", "west", syncTopic))
 				ok := markerMsg(t, 3, 5, request("east", "west", syncTopic), syncKey, "")
 				if !r.s.marker(context.Background(), ok) {
 					t.Errorf("a valid request after an invalid marker is not forwarded")
@@ -277,7 +299,7 @@ func TestSyncPendingUpdateFurthest(t *testing.T) {
 				r := newSyncRig(t, rigConfig{})
 				for i, u := range tt.seq {
 					mk := update("west", "east", syncTopic)
-					mk.Subscription, mk.Remote = u.sub, u.at
+					mk.Subscription, mk.Remote, mk.Time = u.sub, u.at, mk.Time+int64(i) // written in this order
 					r.s.marker(context.Background(), markerMsg(t, 3, int64(10+i), mk, syncKey, "west"))
 				}
 				if got := r.pending(); !maps.Equal(got, tt.want) {

@@ -337,7 +337,7 @@ func markerMsg(t *testing.T, ledger, entry int64, mk marker.Marker, key []byte, 
 	m.props = marker.Properties(mk.Kind)
 	if copiedFrom != "" {
 		m.props[PropOriginCluster] = copiedFrom
-		m.props[PropOriginID] = "90:1:-1"
+		m.props[PropOriginID] = fmt.Sprintf("90:%d:-1", entry) // each copy's origin after the one before
 	}
 	return m
 }
