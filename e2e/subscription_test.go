@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -489,4 +490,46 @@ func TestThreeClustersNorthLagging(t *testing.T) {
 	t.Logf("failover east->west with north lagging, own consumers: %s; order breaks per origin before: %s, after: %s",
 		res, fmtBreaks(res.BreaksBefore), fmtBreaks(res.BreaksAfter))
 	res.check(t)
+}
+
+// TestUnsnapshottedSubscriptionExistsOnRemote: a subscription that has
+// consumed nothing since before the first snapshot still exists on the
+// other side, at its earliest message, so that a consumer failing over
+// with the default initial position (Latest) does not skip the backlog.
+func TestUnsnapshottedSubscriptionExistsOnRemote(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "late")
+	s := StartSidecar(t, []string{"east", "west"}, syncEntries(ns, "late-sub", "east", "west"))
+	east, west := Client(t, "east"), Client(t, "west")
+	_ = Consume(t, east, topic, "late-sub", 0, time.Second) // exists on east only
+	want := ProduceN(t, east, topic, "m", 500)
+	Eventually(t, 60*time.Second, func() error {
+		if b := backlogOf(t, "west", topic, "late-sub"); b != 500 {
+			return fmt.Errorf("late-sub's backlog on west is %d, want 500 (-1: missing)", b)
+		}
+		return nil
+	})
+	if v := s.Metric("geo_sidecar_subscriptions_created_on_remote_total", `source="east"`); v != 1 {
+		t.Errorf("subscriptions_created_on_remote_total{source=east} = %v, want 1", v)
+	}
+	// A consumer failing over to west with the default initial position
+	// gets every message.
+	cons, err := west.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "late-sub", Type: pulsar.Shared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	var got []string
+	for len(got) < len(want) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		msg, err := cons.Receive(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("received %d of %d on west: %v", len(got), len(want), err)
+		}
+		_ = cons.Ack(msg)
+		if !marker.Is(msg) {
+			got = append(got, string(msg.Payload()))
+		}
+	}
 }

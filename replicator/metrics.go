@@ -41,6 +41,7 @@ type Metrics struct {
 	SnapshotsUnanswered    *prometheus.CounterVec
 	SnapshotRTT            *prometheus.HistogramVec
 	UpdatesSent            *prometheus.CounterVec
+	SubsCreatedRemote      *prometheus.CounterVec
 	UpdatesApplied         *prometheus.CounterVec
 	SubscriptionLag        *prometheus.GaugeVec
 	SubscriptionLagSeconds *prometheus.GaugeVec
@@ -109,6 +110,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, pair)
 	m.UpdatesSent = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "subscription_updates_sent_total", Help: "Subscription updates written for a remote."}, pair)
+	m.SubsCreatedRemote = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "subscriptions_created_on_remote_total", Help: "Tracked subscriptions created on a remote that lacked them, at its earliest message (no snapshot covered them yet)."}, pair)
 	m.UpdatesApplied = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "subscription_updates_received_total", Help: "Subscription updates received from a remote, by outcome (applied, created, consumers-attached, not-forward, error)."},
 		[]string{"cluster", "outcome"})
@@ -120,7 +123,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsUnproven,
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
-			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds,
+			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds,
 			m.InflightBytes, m.PartitionsStopped)
 	}
 	return m

@@ -265,6 +265,7 @@ func (p *pair) syncFor(partitionTopic, topic string, cursors []string) *subSync 
 		localAdmin:     p.local.control,
 		remoteAdmin:    p.remote.control,
 		subAdmin:       pulsarSubAdmin{p.local.Admin},
+		remoteSubs:     pulsarSubAdmin{p.remote.Admin},
 		history:        pulsarHistory{client: p.local.Client, topic: partitionTopic, cursorPrefix: p.cfg.Sidecar.CursorPrefix},
 		m:              p.m,
 		log:            p.log.With(zap.String("partition", partitionTopic)),

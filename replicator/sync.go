@@ -70,6 +70,11 @@ type subSync struct {
 	// updateTimes is the write time of the newest update taken per
 	// subscription (applyMu).
 	updateTimes map[string]int64
+
+	// remoteSubs creates, on the remote, tracked subscriptions it lacks
+	// (createOnRemote); nil: never. seenOnRemote are those found there.
+	remoteSubs   subscription.Admin
+	seenOnRemote map[string]bool
 }
 
 // copyOrigin is what a message read on the local partition says of where
@@ -399,8 +404,13 @@ func (s *subSync) lag(ctx context.Context) error {
 		}
 		rb, ok := remote[name]
 		if !ok {
+			s.createOnRemote(ctx, name)
 			continue
 		}
+		if s.seenOnRemote == nil {
+			s.seenOnRemote = map[string]bool{}
+		}
+		s.seenOnRemote[name] = true
 		age := 0.0
 		if snap, ok := s.sent[name]; ok && lb < rb {
 			age = time.Since(snap.Time).Seconds()
@@ -418,6 +428,31 @@ func (s *subSync) send(ctx context.Context, mk marker.Marker) error {
 		s.outbox.put(mk)
 	}
 	return s.writer.write(ctx, mk)
+}
+
+// createOnRemote creates a tracked subscription that the remote lacks
+// there, at its earliest message: until a snapshot covers it no update
+// can say where it should be, and a consumer failing over to a missing
+// subscription would start at its initial position (Latest by default in
+// every client) and skip everything not consumed here. Earliest delivers
+// again instead. A subscription once seen on the remote is not created
+// again (its deletion there is the operator's).
+func (s *subSync) createOnRemote(ctx context.Context, sub string) {
+	if s.remoteSubs == nil || s.seenOnRemote[sub] {
+		return
+	}
+	earliest := marker.Position{Ledger: -1, Entry: -1, Batch: -1}
+	if err := s.remoteSubs.Create(ctx, s.topic, sub, earliest); err != nil {
+		s.log.Warn("creating a subscription on the remote failed", zap.String("subscription", sub), zap.Error(err))
+		return
+	}
+	if s.seenOnRemote == nil {
+		s.seenOnRemote = map[string]bool{}
+	}
+	s.seenOnRemote[sub] = true
+	s.m.SubsCreatedRemote.WithLabelValues(s.local, s.remote).Inc()
+	s.log.Info("subscription created on the remote at its earliest message: no snapshot covers it yet",
+		zap.String("subscription", sub))
 }
 
 // enqueueApply queues a received update, unless it is not newer than the

@@ -1124,3 +1124,35 @@ func TestThirdOrigins(t *testing.T) {
 		}
 	}
 }
+
+// A tracked subscription the remote lacks is created there at its
+// earliest message, once; one seen there and deleted later is left alone.
+func TestSyncCreatesMissingRemoteSubscription(t *testing.T) {
+	r := newSyncRig(t, rigConfig{})
+	remoteSubs := &fakeSubAdmin{}
+	r.s.remoteSubs = remoteSubs
+	r.local.backlog = map[string]int64{"billing": 500, "audit": 3, "app-untracked": 1}
+	r.remote.backlog = map[string]int64{"audit": 3}
+	ctx := context.Background()
+	if err := r.s.lag(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := remoteSubs.takeCalls(), []string{"create billing -1:-1:-1"}; !slices.Equal(got, want) {
+		t.Errorf("remote admin calls %v, want %v", got, want)
+	}
+	r.remote.backlog["billing"] = 500
+	if err := r.s.lag(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The operator deletes both on the remote: neither comes back.
+	r.remote.backlog = map[string]int64{}
+	if err := r.s.lag(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := remoteSubs.takeCalls(); len(got) != 0 {
+		t.Errorf("remote admin calls %v after the first creation, want none", got)
+	}
+	if got := counter(r.m.SubsCreatedRemote, "east", "west"); got != 1 {
+		t.Errorf("subscriptions_created_on_remote_total = %v, want 1", got)
+	}
+}
