@@ -8,16 +8,21 @@
 // references between fields). It is this project's stand-in for
 // kubeconform, whose schemas come from the network.
 //
-// Usage: kubecheck FILE... (each a stream of YAML documents).
+// Usage: kubecheck [-extract KEY=DIR] FILE... (each a stream of YAML
+// documents); -extract writes each ConfigMap's KEY to DIR/NAME-KEY so that
+// the caller can check the file itself (make deploycheck runs
+// `geo-sidecar validate` on the rendered config).
 package main
 
 import (
 	"bufio"
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -36,9 +41,12 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+var extract = flag.String("extract", "", "KEY=DIR: write each ConfigMap's KEY to DIR/NAME-KEY")
+
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kubecheck FILE...")
+	flag.Parse()
+	if flag.NArg() < 1 {
+		fmt.Fprintln(os.Stderr, "usage: kubecheck [-extract KEY=DIR] FILE...")
 		os.Exit(2)
 	}
 	if err := monitoringv1.AddToScheme(scheme.Scheme); err != nil {
@@ -46,7 +54,7 @@ func main() {
 		os.Exit(1)
 	}
 	failed := false
-	for _, f := range os.Args[1:] {
+	for _, f := range flag.Args() {
 		n, errs := checkFile(f)
 		for _, err := range errs {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", f, err)
@@ -103,6 +111,14 @@ func checkFile(path string) (int, []error) {
 		}
 		for _, e := range rules(obj) {
 			errs = append(errs, fmt.Errorf("%s: %s", id, e))
+		}
+		if cm, ok := obj.(*corev1.ConfigMap); ok && *extract != "" {
+			key, dir, _ := strings.Cut(*extract, "=")
+			if v, ok := cm.Data[key]; ok {
+				if err := os.WriteFile(filepath.Join(dir, cm.Name+"-"+key), []byte(v), 0o644); err != nil {
+					errs = append(errs, err)
+				}
+			}
 		}
 	}
 	return n, errs
