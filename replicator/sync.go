@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -75,6 +76,58 @@ type subSync struct {
 	// (createOnRemote); nil: never. seenOnRemote are those found there.
 	remoteSubs   subscription.Admin
 	seenOnRemote map[string]bool
+
+	// dataSeen is set by dataAt: the partition had traffic since the
+	// last follow.
+	dataSeen atomic.Bool
+	// fl is when and why follow runs (followDue); used by run alone.
+	fl followState
+}
+
+// followState paces follow, the sync's only periodic admin calls, by
+// activity: a partition whose tracked subscriptions have passed the
+// newest snapshot and that receives nothing costs no admin call but one
+// every idleFollow.
+type followState struct {
+	once     bool
+	at       time.Time
+	every    time.Duration // interval/2, doubled while nothing changes, up to behindFollow
+	newestID string        // the newest snapshot at the last follow
+	mds      map[string]marker.Position
+	behind   bool // a tracked subscription had not passed the newest snapshot
+	// tracked is whether the partition had a tracked subscription; the
+	// sync requests snapshots only then.
+	tracked bool
+}
+
+const (
+	// behindFollow bounds the pause between two follows while a tracked
+	// subscription has not passed the newest snapshot and nothing moves
+	// (an update then goes out at most this late: more redelivered after
+	// a failover, never lost).
+	behindFollow = 30 * time.Second
+	// idleFollow is how often an idle partition is followed anyway, to
+	// see subscriptions created or reset there.
+	idleFollow = 5 * time.Minute
+)
+
+// followDue reports whether follow runs now.
+func (s *subSync) followDue(now time.Time) bool {
+	f := &s.fl
+	if !f.once {
+		return true
+	}
+	since := now.Sub(f.at)
+	newest, _ := s.machine.Newest()
+	switch {
+	case since < min(f.every, s.interval/2) && newest.ID == f.newestID:
+		return false
+	case newest.ID != f.newestID:
+		return since >= s.interval/2
+	case since < f.every:
+		return false
+	}
+	return f.behind || s.dataSeen.Load() || since >= idleFollow
 }
 
 // copyOrigin is what a message read on the local partition says of where
@@ -191,6 +244,7 @@ func (s *subSync) data(ctx context.Context, msg pulsar.Message) {
 // dataAt feeds data read from the local partition at pos: a copy of
 // origin's message at opos, or local data when origin is "".
 func (s *subSync) dataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
+	s.dataSeen.Store(true)
 	s.write(ctx, s.machine.Data(pos, origin, opos))
 }
 
@@ -308,20 +362,22 @@ func (s *subSync) run(ctx context.Context, linkUp func() bool) {
 	// later; subscriptions are followed twice per interval.
 	t := time.NewTicker(max(s.interval/4, 10*time.Millisecond))
 	defer t.Stop()
-	var followed time.Time
+	s.fl.tracked = s.cursorsAtStart == nil || slices.ContainsFunc(s.cursorsAtStart, s.tracked)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		s.write(ctx, s.machine.Tick(linkUp()))
+		// Snapshots only for a partition with a tracked subscription:
+		// requests elsewhere are markers for nothing.
+		s.write(ctx, s.machine.Tick(linkUp() && s.fl.tracked))
 		s.countStats()
-		if time.Since(followed) < s.interval/2 {
+		if !s.followDue(time.Now()) {
 			continue
 		}
-		followed = time.Now()
 		if err := s.follow(ctx); err != nil && ctx.Err() == nil {
+			s.fl.every = s.interval / 2 // try again soon
 			s.log.Debug("following subscriptions failed", zap.Error(err))
 		}
 	}
@@ -344,9 +400,36 @@ func (s *subSync) countStats() {
 // local partition and sends an update for each one that passed a newer
 // snapshot; it also sets the lag gauges.
 func (s *subSync) follow(ctx context.Context) error {
+	f := &s.fl
+	newest, hasNewest := s.machine.Newest()
+	s.dataSeen.Store(false)
+	changed := !f.once || newest.ID != f.newestID
+	f.once, f.at, f.newestID = true, time.Now(), newest.ID
 	mds, err := s.localAdmin.markDeletes(ctx, s.topic)
 	if err != nil {
+		f.every = s.interval / 2
 		return fmt.Errorf("local mark-delete positions: %w", err)
+	}
+	f.tracked, f.behind = false, false
+	for name, md := range mds {
+		if s.tracked(name) {
+			f.tracked = true
+			if last, ok := f.mds[name]; !ok || last != md {
+				changed = true
+			}
+			if hasNewest && md.Compare(newest.Local) < 0 {
+				f.behind = true
+			}
+		}
+	}
+	if len(f.mds) != len(mds) {
+		changed = true
+	}
+	f.mds = mds
+	if changed {
+		f.every = s.interval / 2
+	} else {
+		f.every = min(max(f.every, s.interval/2)*2, behindFollow)
 	}
 	var slowest *marker.Position
 	for name, md := range mds {

@@ -1156,3 +1156,66 @@ func TestSyncCreatesMissingRemoteSubscription(t *testing.T) {
 		t.Errorf("subscriptions_created_on_remote_total = %v, want 1", got)
 	}
 }
+
+// Follow's admin calls follow activity: an idle partition whose tracked
+// subscriptions passed the newest snapshot is asked nothing but every
+// idleFollow; data or a new snapshot brings the pace back; a subscription
+// behind the newest snapshot is polled with a backoff up to behindFollow.
+func TestFollowPacing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSyncRig(t, rigConfig{})
+		r.local.setMD("billing", pos(3, 10))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); r.s.run(ctx, func() bool { return true }) }()
+		calls := func() int {
+			r.local.mu.Lock()
+			defer r.local.mu.Unlock()
+			return r.local.mdCalls
+		}
+		wait := func(d time.Duration) { time.Sleep(d); synctest.Wait() }
+
+		wait(time.Second)
+		if got := calls(); got != 1 {
+			t.Fatalf("after start: %d mark-delete calls, want 1", got)
+		}
+		wait(4 * time.Minute)
+		if got := calls(); got != 1 {
+			t.Errorf("idle for 4 minutes: %d calls, want still 1", got)
+		}
+		wait(90 * time.Second)
+		if got := calls(); got != 2 {
+			t.Errorf("after idleFollow: %d calls, want 2", got)
+		}
+
+		// Traffic: followed again within half an interval.
+		r.s.dataAt(ctx, pos(3, 11), "", marker.Position{})
+		wait(time.Second)
+		if got := calls(); got != 3 {
+			t.Errorf("after data: %d calls, want 3", got)
+		}
+
+		// A snapshot the subscription has not passed: polled, backing off.
+		r.s.machine.Marker(pos(3, 12), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
+			SnapshotID: "s1", Local: pos(3, 12), Remote: pos(7, 1), Time: time.Now().UnixMilli()})
+		before := calls()
+		wait(2 * time.Minute)
+		if n := calls() - before; n < 4 || n > 12 {
+			t.Errorf("behind for 2 minutes: %d calls, want a backoff (4 to 12)", n)
+		}
+		// The consumer passes it: the update goes out at the next poll,
+		// then the partition is idle again.
+		r.local.setMD("billing", pos(3, 12))
+		wait(behindFollow + time.Second)
+		if got := kindsOf(r.sink.take()); !slices.Contains(got, marker.KindUpdate) {
+			t.Errorf("markers written %v, want an update", got)
+		}
+		before = calls()
+		wait(4 * time.Minute)
+		if n := calls() - before; n > 1 {
+			t.Errorf("caught up, idle for 4 minutes: %d calls, want at most 1", n)
+		}
+		cancel()
+		<-done
+	})
+}

@@ -157,3 +157,17 @@ func TestCovering(t *testing.T) {
 		})
 	}
 }
+
+func TestMachineNewest(t *testing.T) {
+	m := New(Config{Topic: "t", Local: "a", Remote: "b", CacheSize: 3})
+	if _, ok := m.Newest(); ok {
+		t.Fatal("Newest() of an empty cache: ok")
+	}
+	for i, l := range []int64{5, 9, 7} {
+		m.Marker(marker.Position{Ledger: 1, Entry: l}, marker.Marker{Kind: marker.KindSnapshot, From: "a", To: "b", Topic: "t",
+			SnapshotID: fmt.Sprint(i), Local: marker.Position{Ledger: 1, Entry: l, Batch: -1}})
+	}
+	if s, ok := m.Newest(); !ok || s.Local.Entry != 9 {
+		t.Errorf("Newest() = %+v, %v; want the snapshot at 1:9", s, ok)
+	}
+}

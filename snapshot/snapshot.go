@@ -277,6 +277,16 @@ func (m *Machine) Covering(md marker.Position) (Snapshot, bool) {
 	return m.cache.s[i], true
 }
 
+// Newest returns the cached snapshot with the furthest Local position.
+func (m *Machine) Newest() (Snapshot, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.cache.s) == 0 {
+		return Snapshot{}, false
+	}
+	return m.cache.s[len(m.cache.s)-1], true
+}
+
 // Prune drops cached snapshots that no tracked subscription needs any more:
 // every snapshot older than the newest one covered by md, the slowest
 // tracked subscription's mark-delete position.
