@@ -57,23 +57,32 @@ type worker struct {
 func (p *pair) run(ctx context.Context, discoveredOnce func()) {
 	first := true
 	var lastErr string
+	var topics []topicInfo
+	var discovered, refreshed time.Time
 	for {
-		topics, err := p.discover(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			if err.Error() != lastErr {
-				p.log.Warn("topic discovery failed", zap.Error(err))
-				lastErr = err.Error()
-			}
-		case err == nil:
-			lastErr = ""
-			if first {
-				first = false
-				discoveredOnce()
+		// Discovery every discovery_interval (and again soon after a
+		// failure); the stats gauges every statsInterval in between, from
+		// the last list.
+		if time.Since(discovered) >= p.interval || lastErr != "" {
+			found, err := p.discover(ctx)
+			discovered = time.Now()
+			switch {
+			case err != nil && ctx.Err() == nil:
+				if err.Error() != lastErr {
+					p.log.Warn("topic discovery failed", zap.Error(err))
+					lastErr = err.Error()
+				}
+			case err == nil:
+				lastErr, topics = "", found
+				if first {
+					first = false
+					discoveredOnce()
+				}
 			}
 		}
-		if err == nil {
+		if !first && time.Since(refreshed) >= min(p.interval, statsInterval) {
 			p.refreshStats(ctx, topics)
+			refreshed = time.Now()
 		}
 		if !sleep(ctx, min(p.interval, statsInterval)) {
 			break
