@@ -12,6 +12,8 @@
 #   cluster.sh geo A B TENANT/NS  wire Pulsar's own geo-replication A<->B
 #   cluster.sh env    [NAME...]   print NAME_SERVICE_URL / NAME_ADMIN_URL lines
 #   cluster.sh classpath          resolve Pulsar and print the classpath file
+#   cluster.sh entryfilter        build geo-sidecar's marker EntryFilter NAR
+#                                 (deploy/entryfilter) and print its path
 #   cluster.sh token ROLE [SECS]  mint a token for south (HS256; SECS: expiry)
 #
 # NAMEs default to $CLUSTERS, else "east west". Known names: east, west,
@@ -24,6 +26,13 @@
 # in $state/south: tls/ca.pem, tls/client-<role>.{pem,key.pem} (TLS-auth
 # roles), secret.key (the HS256 token key) and tokens/admin.token (the
 # super-user "admin"). The plaintext ports are off.
+#
+# Every broker can load geo-sidecar's marker EntryFilter ("geo-sidecar-markers",
+# built by "entryfilter" and "up" from deploy/entryfilter with Maven, cached
+# per source). It applies only to namespaces or topics whose entry-filter
+# policy names it (allowOverrideEntryFilters=true, no broker-wide
+# entryFilterNames), so tests that read markers are unaffected. A new NAR is
+# loaded at the next start: cluster.sh down, then up.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -188,6 +197,60 @@ classpath() {
   echo "$cp"
 }
 
+# entryfilter builds the NAR of deploy/entryfilter once per content of its
+# sources (and the Maven settings), in a copy under $state so the git tree
+# gets no target/, and installs it as the only file of $state/entryfilters,
+# the brokers' entryFiltersDirectory. Prints the NAR's path.
+entryfilter() {
+  local src="$here/../../deploy/entryfilter" key
+  [ -f "$src/pom.xml" ] || die "no $src/pom.xml"
+  src=$(cd "$src" && pwd)
+  mkdir -p "$state/entryfilters"
+  key=$(cd "$src" && find pom.xml src -type f | LC_ALL=C sort | xargs sha256sum | cat - "$here/settings.xml" | sha256sum | cut -c1-16)
+  if ! entryfilter_current "$key"; then
+    # One build at a time across processes (e2e packages call "up" at once).
+    if command -v flock >/dev/null; then
+      ( flock 8; entryfilter_build "$src" "$key" ) 8>"$state/entryfilter.lock" || exit 1
+    else
+      entryfilter_build "$src" "$key"
+    fi
+  fi
+  echo "$state/entryfilters/geo-sidecar-entryfilter.nar"
+}
+
+entryfilter_current() {
+  [ -s "$state/entryfilters/geo-sidecar-entryfilter.nar" ] && [ "$(cat "$state/entryfilters/.key" 2>/dev/null)" = "$1" ]
+}
+
+entryfilter_build() {
+  local src=$1 key=$2 out="$state/entryfilters" build="$state/entryfilter-build" log="$state/entryfilter-maven.log"
+  entryfilter_current "$key" && return 0
+  command -v mvn >/dev/null || die "mvn not found: Maven 3 and Java 17 are required"
+  say "building the geo-sidecar entry filter NAR from deploy/entryfilter (Maven; the first time downloads the NAR plugin and takes a few minutes; log: $log)"
+  rm -rf "$build"
+  mkdir -p "$build"
+  cp -R "$src/pom.xml" "$src/src" "$build/"
+  local start=$SECONDS rc=0
+  # Progress: one line per build step, the test summary and the outcome.
+  if ! mvn -B -s "$here/settings.xml" -f "$build/pom.xml" package 2>&1 | tee "$log" |
+      { grep --line-buffered -E '^\[INFO\] --- |Tests run: [0-9]+, Failures: [0-9]+, Errors: [0-9]+, Skipped: [0-9]+$|BUILD (SUCCESS|FAILURE)' || true; } |
+      sed -u 's/^\[[A-Z]*\] /[testbed] entryfilter: /' >&2; then
+    rc=1
+  fi
+  set -- "$build"/target/geo-sidecar-entryfilter-*.nar
+  if [ "$rc" != 0 ] || [ ! -s "$1" ]; then
+    tail -30 "$log" >&2
+    die "the entry filter did not build (full log: $log)"
+  fi
+  cp "$1" "$out/geo-sidecar-entryfilter.nar.tmp"
+  mv "$out/geo-sidecar-entryfilter.nar.tmp" "$out/geo-sidecar-entryfilter.nar"
+  echo "$key" >"$out/.key"
+  say "entry filter built in $((SECONDS - start))s: $out/geo-sidecar-entryfilter.nar"
+  local running=""
+  for n in east west north south; do pid_of "$n" >/dev/null 2>&1 && running="$running $n"; done
+  [ -z "$running" ] || say "running clusters ($running ) load the new NAR at their next start: cluster.sh down$running; cluster.sh up$running"
+}
+
 pid_of() {
   local f="$state/$1/pid" pid
   if [ -f "$f" ]; then
@@ -248,8 +311,10 @@ start_one() {
       "$here/StaleLocks.java" "$dir/data/metadata" >"$dir/stale-locks.out" 2>&1 ||
       { tail -20 "$dir/stale-locks.out" >&2; die "could not clear $name's metadata (log: $dir/stale-locks.out)"; }
   fi
+  local filters="$state/entryfilters" # built by cmd_up (entryfilter)
   sed -e "s/@CLUSTER@/$name/" -e "s/@BROKER_PORT@/$(broker_port "$name")/" \
-      -e "s/@WEB_PORT@/$(web_port "$name")/" "$here/standalone.conf.in" >"$dir/standalone.conf"
+      -e "s/@WEB_PORT@/$(web_port "$name")/" -e "s|@ENTRY_FILTERS_DIR@|$filters|" \
+      -e "s|@NAR_DIR@|$dir/nar|" "$here/standalone.conf.in" >"$dir/standalone.conf"
   if secure "$name"; then
     secure_files "$name"
     secure_conf "$name" >>"$dir/standalone.conf"
@@ -258,7 +323,13 @@ start_one() {
   # JVM flags follow Pulsar's own bin/pulsar launcher.
   (
     cd "$dir"
-    exec 9>&- # the start lock (cmd_up) must not live as long as the JVM
+    # No descriptor but stdio may live as long as the JVM: not the start
+    # lock (cmd_up), nor one a caller holds a lock on (flock LOCKFILE
+    # cluster.sh up ...), which the JVM would otherwise hold until it stops.
+    for fd in /proc/$BASHPID/fd/*; do
+      fd=${fd##*/}
+      [ "$fd" -gt 2 ] 2>/dev/null && eval "exec $fd>&-" 2>/dev/null || true
+    done
     exec java -Xms256m -Xmx"$heap" -XX:MaxDirectMemorySize=512m -XX:+UseG1GC \
       -XX:TieredStopAtLevel=1 -Xss512k -XX:ReservedCodeCacheSize=128m \
       --add-opens java.base/java.io=ALL-UNNAMED \
@@ -302,6 +373,7 @@ cmd_up() {
   local list
   list=$(names "$@")
   classpath >/dev/null
+  entryfilter >/dev/null
   mkdir -p "$state"
   for n in $list; do
     # One start at a time per cluster, across processes: e2e packages
@@ -427,9 +499,10 @@ main() {
     geo) cmd_geo "$@" ;;
     env) cmd_env "$@" ;;
     classpath) classpath ;;
+    entryfilter) entryfilter ;;
     token) cmd_token "$@" ;;
-    -h|--help|help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
-    *) die "unknown command '$cmd' (try: up down kill status wipe geo env classpath token)" ;;
+    -h|--help|help) sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+    *) die "unknown command '$cmd' (try: up down kill status wipe geo env classpath entryfilter token)" ;;
   esac
 }
 
