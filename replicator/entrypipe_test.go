@@ -50,6 +50,9 @@ type fakeEntryWorld struct {
 	hold       chan struct{} // when set, receipts wait for it to close
 	schemas    map[string][]byte
 	schemaSent [][]byte // schema_version of every SEND
+	// window, when set, makes Send wait while that many entries are
+	// unconfirmed, as the wire producer's MaxPending does.
+	window int
 }
 
 // Raw MessageMetadata fields the builder does not write.
@@ -134,6 +137,9 @@ func (w *fakeEntryWorld) openProducer(context.Context) (entryTarget, error) {
 	w.opens++
 	w.sent = append(w.sent, nil)
 	t := &fakeEntryTarget{w: w, idx: len(w.sent) - 1, last: w.lastSeq, queue: make(chan func(), 4096)}
+	if w.window > 0 {
+		t.slots = make(chan struct{}, w.window)
+	}
 	go func() { // receipts in send order, from the producer's own goroutine
 		for f := range t.queue {
 			f()
@@ -241,9 +247,19 @@ type fakeEntryTarget struct {
 	pending sync.WaitGroup
 	queue   chan func()
 	closed  sync.Once
+	slots   chan struct{} // the window; nil: none
 }
 
-func (t *fakeEntryTarget) Send(_ context.Context, out wire.Outgoing, done func(wire.Receipt, error)) error {
+func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func(wire.Receipt, error)) error {
+	if t.slots != nil {
+		select {
+		case t.slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		inner := done
+		done = func(r wire.Receipt, err error) { inner(r, err); <-t.slots }
+	}
 	md, err := wire.ParseMetadata(out.Metadata)
 	w := t.w
 	w.mu.Lock()
@@ -694,4 +710,35 @@ func TestEntryOrigin(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Receipts that arrive after the session stopped (the producer drains,
+// the acker is gone) never block the producer's goroutine: the results
+// buffer holds a whole window.
+func TestEntryPipeLateReceiptsNeverBlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		w.window = 3
+		w.hold = make(chan struct{})
+		w.add(10, nil)
+		p := newTestEntryPartition(t, w)
+		p.maxPending = w.window
+		stop := runEntryPartition(t, p)
+		waitFor(t, "a full window sent", func() bool {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return len(w.sent) > 0 && len(w.sent[0]) == w.window
+		})
+		stop() // the drain times out: the receipts are still held
+		close(w.hold)
+		synctest.Wait() // every receipt delivered: none blocked
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.remote) != w.window {
+			t.Errorf("remote holds %d entries, want the window of %d", len(w.remote), w.window)
+		}
+		for _, v := range w.violations {
+			t.Error(v)
+		}
+	})
 }
