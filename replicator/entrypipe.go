@@ -248,6 +248,25 @@ type entryPartition struct {
 	sync *subSync
 	// linkUp is true while a producer to the remote is open.
 	linkUp atomic.Bool
+	// lastSeen is the last entry the sync saw (hasSeen): an entry that
+	// does not follow it was resumed past entries another instance
+	// processed (continues).
+	lastSeen marker.Position
+	hasSeen  bool
+}
+
+// continues reports whether pos, the next entry the sync sees, follows
+// the entries it saw: the next entry of the same ledger, the first of a
+// later one, or one seen already (delivered again). For a sync that saw
+// nothing yet and assumes it reads the partition from its start
+// (snapshot.Config.Fresh), only a ledger's first entry does.
+func (p *entryPartition) continues(pos marker.Position) bool {
+	if !p.hasSeen {
+		return !p.sync.machine.Fresh() || pos.Entry == 0
+	}
+	last := p.lastSeen
+	return pos.Compare(last) <= 0 || (pos.Ledger == last.Ledger && pos.Entry == last.Entry+1) ||
+		(pos.Ledger > last.Ledger && pos.Entry == 0)
 }
 
 // Run replicates until ctx is done; see runSessions.
@@ -358,6 +377,12 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 		}
 		reason := decideEntry(&md, p.remote)
 		if p.sync != nil {
+			if !p.continues(pos) {
+				p.sync.takeover()
+			}
+			if !p.hasSeen || pos.Compare(p.lastSeen) > 0 {
+				p.lastSeen, p.hasSeen = pos, true
+			}
 			from := entryOrigin(&md, p.key, p.topic)
 			if body, ok := markerEntry(&md, e.Payload); ok {
 				reason = skipMarker

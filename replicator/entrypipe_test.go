@@ -742,3 +742,49 @@ func TestEntryPipeLateReceiptsNeverBlock(t *testing.T) {
 		}
 	})
 }
+
+// A sync that resumes past entries it did not see (another instance of
+// the sidecar processed them) drops the third origins' watermarks and
+// learns them again from the history; one that reads on without a gap
+// does not.
+func TestEntryPipeTakeoverRelearns(t *testing.T) {
+	tests := []struct {
+		name    string
+		fresh   bool
+		skipped int // entries acknowledged by another instance before the start
+		relearn bool
+	}{
+		{name: "fresh, from the first entry", fresh: true, skipped: 0, relearn: false},
+		{name: "fresh, resumed mid-ledger (two instances started together)", fresh: true, skipped: 5, relearn: true},
+		{name: "not fresh: learned at start already", fresh: false, skipped: 5, relearn: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newFakeEntryWorld()
+				w.add(10, nil)
+				for i := range tt.skipped {
+					w.acked[uint64(i)] = true
+				}
+				rig := newSyncRig(t, rigConfig{third: []string{"north"}, fresh: tt.fresh})
+				rig.s.relearn = make(chan struct{}, 1)
+				if !tt.fresh {
+					rig.s.machine.Learn("north", pos(4, 4))
+				}
+				p := newTestEntryPartition(t, w)
+				p.topic, p.key, p.sync = syncTopic, syncKey, rig.s
+				stop := runEntryPartition(t, p)
+				waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 10-tt.skipped })
+				synctest.Wait()
+				relearned := rig.hist.opens() > 0 || len(rig.s.relearn) > 0
+				stop()
+				if relearned != tt.relearn {
+					t.Errorf("history re-read = %v, want %v", relearned, tt.relearn)
+				}
+				if unknown := len(rig.s.machine.Unknown()) > 0; unknown != tt.relearn {
+					t.Errorf("watermarks unknown = %v, want %v", unknown, tt.relearn)
+				}
+			})
+		})
+	}
+}

@@ -279,6 +279,7 @@ func (p *pair) syncFor(partitionTopic, topic string, cursors []string) *subSync 
 		m:              p.m,
 		log:            p.log.With(zap.String("partition", partitionTopic)),
 		applyNow:       make(chan struct{}, 1),
+		relearn:        make(chan struct{}, 1),
 		applied:        p.applied,
 		cursorsAtStart: cursors,
 	}

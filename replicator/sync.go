@@ -80,6 +80,8 @@ type subSync struct {
 	// dataSeen is set by dataAt: the partition had traffic since the
 	// last follow.
 	dataSeen atomic.Bool
+	// relearn asks run to re-read the partition's history (takeover).
+	relearn chan struct{}
 	// fl is when and why follow runs (followDue); used by run alone.
 	fl followState
 }
@@ -110,6 +112,24 @@ const (
 	// see subscriptions created or reset there.
 	idleFollow = 5 * time.Minute
 )
+
+// takeover tells the sync that the replicator resumed past messages it
+// did not read itself (another instance processed them): the third
+// origins' watermarks it knows may be too low, and a response naming
+// them could date a snapshot too early. They are dropped at once and
+// learned again from the partition's history (run, off the data path);
+// requests go unanswered meanwhile.
+func (s *subSync) takeover() {
+	s.machine.Forget()
+	if len(s.machine.Unknown()) == 0 {
+		return // no third origins: no watermark to learn
+	}
+	s.log.Info("resuming past messages another instance processed: re-learning third-origin watermarks")
+	select {
+	case s.relearn <- struct{}{}:
+	default:
+	}
+}
 
 // followDue reports whether follow runs now.
 func (s *subSync) followDue(now time.Time) bool {
@@ -367,6 +387,9 @@ func (s *subSync) run(ctx context.Context, linkUp func() bool) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.relearn:
+			s.rebuild(ctx)
+			continue
 		case <-t.C:
 		}
 		// Snapshots only for a partition with a tracked subscription:

@@ -171,3 +171,26 @@ func TestMachineNewest(t *testing.T) {
 		t.Errorf("Newest() = %+v, %v; want the snapshot at 1:9", s, ok)
 	}
 }
+
+// After Forget, a request is not answered until the third origin's
+// watermark is learned again, however fresh the machine was.
+func TestMachineForget(t *testing.T) {
+	m := New(Config{Topic: "t", Local: "a", Remote: "b", ThirdOrigins: []string{"c"}, Fresh: true, CacheSize: 3})
+	req := marker.Marker{Kind: marker.KindSnapshotRequest, From: "b", To: "a", Topic: "t", SnapshotID: "r"}
+	m.Data(marker.Position{Ledger: 1, Entry: 1, Batch: -1}, "c", marker.Position{Ledger: 9, Entry: 4, Batch: -1})
+	if got := m.Marker(marker.Position{Ledger: 1, Entry: 2, Batch: -1}, req); len(got) != 1 {
+		t.Fatalf("before Forget: %d markers in answer, want a response", len(got))
+	}
+	m.Forget()
+	if m.Fresh() {
+		t.Error("Fresh() after Forget")
+	}
+	if got := m.Marker(marker.Position{Ledger: 1, Entry: 3, Batch: -1}, req); len(got) != 0 {
+		t.Errorf("after Forget: answered %+v, want no answer until c's watermark is known", got)
+	}
+	m.Learn("c", marker.Position{Ledger: 9, Entry: 7, Batch: -1})
+	got := m.Marker(marker.Position{Ledger: 1, Entry: 4, Batch: -1}, req)
+	if len(got) != 1 || got[0].Watermarks["c"] != (marker.Position{Ledger: 9, Entry: 7, Batch: -1}) {
+		t.Errorf("after Learn: %+v, want a response naming c at 9:7", got)
+	}
+}

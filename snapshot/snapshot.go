@@ -277,6 +277,27 @@ func (m *Machine) Covering(md marker.Position) (Snapshot, bool) {
 	return m.cache.s[i], true
 }
 
+// Forget drops the third origins' watermarks and stops assuming that
+// every message of the partition was read here (Config.Fresh): another
+// reader processed messages this machine did not see (a takeover by a
+// second instance, in either direction). Until Learn or Data raise them
+// again, requests from Remote go unanswered (Unknown), never answered
+// with a watermark too low.
+func (m *Machine) Forget() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen = map[string]marker.Position{}
+	m.cfg.Fresh = false
+}
+
+// Fresh reports whether the machine assumes it read every message of the
+// partition (Config.Fresh, until Forget).
+func (m *Machine) Fresh() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cfg.Fresh
+}
+
 // Newest returns the cached snapshot with the furthest Local position.
 func (m *Machine) Newest() (Snapshot, bool) {
 	m.mu.Lock()
