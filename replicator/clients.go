@@ -31,6 +31,7 @@ type Conn struct {
 	Admin  pulsaradmin.Client
 	// control is Admin as discovery and subscription sync use it.
 	control controlPlane
+	admin   *adminTransport // Admin's and entries' transport
 	// entries reads single entries through the admin API, authenticated
 	// like Admin (the same transport: current token, TLS, refusals
 	// reported).
@@ -91,7 +92,12 @@ func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
 		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
 	}
 	entries := &entryReader{base: strings.TrimRight(c.AdminURL, "/"), client: &http.Client{Transport: rt, Timeout: 30 * time.Second}}
-	return &Conn{Name: c.Name, Client: client, Admin: admin, control: pulsarControl{admin}, entries: entries, cluster: c, watch: w, log: log}, nil
+	return &Conn{Name: c.Name, Client: client, Admin: admin, control: pulsarControl{admin}, entries: entries, cluster: c, watch: w, log: log, admin: rt}, nil
+}
+
+// countAdmin counts this cluster's admin calls in m (before any call).
+func (c *Conn) countAdmin(m *Metrics) {
+	c.admin.requests = m.AdminRequests.WithLabelValues(c.Name)
 }
 
 // Close releases the clients.

@@ -42,6 +42,7 @@ type Metrics struct {
 	SnapshotRTT            *prometheus.HistogramVec
 	UpdatesSent            *prometheus.CounterVec
 	SubsCreatedRemote      *prometheus.CounterVec
+	AdminRequests          *prometheus.CounterVec
 	UpdatesApplied         *prometheus.CounterVec
 	SubscriptionLag        *prometheus.GaugeVec
 	SubscriptionLagSeconds *prometheus.GaugeVec
@@ -110,6 +111,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, pair)
 	m.UpdatesSent = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "subscription_updates_sent_total", Help: "Subscription updates written for a remote."}, pair)
+	m.AdminRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "admin_requests_total", Help: "Calls to a cluster's admin API (discovery, stats, subscription sync, the read-back of copies)."}, []string{"cluster"})
 	m.SubsCreatedRemote = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "subscriptions_created_on_remote_total", Help: "Tracked subscriptions created on a remote that lacked them, at its earliest message (no snapshot covered them yet)."}, pair)
 	m.UpdatesApplied = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
@@ -123,7 +126,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsUnproven,
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
-			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds,
+			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds,
 			m.InflightBytes, m.PartitionsStopped)
 	}
 	return m

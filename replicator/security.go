@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
@@ -353,9 +354,14 @@ func (e *TLSError) Unwrap() error { return e.Err }
 type adminTransport struct {
 	base http.RoundTripper
 	w    *authWatch
+	// requests counts the calls (admin_requests_total); nil: not counted.
+	requests prometheus.Counter
 }
 
 func (t *adminTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.requests != nil {
+		t.requests.Inc()
+	}
 	if t.w.auth.HasToken() {
 		tok, err := t.w.Token()
 		if err != nil {

@@ -126,6 +126,7 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 		if err != nil {
 			return nil, err
 		}
+		c.countAdmin(s.m)
 		conns[name] = c
 		return c, nil
 	}
