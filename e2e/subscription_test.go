@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -12,12 +13,15 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 )
 
 // drillReport mirrors geo-sidecar drill --json.
 type drillReport struct {
+	Subscription   string  `json:"subscription"`
+	Kept           bool    `json:"kept"`
 	Published      int     `json:"published"`
 	ConsumedBefore int     `json:"consumed_before"`
 	ConsumedAfter  int     `json:"consumed_after"`
@@ -27,11 +31,15 @@ type drillReport struct {
 	InStep         bool    `json:"in_step"`
 }
 
-// runDrill runs `geo-sidecar drill --json` with the sidecar's config.
+// runDrill runs `geo-sidecar drill --json` with the sidecar's config; sub
+// "" lets the drill name its subscription.
 func runDrill(t *testing.T, cfg, topic, sub, from, to string, extra ...string) drillReport {
 	t.Helper()
-	args := append([]string{"drill", "--config", cfg, "--topic", topic, "--subscription", sub,
-		"--from", from, "--to", to, "--json"}, extra...)
+	args := []string{"drill", "--config", cfg, "--topic", topic, "--from", from, "--to", to, "--json"}
+	if sub != "" {
+		args = append(args, "--subscription", sub)
+	}
+	args = append(args, extra...)
 	cmd := exec.Command(Binary, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -51,6 +59,16 @@ func runDrill(t *testing.T, cfg, topic, sub, from, to string, extra ...string) d
 
 // syncEntries is an active-active configuration keeping sub in step.
 func syncEntries(ns, sub string, clusters ...string) string {
+	return syncEntriesWith(ns, "subscriptions: ["+sub+"]", clusters...)
+}
+
+// drillPatterns keeps the drill's own subscriptions in step, as the README
+// tells operators to.
+const drillPatterns = `subscription_patterns: ["geo-sidecar-drill-.*"]`
+
+// syncEntriesWith is an active-active configuration with the given
+// subscriptions line(s) (each further line indented by 4) in every entry.
+func syncEntriesWith(ns, subs string, clusters ...string) string {
 	var b strings.Builder
 	for _, c := range clusters {
 		var targets []string
@@ -59,19 +77,26 @@ func syncEntries(ns, sub string, clusters ...string) string {
 				targets = append(targets, o)
 			}
 		}
-		fmt.Fprintf(&b, "  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n    subscriptions: [%s]\n%s",
-			c, ns, all, strings.Join(targets, ", "), sub, pathLine())
+		fmt.Fprintf(&b, "  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n    %s\n%s",
+			c, ns, all, strings.Join(targets, ", "), subs, pathLine())
 	}
 	return b.String()
 }
 
+// TestFailoverDrill: the drill as the README runs it, on a subscription
+// of its own (kept in step by subscription_patterns), once per type. It
+// deletes that subscription on both clusters afterwards.
 func TestFailoverDrill(t *testing.T) {
 	for _, typ := range []string{"exclusive", "failover", "shared", "key_shared"} {
 		t.Run(typ, func(t *testing.T) {
 			awaitClusters(t, "east", "west")
 			ns := NewNamespace(t, "east", "west")
-			s := StartSidecar(t, []string{"east", "west"}, checkedEntries(ns, "orders-sub", "east", "west"))
-			rep := runDrill(t, s.ConfigPath, ns+"/orders", "orders-sub", "east", "west",
+			entries := syncEntriesWith(ns, drillPatterns, "east", "west")
+			if syncOff() {
+				entries = withoutSync(entries) // the drill then refuses: not kept in step
+			}
+			s := StartSidecar(t, []string{"east", "west"}, entries)
+			rep := runDrill(t, s.ConfigPath, ns+"/orders", "", "east", "west",
 				"--type", typ, "--messages", "2000")
 			t.Logf("drill %s: published %d, before %d, after %d, lost %d, duplicates %d, in step after %.1fs (%v)",
 				typ, rep.Published, rep.ConsumedBefore, rep.ConsumedAfter, rep.Lost, rep.Duplicates, rep.InStepSeconds, rep.InStep)
@@ -86,7 +111,119 @@ func TestFailoverDrill(t *testing.T) {
 			if b := dupBound(float64(rep.Published)/5, 0, 1, typ == "shared"); rep.Duplicates > b {
 				t.Errorf("%d duplicates, more than %d (two snapshot intervals of the drill's traffic)", rep.Duplicates, b)
 			}
+			if !strings.HasPrefix(rep.Subscription, "geo-sidecar-drill-") {
+				t.Errorf("the drill ran on %q, not on a subscription of its own", rep.Subscription)
+			}
+			for _, c := range []string{"east", "west"} {
+				if subs := listSubs(t, c, Topic(ns, "orders")); slices.Contains(subs, rep.Subscription) {
+					t.Errorf("%s left on %s: %q", rep.Subscription, c, subs)
+				}
+			}
 		})
+	}
+}
+
+// listSubs lists topic's subscriptions on a cluster.
+func listSubs(t *testing.T, cluster, topic string) []string {
+	t.Helper()
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs, err := Admin(t, cluster).Subscriptions().List(*tn)
+	if err != nil {
+		t.Fatalf("subscriptions of %s on %s: %v", topic, cluster, err)
+	}
+	return subs
+}
+
+// TestDrillLeavesOtherSubscriptionsAlone: the drill never consumes from,
+// acknowledges on or deletes a subscription it did not create. On a topic
+// where an application's subscription (billing, kept in step, 10 of 20
+// messages consumed in east) lives, it refuses --subscription billing,
+// and refuses to publish where billing would receive its messages; with
+// --allow-other-subscriptions it runs on a subscription of its own and
+// deletes only that one, on both clusters. billing keeps its position in
+// east and exists in both throughout.
+func TestDrillLeavesOtherSubscriptionsAlone(t *testing.T) {
+	awaitClusters(t, "east", "west")
+	ns := NewNamespace(t, "east", "west")
+	s := StartSidecar(t, []string{"east", "west"},
+		syncEntriesWith(ns, "subscriptions: [billing]\n    "+drillPatterns, "east", "west"))
+	topic := Topic(ns, "orders")
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	east := Client(t, "east")
+	app, err := east.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "billing",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ProduceN(t, east, topic, "app", 20)
+	for range 10 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		m, err := app.Receive(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := app.Ack(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app.Close()
+	Eventually(t, 60*time.Second, func() error {
+		if !slices.Contains(listSubs(t, "west", topic), "billing") {
+			return fmt.Errorf("billing not on west yet")
+		}
+		return nil
+	})
+	markDelete := func() string {
+		st, err := Admin(t, "east").Topics().GetInternalStats(*tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, ok := st.Cursors["billing"]
+		if !ok {
+			t.Fatalf("billing is gone from east: %v", st.Cursors)
+		}
+		return c.MarkDeletePosition
+	}
+	before := markDelete()
+
+	drill := func(extra ...string) (string, int) {
+		_, errOut, code := run(t, append([]string{"drill", "--config", s.ConfigPath, "--topic", ns + "/orders",
+			"--from", "east", "--to", "west", "--messages", "400", "--publish-over", "2s", "--json"}, extra...)...)
+		return string(errOut), code
+	}
+	if errOut, code := drill("--subscription", "billing"); code != 1 || !strings.Contains(errOut, `subscription "billing" exists on`) {
+		t.Errorf("drill --subscription billing: exit %d, want 1 and a refusal\n%s", code, errOut)
+	}
+	if errOut, code := drill(); code != 1 || !strings.Contains(errOut, "has other subscriptions: billing") {
+		t.Errorf("drill on a topic billing reads: exit %d, want 1 and a refusal\n%s", code, errOut)
+	}
+	rep := runDrill(t, s.ConfigPath, ns+"/orders", "", "east", "west",
+		"--messages", "400", "--publish-over", "2s", "--allow-other-subscriptions")
+	t.Logf("drill beside billing on %s: published %d, lost %d, duplicates %d, in step %v", rep.Subscription, rep.Published, rep.Lost, rep.Duplicates, rep.InStep)
+	if rep.Lost != 0 || rep.Published != 400 {
+		t.Errorf("drill: published %d, lost %d", rep.Published, rep.Lost)
+	}
+	for _, c := range []string{"east", "west"} {
+		subs := listSubs(t, c, topic)
+		if !slices.Contains(subs, "billing") {
+			t.Errorf("billing is gone from %s: %q", c, subs)
+		}
+		for _, sub := range subs {
+			if strings.HasPrefix(sub, "geo-sidecar-drill-") {
+				t.Errorf("the drill's subscription %s is left on %s", sub, c)
+			}
+		}
+	}
+	if after := markDelete(); after != before {
+		t.Errorf("billing moved in east during the drill: mark-delete %s, was %s", after, before)
 	}
 }
 
@@ -502,10 +639,11 @@ func TestUnsnapshottedSubscriptionExistsOnRemote(t *testing.T) {
 	s := StartSidecar(t, []string{"east", "west"}, syncEntries(ns, "late-sub", "east", "west"))
 	east, west := Client(t, "east"), Client(t, "west")
 	_ = Consume(t, east, topic, "late-sub", 0, time.Second) // exists on east only
-	want := ProduceN(t, east, topic, "m", 500)
+	produceUnbatched(t, east, topic, "m", 0, 500)
+	want := make([]string, 500)
 	Eventually(t, 60*time.Second, func() error {
 		if b := backlogOf(t, "west", topic, "late-sub"); b != 500 {
-			return fmt.Errorf("late-sub's backlog on west is %d, want 500 (-1: missing)", b)
+			return fmt.Errorf("late-sub's backlog on west is %d, want 500 (-1: missing, -2: no topic)", b)
 		}
 		return nil
 	})

@@ -97,9 +97,6 @@ type followState struct {
 	newestID string        // the newest snapshot at the last follow
 	mds      map[string]marker.Position
 	behind   bool // a tracked subscription had not passed the newest snapshot
-	// tracked is whether the partition had a tracked subscription; the
-	// sync requests snapshots only then.
-	tracked bool
 }
 
 const (
@@ -382,7 +379,6 @@ func (s *subSync) run(ctx context.Context, linkUp func() bool) {
 	// later; subscriptions are followed twice per interval.
 	t := time.NewTicker(max(s.interval/4, 10*time.Millisecond))
 	defer t.Stop()
-	s.fl.tracked = s.cursorsAtStart == nil || slices.ContainsFunc(s.cursorsAtStart, s.tracked)
 	for {
 		select {
 		case <-ctx.Done():
@@ -392,9 +388,7 @@ func (s *subSync) run(ctx context.Context, linkUp func() bool) {
 			continue
 		case <-t.C:
 		}
-		// Snapshots only for a partition with a tracked subscription:
-		// requests elsewhere are markers for nothing.
-		s.write(ctx, s.machine.Tick(linkUp() && s.fl.tracked))
+		s.write(ctx, s.machine.Tick(linkUp()))
 		s.countStats()
 		if !s.followDue(time.Now()) {
 			continue
@@ -433,10 +427,9 @@ func (s *subSync) follow(ctx context.Context) error {
 		f.every = s.interval / 2
 		return fmt.Errorf("local mark-delete positions: %w", err)
 	}
-	f.tracked, f.behind = false, false
+	f.behind = false
 	for name, md := range mds {
 		if s.tracked(name) {
-			f.tracked = true
 			if last, ok := f.mds[name]; !ok || last != md {
 				changed = true
 			}
