@@ -82,6 +82,8 @@ type options struct {
 	Sizes          sizes
 	Quick          bool
 	Keep           bool
+	Logs           string
+	LogLevel       string
 	Machine        string
 	Progress       *os.File
 }
@@ -98,6 +100,8 @@ func main() {
 	flag.DurationVar(&o.ProfileSeconds, "profile-seconds", 15*time.Second, "length of each CPU profile")
 	flag.BoolVar(&o.Quick, "quick", false, "small sizes, one round (a minute or two)")
 	flag.BoolVar(&o.Keep, "keep", false, "keep the bench tenant's topics and namespaces afterwards")
+	flag.StringVar(&o.LogLevel, "log-level", "info", "the sidecars' --log-level (debug shows each session's steps, with times)")
+	flag.StringVar(&o.Logs, "logs", "", "write each sidecar's log (and config) here, kept after the run (default: a temporary directory, removed)")
 	flag.StringVar(&only, "only", "", "comma-separated workloads to run (tp1,tp4,latency,drain,zstd,scale); default all")
 	flag.IntVar(&rounds, "rounds", 0, "rounds per workload (default 3, quick 1)")
 	flag.IntVar(&tp, "tp-messages", 0, "messages per arm per throughput round")

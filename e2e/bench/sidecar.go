@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"net/http"
@@ -61,16 +62,23 @@ func sidecarConfig(listen, ns, discovery string, patterns bool, topics ...string
 // startSidecar writes cfg (whose listen address is listen) and starts the
 // binary on it. It does not wait for readiness.
 func (e *env) startSidecar(binary, name, listen, cfg string) (*sidecar, error) {
-	path := filepath.Join(e.dir, name+".yaml")
+	dir := e.dir
+	if e.o.Logs != "" {
+		if err := os.MkdirAll(e.o.Logs, 0o755); err != nil {
+			return nil, err
+		}
+		dir = e.o.Logs
+	}
+	path := filepath.Join(dir, name+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	s := &sidecar{e: e, name: name, listen: listen, logPath: filepath.Join(e.dir, name+".log"), done: make(chan error, 1)}
+	s := &sidecar{e: e, name: name, listen: listen, logPath: filepath.Join(dir, name+".log"), done: make(chan error, 1)}
 	logf, err := os.Create(s.logPath)
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"run", "--config", path, "--log-level", "info"}
+	args := []string{"run", "--config", path, "--log-level", cmp.Or(e.o.LogLevel, "info")}
 	if e.o.Profile != "" {
 		if s.pprof, err = e2e.FreeLoopbackAddr(); err != nil {
 			return nil, err
