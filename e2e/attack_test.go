@@ -62,6 +62,19 @@ func markersOf(t *testing.T, c pulsar.Client, topic string, k marker.Kind) []pul
 	return out
 }
 
+// consumeAll consumes the n messages of topic as sub, then acknowledges
+// what follows them (markers: the snapshot that covers the last message
+// completes after it, at the response's position, once traffic stops).
+func consumeAll(t *testing.T, c pulsar.Client, topic, sub string, n int) {
+	t.Helper()
+	if got := Consume(t, c, topic, sub, n, 30*time.Second); len(got) != n {
+		t.Fatalf("consumed %d of %d", len(got), n)
+	}
+	if extra := Consume(t, c, topic, sub, 1<<30, 5*time.Second); len(extra) > 0 {
+		t.Fatalf("%d messages after the %d published", len(extra), n)
+	}
+}
+
 // republish publishes msgs again on topic, payload and properties as
 // read, one per entry as the sidecar writes markers.
 func republish(t *testing.T, c pulsar.Client, topic string, msgs []pulsar.Message) {
@@ -91,12 +104,10 @@ func TestReplayedUpdateAfterRewind(t *testing.T) {
 		return nil
 	})
 	// The application consumes everything on east; the sync moves west.
-	if got := Consume(t, east, topic, "victim", 100, 30*time.Second); len(got) != 100 {
-		t.Fatalf("consumed %d of 100 on east", len(got))
-	}
+	consumeAll(t, east, topic, "victim", 100)
 	Eventually(t, 60*time.Second, func() error {
-		if b := backlogOf(t, "west", topic, "victim"); b != 0 {
-			return fmt.Errorf("victim's backlog on west is %d, want 0 (the update applied)", b)
+		if b := backlogOf(t, "west", topic, "victim"); b < 0 || b > 10 {
+			return fmt.Errorf("victim's backlog on west is %d entries, want at most 10 (markers) (the update applied)", b)
 		}
 		return nil
 	})
@@ -107,8 +118,8 @@ func TestReplayedUpdateAfterRewind(t *testing.T) {
 		t.Fatalf("rewind: %v", err)
 	}
 	Eventually(t, 10*time.Second, func() error {
-		if b := backlogOf(t, "west", topic, "victim"); b != 100 {
-			return fmt.Errorf("after the rewind the backlog is %d, want 100", b)
+		if b := backlogOf(t, "west", topic, "victim"); b < 100 {
+			return fmt.Errorf("after the rewind the backlog is %d, want 100 messages and some markers", b)
 		}
 		return nil
 	})
@@ -129,8 +140,8 @@ func TestReplayedUpdateAfterRewind(t *testing.T) {
 		return nil
 	})
 	time.Sleep(5 * time.Second) // an update applied late would show now
-	if b := backlogOf(t, "west", topic, "victim"); b != 100 {
-		t.Fatalf("after the replay the victim's backlog on west is %d, want 100 (the rewind undone)", b)
+	if b := backlogOf(t, "west", topic, "victim"); b < 100 {
+		t.Fatalf("after the replay the victim's backlog on west is %d, want at least 100 (the rewind undone)", b)
 	}
 	for _, reason := range []string{"replayed", "not-written-here"} {
 		if v := s.Metric("geo_sidecar_markers_invalid_total", `reason="`+reason+`"`); v == 0 {
@@ -180,13 +191,10 @@ func TestInjectedCopiesRefused(t *testing.T) {
 		return nil
 	})
 	// The real copies still work: consuming on east moves west.
-	if got := Consume(t, east, topic, "victim", 50, 30*time.Second); len(got) != 50 {
-		t.Fatalf("consumed %d of 50 on east", len(got))
-	}
-	produceUnbatched(t, east, topic, "n", 0, 10) // a snapshot after the acknowledgements
+	consumeAll(t, east, topic, "victim", 50)
 	Eventually(t, 60*time.Second, func() error {
-		if b := backlogOf(t, "west", topic, "victim"); b > 10 {
-			return fmt.Errorf("victim's backlog on west is %d, want at most 10", b)
+		if b := backlogOf(t, "west", topic, "victim"); b < 0 || b > 10 {
+			return fmt.Errorf("victim's backlog on west is %d entries, want at most 10 (markers)", b)
 		}
 		return nil
 	})
