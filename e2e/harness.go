@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,10 +37,27 @@ type Cluster struct {
 }
 
 var clusters = map[string]Cluster{
-	"east":  {"east", "pulsar://127.0.0.1:6650", "http://127.0.0.1:8080"},
-	"west":  {"west", "pulsar://127.0.0.1:6660", "http://127.0.0.1:8090"},
-	"north": {"north", "pulsar://127.0.0.1:6670", "http://127.0.0.1:8100"},
+	"east":  {"east", "pulsar://" + Loopback(6650), "http://" + Loopback(8080)},
+	"west":  {"west", "pulsar://" + Loopback(6660), "http://" + Loopback(8090)},
+	"north": {"north", "pulsar://" + Loopback(6670), "http://" + Loopback(8100)},
+	// far is reached directly here; FarWAN gives its URLs through the WAN
+	// proxy.
+	"far": {"far", "pulsar://" + Loopback(6690), "http://" + Loopback(8120)},
 }
+
+// portOffset is GEO_TESTBED_PORT_OFFSET, by which cluster.sh moves every
+// port of a private test bed.
+var portOffset = func() int {
+	n, err := strconv.Atoi(os.Getenv("GEO_TESTBED_PORT_OFFSET"))
+	if err != nil {
+		return 0
+	}
+	return n
+}()
+
+// Loopback is 127.0.0.1 with a test-bed port, moved by
+// GEO_TESTBED_PORT_OFFSET like cluster.sh does.
+func Loopback(port int) string { return fmt.Sprintf("127.0.0.1:%d", port+portOffset) }
 
 // Get returns the test-bed cluster called name; it panics on an unknown name
 // because that is a bug in the test, not a condition to handle.

@@ -24,10 +24,12 @@ import (
 // token and client-certificate authentication, authorization on, "admin"
 // the super-user. Its URLs use 127.0.0.1, the only name in its
 // certificate.
-var South = Cluster{Name: "south", ServiceURL: "pulsar+ssl://127.0.0.1:6681", AdminURL: "https://127.0.0.1:8111"}
+var South = Cluster{Name: "south", ServiceURL: "pulsar+ssl://" + Loopback(6681), AdminURL: "https://" + Loopback(8111)}
 
 // SouthMisnamed are south's URLs by a name its certificate does not hold.
-var SouthMisnamed = Cluster{Name: "south", ServiceURL: "pulsar+ssl://localhost:6681", AdminURL: "https://localhost:8111"}
+var SouthMisnamed = Cluster{Name: "south",
+	ServiceURL: "pulsar+ssl://localhost" + strings.TrimPrefix(Loopback(6681), "127.0.0.1"),
+	AdminURL:   "https://localhost" + strings.TrimPrefix(Loopback(8111), "127.0.0.1")}
 
 var southUp struct {
 	once sync.Once

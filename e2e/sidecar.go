@@ -34,10 +34,19 @@ var MarkerKeyFile string
 // indented by two spaces), a 1 s discovery interval and the shared marker
 // key. listen is filled in by StartSidecar.
 func Config(listen string, clusters []string, replication string) string {
+	cs := make([]Cluster, len(clusters))
+	for i, n := range clusters {
+		cs[i] = Get(n)
+	}
+	return ConfigFor(listen, cs, replication)
+}
+
+// ConfigFor is Config for clusters reached at the given URLs (such as
+// through the WAN proxy: FarWAN).
+func ConfigFor(listen string, clusters []Cluster, replication string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  discovery_interval: 1s\n  marker_key_file: %s\nclusters:\n", listen, MarkerKeyFile)
-	for _, n := range clusters {
-		c := Get(n)
+	for _, c := range clusters {
 		fmt.Fprintf(&b, "  - name: %s\n    service_url: %s\n    admin_url: %s\n", c.Name, c.ServiceURL, c.AdminURL)
 	}
 	b.WriteString("replication:\n")
@@ -71,10 +80,20 @@ func FreeLoopbackAddr() (string, error) {
 // stopped when t ends.
 func StartSidecar(t testing.TB, clusters []string, replication string, args ...string) *Sidecar {
 	t.Helper()
+	cs := make([]Cluster, len(clusters))
+	for i, n := range clusters {
+		cs[i] = Get(n)
+	}
+	return StartSidecarFor(t, cs, replication, args...)
+}
+
+// StartSidecarFor is StartSidecar for clusters reached at the given URLs.
+func StartSidecarFor(t testing.TB, clusters []Cluster, replication string, args ...string) *Sidecar {
+	t.Helper()
 	dir := t.TempDir()
 	listen := FreeAddr(t)
 	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, []byte(Config(listen, clusters, replication)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(ConfigFor(listen, clusters, replication)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return StartSidecarFile(t, cfg, listen, args...)

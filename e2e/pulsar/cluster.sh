@@ -17,8 +17,13 @@
 #   cluster.sh token ROLE [SECS]  mint a token for south (HS256; SECS: expiry)
 #
 # NAMEs default to $CLUSTERS, else "east west". Known names: east, west,
-# north, south. State lives in $GEO_TESTBED_DIR (default
-# ~/.cache/geo-sidecar/testbed), outside the git tree.
+# north, south, far. State lives in $GEO_TESTBED_DIR (default
+# ~/.cache/geo-sidecar/testbed), outside the git tree;
+# GEO_TESTBED_PORT_OFFSET=N moves every port by N (a private test bed).
+#
+# far is the cluster behind a WAN: besides its own ports it takes lookups
+# on a third port whose answers name the e2e WAN proxy's ports (see
+# wan_ports), so clients that enter through the proxy stay behind it.
 #
 # south is the secure cluster: TLS only on both ports (a CA and a broker
 # certificate for IP 127.0.0.1, made with openssl at its first start),
@@ -43,14 +48,38 @@ ready_timeout=${PULSAR_READY_TIMEOUT:-240}
 say() { printf '[testbed] %s\n' "$*" >&2; }
 die() { printf '[testbed] error: %s\n' "$*" >&2; exit 1; }
 
+# GEO_TESTBED_PORT_OFFSET moves every port of every cluster by that much,
+# so a private test bed (with its own GEO_TESTBED_DIR) runs beside the
+# shared one; the e2e harness reads the same variable.
+offset=${GEO_TESTBED_PORT_OFFSET:-0}
+case "$offset" in ''|*[!0-9]*) die "GEO_TESTBED_PORT_OFFSET must be a number, got '$offset'" ;; esac
+
 # ports NAME -> "broker web bookie"
 ports() {
+  local p
   case "$1" in
-    east)  echo "6650 8080 3181" ;;
-    west)  echo "6660 8090 3191" ;;
-    north) echo "6670 8100 3201" ;;
-    south) echo "6681 8111 3211" ;;
-    *) die "unknown cluster '$1' (known: east west north south)" ;;
+    east)  p="6650 8080 3181" ;;
+    west)  p="6660 8090 3191" ;;
+    north) p="6670 8100 3201" ;;
+    south) p="6681 8111 3211" ;;
+    far)   p="6690 8120 3221" ;;
+    *) die "unknown cluster '$1' (known: east west north south far)" ;;
+  esac
+  set -- $p
+  echo "$(($1 + offset)) $(($2 + offset)) $(($3 + offset))"
+}
+
+# wan_ports NAME -> "bind proxy-broker proxy-web" for a cluster reached
+# through the e2e WAN proxy (e2e/wan): besides its ordinary ports, the
+# broker listens on "bind" for listener "wan", and lookups that arrive there
+# answer with the proxy's address (proxy-broker, proxy-web), which forwards
+# to "bind" and to the web port. Lookups on the ordinary port answer with
+# the ordinary address, so the broker's own client and tests that want no
+# WAN bypass the proxy. Only far has one.
+wan_ports() {
+  case "$1" in
+    far) echo "$((6692 + offset)) $((6691 + offset)) $((8121 + offset))" ;;
+    *) return 1 ;;
   esac
 }
 secure() { [ "$1" = south ]; }
@@ -173,6 +202,21 @@ brokerClientAuthenticationParameters=file://$dir/tokens/admin.token
 CONF
 }
 
+# wan_conf NAME: the lines appended to the standalone.conf of a cluster
+# reached through the WAN proxy (PIP-95: a listener per bind address).
+wan_conf() {
+  set -- $(wan_ports "$1") "$1"
+  cat <<CONF
+
+# Behind the e2e WAN proxy (cluster.sh wan_ports): clients that connect to
+# the proxy (port $2, forwarded to the "wan" bind address $1) get lookup
+# answers naming the proxy; the ordinary listener stays direct.
+bindAddresses=wan:pulsar://127.0.0.1:$1
+advertisedListeners=internal:pulsar://127.0.0.1:$(broker_port "$4"),internal:http://127.0.0.1:$(web_port "$4"),wan:pulsar://127.0.0.1:$2,wan:http://127.0.0.1:$3
+internalListenerName=internal
+CONF
+}
+
 names() {
   if [ $# -gt 0 ]; then echo "$@"; else echo "${CLUSTERS:-east west}"; fi
 }
@@ -247,7 +291,7 @@ entryfilter_build() {
   echo "$key" >"$out/.key"
   say "entry filter built in $((SECONDS - start))s: $out/geo-sidecar-entryfilter.nar"
   local running=""
-  for n in east west north south; do pid_of "$n" >/dev/null 2>&1 && running="$running $n"; done
+  for n in east west north south far; do pid_of "$n" >/dev/null 2>&1 && running="$running $n"; done
   [ -z "$running" ] || say "running clusters ($running ) load the new NAR at their next start: cluster.sh down$running; cluster.sh up$running"
 }
 
@@ -297,7 +341,9 @@ start_one() {
     say "$name running (pid $pid), waiting for it"
     return 0
   fi
-  for p in $(ports "$name"); do
+  local wan=""
+  if wan_ports "$name" >/dev/null; then set -- $(wan_ports "$name"); wan=$1; fi
+  for p in $(ports "$name") $wan; do
     port_busy "$p" && die "port $p for $name is taken by another process"
   done
   local cp
@@ -318,6 +364,9 @@ start_one() {
   if secure "$name"; then
     secure_files "$name"
     secure_conf "$name" >>"$dir/standalone.conf"
+  fi
+  if wan_ports "$name" >/dev/null; then
+    wan_conf "$name" >>"$dir/standalone.conf"
   fi
   say "starting $name (broker $(service_url "$name"), admin $(admin_url "$name"), heap $heap)"
   # JVM flags follow Pulsar's own bin/pulsar launcher.
@@ -439,6 +488,12 @@ cmd_env() {
     u=$(echo "$n" | tr '[:lower:]' '[:upper:]')
     echo "${u}_SERVICE_URL=$(service_url "$n")"
     echo "${u}_ADMIN_URL=$(admin_url "$n")"
+    if wan_ports "$n" >/dev/null; then
+      set -- $(wan_ports "$n")
+      echo "${u}_WAN_SERVICE_URL=pulsar://127.0.0.1:$2"
+      echo "${u}_WAN_ADMIN_URL=http://127.0.0.1:$3"
+      echo "${u}_WAN_UPSTREAM=127.0.0.1:$1"
+    fi
     if secure "$n"; then
       echo "${u}_TLS_TRUST_CERTS=$state/$n/tls/ca.pem"
       echo "${u}_ADMIN_TOKEN_FILE=$state/$n/tokens/admin.token"
@@ -501,7 +556,7 @@ main() {
     classpath) classpath ;;
     entryfilter) entryfilter ;;
     token) cmd_token "$@" ;;
-    -h|--help|help) sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+    -h|--help|help) sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
     *) die "unknown command '$cmd' (try: up down kill status wipe geo env classpath entryfilter token)" ;;
   esac
 }
