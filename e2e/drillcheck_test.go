@@ -52,9 +52,10 @@ const ackWindow = 20
 // proof kept in the suite).
 func syncOff() bool { return os.Getenv("E2E_SUBSCRIPTION_SYNC") == "off" }
 
-var subscriptionsLine = regexp.MustCompile(`(?m)^ +subscriptions: \[.*\]\n`)
+var subscriptionsLine = regexp.MustCompile(`(?m)^ +subscription(s|_patterns): \[.*\]\n`)
 
-// withoutSync removes the `subscriptions:` lines of replication entries.
+// withoutSync removes the `subscriptions:` and `subscription_patterns:`
+// lines of replication entries.
 func withoutSync(entries string) string { return subscriptionsLine.ReplaceAllString(entries, "") }
 
 // checkedEntries is syncEntries, or withoutSync of it when syncOff.

@@ -241,8 +241,11 @@ func TestSecureReplicationBothWays(t *testing.T) {
 				t.Fatalf("status: exit %d\n%s%s", code, status, errOut)
 			}
 
+			// billing is listed in the config and does not exist: the drill
+			// creates it, and deletes it. The test's "check" subscriptions
+			// read the topic too.
 			drill, errOut, code := run(t, "drill", "--config", cfg, "--topic", s.ns+"/orders", "--subscription", "billing",
-				"--from", "south", "--to", "east", "--messages", "200", "--publish-over", "1s", "--json")
+				"--from", "south", "--to", "east", "--messages", "200", "--publish-over", "1s", "--json", "--allow-other-subscriptions")
 			var rep struct{ Lost, Published int }
 			if code != 0 || json.Unmarshal(drill, &rep) != nil || rep.Lost != 0 || rep.Published != 200 {
 				t.Fatalf("drill south -> east: exit %d\n%s%s", code, drill, errOut)

@@ -126,15 +126,24 @@ func TestFailoverDrill(t *testing.T) {
 // listSubs lists topic's subscriptions on a cluster.
 func listSubs(t *testing.T, cluster, topic string) []string {
 	t.Helper()
-	tn, err := utils.GetTopicName(topic)
+	subs, err := trySubs(t, cluster, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return subs
+}
+
+func trySubs(t *testing.T, cluster, topic string) ([]string, error) {
+	t.Helper()
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return nil, err
+	}
 	subs, err := Admin(t, cluster).Subscriptions().List(*tn)
 	if err != nil {
-		t.Fatalf("subscriptions of %s on %s: %v", topic, cluster, err)
+		return nil, fmt.Errorf("subscriptions of %s on %s: %w", topic, cluster, err)
 	}
-	return subs
+	return subs, nil
 }
 
 // TestDrillLeavesOtherSubscriptionsAlone: the drill never consumes from,
@@ -176,8 +185,8 @@ func TestDrillLeavesOtherSubscriptionsAlone(t *testing.T) {
 	}
 	app.Close()
 	Eventually(t, 60*time.Second, func() error {
-		if !slices.Contains(listSubs(t, "west", topic), "billing") {
-			return fmt.Errorf("billing not on west yet")
+		if subs, err := trySubs(t, "west", topic); err != nil || !slices.Contains(subs, "billing") {
+			return fmt.Errorf("billing not on west yet (%q, %v)", subs, err)
 		}
 		return nil
 	})

@@ -38,42 +38,58 @@ type DrillReport struct {
 	Duplicates     int     `json:"duplicates"`
 	InStepSeconds  float64 `json:"in_step_seconds"`
 	InStep         bool    `json:"in_step"`
+	// Kept: --keep left the drill's subscription on both clusters;
+	// otherwise it was deleted on both (or the drill failed saying where
+	// it may be left).
+	Kept bool `json:"kept"`
+
+	// counted: the drill ran to the end; an error returned with the
+	// report is then only about deleting the subscription.
+	counted bool
 }
 
 type drillOpts struct {
 	topic, sub, from, to, typ string
 	messages                  int
 	consumeFraction           float64
-	keep, asJSON              bool
+	keep, asJSON, allowOthers bool
 	spread                    time.Duration
 }
 
 func cmdDrill(args []string, stdout, stderr io.Writer) int {
-	c := newFlags("drill", "Runs a failover drill against live clusters: publishes tagged messages in both regions,\n"+
-		"consumes and acknowledges part of them in --from, stops, waits until the subscription is in\n"+
-		"step, resumes in --to on the same subscription and reports lost (must be 0) and duplicated\n"+
-		"messages. The sidecars must be running. Exit code 1 when anything was lost.", stderr)
+	c := newFlags("drill", "Runs a failover drill against live clusters on a subscription of its own: creates it in --from,\n"+
+		"publishes tagged messages in both regions, consumes and acknowledges part of them in --from,\n"+
+		"stops, waits until the subscription is in step, resumes in --to on the same subscription,\n"+
+		"reports lost (must be 0) and duplicated messages, and deletes the subscription on both clusters.\n"+
+		"It never touches a subscription it did not create, and refuses a topic others subscribe to unless\n"+
+		"--allow-other-subscriptions. The sidecars must be running and keep the subscription in step\n"+
+		"(subscription_patterns: [\""+drillPattern+"\"]). Exit code 1 when anything was lost or the\n"+
+		"subscription could not be deleted.", stderr)
 	var o drillOpts
-	c.fs.StringVar(&o.topic, "topic", "", "replicated topic, tenant/namespace/topic (required)")
-	c.fs.StringVar(&o.sub, "subscription", "", "subscription kept in step by the sidecars (required)")
+	c.fs.StringVar(&o.topic, "topic", "", "replicated topic, tenant/namespace/topic (required); best one of its own, e.g. tenant/ns/geo-sidecar-drill")
+	c.fs.StringVar(&o.sub, "subscription", "", "name of the subscription the drill creates; must not exist (default "+drillPrefix+"<random>)")
 	c.fs.StringVar(&o.from, "from", "", "cluster to fail over from (required)")
 	c.fs.StringVar(&o.to, "to", "", "cluster to fail over to (required)")
 	c.fs.StringVar(&o.typ, "type", "exclusive", "subscription type: exclusive, failover, shared or key_shared")
 	c.fs.IntVar(&o.messages, "messages", 1000, "messages to publish (split between the regions)")
 	c.fs.Float64Var(&o.consumeFraction, "consume", 0.5, "fraction of the messages to consume in --from before the switch")
-	c.fs.BoolVar(&o.keep, "keep", false, "keep the subscription on both clusters afterwards")
+	c.fs.BoolVar(&o.keep, "keep", false, "keep the drill's subscription on both clusters afterwards (it holds back retention until deleted)")
+	c.fs.BoolVar(&o.allowOthers, "allow-other-subscriptions", false, "publish even though the topic has other subscriptions: they receive the drill's messages")
 	c.fs.DurationVar(&o.spread, "publish-over", 5*time.Second, "spread publishing over this long, like live traffic")
 	c.fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
 	cfg, code := c.parse(args, stderr)
 	if code >= 0 {
 		return code
 	}
-	if o.topic == "" || o.sub == "" || o.from == "" || o.to == "" || o.messages < 2 ||
+	if o.topic == "" || o.from == "" || o.to == "" || o.from == o.to || o.messages < 2 ||
 		o.consumeFraction <= 0 || o.consumeFraction >= 1 {
-		fmt.Fprintln(stderr, "geo-sidecar drill: --topic, --subscription, --from and --to are required; --messages >= 2; 0 < --consume < 1")
+		fmt.Fprintln(stderr, "geo-sidecar drill: --topic, --from and --to are required, --from and --to differ; --messages >= 2; 0 < --consume < 1")
 		return exitUsage
 	}
-	ctx, stop := context.WithTimeout(context.Background(), 10*time.Minute)
+	// SIGINT or SIGTERM stops the drill; its subscription is still deleted.
+	sctx, sstop := signalContext(zap.NewNop())
+	defer sstop()
+	ctx, stop := context.WithTimeout(sctx, 10*time.Minute)
 	defer stop()
 	progress := stderr
 	if !o.asJSON {
@@ -82,14 +98,18 @@ func cmdDrill(args []string, stdout, stderr io.Writer) int {
 	rep, err := drill(ctx, cfg, o, progress)
 	if err != nil {
 		fmt.Fprintf(stderr, "geo-sidecar drill: %v\n", err)
-		return exitFailed
+		if !rep.counted {
+			return exitFailed
+		}
+		// Counted, but the subscription could not be deleted: the
+		// report is printed all the same.
 	}
 	if o.asJSON {
 		_ = json.NewEncoder(stdout).Encode(rep)
 	} else {
 		printDrill(stdout, rep)
 	}
-	if rep.Lost > 0 {
+	if rep.Lost > 0 || err != nil {
 		return exitFailed
 	}
 	return exitOK
@@ -106,6 +126,10 @@ func printDrill(w io.Writer, r DrillReport) {
 		fmt.Fprintf(w, "  in step after        %.1fs\n", r.InStepSeconds)
 	} else {
 		fmt.Fprintf(w, "  in step              no (the subscription on %s never caught up; resumed anyway)\n", r.To)
+	}
+	if r.Kept {
+		fmt.Fprintf(w, "  subscription         kept on %s and %s (--keep); delete it with pulsar-admin topics unsubscribe %s --subscription %s\n",
+			r.From, r.To, r.Topic, r.Subscription)
 	}
 }
 
@@ -145,21 +169,15 @@ func subType(s string) (pulsar.SubscriptionType, error) {
 
 // replicates reports whether cfg copies topic (tenant/ns/short) from a to b.
 func replicates(cfg *config.Config, topic, a, b string) bool {
-	i := strings.LastIndex(topic, "/")
-	ns, short := topic[:i], topic[i+1:]
-	for _, r := range cfg.Replication {
-		if r.Source == a && r.Namespace == ns && r.MatchesTopic(short) {
-			for _, t := range r.Targets {
-				if t == b {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	return len(replicatingEntries(cfg, topic, a, b)) > 0
 }
 
-func drill(ctx context.Context, cfg *config.Config, o drillOpts, out io.Writer) (DrillReport, error) {
+// drill runs the drill on a subscription it creates. Everything it
+// checks before creating it is checked before connecting to the data
+// plane; once created, the subscription is deleted on both clusters
+// (unless --keep) however the drill ends, and an error doing so is
+// returned with the report.
+func drill(ctx context.Context, cfg *config.Config, o drillOpts, out io.Writer) (rep DrillReport, err error) {
 	typ, err := subType(o.typ)
 	if err != nil {
 		return DrillReport{}, err
@@ -168,11 +186,12 @@ func drill(ctx context.Context, cfg *config.Config, o drillOpts, out io.Writer) 
 	if strings.Count(name, "/") != 2 {
 		return DrillReport{}, fmt.Errorf("--topic %q: want tenant/namespace/topic", o.topic)
 	}
-	if !replicates(cfg, name, o.from, o.to) {
-		return DrillReport{}, fmt.Errorf("the config does not replicate %s from %s to %s", name, o.from, o.to)
+	sub := drillSubName(o.sub)
+	if err := checkKeptInStep(cfg, name, sub, o.from, o.to); err != nil {
+		return DrillReport{}, err
 	}
 	topic := "persistent://" + name
-	rep := DrillReport{Topic: topic, Subscription: o.sub, Type: o.typ, From: o.from, To: o.to}
+	rep = DrillReport{Topic: topic, Subscription: sub, Type: o.typ, From: o.from, To: o.to, Kept: o.keep}
 	say := func(format string, a ...any) { fmt.Fprintf(out, "drill: "+format+"\n", a...) }
 
 	from, err := drillConnect(cfg, o.from)
@@ -185,18 +204,42 @@ func drill(ctx context.Context, cfg *config.Config, o drillOpts, out io.Writer) 
 		return rep, err
 	}
 	defer to.client.Close()
+	// The failover target first: see removeDrillSub.
+	clusters := []drillCluster{{o.to, pulsarDrillAdmin{to.admin}}, {o.from, pulsarDrillAdmin{from.admin}}}
+	leftovers, err := preflight(ctx, cfg, clusters, topic, sub, o.allowOthers)
+	if err != nil {
+		return rep, err
+	}
+	if len(leftovers) > 0 {
+		say("note: subscriptions of earlier drills on %s (or of one running now): %s", topic, strings.Join(leftovers, ", "))
+	}
+
+	// Created at the end of the topic before the first drill message, so
+	// the subscription sees every one. The admin API refuses to create one
+	// that exists (someone else's, made since the check above); on a topic
+	// that does not exist yet the consumer below creates both.
+	switch err := clusters[1].admin.CreateAtEnd(ctx, topic, sub); {
+	case errors.Is(err, errSubscriptionExists):
+		return rep, fmt.Errorf("subscription %q appeared on %s while the drill started; it is not the drill's, so the drill stops", sub, o.from)
+	case err != nil && !errors.Is(err, errTopicNotFound):
+		return rep, fmt.Errorf("create subscription %s on %s: %w", sub, o.from, err)
+	}
+	say("created subscription %s on %s", sub, o.from)
 	if !o.keep {
 		defer func() {
-			for _, s := range []*drillSide{from, to} {
-				if tn, err := utils.GetTopicName(topic); err == nil {
-					_ = deleteSubscription(s.admin, *tn, o.sub)
-				}
+			// With its own deadline: a drill stopped by a signal or its
+			// timeout still deletes what it created.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if cerr := removeDrillSub(cctx, clusters, topic, sub); cerr != nil {
+				err = errors.Join(err, cerr)
+				return
 			}
+			say("deleted subscription %s on %s and %s", sub, o.to, o.from)
 		}()
 	}
 
-	// Subscribe first, so the subscription sees every drill message.
-	cons, err := from.client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: o.sub, Type: typ,
+	cons, err := from.client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Type: typ,
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionLatest})
 	if err != nil {
 		return rep, fmt.Errorf("subscribe in %s: %w", o.from, err)
@@ -208,7 +251,6 @@ func drill(ctx context.Context, cfg *config.Config, o drillOpts, out io.Writer) 
 		sides = append(sides, to)
 	}
 	per := o.messages / len(sides)
-	rep.Published = per * len(sides)
 	// Publishing is spread over several snapshot intervals, as live
 	// traffic is: snapshots are taken between messages, and the switch can
 	// only be as precise as the newest snapshot before the position reached.
@@ -217,12 +259,15 @@ func drill(ctx context.Context, cfg *config.Config, o drillOpts, out io.Writer) 
 	for _, s := range sides {
 		go func() { errs <- drillPublish(ctx, s.client, topic, run, s.name, per, o.spread) }()
 	}
+	var perr error
 	for range sides {
-		if err := <-errs; err != nil {
-			cons.Close()
-			return rep, err
-		}
+		perr = errors.Join(perr, <-errs)
 	}
+	if perr != nil {
+		cons.Close()
+		return rep, perr
+	}
+	rep.Published = per * len(sides)
 
 	seen := map[string]int{}
 	want := int(float64(rep.Published) * o.consumeFraction)
@@ -238,10 +283,13 @@ func drill(ctx context.Context, cfg *config.Config, o drillOpts, out io.Writer) 
 	rep.ConsumedBefore = len(got)
 
 	say("consumer in %s stopped; waiting until the subscription is in step in %s", o.from, o.to)
-	rep.InStepSeconds, rep.InStep = waitInStep(ctx, from.admin, to.admin, topic, o.sub, say)
+	rep.InStepSeconds, rep.InStep = waitInStep(ctx, from.admin, to.admin, topic, sub, say)
 
 	say("resuming in %s", o.to)
-	cons2, err := to.client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: o.sub, Type: typ,
+	// The sidecar created the subscription in o.to from the one in
+	// o.from; if it has not, this creates it (at the earliest message:
+	// duplicates, never a loss), and it is the drill's all the same.
+	cons2, err := to.client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Type: typ,
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
 	if err != nil {
 		return rep, fmt.Errorf("subscribe in %s: %w", o.to, err)
@@ -265,6 +313,7 @@ func drill(ctx context.Context, cfg *config.Config, o drillOpts, out io.Writer) 
 			}
 		}
 	}
+	rep.counted = true
 	return rep, nil
 }
 
@@ -300,7 +349,8 @@ func drillPublish(ctx context.Context, c pulsar.Client, topic, run, region strin
 
 // drillConsume receives this run's messages until n arrived or none came
 // for idle, acknowledging each (shuffled in windows of 20 when
-// outOfOrder). Markers and other traffic are acknowledged and skipped.
+// outOfOrder). Markers and other traffic are acknowledged and skipped:
+// c is on the drill's own subscription.
 func drillConsume(ctx context.Context, c pulsar.Consumer, run string, n int, idle time.Duration, outOfOrder bool) ([]string, error) {
 	var got []string
 	var window []pulsar.MessageID
@@ -411,8 +461,4 @@ func subBacklogs(a pulsaradmin.Client, tn utils.TopicName, sub string) (map[stri
 		}
 	}
 	return out, true
-}
-
-func deleteSubscription(a pulsaradmin.Client, tn utils.TopicName, sub string) error {
-	return a.Subscriptions().Delete(tn, sub)
 }

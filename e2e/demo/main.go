@@ -35,7 +35,9 @@ var regions = []struct{ name, service, admin string }{
 
 const (
 	namespace = "demo/geo"
-	drillSub  = "demo-drill"
+	// drillTopic is the drill's topic of its own, replicated like orders:
+	// nobody else reads it, so its messages reach no application.
+	drillTopic = "geo-sidecar-drill"
 )
 
 func main() {
@@ -154,9 +156,9 @@ func run(binary string, n int, keep bool) error {
 		return fmt.Errorf("status: %w", err)
 	}
 
-	step("failover drill: subscription %s moves from east to west", drillSub)
-	dr := exec.Command(binary, "drill", "--config", cfgPath, "--topic", namespace+"/orders",
-		"--subscription", drillSub, "--from", "east", "--to", "west", "--messages", "2000")
+	step("failover drill from east to west on %s/%s, on a subscription of its own", namespace, drillTopic)
+	dr := exec.Command(binary, "drill", "--config", cfgPath, "--topic", namespace+"/"+drillTopic,
+		"--from", "east", "--to", "west", "--messages", "2000")
 	dr.Stdout, dr.Stderr = os.Stdout, os.Stderr
 	if err := dr.Run(); err != nil {
 		return fmt.Errorf("drill: %w", err)
@@ -187,8 +189,8 @@ func demoConfig(listen, keyPath string) string {
 	b.WriteString("replication:\n")
 	for i, r := range regions {
 		other := regions[1-i].name
-		fmt.Fprintf(&b, "  - source: %s\n    namespace: %s\n    topics: [orders]\n    targets: [%s]\n    subscriptions: [%s]\n",
-			r.name, namespace, other, drillSub)
+		fmt.Fprintf(&b, "  - source: %s\n    namespace: %s\n    topics: [orders, %s]\n    targets: [%s]\n    subscription_patterns: [\"geo-sidecar-drill-.*\"]\n",
+			r.name, namespace, drillTopic, other)
 	}
 	return b.String()
 }

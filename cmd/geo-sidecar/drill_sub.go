@@ -1,0 +1,261 @@
+package main
+
+// The drill's subscription: which one it runs on, and the rules that keep
+// it away from everyone else's. The drill publishes, consumes, acknowledges
+// and finally deletes; on a subscription an application uses, each of those
+// would hurt (acknowledged messages are gone for the application, a deleted
+// subscription loses its position and its backlog). So the drill only ever
+// works on a subscription it created itself, and only publishes on a topic
+// nobody else reads unless told otherwise.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/google/uuid"
+
+	"github.com/geo-sidecar/geo-sidecar/config"
+)
+
+// drillPrefix starts the name of every subscription the drill creates when
+// --subscription is not given; a config keeps them in step with
+// subscription_patterns: ["geo-sidecar-drill-.*"] (drillPattern).
+const (
+	drillPrefix  = "geo-sidecar-drill-"
+	drillPattern = drillPrefix + ".*"
+)
+
+// pulsarCursorPrefix starts the cursors Pulsar keeps for itself.
+const pulsarCursorPrefix = "pulsar."
+
+// errSubscriptionExists: the subscription the drill was to create exists
+// already, so it belongs to someone else and the drill does not run.
+var errSubscriptionExists = errors.New("subscription exists")
+
+// errTopicNotFound: the topic does not exist yet on that cluster.
+var errTopicNotFound = errors.New("topic not found")
+
+// drillAdmin is what the drill's subscription rules need of one cluster's
+// admin API. Implementations are safe for concurrent use.
+type drillAdmin interface {
+	// Subscriptions lists the topic's subscriptions (over all partitions);
+	// errTopicNotFound when the topic does not exist.
+	Subscriptions(ctx context.Context, topic string) ([]string, error)
+	// CreateAtEnd creates sub at the end of the topic: errSubscriptionExists
+	// when it exists, errTopicNotFound when the topic does not.
+	CreateAtEnd(ctx context.Context, topic, sub string) error
+	// Delete deletes sub; nil when it does not exist.
+	Delete(ctx context.Context, topic, sub string) error
+}
+
+// pulsarDrillAdmin is drillAdmin over Pulsar's admin API.
+type pulsarDrillAdmin struct{ a pulsaradmin.Client }
+
+func adminError(err error) error {
+	var re rest.Error
+	if errors.As(err, &re) {
+		switch re.Code {
+		case 404:
+			return fmt.Errorf("%w: %w", errTopicNotFound, err)
+		case 409:
+			return fmt.Errorf("%w: %w", errSubscriptionExists, err)
+		}
+	}
+	return err
+}
+
+func (p pulsarDrillAdmin) Subscriptions(ctx context.Context, topic string) ([]string, error) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return nil, err
+	}
+	subs, err := p.a.Subscriptions().ListWithContext(ctx, *tn)
+	return subs, adminError(err)
+}
+
+func (p pulsarDrillAdmin) CreateAtEnd(ctx context.Context, topic, sub string) error {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return err
+	}
+	return adminError(p.a.Subscriptions().CreateWithContext(ctx, *tn, sub, utils.Latest))
+}
+
+func (p pulsarDrillAdmin) Delete(ctx context.Context, topic, sub string) error {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return err
+	}
+	// Not ForceDelete: should anyone be attached after all, the deletion
+	// fails rather than disconnecting them.
+	err = adminError(p.a.Subscriptions().DeleteWithContext(ctx, *tn, sub))
+	if errors.Is(err, errTopicNotFound) { // the subscription (or the topic) is not there
+		return nil
+	}
+	return err
+}
+
+// drillSubName is the subscription the drill runs on: --subscription, or a
+// fresh name under drillPrefix.
+func drillSubName(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return drillPrefix + uuid.NewString()[:8]
+}
+
+// replicatingEntries returns the indexes of the replication entries that
+// copy topic (tenant/namespace/short) from a to b.
+func replicatingEntries(cfg *config.Config, topic, a, b string) []int {
+	i := strings.LastIndex(topic, "/")
+	ns, short := topic[:i], topic[i+1:]
+	var out []int
+	for k, r := range cfg.Replication {
+		if r.Source == a && r.Namespace == ns && r.MatchesTopic(short) && slices.Contains(r.Targets, b) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// checkKeptInStep returns nil when the config keeps sub on topic in step
+// from a to b, and otherwise an error that says which entries to change and
+// how. The drill of a subscription not kept in step would only show that
+// it is not.
+func checkKeptInStep(cfg *config.Config, topic, sub, a, b string) error {
+	own := cfg.Sidecar.CursorPrefix + "."
+	switch {
+	case strings.HasPrefix(sub, own):
+		return fmt.Errorf("--subscription %q is one of geo-sidecar's own cursors (prefix %q)", sub, own)
+	case strings.HasPrefix(sub, pulsarCursorPrefix):
+		return fmt.Errorf("--subscription %q is one of Pulsar's own cursors (prefix %q)", sub, pulsarCursorPrefix)
+	}
+	entries := replicatingEntries(cfg, topic, a, b)
+	if len(entries) == 0 {
+		return fmt.Errorf("the config does not replicate %s from %s to %s", topic, a, b)
+	}
+	var paths []string
+	for _, k := range entries {
+		if cfg.Replication[k].MatchesSubscription(sub) {
+			return nil
+		}
+		paths = append(paths, fmt.Sprintf("replication[%d]", k))
+	}
+	fix := fmt.Sprintf(`add subscription_patterns: [%q]`, drillPattern)
+	if !strings.HasPrefix(sub, drillPrefix) {
+		fix = fmt.Sprintf(`add subscriptions: [%q] (or leave out --subscription and add subscription_patterns: [%q])`, sub, drillPattern)
+	}
+	return fmt.Errorf("subscription %q is not kept in step from %s to %s on %s: no subscriptions or subscription_patterns of %s (source %s, namespace %s) match it; %s to %s, restart the sidecars and run the drill again",
+		sub, a, b, topic, strings.Join(paths, ", "), a, cfg.Replication[entries[0]].Namespace, fix, strings.Join(paths, ", "))
+}
+
+// foreign reports whether a subscription found on the drill's topic
+// belongs to someone else than geo-sidecar and its drills.
+func foreign(cfg *config.Config, sub string) bool {
+	return !strings.HasPrefix(sub, cfg.Sidecar.CursorPrefix+".") && !strings.HasPrefix(sub, drillPrefix) &&
+		!strings.HasPrefix(sub, pulsarCursorPrefix)
+}
+
+// drillCluster is one cluster as the subscription rules see it.
+type drillCluster struct {
+	name  string
+	admin drillAdmin
+}
+
+// preflight checks, before the drill touches anything, that sub exists on
+// none of the clusters, and (unless allowOthers) that nobody else
+// subscribes to the topic: every subscription of it would receive the
+// drill's messages. It returns the drill subscriptions left over from
+// earlier runs, to be mentioned.
+func preflight(ctx context.Context, cfg *config.Config, clusters []drillCluster, topic, sub string, allowOthers bool) (leftovers []string, err error) {
+	var others []string
+	for _, c := range clusters {
+		subs, err := c.admin.Subscriptions(ctx, topic)
+		if errors.Is(err, errTopicNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list the subscriptions of %s on %s: %w", topic, c.name, err)
+		}
+		for _, s := range subs {
+			switch {
+			case s == sub:
+				return nil, fmt.Errorf("subscription %q exists on %s: the drill runs only on a subscription it creates itself "+
+					"(it acknowledges what it reads and deletes the subscription afterwards); leave out --subscription for a fresh one, "+
+					"or name one that does not exist (%w)", sub, c.name, errSubscriptionExists)
+			case strings.HasPrefix(s, drillPrefix):
+				leftovers = appendNew(leftovers, fmt.Sprintf("%s (on %s)", s, c.name))
+			case foreign(cfg, s):
+				others = appendNew(others, fmt.Sprintf("%s (on %s)", s, c.name))
+			}
+		}
+	}
+	if len(others) > 0 && !allowOthers {
+		return nil, fmt.Errorf("%s has other subscriptions: %s; they would receive the drill's messages. "+
+			"Run the drill on a topic of its own that the same replication entries cover (e.g. %s), "+
+			"or pass --allow-other-subscriptions if their consumers skip messages with the property %q",
+			topic, strings.Join(others, ", "), topic[:strings.LastIndex(topic, "/")+1]+"geo-sidecar-drill", drillTag)
+	}
+	return leftovers, nil
+}
+
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}
+
+// cleanupSettle is how long cleanup watches a deleted subscription for a
+// sidecar creating it again, and cleanupRounds how often it deletes again.
+const (
+	cleanupSettle = 3 * time.Second
+	cleanupRounds = 4
+)
+
+// removeDrillSub deletes the drill's subscription on every cluster, in
+// the order given: the failover target first (its sidecar created it there
+// from the source, and does not again once it has seen it), then the
+// source. A sidecar can still create it again from what it saw a moment
+// before (active-active: each side creates on the other what it lacks), so
+// it watches for cleanupSettle and deletes again, up to cleanupRounds
+// times. The error names where it may be left and how to delete it.
+func removeDrillSub(ctx context.Context, clusters []drillCluster, topic, sub string) error {
+	for round := 1; ; round++ {
+		var errs []error
+		for _, c := range clusters {
+			if err := c.admin.Delete(ctx, topic, sub); err != nil {
+				errs = append(errs, fmt.Errorf("delete on %s: %w", c.name, err))
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(cleanupSettle):
+		}
+		var left []string
+		for _, c := range clusters {
+			subs, err := c.admin.Subscriptions(ctx, topic)
+			if err != nil && !errors.Is(err, errTopicNotFound) {
+				errs = append(errs, fmt.Errorf("list on %s: %w", c.name, err))
+				left = append(left, c.name)
+			} else if slices.Contains(subs, sub) {
+				left = append(left, c.name)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if round >= cleanupRounds || ctx.Err() != nil {
+			err := fmt.Errorf("subscription %s may be left on %s, where it holds back the topic's retention: "+
+				"delete it with pulsar-admin topics unsubscribe %s --subscription %s", sub, strings.Join(left, " and "), topic, sub)
+			return errors.Join(append([]error{err}, errs...)...)
+		}
+	}
+}
