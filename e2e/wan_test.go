@@ -172,12 +172,17 @@ func runWANFault(t *testing.T, f wanFault) {
 	during := links.Stats()
 	at := s.Metric("geo_sidecar_replicated_messages_total")
 	seen := metricsLine(s)
+	adminAt, webAt := s.Metric("geo_sidecar_admin_requests_total", `cluster="far"`), links[1].Stats()
 
 	// Time to resume: until the count of replicated messages moves.
 	var resumed time.Duration
 	for deadline := whole.Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		if s.Metric("geo_sidecar_replicated_messages_total") > at {
 			resumed = time.Since(whole)
+			web := links[1].Stats()
+			t.Logf("%s: until replication resumed: %.0f admin calls to far, %d B up and %d B down on the admin link; %.0f messages skipped as already on far",
+				f.name, s.Metric("geo_sidecar_admin_requests_total", `cluster="far"`)-adminAt, web.Up-webAt.Up, web.Down-webAt.Down,
+				s.Metric("geo_sidecar_skipped_messages_total", `reason="already-copied"`))
 			break
 		}
 		if time.Now().After(deadline) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -93,6 +94,10 @@ func LogSummary(path string) []string {
 			continue
 		}
 		errText, _ := e["error"].(string)
+		errText = logNoise.Replace(errText)
+		for _, re := range logVarying {
+			errText = re.re.ReplaceAllString(errText, re.with)
+		}
 		if len(errText) > 120 {
 			errText = errText[:120] + "…"
 		}
@@ -109,6 +114,20 @@ func LogSummary(path string) []string {
 	sort.Sort(sort.Reverse(sort.StringSlice(out)))
 	return out
 }
+
+// logNoise and logVarying make errors that differ only in a client port,
+// a duration or an id count as one.
+var (
+	logNoise   = strings.NewReplacer("read: read", "read")
+	logVarying = []struct {
+		re   *regexp.Regexp
+		with string
+	}{
+		{regexp.MustCompile(`tcp [0-9.]+:[0-9]+->`), "tcp "},
+		{regexp.MustCompile(`[0-9][0-9.hm]*s\b`), "Ns"},
+		{regexp.MustCompile(`(id|producer) [0-9]+`), "$1 N"},
+	}
+)
 
 // FirstLog finds the first line of a sidecar log at or after after whose
 // message is msg, and returns its time and error field.
