@@ -77,7 +77,10 @@ func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (en
 	}
 	cons, err := wire.Subscribe(ctx, c, wire.ConsumerOptions{
 		Topic: e.topic, Subscription: e.subscription, Name: e.consumerName,
-		InitialPosition: e.start, Permits: e.permits, OnActiveChange: onActive, Logger: e.log,
+		InitialPosition: e.start, Permits: e.permits, MaxBytes: cursorWindowBytes, OnActiveChange: onActive, Logger: e.log,
+		// Every Release comes after the target confirmed the entry, or
+		// for an entry skipped or not sent: nothing reads its bytes later.
+		RecycleOnRelease: true,
 	})
 	// A refusal (a missing permission, say) is reported once by name.
 	e.local.noteOpen("consumer", e.topic, err)
@@ -110,6 +113,18 @@ func (e *wireEndpoints) copiedSince(ctx context.Context, from marker.Position) (
 	return scanCopies(ctx, adminEntries{admin: e.remote.Admin, reader: e.remote.entries, topic: tn},
 		bySignature(e.key, e.topic), e.local.Name, from, e.maxPending+lookBack)
 }
+
+// cursorWindowBytes bounds, per partition, the entries received from the
+// cursor and not yet confirmed by the target plus what the broker may
+// still send (wire.ConsumerOptions.MaxBytes); the sends among them also
+// count in the process-wide byte budget.
+const cursorWindowBytes = 8 << 20
+
+// cursorPermitsPerPending is the cursor's window in messages per entry the
+// producer may have unconfirmed (max_pending_messages): batched entries
+// hold many messages each, and a window of max_pending_messages messages
+// kept a batched topic to a handful of entries in flight.
+const cursorPermitsPerPending = 16
 
 // entryDrainTimeout bounds how long a stopping entry session waits for
 // its producer (see partition.drainTimeout).

@@ -226,7 +226,7 @@ func (p *pair) entryPartition(partitionTopic string) *entryPartition {
 			subscription: p.subscription,
 			producerName: "geo-sidecar." + p.local.Name + "-->" + p.remote.Name,
 			consumerName: newConsumerName(),
-			start:        start, permits: p.maxPending, maxPending: p.maxPending,
+			start:        start, permits: cursorPermitsPerPending * p.maxPending, maxPending: p.maxPending,
 			key: p.key, log: log,
 		},
 		topic: partitionTopic, key: p.key,

@@ -33,10 +33,19 @@ type ConsumerOptions struct {
 	// NoTopicCreation: subscribing to a missing topic fails (TopicNotFound)
 	// instead of creating it.
 	NoTopicCreation bool
-	// Permits is the receive window in messages (not entries). It is
+	// Permits is the receive window in messages (not entries): what the
+	// broker may send plus what was received and not released. It is
 	// granted at subscribe and handed back as the caller releases entries.
 	// Default 1000.
 	Permits int
+	// MaxBytes, when set, narrows the window so that, at the entries' mean
+	// size per message so far, received and unreleased entries plus what
+	// the broker may still send stay within about MaxBytes: a topic of
+	// large messages does not fill memory with a window sized for small
+	// ones. The window starts at minPermits until a size is known, and
+	// never closes below it (so one entry larger than MaxBytes still
+	// passes).
+	MaxBytes int64
 	// RecycleOnRelease: Release hands an entry's bytes back for later
 	// entries, so a large entry costs no allocation. The caller must then
 	// not use the entry's Metadata and Payload (nor anything they were
@@ -75,19 +84,25 @@ type Consumer struct {
 	opts   ConsumerOptions
 	log    *zap.Logger
 
-	mu             sync.Mutex
-	session        *consumerSession // nil while reconnecting
-	epoch          uint64
-	queue          []Entry
-	head           int
-	notify         chan struct{} // signalled when the queue grows or the consumer ends
-	unflowed       int           // permits released but not yet granted
-	redeliverEpoch uint64        // consumer epoch: bumped by RedeliverUnacknowledged
-	closed         bool
-	err            error // terminal: the consumer gave up
-	stop           chan struct{}
-	wg             sync.WaitGroup
-	retrying       bool
+	mu      sync.Mutex
+	session *consumerSession // nil while reconnecting
+	epoch   uint64
+	queue   []Entry
+	head    int
+	notify  chan struct{} // signalled when the queue grows or the consumer ends
+	// Window accounting for the current session, in messages: granted
+	// by FLOW, received, and held (received, not released); heldBytes and
+	// msgBytes (the mean entry size per message, 0 until known) for
+	// MaxBytes.
+	granted, received, held int64
+	heldBytes               int64
+	msgBytes                float64
+	redeliverEpoch          uint64 // consumer epoch: bumped by RedeliverUnacknowledged
+	closed                  bool
+	err                     error // terminal: the consumer gave up
+	stop                    chan struct{}
+	wg                      sync.WaitGroup
+	retrying                bool
 }
 
 // consumerSession is one subscription on one connection; events from an
@@ -179,9 +194,49 @@ func (c *Consumer) connect(ctx context.Context) error {
 		return ErrClosed
 	}
 	c.epoch = s.epoch
-	c.queue, c.head, c.unflowed = nil, 0, 0
+	c.queue, c.head = nil, 0
+	c.granted, c.received, c.held, c.heldBytes = 0, 0, 0, 0
+	n := c.room(true)
 	c.mu.Unlock()
-	return conn.writeCommand(&Flow{ConsumerID: s.id, Permits: uint32(c.opts.Permits)})
+	return conn.writeCommand(&Flow{ConsumerID: s.id, Permits: uint32(n)})
+}
+
+// minPermits is the window while no entry size is known, with MaxBytes.
+const minPermits = 4
+
+// window is the current receive window in messages (c.mu held).
+func (c *Consumer) window() int64 {
+	w := int64(c.opts.Permits)
+	if c.opts.MaxBytes <= 0 {
+		return w
+	}
+	if c.msgBytes <= 0 {
+		return min(w, minPermits)
+	}
+	return min(w, max(minPermits, int64(float64(c.opts.MaxBytes)/c.msgBytes)))
+}
+
+// room returns the permits to grant now, and counts them as granted
+// (c.mu held): the window less what is held and what the broker may
+// still send. Unless now, permits are granted in batches of half the
+// window (or when nothing at all is held or outstanding).
+func (c *Consumer) room(now bool) int64 {
+	w := c.window()
+	out := max(c.granted-c.received, 0)
+	n := w - c.held - out
+	if n <= 0 || (!now && n < (w+1)/2 && (c.held > 0 || out > 0)) {
+		return 0
+	}
+	c.granted += n
+	return n
+}
+
+// flow grants n permits on s (n > 0).
+func (s *consumerSession) flow(n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	return s.conn.writeCommand(&Flow{ConsumerID: s.id, Permits: uint32(n)})
 }
 
 func (c *Consumer) dropSession(s *consumerSession) {
@@ -217,15 +272,23 @@ func (s *consumerSession) handleMessage(m *Message, md, payload []byte, fb *fram
 		c.mu.Unlock()
 		return false
 	}
+	msgs := int64(max(e.NumMessages, 1))
+	c.received += msgs
 	if m.HasConsumerEpoch && m.ConsumerEpoch < c.redeliverEpoch {
 		// Dispatched before RedeliverUnacknowledged: it comes again.
 		// Its permits are granted back at once.
-		c.unflowed += int(e.NumMessages)
-		n := c.unflowed
-		c.unflowed = 0
+		n := c.room(true)
 		c.mu.Unlock()
-		_ = s.conn.writeCommand(&Flow{ConsumerID: s.id, Permits: uint32(n)})
+		_ = s.flow(n)
 		return false
+	}
+	size := int64(len(e.Metadata) + len(e.Payload))
+	c.held += msgs
+	c.heldBytes += size
+	if per := float64(size) / float64(msgs); c.msgBytes <= 0 {
+		c.msgBytes = per
+	} else {
+		c.msgBytes += (per - c.msgBytes) / 8
 	}
 	c.queue = append(c.queue, e)
 	c.mu.Unlock()
@@ -426,16 +489,12 @@ func (c *Consumer) Release(e Entry) error {
 		c.mu.Unlock()
 		return nil
 	}
-	c.unflowed += int(max(e.NumMessages, 1))
-	if c.unflowed < (c.opts.Permits+1)/2 {
-		c.mu.Unlock()
-		return nil
-	}
-	n := c.unflowed
-	c.unflowed = 0
+	c.held -= int64(max(e.NumMessages, 1))
+	c.heldBytes -= int64(len(e.Metadata) + len(e.Payload))
+	n := c.room(false)
 	s := c.session
 	c.mu.Unlock()
-	return s.conn.writeCommand(&Flow{ConsumerID: s.id, Permits: uint32(n)})
+	return s.flow(n)
 }
 
 // RedeliverUnacknowledged asks the broker to deliver again every entry not
@@ -450,21 +509,19 @@ func (c *Consumer) RedeliverUnacknowledged() error {
 		c.mu.Unlock()
 		return errNoConn
 	}
-	n := 0
 	for _, e := range c.queue[c.head:] {
-		n += int(max(e.NumMessages, 1))
+		c.held -= int64(max(e.NumMessages, 1))
+		c.heldBytes -= int64(len(e.Metadata) + len(e.Payload))
 	}
 	c.queue, c.head = nil, 0
 	c.redeliverEpoch++
 	epoch := c.redeliverEpoch
+	n := c.room(true)
 	c.mu.Unlock()
 	if err := s.conn.writeCommand(&RedeliverUnacknowledged{ConsumerID: s.id, ConsumerEpoch: epoch}); err != nil {
 		return err
 	}
-	if n > 0 {
-		return s.conn.writeCommand(&Flow{ConsumerID: s.id, Permits: uint32(n)})
-	}
-	return nil
+	return s.flow(n)
 }
 
 // Close closes the consumer on the broker (the subscription stays) and

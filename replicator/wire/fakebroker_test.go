@@ -1100,3 +1100,60 @@ func TestConsumerRecyclesReleasedEntries(t *testing.T) {
 	intact(b2)
 	intact(held)
 }
+
+// TestConsumerWindowByBytes: with MaxBytes, the window opens only as far
+// as the entries' size allows: small at first, a few large entries at a
+// time, wide for small messages.
+func TestConsumerWindowByBytes(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.url(), ConnOptions{})
+	ctx := context.Background()
+	cons, err := Subscribe(ctx, c, ConsumerOptions{Topic: "t", Subscription: "s", Permits: 1000, MaxBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	waitFor(t, "FLOW", func() bool { return len(b.commands(TypeFlow)) == 1 })
+	if g := b.commands(TypeFlow)[0].(*Flow).Permits; g != minPermits {
+		t.Fatalf("first FLOW %d permits, want %d while no size is known", g, minPermits)
+	}
+	b.mu.Lock()
+	fc := b.conns[0]
+	b.mu.Unlock()
+	sub := b.commands(TypeSubscribe)[0].(*SubscribeCommand)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	next := uint64(0)
+	deliver := func(n int, msgs int32, size int) {
+		for range n {
+			next++
+			fc.sendPayload(&Message{ConsumerID: sub.ConsumerID, MessageID: EntryID(1, next)}, testMetadata(msgs), make([]byte, size))
+		}
+		for range n {
+			e, err := cons.Receive(rctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cons.Release(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	largest := func(from int) (n uint32) {
+		for _, f := range b.commands(TypeFlow)[from:] {
+			n = max(n, f.(*Flow).Permits)
+		}
+		return n
+	}
+	// Large single messages (the fake broker sends whatever the window):
+	// no FLOW grants more than the floor.
+	deliver(8, 1, 32<<10)
+	time.Sleep(20 * time.Millisecond)
+	if n := largest(0); n > minPermits {
+		t.Errorf("a FLOW of %d permits for 32 KiB messages and a 64 KiB budget, want at most %d", n, minPermits)
+	}
+	// Small batched messages (about 100 bytes each): the window opens.
+	flows := len(b.commands(TypeFlow))
+	deliver(40, 100, 10<<10)
+	waitFor(t, "a wide window", func() bool { return largest(flows) > 100 })
+}
