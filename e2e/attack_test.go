@@ -98,8 +98,8 @@ func TestReplayedUpdateAfterRewind(t *testing.T) {
 	_ = Consume(t, east, topic, "victim", 0, time.Second)
 	produceUnbatched(t, east, topic, "m", 0, 100)
 	Eventually(t, 60*time.Second, func() error {
-		if b := backlogOf(t, "west", topic, "victim"); b != 100 {
-			return fmt.Errorf("victim's backlog on west is %d, want 100", b)
+		if b := backlogOf(t, "west", topic, "victim"); b < 100 {
+			return fmt.Errorf("victim's backlog on west is %d, want the 100 messages (and markers)", b)
 		}
 		return nil
 	})
