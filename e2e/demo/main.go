@@ -25,7 +25,6 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/e2e"
 	"github.com/geo-sidecar/geo-sidecar/marker"
-	"github.com/geo-sidecar/geo-sidecar/replicator"
 )
 
 var regions = []struct{ name, service, admin string }{
@@ -225,7 +224,8 @@ func publish(c pulsar.Client, topic, region string, n int) {
 	_ = p.Flush()
 }
 
-// countFromOtherRegion counts messages copied in from another region;
+// countFromOtherRegion counts messages copied in from another region
+// (replicated_from);
 // local messages and geo-sidecar markers are acked and not counted.
 func countFromOtherRegion(ctx context.Context, cons pulsar.Consumer, region string, n *atomic.Int64) {
 	for {
@@ -237,7 +237,9 @@ func countFromOtherRegion(ctx context.Context, cons pulsar.Consumer, region stri
 		if marker.Is(m) {
 			continue
 		}
-		if from := m.Properties()[replicator.PropOriginCluster]; from != "" && from != region {
+		// The entry pipe marks copies with Pulsar's replicated_from (its
+		// origin properties sit at batch level, out of a consumer's sight).
+		if from := m.GetReplicatedFrom(); m.IsReplicated() && from != region {
 			n.Add(1)
 		}
 	}
