@@ -36,7 +36,7 @@ Usage:
                                                  replicate (with --cluster: only pairs whose source is NAME)
   geo-sidecar status   --config FILE [--cluster NAME]
                                                  backlog, oldest unreplicated message and rate per pair
-  geo-sidecar drill    --config FILE --topic T --subscription S --from A --to B [--messages N] [--type T]
+  geo-sidecar drill    --config FILE --topic T --from A --to B [--subscription NEW] [--messages N] [--type T]
                                                  a failover drill against live clusters
   geo-sidecar version
 
