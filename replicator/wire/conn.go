@@ -499,8 +499,12 @@ func (c *Conn) writeLoop() {
 
 func (c *Conn) keepAlive() {
 	defer c.wg.Done()
-	t := time.NewTicker(c.opts.KeepAlive)
+	// Silence is checked four times per interval, pings go once per
+	// interval: a half-open link is noticed within 2.25 intervals of the
+	// last data, not up to 3 (a check only at each ping).
+	t := time.NewTicker(max(c.opts.KeepAlive/4, time.Millisecond))
 	defer t.Stop()
+	var pinged time.Time
 	for {
 		select {
 		case <-c.done:
@@ -511,6 +515,10 @@ func (c *Conn) keepAlive() {
 			c.fail(fmt.Errorf("no data from the broker for %s", idle.Round(time.Millisecond)))
 			return
 		}
+		if time.Since(pinged) < c.opts.KeepAlive {
+			continue
+		}
+		pinged = time.Now()
 		_ = c.writeCommand(&Ping{})
 		c.mu.Lock()
 		producers := make([]producerSink, 0, len(c.producers))
