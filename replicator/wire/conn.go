@@ -499,12 +499,8 @@ func (c *Conn) writeLoop() {
 
 func (c *Conn) keepAlive() {
 	defer c.wg.Done()
-	// Silence is checked four times per interval, pings go once per
-	// interval: a half-open link is noticed within 2.25 intervals of the
-	// last data, not up to 3 (a check only at each ping).
-	t := time.NewTicker(max(c.opts.KeepAlive/4, time.Millisecond))
+	t := time.NewTicker(c.opts.KeepAlive)
 	defer t.Stop()
-	var pinged time.Time
 	for {
 		select {
 		case <-c.done:
@@ -515,10 +511,6 @@ func (c *Conn) keepAlive() {
 			c.fail(fmt.Errorf("no data from the broker for %s", idle.Round(time.Millisecond)))
 			return
 		}
-		if time.Since(pinged) < c.opts.KeepAlive {
-			continue
-		}
-		pinged = time.Now()
 		_ = c.writeCommand(&Ping{})
 		c.mu.Lock()
 		producers := make([]producerSink, 0, len(c.producers))
