@@ -39,6 +39,7 @@ const (
 	DefaultSnapshotInterval   = 1 * time.Second
 	DefaultSnapshotTimeout    = 30 * time.Second
 	DefaultSnapshotCacheSize  = 10
+	DefaultHistoryEntries     = 10000
 	DefaultMaxPendingMessages = 1000
 	DefaultStart              = StartEarliest
 	DefaultDataPath           = DataPathAuto
@@ -132,6 +133,12 @@ type Snapshot struct {
 	Timeout Duration `yaml:"timeout"`
 	// CacheSize is how many completed snapshots are kept per topic.
 	CacheSize int `yaml:"cache_size"`
+	// HistoryEntries bounds the start-up re-read of each partition's
+	// history (snapshot markers, third-origin watermarks): about this many
+	// entries before the newest, and around each tracked subscription's
+	// position. Cost at start grows with it; a snapshot that falls outside
+	// only makes a subscription follow later, never lose a message.
+	HistoryEntries int64 `yaml:"history_entries"`
 }
 
 // Cluster is one Pulsar cluster geo-sidecar reads from or writes to.
@@ -444,9 +451,10 @@ func Parse(data []byte) (*Config, error) {
 		DiscoveryInterval: Duration{DefaultDiscoveryInterval},
 		CursorPrefix:      DefaultCursorPrefix,
 		Snapshot: Snapshot{
-			Interval:  Duration{DefaultSnapshotInterval},
-			Timeout:   Duration{DefaultSnapshotTimeout},
-			CacheSize: DefaultSnapshotCacheSize,
+			Interval:       Duration{DefaultSnapshotInterval},
+			Timeout:        Duration{DefaultSnapshotTimeout},
+			CacheSize:      DefaultSnapshotCacheSize,
+			HistoryEntries: DefaultHistoryEntries,
 		},
 	}}
 	strict := yaml.NewDecoder(bytes.NewReader(data))

@@ -81,7 +81,7 @@ func TestParseFull(t *testing.T) {
 			DiscoveryInterval: Duration{time.Minute},
 			CursorPrefix:      "geo.repl",
 			MarkerKeyFile:     "/etc/geo-sidecar/marker.key",
-			Snapshot:          Snapshot{Interval: Duration{2 * time.Second}, Timeout: Duration{90 * time.Second}, CacheSize: 20},
+			Snapshot:          Snapshot{Interval: Duration{2 * time.Second}, Timeout: Duration{90 * time.Second}, CacheSize: 20, HistoryEntries: DefaultHistoryEntries},
 		},
 		Clusters: []Cluster{
 			{
@@ -184,6 +184,7 @@ func TestParseDefaults(t *testing.T) {
 		{"snapshot.interval", s.Snapshot.Interval.Duration, time.Second},
 		{"snapshot.timeout", s.Snapshot.Timeout.Duration, 30 * time.Second},
 		{"snapshot.cache_size", s.Snapshot.CacheSize, 10},
+		{"snapshot.history_entries", s.Snapshot.HistoryEntries, int64(10000)},
 		{"clusters[0].max_pending_messages", cfg.Clusters[0].MaxPendingMessages, 1000},
 		{"clusters[1].max_pending_messages", cfg.Clusters[1].MaxPendingMessages, 1000},
 		{"replication[0].start", cfg.Replication[0].Start, StartEarliest},
@@ -228,7 +229,7 @@ func validConfig() *Config {
 			DiscoveryInterval: Duration{time.Second},
 			CursorPrefix:      DefaultCursorPrefix,
 			MarkerKeyEnv:      "GEO_MARKER_KEY",
-			Snapshot:          Snapshot{Interval: Duration{time.Second}, Timeout: Duration{2 * time.Second}, CacheSize: 1},
+			Snapshot:          Snapshot{Interval: Duration{time.Second}, Timeout: Duration{2 * time.Second}, CacheSize: 1, HistoryEntries: 100},
 		},
 		Clusters: []Cluster{
 			{Name: "a", ServiceURL: "pulsar://a:6650", AdminURL: "http://a:8080", MaxPendingMessages: 1},

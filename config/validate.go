@@ -92,6 +92,9 @@ func (c *Config) validateSidecar(p *problems) {
 	if sn.CacheSize < 1 || sn.CacheSize > 1000 {
 		p.add("sidecar.snapshot.cache_size", "%d must be from 1 to 1000", sn.CacheSize)
 	}
+	if sn.HistoryEntries < 100 {
+		p.add("sidecar.snapshot.history_entries", "%d must be at least 100", sn.HistoryEntries)
+	}
 }
 
 // validateClusters checks the cluster list and returns the set of valid,

@@ -33,8 +33,9 @@ type controlPlane interface {
 	createTopic(ctx context.Context, topic string, partitions int) error
 	// growTopic raises a partitioned topic's partition count.
 	growTopic(ctx context.Context, topic string, partitions int) error
-	// cursors lists the subscriptions of a partition.
-	cursors(ctx context.Context, topic string) ([]string, error)
+	// layout returns where a partition's entries are and its cursors'
+	// positions (one internal-stats call).
+	layout(ctx context.Context, topic string) (*partitionLayout, error)
 	syncAdmin
 }
 
@@ -87,7 +88,7 @@ func (p pulsarControl) growTopic(ctx context.Context, topic string, partitions i
 	return p.a.Topics().UpdateWithContext(ctx, *tn, partitions)
 }
 
-func (p pulsarControl) cursors(ctx context.Context, topic string) ([]string, error) {
+func (p pulsarControl) layout(ctx context.Context, topic string) (*partitionLayout, error) {
 	tn, err := utils.GetTopicName(topic)
 	if err != nil {
 		return nil, err
@@ -96,11 +97,30 @@ func (p pulsarControl) cursors(ctx context.Context, topic string) ([]string, err
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(st.Cursors))
-	for name := range st.Cursors {
-		names = append(names, name)
+	return layoutOf(st), nil
+}
+
+// layoutOf reads a partition's layout from its internal stats. The
+// ledger being written reports its entries only in lastConfirmedEntry.
+func layoutOf(st utils.PersistentTopicInternalStats) *partitionLayout {
+	l := &partitionLayout{markDeletes: map[string]marker.Position{}}
+	lac, hasLAC := parseEntry(st.LastConfirmedEntry)
+	for _, li := range st.Ledgers {
+		n := li.Entries
+		if hasLAC && li.LedgerID == lac.Ledger {
+			n = max(n, lac.Entry+1)
+		}
+		if n > 0 {
+			l.ledgers = append(l.ledgers, ledgerSpan{id: li.LedgerID, entries: n})
+		}
 	}
-	return names, nil
+	for name, c := range st.Cursors {
+		l.cursors = append(l.cursors, name)
+		if md, ok := parseEntry(c.MarkDeletePosition); ok {
+			l.markDeletes[name] = md
+		}
+	}
+	return l
 }
 
 func (p pulsarControl) markDeletes(ctx context.Context, topic string) (map[string]marker.Position, error) {

@@ -85,11 +85,11 @@ func (f *fakeControl) growTopic(_ context.Context, topic string, partitions int)
 	return nil
 }
 
-func (f *fakeControl) cursors(_ context.Context, topic string) ([]string, error) {
-	if err := f.call("cursors %s", shortName(topic)); err != nil {
+func (f *fakeControl) layout(_ context.Context, topic string) (*partitionLayout, error) {
+	if err := f.call("layout %s", shortName(topic)); err != nil {
 		return nil, err
 	}
-	return f.cursorsOf[topic], nil
+	return &partitionLayout{cursors: f.cursorsOf[topic]}, nil
 }
 
 func (f *fakeControl) markDeletes(context.Context, string) (map[string]marker.Position, error) {

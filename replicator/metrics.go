@@ -43,6 +43,7 @@ type Metrics struct {
 	UpdatesSent            *prometheus.CounterVec
 	SubsCreatedRemote      *prometheus.CounterVec
 	AdminRequests          *prometheus.CounterVec
+	HistoryEntriesRead     *prometheus.CounterVec
 	UpdatesApplied         *prometheus.CounterVec
 	SubscriptionLag        *prometheus.GaugeVec
 	SubscriptionLagSeconds *prometheus.GaugeVec
@@ -113,6 +114,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "subscription_updates_sent_total", Help: "Subscription updates written for a remote."}, pair)
 	m.AdminRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "admin_requests_total", Help: "Calls to a cluster's admin API (discovery, stats, subscription sync, the read-back of copies)."}, []string{"cluster"})
+	m.HistoryEntriesRead = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "history_entries_read_total", Help: "Entries of a cluster's partitions re-read at start or takeover to rebuild snapshot caches and third-origin watermarks (bounded by sidecar.snapshot.history_entries)."}, []string{"cluster"})
 	m.SubsCreatedRemote = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "subscriptions_created_on_remote_total", Help: "Tracked subscriptions created on a remote that lacked them, at its earliest message (no snapshot covered them yet)."}, pair)
 	m.UpdatesApplied = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
@@ -126,7 +129,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsUnproven,
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
-			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds,
+			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.HistoryEntriesRead, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds,
 			m.InflightBytes, m.PartitionsStopped)
 	}
 	return m

@@ -244,12 +244,27 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subSy
 	if p.key == nil || (len(p.rep.Subscriptions) == 0 && len(p.rep.SubscriptionPatterns) == 0) {
 		return nil
 	}
-	return p.syncFor(partitionTopic, topic, p.cursorsAt(ctx, partitionTopic))
+	layout, err := p.local.control.layout(ctx, partitionTopic)
+	if err != nil {
+		layout = nil // unknown: the re-read starts at the oldest entry
+	}
+	s := p.syncFor(partitionTopic, topic, layout)
+	s.layoutNow = func(ctx context.Context) (*partitionLayout, error) {
+		return p.local.control.layout(ctx, partitionTopic)
+	}
+	return s
 }
 
 // syncFor builds the subscription sync of one partition, given the
-// partition's cursors at start (nil if unknown).
-func (p *pair) syncFor(partitionTopic, topic string, cursors []string) *subSync {
+// partition's layout at start (nil if unknown).
+func (p *pair) syncFor(partitionTopic, topic string, layout *partitionLayout) *subSync {
+	var cursors []string
+	if layout != nil {
+		cursors = layout.cursors
+		if cursors == nil {
+			cursors = []string{}
+		}
+	}
 	sc := p.cfg.Sidecar.Snapshot
 	own := p.cfg.Sidecar.CursorPrefix + "."
 	// A cursor that does not exist yet and starts at the earliest message
@@ -282,20 +297,9 @@ func (p *pair) syncFor(partitionTopic, topic string, cursors []string) *subSync 
 		relearn:        make(chan struct{}, 1),
 		applied:        p.applied,
 		cursorsAtStart: cursors,
+		layoutAtStart:  layout,
+		historyEntries: sc.HistoryEntries,
 	}
-}
-
-// cursorsAt lists the cursors (subscriptions) of a local partition as the
-// sync starts: whether this pair's own cursor is among them says whether
-// it starts fresh (see snapshot.Config.Fresh), and the others tell the
-// sync's start-up re-read whether a tracked subscription is there. nil if
-// the admin API did not answer.
-func (p *pair) cursorsAt(ctx context.Context, partitionTopic string) []string {
-	names, err := p.local.control.cursors(ctx, partitionTopic)
-	if err != nil {
-		return nil
-	}
-	return names
 }
 
 // thirdOrigins are the clusters other than a and b whose messages of topic

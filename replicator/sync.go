@@ -3,7 +3,6 @@ package replicator
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,8 +35,13 @@ type subSync struct {
 	remoteAdmin   syncAdmin          // remote cluster, for lag
 	subAdmin      subscription.Admin // local cluster, to apply updates
 	history       historySource      // local partition, for the start-up re-read
-	m             *Metrics
-	log           *zap.Logger
+	// historyEntries bounds the re-read (sidecar.snapshot.history_entries).
+	historyEntries int64
+	// layoutNow reads the partition's layout for a re-read after a
+	// takeover; nil: unknown (the re-read starts at the oldest entry).
+	layoutNow func(ctx context.Context) (*partitionLayout, error)
+	m         *Metrics
+	log       *zap.Logger
 
 	applyMu  sync.Mutex
 	toApply  map[string]marker.Position // latest pending update per subscription
@@ -47,8 +51,10 @@ type subSync struct {
 	// cluster; it is shared by every remote's subSync of the partition.
 	applied *appliedPositions
 	// cursorsAtStart are the partition's cursors when the sync was built
-	// (nil if unknown), for the start-up re-read.
+	// (nil if unknown), for the start-up re-read; layoutAtStart is where
+	// its entries and cursors were then (nil if unknown).
 	cursorsAtStart []string
+	layoutAtStart  *partitionLayout
 
 	badLogAt time.Time // last time an invalid marker was logged
 	last     snapshot.Stats
@@ -230,20 +236,6 @@ type markerSink interface {
 	close()
 }
 
-// historySource opens a reader of the local partition from the oldest
-// entry it still holds, for the start-up re-read.
-type historySource interface {
-	open() (historyReader, error)
-}
-
-// historyReader is what rebuild needs of a reader; pulsar.Reader is one.
-// Used by one goroutine.
-type historyReader interface {
-	HasNext() bool
-	Next(ctx context.Context) (pulsar.Message, error)
-	Close()
-}
-
 // lagKey names this sync among the reporters of subscription lag.
 func (s *subSync) lagKey() string { return s.remote + " " + s.topic }
 
@@ -372,7 +364,7 @@ func (s *subSync) write(ctx context.Context, mks []marker.Marker) {
 func (s *subSync) run(ctx context.Context, linkUp func() bool) {
 	defer s.writer.close()
 	defer s.m.dropLag(s.lagKey())
-	s.rebuild(ctx)
+	s.rebuild(ctx, s.layoutAtStart)
 	go s.applyLoop(ctx)
 	// The machine is ticked four times per interval, so a request goes out
 	// as soon as the interval has passed rather than up to a whole tick
@@ -384,7 +376,7 @@ func (s *subSync) run(ctx context.Context, linkUp func() bool) {
 		case <-ctx.Done():
 			return
 		case <-s.relearn:
-			s.rebuild(ctx)
+			s.rebuild(ctx, s.currentLayout(ctx))
 			continue
 		case <-t.C:
 		}
@@ -614,73 +606,17 @@ func (s *subSync) applyLoop(ctx context.Context) {
 	}
 }
 
-// rebuild refills the snapshot cache after a start by re-reading this
-// pair's snapshot markers (the cache's durable form) from the oldest entry
-// the partition still holds. Reading from the slowest tracked
-// subscription's position would miss the very snapshot that covers it,
-// which sits just before it.
-//
-// The same read teaches the machine the third origins' watermarks when the
-// cursor did not start fresh (snapshot.Machine.Learn): from every copy of
-// a third origin's message, and from the responses this sidecar wrote for
-// the remote before it stopped, which name every third origin (NoneSeen
-// for one that never published). Without them a restarted sidecar could
-// not answer requests until each third origin published again, and one
-// that never publishes on a partition kept that pair's subscriptions out
-// of step for good.
-//
-// Partitions with neither a tracked subscription nor an unknown watermark
-// are not read.
-func (s *subSync) rebuild(ctx context.Context) {
-	tracked := slices.ContainsFunc(s.cursorsAtStart, s.tracked)
-	unknown := s.machine.Unknown()
-	if !tracked && len(unknown) == 0 {
-		return
+// currentLayout reads the partition's layout now; nil if it cannot.
+func (s *subSync) currentLayout(ctx context.Context) *partitionLayout {
+	if s.layoutNow == nil {
+		return nil
 	}
-	r, err := s.history.open()
+	l, err := s.layoutNow(ctx)
 	if err != nil {
-		s.log.Warn("cannot re-read the partition's markers; subscriptions sync from new snapshots", zap.Error(err))
-		return
+		s.log.Debug("partition layout unknown; the re-read starts at the oldest entry", zap.Error(err))
+		return nil
 	}
-	defer r.Close()
-	snapshots, responses := 0, 0
-	for r.HasNext() && ctx.Err() == nil {
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		msg, err := r.Next(rctx)
-		cancel()
-		if err != nil {
-			break
-		}
-		props := msg.Properties()
-		k, isMarker := marker.KindOf(props)
-		if !isMarker {
-			if origin := props[PropOriginCluster]; origin != "" && len(unknown) > 0 {
-				if p, ok := marker.ParsePosition(props[PropOriginID]); ok {
-					s.machine.Learn(origin, p)
-				}
-			}
-			continue
-		}
-		if k != marker.KindSnapshot && k != marker.KindSnapshotResponse {
-			continue
-		}
-		mk, err := marker.Decode(msg.Payload(), s.key)
-		if err != nil || mk.Topic != s.topic || mk.From != s.local || mk.To != s.remote {
-			continue
-		}
-		if k == marker.KindSnapshot {
-			s.machine.Marker(positionOf(msg.ID()), mk)
-			snapshots++
-			continue
-		}
-		for c, p := range mk.Watermarks {
-			s.machine.Learn(c, p)
-		}
-		responses++
-	}
-	s.log.Debug("partition history re-read", zap.Int("snapshot_markers", snapshots),
-		zap.Int("own_responses", responses), zap.Strings("watermarks_unknown_before", unknown),
-		zap.Strings("watermarks_unknown_after", s.machine.Unknown()))
+	return l
 }
 
 func newSnapshotID() string { return uuid.NewString() }

@@ -837,7 +837,7 @@ func TestSyncRebuild(t *testing.T) {
 			if tt.openErr {
 				r.hist.openErr = errAdmin
 			}
-			r.s.rebuild(context.Background())
+			r.s.rebuild(context.Background(), nil)
 			if opened := r.hist.opened > 0; opened != tt.opened {
 				t.Errorf("history read = %v, want %v", opened, tt.opened)
 			}
@@ -1023,7 +1023,11 @@ func TestSyncFor(t *testing.T) {
 			p := &pair{rep: rep, cfg: cfg, key: syncKey,
 				local: &Conn{Name: "east"}, remote: &Conn{Name: "west"},
 				subscription: own, m: NewMetrics(nil), log: zaptest.NewLogger(t), applied: &appliedPositions{}}
-			s := p.syncFor(syncTopic, "orders", tt.cursors)
+			var layout *partitionLayout
+			if tt.cursors != nil {
+				layout = &partitionLayout{cursors: tt.cursors}
+			}
+			s := p.syncFor(syncTopic, "orders", layout)
 
 			var wantUnknown []string
 			if !tt.fresh {

@@ -215,16 +215,24 @@ type fakeHistory struct {
 	opened  int
 	closed  int
 	read    int
+	froms   []marker.Position // where each reader started
 }
 
-func (h *fakeHistory) open() (historyReader, error) {
+func (h *fakeHistory) open(from marker.Position) (historyReader, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.opened++
+	h.froms = append(h.froms, from)
 	if h.openErr != nil {
 		return nil, h.openErr
 	}
-	return &fakeHistoryReader{h: h}, nil
+	i := 0
+	if from.Ledger >= 0 {
+		for i < len(h.msgs) && positionOf(h.msgs[i].ID()).Compare(from) < 0 {
+			i++
+		}
+	}
+	return &fakeHistoryReader{h: h, i: i}, nil
 }
 
 func (h *fakeHistory) opens() int {

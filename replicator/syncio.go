@@ -14,7 +14,6 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
-	"github.com/google/uuid"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
@@ -27,37 +26,6 @@ func parseEntry(s string) (marker.Position, bool) {
 		return marker.Position{}, false
 	}
 	return marker.ParsePosition(l + ":" + e + ":-1")
-}
-
-// pulsarHistory is historySource over the local cluster's client: a
-// non-durable reader of the partition from its oldest retained entry.
-//
-// The reader's subscription is named under the cursor prefix
-// ("<prefix>.history-<random>"), like the sidecar's own cursors: a broker
-// entry filter that hides markers from applications (deploy/entryfilter)
-// lets it read them, and subscription sync does not take it for an
-// application's subscription. Without a prefix the client picks the name.
-type pulsarHistory struct {
-	client       pulsar.Client
-	topic        string
-	cursorPrefix string // sidecar.cursor_prefix
-}
-
-func (h pulsarHistory) open() (historyReader, error) {
-	return h.client.CreateReader(pulsar.ReaderOptions{
-		Topic:            h.topic,
-		StartMessageID:   pulsar.EarliestMessageID(),
-		SubscriptionName: h.subscriptionName(),
-	})
-}
-
-// subscriptionName is unique per reader: one partition has a reader per
-// remote, and a non-durable subscription admits one reader.
-func (h pulsarHistory) subscriptionName() string {
-	if h.cursorPrefix == "" {
-		return ""
-	}
-	return h.cursorPrefix + ".history-" + uuid.NewString()[:8]
 }
 
 // markerWriter is markerSink over a producer to the local partition,
