@@ -12,6 +12,8 @@
 //	bench…/sidecar   local-only on each cluster; geo-sidecar copies east->west
 //	bench…/direct    west only: the direct-produce limit
 //	bench…/scale     1,000 topics copied by one sidecar
+//	geobench-subs/subs  1,000 topics east<->west with a replicated
+//	                 subscription each (subs.go; kept with -keep, reused)
 //
 // Each workload runs several rounds; in every round the built-in and the
 // sidecar arm run one after the other, the order alternating between
@@ -48,6 +50,7 @@ type sizes struct {
 	ScaleMessages int           // spread over every scale topic
 	IdleWindow    time.Duration // idle CPU measured over this long
 	ScaleSettle   time.Duration // after start-up, before idle is measured
+	Subs          subsSizes     // the scale row with replicated subscriptions (subs.go)
 }
 
 var (
@@ -58,6 +61,8 @@ var (
 		DrainMessages: 1_000_000, DrainParts: 1,
 		ZstdMessages: 100_000,
 		ScaleTopics:  1000, ScaleMessages: 200_000, IdleWindow: 60 * time.Second, ScaleSettle: 20 * time.Second,
+		Subs: subsSizes{Topics: 1000, Settle: 30 * time.Second, Idle: 5 * time.Minute, Rate: 300,
+			Warm: 20 * time.Second, Traffic: time.Minute, Probes: 100, ProbeParallel: 10},
 	}
 	quickSizes = sizes{
 		Rounds: 1, Settle: time.Second, WarmMessages: 1000, LatWarm: time.Second,
@@ -66,6 +71,8 @@ var (
 		DrainMessages: 20_000, DrainParts: 1,
 		ZstdMessages: 5_000,
 		ScaleTopics:  50, ScaleMessages: 5_000, IdleWindow: 5 * time.Second, ScaleSettle: 3 * time.Second,
+		Subs: subsSizes{Topics: 50, Settle: 3 * time.Second, Idle: 10 * time.Second, Rate: 100,
+			Warm: 3 * time.Second, Traffic: 10 * time.Second, Probes: 10, ProbeParallel: 5},
 	}
 )
 
@@ -91,7 +98,8 @@ type options struct {
 func main() {
 	var o options
 	var only string
-	var rounds, tp, drain, zstd, topics int
+	var rounds, tp, drain, zstd, topics, subTopics int
+	var subIdle time.Duration
 	flag.StringVar(&o.Binary, "binary", "bin/geo-sidecar", "geo-sidecar binary to measure")
 	flag.StringVar(&o.Versus, "versus", "", "also measure this second geo-sidecar binary as an extra throughput arm (A/B test of a change)")
 	flag.StringVar(&o.Out, "out", "e2e/bench/RESULTS.md", "write the markdown report here (empty: print only)")
@@ -102,12 +110,14 @@ func main() {
 	flag.BoolVar(&o.Keep, "keep", false, "keep the bench tenant's topics and namespaces afterwards")
 	flag.StringVar(&o.LogLevel, "log-level", "info", "the sidecars' --log-level (debug shows each session's steps, with times)")
 	flag.StringVar(&o.Logs, "logs", "", "write each sidecar's log (and config) here, kept after the run (default: a temporary directory, removed)")
-	flag.StringVar(&only, "only", "", "comma-separated workloads to run (tp1,tp4,latency,drain,zstd,scale); default all")
+	flag.StringVar(&only, "only", "", "comma-separated workloads to run (tp1,tp4,latency,drain,zstd,scale,subs); default all")
 	flag.IntVar(&rounds, "rounds", 0, "rounds per workload (default 3, quick 1)")
 	flag.IntVar(&tp, "tp-messages", 0, "messages per arm per throughput round")
 	flag.IntVar(&drain, "drain-messages", 0, "backlog per arm per drain round")
 	flag.IntVar(&zstd, "zstd-messages", 0, "messages per arm per ZSTD round")
 	flag.IntVar(&topics, "scale-topics", 0, "topics of the scale run")
+	flag.IntVar(&subTopics, "subs-topics", 0, "topics of the scale run with replicated subscriptions (subs)")
+	flag.DurationVar(&subIdle, "subs-idle", 0, "each idle window of the subs run (default 5m, quick 10s)")
 	flag.Parse()
 
 	o.Sizes = fullSizes
@@ -128,6 +138,12 @@ func main() {
 	}
 	if topics > 0 {
 		o.Sizes.ScaleTopics = topics
+	}
+	if subTopics > 0 {
+		o.Sizes.Subs.Topics = subTopics
+	}
+	if subIdle > 0 {
+		o.Sizes.Subs.Idle = subIdle
 	}
 	o.Only = parseOnly(only)
 	for w := range o.Only {
@@ -164,7 +180,7 @@ func main() {
 	}
 }
 
-var workloads = []string{"tp1", "tp4", "latency", "drain", "zstd", "scale"}
+var workloads = []string{"tp1", "tp4", "latency", "drain", "zstd", "scale", "subs"}
 
 func parseOnly(s string) map[string]bool {
 	m := map[string]bool{}

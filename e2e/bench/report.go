@@ -29,6 +29,7 @@ type report struct {
 	Drain  *drainResult
 	Zstd   *zstdResult
 	Scale  *scaleResult
+	Subs   *subsResult
 	Errors []string
 }
 
@@ -110,6 +111,10 @@ func run(o options) (*report, error) {
 	if o.Only["scale"] {
 		e.logf("== scale: %d topics in one sidecar", o.Sizes.ScaleTopics)
 		do("scale", func() (err error) { rep.Scale, err = e.scale(); return err })
+	}
+	if o.Only["subs"] && o.Sizes.Subs.Topics > 0 {
+		e.logf("== scale with replicated subscriptions: %d topics east<->west", o.Sizes.Subs.Topics)
+		do("subs", func() (err error) { rep.Subs, err = e.subs(); return err })
 	}
 	rep.Took = time.Since(start)
 	rep.Retaken += e.disturbed
@@ -289,6 +294,9 @@ func (r *report) summary() string {
 			100*s.IdleCPU.Seconds()/s.IdleWindow.Seconds(), num(float64(s.Messages)/s.Dur.Seconds()),
 			s.CPU.Seconds()*1e6/float64(s.Messages), s.Stop.Seconds())
 	}
+	if r.Subs != nil {
+		b.WriteString(r.Subs.markdown())
+	}
 	if len(r.Errors) > 0 {
 		b.WriteString("\n**Failed workloads:**\n\n")
 		for _, e := range r.Errors {
@@ -347,6 +355,9 @@ func (r *report) targets() string {
 		pct := 100 * s.IdleCPU.Seconds() / s.IdleWindow.Seconds()
 		line(pct < 2, "%d idle partitions, idle CPU < 2 %% of a core: %.2f %%", s.Topics, pct)
 	}
+	if r.Subs != nil {
+		r.Subs.targets(line)
+	}
 	return b.String()
 }
 
@@ -404,13 +415,20 @@ func (r *report) rounds() string {
 		}
 		b.WriteString("\n")
 	}
+	if r.Subs != nil {
+		b.WriteString(r.Subs.rounds())
+	}
 	fmt.Fprintf(&b, "Measured in %s.\n", r.Took.Round(time.Second))
 	return b.String()
 }
 
 func method(r *report) string {
 	s := r.Sizes
-	return fmt.Sprintf(`- Every run works in a fresh tenant: a namespace replicated by Pulsar's own geo-replication (%[1]s, wired by `+"`cluster.sh geo`"+`), a local-only namespace copied east→west by the geo-sidecar binary (default settings: 1,000 messages in flight per partition, 30 s discovery), and a west-only namespace for the direct limit. Only east produces, so both systems copy one way. Arms alternate (their order rotates every round); medians over rounds.
+	subs := ""
+	if r.Subs != nil {
+		subs = r.Subs.method(s.Subs)
+	}
+	return subs + fmt.Sprintf(`- Every run works in a fresh tenant: a namespace replicated by Pulsar's own geo-replication (%[1]s, wired by `+"`cluster.sh geo`"+`), a local-only namespace copied east→west by the geo-sidecar binary (default settings: 1,000 messages in flight per partition, 30 s discovery), and a west-only namespace for the direct limit. Only east produces, so both systems copy one way. Arms alternate (their order rotates every round); medians over rounds.
 - Throughput: a batching producer (pulsar-client-go defaults: up to 1,000 messages or 128 KiB per batch, 10 ms delay, 1,000 pending; no compression) publishes %[2]s messages of 1 KiB on east as fast as it can; the time runs from the first send until west's broker has taken the last message (msgInCounter of the west topic, polled every 50 ms; it counts messages whoever writes them). The direct limit is the same producer writing to west itself. Producer, brokers and replicator share the machine's cores. "CPU µs / message" is the CPU the two broker JVMs (and the sidecar process) used over the window per message, from /proc: it includes any other load on the brokers, so read it with the per-round "machine busy" share.
 - Latency: a non-batching producer on east sends %[3]s messages per second for %[4]s per round, each stamped with its send time; a consumer on west takes the difference on receipt (same clock). The direct arm (produce and consume on west) is the one-hop floor. The sidecar's producer sends a batch when it is full or 2 ms after its cursor ran dry.
 - Backlog drain: %[5]s messages are published to each arm's topic while its replicator cannot deliver, then it is released and timed until west has them all. The sidecar is simply not running (its cursor subscription exists and accumulates the backlog); its time runs from process start, so it includes start-up, discovery and subscribe. Pulsar's replicator is held by a replicator dispatch rate of 1 message and 1 byte per second on its namespace (removing west from the replication clusters would delete the replicator's cursor, and the backlog with it); at most one batch per partition leaks before the hold bites, reported per round. Pulsar 4.0.7's replicator, once it found no permits, never reads again by itself (a dangling in-flight read task; it logs "Skip the reading because there is a pending read task"), so the release lifts the rate and unloads and reloads the topic on east; the new replicator resumes from its durable cursor. Its time includes that.

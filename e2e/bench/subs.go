@@ -1,0 +1,932 @@
+package main
+
+// The scale row with replicated subscriptions (issue 11): one sidecar
+// replicating many partitions east<->west, each with one tracked
+// subscription, measured idle, under spread traffic and idle again. What it
+// is for is the admin load: the sidecar's sync, stats and discovery must
+// cost admin calls in proportion to activity, not to the partition count.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/geo-sidecar/geo-sidecar/e2e"
+	"github.com/geo-sidecar/geo-sidecar/marker"
+)
+
+// subsSizes are the knobs of the scale row with subscriptions.
+type subsSizes struct {
+	Topics int // non-partitioned topics, each on both clusters
+	// Settle is the pause after start-up before the idle window: the
+	// first follows after the start-up snapshots are over.
+	Settle time.Duration
+	// Idle is each idle window. An idle partition is followed every
+	// 5 minutes (replicator idleFollow), so a shorter window than that
+	// misses or over-counts those calls.
+	Idle    time.Duration
+	Rate    int           // messages per second of spread traffic, half on each cluster
+	Warm    time.Duration // traffic before its window is measured
+	Traffic time.Duration // the measured traffic window
+	Probes  int           // follow-latency probes per phase
+	// ProbeParallel probes run at once (each polls west's admin API).
+	ProbeParallel int
+}
+
+// Where the row works. A tenant of its own, not the run's, so that a run
+// with -keep leaves topics (and their subscriptions) that the next run
+// reuses instead of creating 2,000 topics again.
+const (
+	subsTenant = "geobench-subs"
+	subsNS     = subsTenant + "/subs"
+	subsSub    = "app" // the application's subscription, tracked by the sidecar
+)
+
+func subsTopic(i int) string { return fmt.Sprintf("persistent://%s/t-%04d", subsNS, i) }
+
+// subsPhase is one measured window.
+type subsPhase struct {
+	Name   string
+	Window time.Duration
+	// Admin is the sidecar's own count (admin_requests_total) per cluster.
+	Admin map[string]float64
+	// Broker is the brokers' jetty_requests_total per cluster: every HTTP
+	// request the broker served, the bench's own included.
+	Broker map[string]float64
+	// Paths counts the sidecar's admin requests by cluster and request
+	// shape (method, path with tenant, namespace and topic elided, query).
+	Paths      map[string]map[string]int64
+	CPU        time.Duration
+	RSS        int64
+	Goroutines int
+	Sent       int // messages published in the window
+}
+
+func (p subsPhase) perSec(n float64) float64 { return n / p.Window.Seconds() }
+
+func (p subsPhase) cpuPct() float64 { return 100 * p.CPU.Seconds() / p.Window.Seconds() }
+
+// probeSet is the follow latency of one phase: from the east consumer's
+// acknowledgement of a message to west's subscription having passed the
+// copy of it (its mark-delete position there, polled every probePoll).
+type probeSet struct {
+	Phase  string
+	Lat    []time.Duration // sorted
+	Failed int
+}
+
+const probePoll = 200 * time.Millisecond
+
+type subsResult struct {
+	Topics    int
+	Reused    int           // topics found on both clusters from an earlier run
+	Setup     time.Duration // topics and subscriptions created
+	Ready     time.Duration // process start to /readyz
+	Connected time.Duration // process start until every partition of both pairs is connected
+	// FirstSnap is process start until east->west completed as many
+	// snapshots as there are partitions (each partition held one new
+	// message at start).
+	FirstSnap  time.Duration
+	Replicated time.Duration // process start until those messages were confirmed on west
+	Phases     []subsPhase
+	Probes     []probeSet
+	HWM        int64
+	Threads    int
+	Stop       time.Duration
+}
+
+// subs runs the row; a broker restart meanwhile voids it (measured again).
+func (e *env) subs() (*subsResult, error) {
+	var res *subsResult
+	err := e.attempt("scale with subscriptions", func() error {
+		var err error
+		if res, err = e.subsOnce(); err == nil && e.restarted() {
+			err = errRestarted
+		}
+		return err
+	})
+	if !e.o.Keep {
+		e.dropSubs()
+	} else {
+		e.logf("subs: keeping %s for the next run (-keep)", subsNS)
+	}
+	return res, err
+}
+
+func (e *env) subsOnce() (*subsResult, error) {
+	z := e.o.Sizes.Subs
+	n := z.Topics
+	res := &subsResult{Topics: n}
+	t0 := time.Now()
+	reused, err := e.subsSetup(n)
+	if err != nil {
+		return nil, err
+	}
+	res.Reused, res.Setup = reused, time.Since(t0)
+	e.logf("subs: %d topics with subscription %q on east and west (%d reused) in %s", n, subsSub, reused, res.Setup.Round(time.Second))
+
+	topics := make([]string, n)
+	for i := range n {
+		topics[i] = subsTopic(i)
+	}
+	// The application: one acknowledging consumer on east over every
+	// topic (markers included: it acknowledges all it receives, as an
+	// application that skips markers does), none on west, where the
+	// subscription is moved by the sidecar's updates.
+	app := &subsApp{acked: map[uint64]time.Time{}, wait: map[uint64]chan struct{}{}}
+	cons, err := e.east.Subscribe(pulsar.ConsumerOptions{
+		Topics: topics, SubscriptionName: subsSub, Type: pulsar.Exclusive,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subs: consumer on east: %w", err)
+	}
+	defer cons.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go app.run(ctx, cons)
+
+	prods := map[string][]pulsar.Producer{}
+	defer func() {
+		var wg sync.WaitGroup
+		for _, ps := range prods {
+			for _, p := range ps {
+				if p != nil {
+					wg.Add(1)
+					go func() { defer wg.Done(); closeSoon(p) }()
+				}
+			}
+		}
+		wg.Wait()
+	}()
+	for _, c := range []string{"east", "west"} {
+		ps, err := e.subsProducers(c, topics)
+		prods[c] = ps
+		if err != nil {
+			return nil, err
+		}
+	}
+	// One new message per topic on east, so that start-up includes a
+	// first snapshot on every partition.
+	if err := sendAll(ctx, prods["east"], func(int) []byte { return payload(time.Now(), 0) }); err != nil {
+		return nil, fmt.Errorf("subs: first messages: %w", err)
+	}
+
+	prox := map[string]*countingProxy{}
+	for _, c := range []string{"east", "west"} {
+		if prox[c], err = newCountingProxy(e2e.Get(c).AdminURL); err != nil {
+			return nil, err
+		}
+		defer prox[c].close()
+	}
+	listen, err := e2e.FreeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	keyFile := filepath.Join(e.dir, "subs-marker.key")
+	if err := os.WriteFile(keyFile, []byte("bench-marker-key-0123456789abcdef"), 0o600); err != nil {
+		return nil, err
+	}
+	sc, err := e.startSidecar(e.o.Binary, "subs", listen, subsConfig(listen, keyFile, prox))
+	if err != nil {
+		return nil, err
+	}
+	defer sc.stop()
+	if err := sc.waitReady(5 * time.Minute); err != nil {
+		return nil, err
+	}
+	res.Ready = time.Since(sc.started)
+	done, err := sc.waitMetric("geo_sidecar_connected_partitions", float64(2*n), 10*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	res.Connected = done.Sub(sc.started)
+	done, err = sc.waitPairMetric("geo_sidecar_replicated_messages_total", "east", float64(n), 10*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	res.Replicated = done.Sub(sc.started)
+	done, err = sc.waitPairMetric("geo_sidecar_snapshots_completed_total", "east", float64(n), 10*time.Minute)
+	if err != nil {
+		e.logf("subs: %v", err) // reported as missing, the rest still measured
+	} else {
+		res.FirstSnap = done.Sub(sc.started)
+	}
+	e.logf("subs: ready after %s, every partition connected after %s, replicated after %s, first snapshots after %s",
+		res.Ready.Round(time.Millisecond), res.Connected.Round(time.Millisecond), res.Replicated.Round(time.Millisecond), res.FirstSnap.Round(time.Millisecond))
+
+	time.Sleep(z.Settle)
+	ph, err := e.subsWindow(sc, prox, "idle", z.Idle, nil)
+	if err != nil {
+		return nil, err
+	}
+	res.Phases = append(res.Phases, ph)
+	res.Probes = append(res.Probes, e.subsProbes(ctx, "idle", app, prods["east"], 0))
+
+	// Spread traffic: half published on each cluster, round-robin over
+	// the topics.
+	var sent, failed atomic.Int64
+	tctx, tstop := context.WithCancel(ctx)
+	tdone := make(chan struct{})
+	go func() {
+		defer close(tdone)
+		spread(tctx, prods, z.Rate, &sent, &failed)
+	}()
+	time.Sleep(z.Warm)
+	ph, err = e.subsWindow(sc, prox, fmt.Sprintf("spread traffic, %s msg/s", num(float64(z.Rate))), z.Traffic, &sent)
+	if err == nil {
+		res.Phases = append(res.Phases, ph)
+		res.Probes = append(res.Probes, e.subsProbes(ctx, "spread traffic", app, prods["east"], n/2))
+	}
+	tstop()
+	<-tdone
+	if err != nil {
+		return nil, err
+	}
+	if f := failed.Load(); f > 0 {
+		return nil, fmt.Errorf("subs: %d sends failed", f)
+	}
+	// Idle again: the steady state of a deployment that had traffic
+	// (snapshots exist, west's subscription sits where updates put it).
+	time.Sleep(z.Settle)
+	if ph, err = e.subsWindow(sc, prox, "idle after traffic", z.Idle, nil); err != nil {
+		return nil, err
+	}
+	res.Phases = append(res.Phases, ph)
+	u, _ := sc.usage()
+	res.HWM, res.Threads = u.HWM, u.Threads
+	sc.profile("goroutine", "", "subs")
+	res.Stop = sc.stop()
+	return res, nil
+}
+
+// subsSetup creates the tenant, the namespace (replicated nowhere: the
+// sidecar copies), the topics and the subscription on both clusters,
+// skipping what is there; it returns how many topics both had already.
+func (e *env) subsSetup(n int) (reused int, err error) {
+	have := map[string]map[string]bool{}
+	for _, c := range []string{"east", "west"} {
+		adm := e.admin(c)
+		if err := adm.Tenants().Create(utils.TenantData{Name: subsTenant, AllowedClusters: []string{c}}); err != nil && !isConflict(err) {
+			return 0, fmt.Errorf("create tenant %s on %s: %w", subsTenant, c, err)
+		}
+		if err := adm.Namespaces().CreateNamespace(subsNS); err != nil && !isConflict(err) {
+			return 0, fmt.Errorf("create namespace %s on %s: %w", subsNS, c, err)
+		}
+		cl, err := adm.Namespaces().GetNamespaceReplicationClusters(subsNS)
+		if err != nil {
+			return 0, fmt.Errorf("replication clusters of %s on %s: %w", subsNS, c, err)
+		}
+		if len(cl) != 1 {
+			return 0, fmt.Errorf("namespace %s on %s replicates to %v; want its own cluster only", subsNS, c, cl)
+		}
+		nsn, _ := utils.GetNamespaceName(subsNS)
+		_, plain, err := adm.Topics().List(*nsn)
+		if err != nil {
+			return 0, fmt.Errorf("list %s on %s: %w", subsNS, c, err)
+		}
+		have[c] = map[string]bool{}
+		for _, t := range plain {
+			have[c][t] = true
+		}
+	}
+	for i := range n {
+		if have["east"][subsTopic(i)] && have["west"][subsTopic(i)] {
+			reused++
+		}
+	}
+	// Modest parallelism: the brokers share two cores with everything
+	// else, and topic creation writes metadata and a ledger each.
+	type job struct{ cluster, topic string }
+	jobs := make(chan job)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				path := "/admin/v2/" + strings.Replace(j.topic, "://", "/", 1)
+				var err error
+				if !have[j.cluster][j.topic] {
+					if err = e.adminDo(j.cluster, http.MethodPut, path, nil); isConflict(err) {
+						err = nil
+					}
+				}
+				if err == nil {
+					// Earliest: a new subscription covers the topic's
+					// whole history on either side.
+					err = e.adminDo(j.cluster, http.MethodPut, path+"/subscription/"+subsSub,
+						map[string]int64{"ledgerId": -1, "entryId": -1, "partitionIndex": -1})
+					if isConflict(err) {
+						err = nil
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		for _, c := range []string{"east", "west"} {
+			jobs <- job{c, subsTopic(i)}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if len(errs) > 0 {
+		return reused, fmt.Errorf("subs setup: %d error(s), first: %w", len(errs), errs[0])
+	}
+	return reused, nil
+}
+
+// dropSubs deletes the row's topics, namespace and tenant on both
+// clusters, so other tests and runs do not see them.
+func (e *env) dropSubs() {
+	e.logf("subs: deleting %s", subsNS)
+	for _, c := range []string{"east", "west"} {
+		adm := e.admin(c)
+		nsn, _ := utils.GetNamespaceName(subsNS)
+		_, plain, err := adm.Topics().List(*nsn)
+		if err != nil && !isNotFound(err) {
+			e.logf("subs: list %s on %s: %v", subsNS, c, err)
+		}
+		work := make(chan string)
+		var left atomic.Int64
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for t := range work {
+					path := "/admin/v2/" + strings.Replace(t, "://", "/", 1) + "?force=true"
+					if err := e.adminDo(c, http.MethodDelete, path, nil); err != nil && !isNotFound(err) {
+						left.Add(1)
+					}
+				}
+			}()
+		}
+		for _, t := range plain {
+			work <- t
+		}
+		close(work)
+		wg.Wait()
+		if err := adm.Namespaces().DeleteNamespace(subsNS); err != nil && !isNotFound(err) {
+			e.logf("subs: namespace %s on %s not deleted (%d topic(s) left): %v", subsNS, c, left.Load(), err)
+			continue
+		}
+		if err := adm.Tenants().Delete(subsTenant); err != nil && !isNotFound(err) {
+			e.logf("subs: tenant %s on %s not deleted: %v", subsTenant, c, err)
+		}
+	}
+}
+
+// subsConfig is one sidecar for both directions, its admin URLs through
+// the counting proxies.
+func subsConfig(listen, keyFile string, prox map[string]*countingProxy) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  marker_key_file: %s\nclusters:\n", listen, keyFile)
+	for _, n := range []string{"east", "west"} {
+		c := e2e.Get(n)
+		fmt.Fprintf(&b, "  - name: %s\n    service_url: %s\n    admin_url: %s\n", c.Name, c.ServiceURL, prox[n].url)
+	}
+	b.WriteString("replication:\n")
+	for _, p := range [][2]string{{"east", "west"}, {"west", "east"}} {
+		fmt.Fprintf(&b, "  - source: %s\n    namespace: %s\n    topic_patterns: [\"t-.*\"]\n    targets: [%s]\n    subscriptions: [%s]\n",
+			p[0], subsNS, p[1], subsSub)
+	}
+	return b.String()
+}
+
+// subsProducers opens a non-batching producer per topic on cluster: the
+// spread traffic is a message per topic every few seconds, and 1,000
+// batching producers would wake this process every 10 ms each.
+func (e *env) subsProducers(cluster string, topics []string) ([]pulsar.Producer, error) {
+	out := make([]pulsar.Producer, len(topics))
+	work := make(chan int)
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				p, err := e.client(cluster).CreateProducer(pulsar.ProducerOptions{Topic: topics[i], DisableBatching: true})
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("producer on %s %s: %w", cluster, topics[i], err)
+				}
+				out[i] = p
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range topics {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return out, firstErr
+}
+
+// sendAll sends one message to each producer and waits for the receipts.
+func sendAll(ctx context.Context, ps []pulsar.Producer, body func(i int) []byte) error {
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i, p := range ps {
+		wg.Add(1)
+		p.SendAsync(ctx, &pulsar.ProducerMessage{Payload: body(i)}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+			if err != nil {
+				failed.Add(1)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		return fmt.Errorf("%d of %d sends failed", f, len(ps))
+	}
+	return nil
+}
+
+// spread publishes rate messages per second until ctx ends, alternating
+// clusters, each cluster round-robin over its topics.
+func spread(ctx context.Context, prods map[string][]pulsar.Producer, rate int, sent, failed *atomic.Int64) {
+	const tick = 20 * time.Millisecond
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	body := payload(time.Now(), 0)
+	cb := func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+		if err != nil && ctx.Err() == nil {
+			failed.Add(1)
+		}
+	}
+	start := time.Now()
+	k := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			due := int(now.Sub(start).Seconds() * float64(rate))
+			for ; k < due; k++ {
+				ps := prods["east"]
+				if k%2 == 1 {
+					ps = prods["west"]
+				}
+				ps[(k/2)%len(ps)].SendAsync(ctx, &pulsar.ProducerMessage{Payload: body}, cb)
+				sent.Add(1)
+			}
+		}
+	}
+}
+
+// subsWindow measures one window of d.
+func (e *env) subsWindow(sc *sidecar, prox map[string]*countingProxy, name string, d time.Duration, sent *atomic.Int64) (subsPhase, error) {
+	ph := subsPhase{Name: name, Window: d, Admin: map[string]float64{}, Broker: map[string]float64{}, Paths: map[string]map[string]int64{}}
+	a0, err := sc.metricBy("geo_sidecar_admin_requests_total", "cluster")
+	if err != nil {
+		return ph, err
+	}
+	b0 := map[string]float64{}
+	p0 := map[string]map[string]int64{}
+	for _, c := range []string{"east", "west"} {
+		b0[c], _ = e.brokerRequests(c)
+		p0[c] = prox[c].snapshot()
+	}
+	var s0 int64
+	if sent != nil {
+		s0 = sent.Load()
+	}
+	u0, _ := sc.usage()
+	label := strings.Fields(name)[0]
+	stopProf := sc.cpuProfile(min(d, e.o.ProfileSeconds*4), "subs-"+label)
+	e.logf("subs: measuring %s for %s", name, d)
+	time.Sleep(d)
+	u1, _ := sc.usage()
+	stopProf()
+	a1, err := sc.metricBy("geo_sidecar_admin_requests_total", "cluster")
+	if err != nil {
+		return ph, err
+	}
+	for _, c := range []string{"east", "west"} {
+		ph.Admin[c] = a1[c] - a0[c]
+		b1, _ := e.brokerRequests(c)
+		ph.Broker[c] = b1 - b0[c]
+		p1 := prox[c].snapshot()
+		ph.Paths[c] = map[string]int64{}
+		for k, v := range p1 {
+			if v -= p0[c][k]; v > 0 {
+				ph.Paths[c][k] = v
+			}
+		}
+	}
+	if sent != nil {
+		ph.Sent = int(sent.Load() - s0)
+	}
+	g, _ := sc.metric("go_goroutines")
+	ph.CPU, ph.RSS, ph.Goroutines = u1.CPU-u0.CPU, u1.RSS, int(g)
+	e.logf("subs: %s: admin req/s east %.1f west %.1f (brokers served %.1f / %.1f), sidecar CPU %.2f%% of a core, RSS %s MiB",
+		name, ph.perSec(ph.Admin["east"]), ph.perSec(ph.Admin["west"]), ph.perSec(ph.Broker["east"]), ph.perSec(ph.Broker["west"]), ph.cpuPct(), mib(ph.RSS))
+	for _, c := range []string{"east", "west"} {
+		for _, k := range topPaths(ph.Paths[c], 5) {
+			e.logf("subs:   %s %8.2f/s  %s", c, ph.perSec(float64(ph.Paths[c][k])), k)
+		}
+	}
+	return ph, nil
+}
+
+// subsProbes measures the follow latency on Probes topics, starting at
+// topic index from: a tagged message published on east, acknowledged by
+// the application there; the time from the acknowledgement until west's
+// subscription passed the copy of that message.
+func (e *env) subsProbes(ctx context.Context, phase string, app *subsApp, east []pulsar.Producer, from int) probeSet {
+	z := e.o.Sizes.Subs
+	set := probeSet{Phase: phase}
+	var mu sync.Mutex
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range max(z.ProbeParallel, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				d, err := e.probe(ctx, app, east, (from+i*7)%len(east), uint64(1)<<40+uint64(time.Now().UnixNano()&0xffffffff)<<8+uint64(i&0xff))
+				mu.Lock()
+				if err != nil {
+					set.Failed++
+					if set.Failed <= 3 {
+						e.logf("subs: probe: %v", err)
+					}
+				} else {
+					set.Lat = append(set.Lat, d)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range z.Probes {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	slices.Sort(set.Lat)
+	e.logf("subs: follow latency (%s): %d probes, p50 %s p99 %s, %d failed", phase, len(set.Lat),
+		quantile(set.Lat, 0.5).Round(time.Millisecond), quantile(set.Lat, 0.99).Round(time.Millisecond), set.Failed)
+	return set
+}
+
+// probe is one follow-latency probe on topic i.
+func (e *env) probe(ctx context.Context, app *subsApp, east []pulsar.Producer, i int, tag uint64) (time.Duration, error) {
+	topic := subsTopic(i)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	// The copy's position on west, from a reader that starts before the
+	// message is published.
+	r, err := e.west.CreateReader(pulsar.ReaderOptions{Topic: topic, StartMessageID: pulsar.LatestMessageID()})
+	if err != nil {
+		return 0, fmt.Errorf("reader on west %s: %w", topic, err)
+	}
+	defer r.Close()
+	acked := app.expect(tag)
+	if _, err := east[i].Send(ctx, &pulsar.ProducerMessage{Payload: payload(time.Now(), tag)}); err != nil {
+		return 0, fmt.Errorf("probe send on east %s: %w", topic, err)
+	}
+	var copyAt marker.Position
+	for {
+		m, err := r.Next(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("probe copy on west %s: %w", topic, err)
+		}
+		if _, isMarker := marker.KindOf(m.Properties()); !isMarker && len(m.Payload()) >= 16 && getUint64(m.Payload()[8:]) == tag {
+			copyAt = marker.Position{Ledger: m.ID().LedgerID(), Entry: m.ID().EntryID(), Batch: -1}
+			break
+		}
+	}
+	var ackAt time.Time
+	select {
+	case <-acked:
+		ackAt = app.ackTime(tag)
+	case <-ctx.Done():
+		return 0, fmt.Errorf("probe on %s: east's consumer did not receive it", topic)
+	}
+	tn, _ := utils.GetTopicName(topic)
+	for {
+		st, err := e.westAdm.Topics().GetInternalStatsWithContext(ctx, *tn)
+		if err == nil {
+			if md, ok := parseEntryPos(st.Cursors[subsSub].MarkDeletePosition); ok && md.Compare(copyAt) >= 0 {
+				return time.Since(ackAt), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("probe on %s: west's subscription did not pass %s within 2 minutes", topic, copyAt)
+		case <-time.After(probePoll):
+		}
+	}
+}
+
+func parseEntryPos(s string) (marker.Position, bool) {
+	l, en, ok := strings.Cut(s, ":")
+	if !ok {
+		return marker.Position{}, false
+	}
+	return marker.ParsePosition(l + ":" + en + ":-1")
+}
+
+// subsApp is the application on east: it acknowledges everything it
+// receives and notes when it acknowledged a probe's message.
+type subsApp struct {
+	mu    sync.Mutex
+	acked map[uint64]time.Time
+	wait  map[uint64]chan struct{}
+}
+
+func (a *subsApp) run(ctx context.Context, c pulsar.Consumer) {
+	for {
+		m, err := c.Receive(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		_ = c.Ack(m)
+		if _, isMarker := marker.KindOf(m.Properties()); isMarker || len(m.Payload()) < 16 {
+			continue
+		}
+		if tag := getUint64(m.Payload()[8:]); tag != 0 {
+			a.mu.Lock()
+			if ch, ok := a.wait[tag]; ok {
+				a.acked[tag] = time.Now()
+				close(ch)
+				delete(a.wait, tag)
+			}
+			a.mu.Unlock()
+		}
+	}
+}
+
+func (a *subsApp) expect(tag uint64) <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ch := make(chan struct{})
+	a.wait[tag] = ch
+	return ch
+}
+
+func (a *subsApp) ackTime(tag uint64) time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := a.acked[tag]
+	delete(a.acked, tag)
+	return t
+}
+
+// brokerRequests is a broker's jetty_requests_total: HTTP requests served.
+func (e *env) brokerRequests(cluster string) (float64, error) {
+	resp, err := e.http.Get(e2e.Get(cluster).AdminURL + "/metrics/")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "jetty_requests_total") {
+			return strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		}
+	}
+	return 0, errors.New("no jetty_requests_total")
+}
+
+// metricBy returns the named metric summed per value of one label.
+func (s *sidecar) metricBy(name, label string) (map[string]float64, error) {
+	resp, err := http.Get("http://" + s.listen + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			continue
+		}
+		key := label + `="`
+		if i := strings.Index(line, key); i >= 0 {
+			rest := line[i+len(key):]
+			out[rest[:strings.IndexByte(rest, '"')]] += v
+		}
+	}
+	return out, nil
+}
+
+// waitPairMetric polls a metric of the pair whose source is local until
+// it reaches want.
+func (s *sidecar) waitPairMetric(name, local string, want float64, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	var last float64
+	for time.Now().Before(deadline) {
+		if err := s.exited(); err != nil {
+			return time.Time{}, err
+		}
+		if s.e.restarted() {
+			return time.Time{}, errRestarted
+		}
+		if m, err := s.metricBy(name, "source"); err == nil {
+			last = m[local]
+			if last >= want {
+				return time.Now(), nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return time.Time{}, fmt.Errorf("sidecar %s: %s{source=%q} is %.0f, not %.0f, after %s", s.name, name, local, last, want, timeout)
+}
+
+// countingProxy stands between the sidecar and one cluster's admin API
+// and counts requests by shape, to tell which calls make the admin load
+// (the sidecar's own counter has the cluster only, to keep its labels
+// bounded).
+type countingProxy struct {
+	url string
+	srv *http.Server
+	mu  sync.Mutex
+	n   map[string]int64
+}
+
+func newCountingProxy(target string) (*countingProxy, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &countingProxy{url: "http://" + ln.Addr().String(), n: map[string]int64{}}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k := requestShape(r)
+		p.mu.Lock()
+		p.n[k]++
+		p.mu.Unlock()
+		rp.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = p.srv.Serve(ln) }()
+	return p, nil
+}
+
+func (p *countingProxy) snapshot() map[string]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.n)
+}
+
+func (p *countingProxy) close() { _ = p.srv.Close() }
+
+// requestShape is "METHOD path?query" with the tenant, namespace and topic
+// of an admin path replaced by placeholders.
+func requestShape(r *http.Request) string {
+	seg := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	// admin/v2/persistent/<tenant>/<ns>/<topic>/...
+	if len(seg) >= 5 && seg[0] == "admin" && (seg[2] == "persistent" || seg[2] == "non-persistent" || seg[2] == "namespaces") {
+		seg[3], seg[4] = "{tenant}", "{ns}"
+		if len(seg) >= 6 && seg[2] != "namespaces" {
+			seg[5] = "{topic}"
+		}
+	}
+	s := r.Method + " /" + strings.Join(seg, "/")
+	if r.URL.RawQuery != "" {
+		q := r.URL.Query()
+		keys := slices.Sorted(maps.Keys(q))
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, k+"="+q.Get(k))
+		}
+		s += "?" + strings.Join(parts, "&")
+	}
+	return s
+}
+
+// topPaths returns the k most frequent request shapes.
+func topPaths(m map[string]int64, k int) []string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int {
+		if m[a] != m[b] {
+			if m[a] > m[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	if len(keys) > k {
+		keys = keys[:k]
+	}
+	return keys
+}
+
+// ---- report ---------------------------------------------------------------
+
+// markdown is the row's part of the summary.
+func (s *subsResult) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nScale with replicated subscriptions: one sidecar replicating %s non-partitioned topics east↔west (%s partitions per direction), one replicated subscription each, acknowledged by an application on east (default settings: 30 s discovery, 1 s snapshots):\n\n",
+		num(float64(s.Topics)), num(float64(s.Topics)))
+	first := "—"
+	if s.FirstSnap > 0 {
+		first = fmt.Sprintf("%.1f s", s.FirstSnap.Seconds())
+	}
+	fmt.Fprintf(&b, "Start-up: ready (/readyz) %.1f s, every partition connected %.1f s, the first message of every partition replicated %.1f s, a first snapshot on every partition %s; peak RSS %s MiB, %d threads; stop (SIGTERM) %.1f s.\n\n",
+		s.Ready.Seconds(), s.Connected.Seconds(), s.Replicated.Seconds(), first, mib(s.HWM), s.Threads, s.Stop.Seconds())
+	b.WriteString("| phase | window | admin requests/s, east | admin requests/s, west | brokers' HTTP requests/s, east / west | sidecar CPU, % of a core | RSS MiB | goroutines | follow latency p50 / p99 |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range s.Phases {
+		lat := ""
+		for _, ps := range s.Probes {
+			if strings.HasPrefix(p.Name, ps.Phase) && len(ps.Lat) > 0 {
+				lat = fmt.Sprintf("%.1f s / %.1f s", quantile(ps.Lat, 0.5).Seconds(), quantile(ps.Lat, 0.99).Seconds())
+				if ps.Failed > 0 {
+					lat += fmt.Sprintf(" (%d failed)", ps.Failed)
+				}
+			}
+		}
+		name := p.Name
+		if p.Sent > 0 {
+			name = fmt.Sprintf("%s (%s sent)", p.Name, num(float64(p.Sent)))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.1f | %.1f | %.1f / %.1f | %.2f | %s | %d | %s |\n", name, p.Window,
+			p.perSec(p.Admin["east"]), p.perSec(p.Admin["west"]), p.perSec(p.Broker["east"]), p.perSec(p.Broker["west"]),
+			p.cpuPct(), mib(p.RSS), p.Goroutines, lat)
+	}
+	return b.String()
+}
+
+// targets adds the row's targets (issue 11) through line.
+func (s *subsResult) targets(line func(ok bool, format string, args ...any)) {
+	if len(s.Phases) == 0 {
+		return
+	}
+	p := s.Phases[0]
+	e, w := p.perSec(p.Admin["east"]), p.perSec(p.Admin["west"])
+	line(e <= 10 && w <= 10, "%d idle partitions with a replicated subscription each, ≤ 10 admin requests/s per cluster: east %.1f, west %.1f", s.Topics, e, w)
+	line(p.cpuPct() < 2, "%d idle partitions with a replicated subscription each, idle CPU < 2 %% of a core: %.2f %%", s.Topics, p.cpuPct())
+}
+
+// rounds is the row's detail: the admin requests by shape in each phase.
+func (s *subsResult) rounds() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Scale with replicated subscriptions: the sidecar's admin requests by shape, per second (counted by a proxy in front of each admin API; %d of %d topics reused from an earlier run, set up in %s):\n\n",
+		s.Reused, s.Topics, s.Setup.Round(time.Second))
+	b.WriteString("| phase | cluster | requests/s | request |\n|---|---|---:|---|\n")
+	for _, p := range s.Phases {
+		for _, c := range []string{"east", "west"} {
+			for _, k := range topPaths(p.Paths[c], 8) {
+				fmt.Fprintf(&b, "| %s | %s | %.2f | `%s` |\n", p.Name, c, p.perSec(float64(p.Paths[c][k])), k)
+			}
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// method describes how the row is measured.
+func (s *subsResult) method(z subsSizes) string {
+	return fmt.Sprintf("- Scale with replicated subscriptions: %[1]s non-partitioned topics in a namespace of their own (`%[2]s`, local-only on each cluster; reused when an earlier run left them with -keep, deleted afterwards otherwise), each with subscription `%[3]s` created at the earliest message on both clusters. One sidecar process runs both directions (east→west and west→east, `topic_patterns`, `subscriptions: [%[3]s]`, default 30 s discovery and 1 s snapshot interval); its admin URLs point at a counting proxy per cluster. An application consumer on east acknowledges everything it receives (markers too); west has no consumer, so its subscription moves only by the sidecar's updates. Each topic gets one message on east before the sidecar starts: start-up is process start until `connected_partitions` counts both directions' partitions, until those messages are confirmed on west, and until east→west completed as many snapshots as there are partitions. After %[4]s, idle is measured over %[5]s (an idle partition is followed every 5 minutes, so a shorter window misses those calls); then the follow latency on %[6]d topics (%[7]d at a time): a message published on east, the time from the application's acknowledgement until west's `%[3]s` mark-delete position (internal stats, polled every %[8]s) passed the copy (found by a reader on west), so it includes the poll's resolution. Then %[9]s msg/s spread round-robin over every topic, half published on each cluster: measured over %[10]s after %[11]s of warm-up, probes likewise while it runs; then idle again (%[5]s after %[4]s). Admin requests/s are the sidecar's `geo_sidecar_admin_requests_total{cluster}`; the brokers' figure is `jetty_requests_total` (every HTTP request, the bench's own probes and metric reads included). Target (issue 11): at most 10 admin requests/s per cluster and under 2 %% of a core, idle.\n",
+		num(float64(z.Topics)), subsNS, subsSub, z.Settle, z.Idle, z.Probes, z.ProbeParallel, probePoll,
+		num(float64(z.Rate)), z.Traffic, z.Warm)
+}
