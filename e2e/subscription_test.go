@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -677,6 +678,99 @@ func TestUnsnapshottedSubscriptionExistsOnRemote(t *testing.T) {
 		_ = cons.Ack(msg)
 		if !marker.Is(msg) {
 			got = append(got, string(msg.Payload()))
+		}
+	}
+}
+
+// TestRestartRereadsBoundedHistory: a restarted sidecar re-reads a bounded
+// part of each partition (sidecar.snapshot.history_entries, 500 here), not
+// its whole history (6,000 entries), and still finds the snapshot that
+// covers a subscription deep inside it: the subscription is consumed in
+// east while the sidecar is down, to just past a snapshot 3,000 entries
+// before the end, and after the restart west's copy follows it there
+// with no new traffic (only the window around the subscription's position
+// holds that snapshot).
+func TestRestartRereadsBoundedHistory(t *testing.T) {
+	awaitClusters(t, "east", "west")
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "deep")
+	entries := syncEntries(ns, "deep-sub", "east", "west")
+	dir := t.TempDir()
+	listen := FreeAddr(t)
+	cfg := strings.Replace(Config(listen, []string{"east", "west"}, entries),
+		"sidecar:\n", "sidecar:\n  snapshot: {history_entries: 500}\n", 1)
+	path := dir + "/config.yaml"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := StartSidecarFile(t, path, listen)
+	east := Client(t, "east")
+	_ = Consume(t, east, topic, "deep-sub", 0, time.Second) // the subscription, at the start
+	completed := func() float64 {
+		return s.Metric("geo_sidecar_snapshots_completed_total", `source="east"`)
+	}
+	awaitSnapshot := func(after float64) {
+		Eventually(t, 60*time.Second, func() error {
+			if v := completed(); v <= after {
+				return fmt.Errorf("no snapshot from east completed after the %v before", after)
+			}
+			return nil
+		})
+	}
+	produceUnbatched(t, east, topic, "early", 0, 3000)
+	awaitSnapshot(0)
+	before := completed()
+	produceUnbatched(t, east, topic, "mark", 0, 10)
+	awaitSnapshot(before) // its marker lies after the marks, before "late"
+	produceUnbatched(t, east, topic, "late", 0, 3000)
+	awaitSnapshot(completed())
+	Eventually(t, 60*time.Second, func() error {
+		if b := backlogOf(t, "west", topic, "deep-sub"); b < 6010 {
+			return fmt.Errorf("deep-sub's backlog on west is %d, want every copy (6,010) and markers", b)
+		}
+		return nil
+	})
+	s.Stop()
+
+	// While the sidecar is down, consume east's deep-sub past the
+	// snapshot that follows the marks: up to "late-2".
+	cons, err := east.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "deep-sub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		msg, err := cons.Receive(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("consuming east up to late-2: %v", err)
+		}
+		if err := cons.Ack(msg); err != nil {
+			t.Fatal(err)
+		}
+		if string(msg.Payload()) == "late-2" {
+			break
+		}
+	}
+	cons.Close()
+	westBefore := backlogOf(t, "west", topic, "deep-sub")
+
+	s = s.Restart()
+	var westAfter int64
+	Eventually(t, 60*time.Second, func() error {
+		westAfter = backlogOf(t, "west", topic, "deep-sub")
+		if westAfter > 3500 {
+			return fmt.Errorf("deep-sub's backlog on west is %d (was %d before the restart), want about 3,000: west did not follow", westAfter, westBefore)
+		}
+		return nil
+	})
+	readEast := s.Metric("geo_sidecar_history_entries_read_total", `cluster="east"`)
+	readWest := s.Metric("geo_sidecar_history_entries_read_total", `cluster="west"`)
+	t.Logf("after the restart: history entries read %v on east, %v on west (partitions hold over 6,000 each); west's backlog %d -> %d",
+		readEast, readWest, westBefore, westAfter)
+	for c, v := range map[string]float64{"east": readEast, "west": readWest} {
+		if v > 2000 {
+			t.Errorf("history entries read on %s = %v, want at most the tail (500) and one window (1,001)", c, v)
 		}
 	}
 }
