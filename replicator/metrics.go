@@ -179,19 +179,36 @@ func (m *Metrics) dropLag(partition string) {
 	l := &m.lag
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for labels, parts := range l.vals {
-		if _, ok := parts[partition]; !ok {
-			continue
-		}
-		delete(parts, partition)
-		if len(parts) == 0 {
-			delete(l.vals, labels)
-			m.SubscriptionLag.DeleteLabelValues(labels[:]...)
-			m.SubscriptionLagSeconds.DeleteLabelValues(labels[:]...)
-			continue
-		}
-		m.exportLag(labels, parts)
+	for labels := range l.vals {
+		m.forgetLag(labels, partition)
 	}
+}
+
+// dropSubLag forgets one subscription's lag on partition (it is gone
+// there): a drill's subscription has a random name, and its series would
+// otherwise stay until the partition's replicator stops.
+func (m *Metrics) dropSubLag(labels [4]string, partition string) {
+	l := &m.lag
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m.forgetLag(labels, partition)
+}
+
+// forgetLag removes partition from one series (l.mu held), deleting the
+// series when no partition is left.
+func (m *Metrics) forgetLag(labels [4]string, partition string) {
+	parts := m.lag.vals[labels]
+	if _, ok := parts[partition]; !ok {
+		return
+	}
+	delete(parts, partition)
+	if len(parts) == 0 {
+		delete(m.lag.vals, labels)
+		m.SubscriptionLag.DeleteLabelValues(labels[:]...)
+		m.SubscriptionLagSeconds.DeleteLabelValues(labels[:]...)
+		return
+	}
+	m.exportLag(labels, parts)
 }
 
 func (m *Metrics) exportLag(labels [4]string, parts map[string][2]float64) {

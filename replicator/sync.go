@@ -88,6 +88,9 @@ type subSync struct {
 	dataSeen atomic.Bool
 	// relearn asks run to re-read the partition's history (takeover).
 	relearn chan struct{}
+	// lagReported are the subscriptions whose lag the last follow set
+	// (run alone): one gone since has its series dropped.
+	lagReported map[string]bool
 	// fl is when and why follow runs (followDue); used by run alone.
 	fl followState
 }
@@ -234,6 +237,11 @@ type markerSink interface {
 	// close flushes and releases what write opened; write may open it
 	// again.
 	close()
+}
+
+// lagLabels are the lag series' labels for sub.
+func (s *subSync) lagLabels(sub string) [4]string {
+	return [4]string{s.local, s.remote, topicLabel(s.topic), sub}
 }
 
 // lagKey names this sync among the reporters of subscription lag.
@@ -489,6 +497,15 @@ func (s *subSync) lag(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("remote backlogs: %w", err)
 	}
+	reported := map[string]bool{}
+	defer func() {
+		for name := range s.lagReported {
+			if !reported[name] {
+				s.m.dropSubLag(s.lagLabels(name), s.lagKey())
+			}
+		}
+		s.lagReported = reported
+	}()
 	for name, lb := range local {
 		if !s.tracked(name) {
 			continue
@@ -506,8 +523,8 @@ func (s *subSync) lag(ctx context.Context) error {
 		if snap, ok := s.sent[name]; ok && lb < rb {
 			age = time.Since(snap.Time).Seconds()
 		}
-		s.m.setLag([4]string{s.local, s.remote, topicLabel(s.topic), name}, s.lagKey(),
-			float64(subscription.Lag(lb, rb)), age)
+		s.m.setLag(s.lagLabels(name), s.lagKey(), float64(subscription.Lag(lb, rb)), age)
+		reported[name] = true
 	}
 	return nil
 }

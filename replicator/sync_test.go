@@ -635,7 +635,7 @@ func TestSyncFollowAdminErrors(t *testing.T) {
 // TestSyncLag: per tracked subscription present on both sides, the lag in
 // entries is the remote backlog minus the local one (floored at 0), and
 // the lag in seconds the age of the snapshot behind the last update sent,
-// while the remote trails.
+// while the remote trails. A subscription deleted since has no series.
 func TestSyncLag(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
@@ -666,6 +666,17 @@ func TestSyncLag(t *testing.T) {
 		want = map[string][2]float64{"billing": {9, 7}, "audit": {0, 0}}
 		if got := lagSeries(t, r.m); !maps.Equal(got, want) {
 			t.Errorf("after updates: lag = %v, want %v", got, want)
+		}
+
+		// audit is deleted (a drill's subscription, say): its series goes.
+		delete(r.local.backlog, "audit")
+		delete(r.remote.backlog, "audit")
+		if err := r.s.lag(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want = map[string][2]float64{"billing": {9, 7}}
+		if got := lagSeries(t, r.m); !maps.Equal(got, want) {
+			t.Errorf("after audit was deleted: lag = %v, want %v", got, want)
 		}
 	})
 }
