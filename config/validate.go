@@ -26,11 +26,6 @@ var (
 	reEnvName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
-// reservedCursorPrefix is where Pulsar keeps its own cursors
-// ("pulsar.repl.<cluster>" for built-in geo-replication, "pulsar.dedup").
-// Sharing it would let geo-sidecar and the broker fight over one cursor.
-const reservedCursorPrefix = "pulsar."
-
 // problems collects validation errors so all of them are reported at once.
 type problems []error
 
@@ -71,8 +66,8 @@ func (c *Config) validateSidecar(p *problems) {
 		p.add("sidecar.cursor_prefix", "missing")
 	case !reNamePart.MatchString(s.CursorPrefix):
 		p.add("sidecar.cursor_prefix", "%q may only contain letters, digits, '_', '-' and '.'", s.CursorPrefix)
-	case strings.HasPrefix(s.CursorPrefix, reservedCursorPrefix):
-		p.add("sidecar.cursor_prefix", "%q starts with %q, which Pulsar reserves for its own cursors", s.CursorPrefix, reservedCursorPrefix)
+	case IsPulsarCursor(s.CursorPrefix):
+		p.add("sidecar.cursor_prefix", "%q starts with %q, which Pulsar reserves for its own cursors", s.CursorPrefix, PulsarCursorPrefix)
 	}
 
 	if s.MarkerKeyFile != "" && s.MarkerKeyEnv != "" {
@@ -324,7 +319,6 @@ func (c *Config) validateReplication(p *problems, clusters map[string]bool) {
 		checkRate(p, path+".rate_limit.messages_per_second", r.RateLimit.MessagesPerSecond)
 		checkRate(p, path+".rate_limit.bytes_per_second", r.RateLimit.BytesPerSecond)
 
-		ownCursors := c.Sidecar.CursorPrefix + "."
 		seenSub := map[string]bool{}
 		for j, s := range r.Subscriptions {
 			sp := fmt.Sprintf("%s.subscriptions[%d]", path, j)
@@ -333,10 +327,10 @@ func (c *Config) validateReplication(p *problems, clusters map[string]bool) {
 				p.add(sp, "empty subscription name")
 			case !printable(s):
 				p.add(sp, "%q contains spaces or control characters", s)
-			case strings.HasPrefix(s, ownCursors):
-				p.add(sp, "%q is one of geo-sidecar's own cursors (prefix %q)", s, ownCursors)
-			case strings.HasPrefix(s, reservedCursorPrefix):
-				p.add(sp, "%q is one of Pulsar's own cursors (prefix %q)", s, reservedCursorPrefix)
+			case c.Sidecar.IsOwnCursor(s):
+				p.add(sp, "%q is one of geo-sidecar's own cursors (prefix %q)", s, c.Sidecar.OwnCursorPrefix())
+			case IsPulsarCursor(s):
+				p.add(sp, "%q is one of Pulsar's own cursors (prefix %q)", s, PulsarCursorPrefix)
 			case seenSub[s]:
 				p.add(sp, "duplicate subscription %q", s)
 			}

@@ -266,20 +266,17 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *partitionLayout) *s
 		}
 	}
 	sc := p.cfg.Sidecar.Snapshot
-	own := p.cfg.Sidecar.CursorPrefix + "."
 	// A cursor that does not exist yet and starts at the earliest message
 	// reads every message: the watermarks are exact from the start.
 	fresh := p.rep.Start == config.StartEarliest && cursors != nil && !slices.Contains(cursors, p.subscription)
 	return &subSync{
 		local: p.local.Name, remote: p.remote.Name, topic: partitionTopic, key: p.key,
 		interval: sc.Interval.Duration,
-		tracked: func(sub string) bool {
-			return !strings.HasPrefix(sub, own) && !strings.HasPrefix(sub, "pulsar.") && p.rep.MatchesSubscription(sub)
-		},
+		tracked:  func(sub string) bool { return p.rep.Tracks(p.cfg.Sidecar, sub) },
 		machine: snapshot.New(snapshot.Config{
 			Topic: partitionTopic, Local: p.local.Name, Remote: p.remote.Name,
 			Interval: sc.Interval.Duration, Timeout: sc.Timeout.Duration, CacheSize: sc.CacheSize,
-			ThirdOrigins: thirdOrigins(p.cfg, p.rep.Namespace, shortName(topic), p.local.Name, p.remote.Name),
+			ThirdOrigins: p.cfg.ThirdOrigins(p.rep.Namespace, shortName(topic), p.local.Name, p.remote.Name),
 			Fresh:        fresh,
 			NewID:        newSnapshotID, Now: time.Now,
 		}),
@@ -300,29 +297,4 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *partitionLayout) *s
 		layoutAtStart:  layout,
 		historyEntries: sc.HistoryEntries,
 	}
-}
-
-// thirdOrigins are the clusters other than a and b whose messages of topic
-// in namespace ns are copied into both a and b.
-func thirdOrigins(cfg *config.Config, ns, topic, a, b string) []string {
-	into := map[string]map[string]bool{} // origin -> targets
-	for _, r := range cfg.Replication {
-		if r.Namespace != ns || !r.MatchesTopic(topic) {
-			continue
-		}
-		if into[r.Source] == nil {
-			into[r.Source] = map[string]bool{}
-		}
-		for _, t := range r.Targets {
-			into[r.Source][t] = true
-		}
-	}
-	var out []string
-	for origin, targets := range into {
-		if origin != a && origin != b && targets[a] && targets[b] {
-			out = append(out, origin)
-		}
-	}
-	slices.Sort(out)
-	return out
 }

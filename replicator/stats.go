@@ -193,7 +193,7 @@ func (p *pair) subStatus(ctx context.Context, t topicInfo) []SubStatus {
 	}
 	var out []SubStatus
 	for name, lb := range local {
-		if strings.HasPrefix(name, p.cfg.Sidecar.CursorPrefix+".") || !p.rep.MatchesSubscription(name) {
+		if !p.rep.Tracks(p.cfg.Sidecar, name) {
 			continue
 		}
 		rb, ok := remote[name]

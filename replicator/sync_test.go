@@ -1116,30 +1116,6 @@ func TestSyncForTracked(t *testing.T) {
 	}
 }
 
-func TestThirdOrigins(t *testing.T) {
-	cfg, err := config.Parse([]byte(syncForYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		ns, topic, a, b string
-		want            []string
-	}{
-		{"shop/orders", "orders", "east", "west", []string{"north"}},
-		{"shop/orders", "orders", "west", "east", []string{"north"}},
-		{"shop/orders", "orders", "east", "north", []string{"west"}},
-		{"shop/orders", "orders", "west", "north", []string{"east"}},
-		{"shop/orders", "orders", "east", "south", nil},
-		{"shop/orders", "payments", "east", "west", nil},
-		{"shop/other", "orders", "east", "west", nil},
-	}
-	for _, tt := range tests {
-		if got := thirdOrigins(cfg, tt.ns, tt.topic, tt.a, tt.b); !slices.Equal(got, tt.want) {
-			t.Errorf("thirdOrigins(%s, %s, %s, %s) = %v, want %v", tt.ns, tt.topic, tt.a, tt.b, got, tt.want)
-		}
-	}
-}
-
 // A tracked subscription the remote lacks is created there at its
 // earliest message, once; one seen there and deleted later is left alone.
 func TestSyncCreatesMissingRemoteSubscription(t *testing.T) {
