@@ -157,17 +157,17 @@ func main() {
 
 	rep, err := run(o)
 	if rep != nil {
-		md := rep.Markdown()
+		md := rep.Markdown() + rep.wanMarkdown()
 		fmt.Println(md)
 		if o.Out != "" {
-			if werr := os.WriteFile(o.Out, []byte(md), 0o644); werr != nil {
+			if werr := writeResults(o.Out, o, rep); werr != nil {
 				fmt.Fprintf(os.Stderr, "bench: %v\n", werr)
 				os.Exit(1)
 			}
 			fmt.Fprintf(os.Stderr, "bench: report written to %s\n", o.Out)
 		}
 		if o.Readme != "" && err == nil {
-			if werr := updateReadme(o.Readme, rep); werr != nil {
+			if werr := updateReadmeAll(o.Readme, o, rep); werr != nil {
 				fmt.Fprintf(os.Stderr, "bench: %v\n", werr)
 				os.Exit(1)
 			}

@@ -30,6 +30,7 @@ type report struct {
 	Zstd   *zstdResult
 	Scale  *scaleResult
 	Subs   *subsResult
+	WAN    *wanResult // east->far through the WAN proxy (wan.go)
 	Errors []string
 }
 
@@ -115,6 +116,10 @@ func run(o options) (*report, error) {
 	if o.Only["subs"] && o.Sizes.Subs.Topics > 0 {
 		e.logf("== scale with replicated subscriptions: %d topics east<->west", o.Sizes.Subs.Topics)
 		do("subs", func() (err error) { rep.Subs, err = e.subs(); return err })
+	}
+	if o.Only["wan"] {
+		e.logf("== WAN rows: east->far through the proxy, %d messages per arm per round, %d rounds", o.Sizes.TPMessages, o.Sizes.Rounds)
+		do("wan", func() (err error) { rep.WAN, err = e.wanRows(); return err })
 	}
 	rep.Took = time.Since(start)
 	rep.Retaken += e.disturbed

@@ -36,6 +36,10 @@ type env struct {
 	cleanups []func()
 	// disturbed counts measurements taken again after a cluster restart.
 	disturbed int
+
+	// far and farAdm reach far directly; set by the WAN rows (wanOpen).
+	far    pulsar.Client
+	farAdm pulsaradmin.Client
 }
 
 // Namespaces of a run, under e.tenant.
@@ -86,6 +90,9 @@ func newEnv(o options) (*env, error) {
 // other namespaces replicate nowhere (a namespace created on a cluster
 // replicates to that cluster only), which is the sidecar's setting.
 func (e *env) setup() error {
+	if !mainRan(e.o) {
+		return nil // the WAN rows have a tenant of their own (wanOpen)
+	}
 	e.logf("tenant %s: namespaces %s, %s (Pulsar geo-replication), %s, %s, %s", e.tenant, nsBuiltin, nsBDrain, nsSidecar, nsDirect, nsScale)
 	for _, ns := range []string{nsBuiltin, nsBDrain} {
 		if err := e2e.Script("geo", "east", "west", e.ns(ns)); err != nil {
@@ -129,11 +136,17 @@ func (e *env) cleanup() {
 	defer func() {
 		e.east.Close()
 		e.west.Close()
+		if e.far != nil {
+			e.far.Close()
+		}
 		_ = os.RemoveAll(e.dir)
 	}()
 	if e.o.Keep {
 		e.logf("keeping tenant %s (-keep)", e.tenant)
 		return
+	}
+	if !mainRan(e.o) {
+		return // setup made nothing
 	}
 	e.logf("deleting tenant %s", e.tenant)
 	// Pulsar's replication first: a replicated namespace cannot be deleted.
@@ -165,8 +178,13 @@ func (e *env) cleanup() {
 // dropTopics force-deletes every topic of namespace ns on cluster and
 // returns what could not be deleted.
 func (e *env) dropTopics(cluster, ns string) []string {
+	return e.dropNamespaceTopics(cluster, e.ns(ns))
+}
+
+// dropNamespaceTopics is dropTopics for a namespace's full name.
+func (e *env) dropNamespaceTopics(cluster, fullNS string) []string {
 	adm := e.admin(cluster)
-	nsn, err := utils.GetNamespaceName(e.ns(ns))
+	nsn, err := utils.GetNamespaceName(fullNS)
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -175,7 +193,7 @@ func (e *env) dropTopics(cluster, ns string) []string {
 		if isNotFound(err) {
 			return nil
 		}
-		return []string{fmt.Sprintf("list %s on %s: %v", e.ns(ns), cluster, err)}
+		return []string{fmt.Sprintf("list %s on %s: %v", fullNS, cluster, err)}
 	}
 	var failed []string
 	del := func(name string, nonPartitioned bool) {
@@ -234,15 +252,21 @@ func (e *env) createTopic(topic string, partitions int, clusters ...string) erro
 }
 
 func (e *env) admin(cluster string) pulsaradmin.Client {
-	if cluster == "east" {
+	switch cluster {
+	case "east":
 		return e.eastAdm
+	case "far":
+		return e.farAdm
 	}
 	return e.westAdm
 }
 
 func (e *env) client(cluster string) pulsar.Client {
-	if cluster == "east" {
+	switch cluster {
+	case "east":
 		return e.east
+	case "far":
+		return e.far
 	}
 	return e.west
 }

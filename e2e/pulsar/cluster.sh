@@ -523,6 +523,13 @@ http() {
 
 # geo A B TENANT/NS: each cluster registers the other, the tenant allows
 # both, the namespace replicates to both. Idempotent.
+#
+# A cluster behind the WAN proxy (far) is registered with its WAN
+# addresses (wan_ports), so that Pulsar's own replicator reaches it through
+# the proxy like the sidecar does, lookups included: east->far crosses the
+# link only while the e2e harness or the benchmark runs the proxy. The
+# registration is updated if it exists (a broker builds its replication
+# client from it when a replicator first needs one).
 cmd_geo() {
   [ $# -eq 3 ] || die "usage: cluster.sh geo A B TENANT/NAMESPACE"
   local a=$1 b=$2 ns=$3 tenant=${3%%/*}
@@ -530,8 +537,17 @@ cmd_geo() {
   for pair in "$a $b" "$b $a"; do
     set -- $pair
     local self=$1 peer=$2
-    http PUT "$(admin_url "$self")/admin/v2/clusters/$peer" \
-      "{\"serviceUrl\":\"$(admin_url "$peer")\",\"brokerServiceUrl\":\"$(service_url "$peer")\"}"
+    local peer_admin peer_service
+    peer_admin=$(admin_url "$peer") peer_service=$(service_url "$peer")
+    if wan_ports "$peer" >/dev/null; then
+      set -- $(wan_ports "$peer")
+      peer_admin="http://127.0.0.1:$3" peer_service="pulsar://127.0.0.1:$2"
+    fi
+    local cluster_data="{\"serviceUrl\":\"$peer_admin\",\"brokerServiceUrl\":\"$peer_service\"}"
+    http PUT "$(admin_url "$self")/admin/v2/clusters/$peer" "$cluster_data"
+    if wan_ports "$peer" >/dev/null; then
+      http POST "$(admin_url "$self")/admin/v2/clusters/$peer" "$cluster_data"
+    fi
     http PUT "$(admin_url "$self")/admin/v2/tenants/$tenant" \
       "{\"adminRoles\":[],\"allowedClusters\":[\"$a\",\"$b\"]}"
     http POST "$(admin_url "$self")/admin/v2/tenants/$tenant" \

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWANSections checks that a run of the WAN rows alone replaces only
+// the WAN section of RESULTS.md and the README, and that a run without
+// them keeps the WAN section RESULTS.md had.
+func TestWANSections(t *testing.T) {
+	rep := &report{Date: time.Date(2026, 12, 3, 1, 0, 0, 0, time.UTC), Machine: "test", Pulsar: "4.0.7", Sizes: sizes{Rounds: 1, LatDuration: time.Second}}
+	rep.WAN = &wanResult{Messages: 10, ZstdMessages: 10, LatRate: 100}
+	for _, rtt := range wanRTTs {
+		for _, arm := range []string{armBuiltin, armSidecar} {
+			rep.WAN.TP = append(rep.WAN.TP, wanRound{Arm: arm, RTT: rtt, Msgs: 10, Dur: time.Second})
+		}
+	}
+	dir := t.TempDir()
+	results, readme := filepath.Join(dir, "RESULTS.md"), filepath.Join(dir, "README.md")
+	if err := os.WriteFile(results, []byte("main report\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(readme, []byte("# x\n"+readmeBegin+"\nmain table\n"+readmeEnd+"\n\n"+wanBegin+"\nold\n"+wanEnd+"\n\n## Layout\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wanOnly := options{Only: parseOnly("wan")}
+	for i := range 2 { // twice: the second run replaces the first's section
+		if err := writeResults(results, wanOnly, rep); err != nil {
+			t.Fatal(err)
+		}
+		if err := updateReadmeAll(readme, wanOnly, rep); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(results)
+		if s := string(b); !strings.HasPrefix(s, "main report\n") || strings.Count(s, wanBegin) != 1 || !strings.Contains(s, "| throughput, 150 ms RTT | msg/s | 10 | 10 | 1.00× | |") {
+			t.Fatalf("run %d: RESULTS.md:\n%s", i, s)
+		}
+		b, _ = os.ReadFile(readme)
+		if s := string(b); !strings.Contains(s, "main table") || strings.Contains(s, "\nold\n") || strings.Count(s, wanBegin) != 1 ||
+			!strings.HasSuffix(s, wanEnd+"\n\n## Layout\n") || !strings.Contains(s, "Target: sidecar throughput at 150 ms RTT ≥ 0.80 of its 0 ms figure: 1.00: met") {
+			t.Fatalf("run %d: README:\n%s", i, s)
+		}
+	}
+	// A run without the WAN rows writes the main report and keeps the
+	// WAN section.
+	rep.WAN = nil
+	if err := writeResults(results, options{Only: parseOnly("tp1")}, rep); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(results)
+	if s := string(b); strings.HasPrefix(s, "main report") || strings.Count(s, wanBegin) != 1 || !strings.Contains(s, "### Every round") {
+		t.Fatalf("RESULTS.md after a run without WAN rows:\n%s", s)
+	}
+}
