@@ -41,6 +41,7 @@ const (
 	DefaultSnapshotCacheSize  = 10
 	DefaultHistoryEntries     = 10000
 	DefaultMaxPendingMessages = 1000
+	DefaultKeepAlive          = 30 * time.Second
 	DefaultStart              = StartEarliest
 	DefaultDataPath           = DataPathAuto
 	DefaultOnRefused          = OnRefusedStop
@@ -156,6 +157,14 @@ type Cluster struct {
 	// MaxPendingMessages bounds each producer's send queue towards this
 	// cluster, which bounds memory when the cluster is slow.
 	MaxPendingMessages int `yaml:"max_pending_messages"`
+	// KeepAlive bounds how long a binary-protocol connection to this
+	// cluster may stay silent before it is closed and its producers and
+	// consumers reconnect (pings go every half of it, so a healthy broker
+	// always answers in time). It is what notices a half-open link (a
+	// NAT or firewall that dropped the connection's state, where no close
+	// ever arrives); shorter notices sooner, at the price of closing
+	// connections to a broker that stalls longer (a long GC pause).
+	KeepAlive Duration `yaml:"keep_alive"`
 }
 
 // clusterFields has Cluster's fields but not its UnmarshalYAML, so decoding
@@ -167,7 +176,7 @@ type clusterFields Cluster
 // until the list is decoded. It uses the callback form on purpose: yaml.v3
 // keeps KnownFields for the callback, but not for [yaml.Node.Decode].
 func (c *Cluster) UnmarshalYAML(unmarshal func(any) error) error {
-	f := clusterFields{MaxPendingMessages: DefaultMaxPendingMessages}
+	f := clusterFields{MaxPendingMessages: DefaultMaxPendingMessages, KeepAlive: Duration{DefaultKeepAlive}}
 	err := unmarshal(&f)
 	*c = Cluster(f)
 	return err

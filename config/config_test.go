@@ -90,6 +90,7 @@ func TestParseFull(t *testing.T) {
 				AdminURL:           "https://east-admin:8443",
 				Auth:               Auth{TokenFile: "/etc/geo-sidecar/east.token", TLSTrustCertsFile: "/etc/geo-sidecar/ca.pem"},
 				MaxPendingMessages: 5000,
+				KeepAlive:          Duration{10 * time.Second},
 			},
 			{
 				Name:               "west",
@@ -97,12 +98,14 @@ func TestParseFull(t *testing.T) {
 				AdminURL:           "http://west-admin:8080/",
 				Auth:               Auth{TokenEnv: "WEST_TOKEN"},
 				MaxPendingMessages: DefaultMaxPendingMessages,
+				KeepAlive:          Duration{DefaultKeepAlive},
 			},
 			{
 				Name:               "north_2",
 				ServiceURL:         "pulsar://[::1]:6650",
 				AdminURL:           "http://[::1]:8080",
 				MaxPendingMessages: DefaultMaxPendingMessages,
+				KeepAlive:          Duration{DefaultKeepAlive},
 			},
 		},
 		Replication: []Replication{
@@ -187,6 +190,7 @@ func TestParseDefaults(t *testing.T) {
 		{"snapshot.history_entries", s.Snapshot.HistoryEntries, int64(10000)},
 		{"clusters[0].max_pending_messages", cfg.Clusters[0].MaxPendingMessages, 1000},
 		{"clusters[1].max_pending_messages", cfg.Clusters[1].MaxPendingMessages, 1000},
+		{"clusters[0].keep_alive", cfg.Clusters[0].KeepAlive.Duration, 30 * time.Second},
 		{"replication[0].start", cfg.Replication[0].Start, StartEarliest},
 		{"replication[0].rate_limit", cfg.Replication[0].RateLimit, RateLimit{}},
 		{"cursor name", s.CursorName("b"), "geo-sidecar.repl.b"},
@@ -232,8 +236,8 @@ func validConfig() *Config {
 			Snapshot:          Snapshot{Interval: Duration{time.Second}, Timeout: Duration{2 * time.Second}, CacheSize: 1, HistoryEntries: 100},
 		},
 		Clusters: []Cluster{
-			{Name: "a", ServiceURL: "pulsar://a:6650", AdminURL: "http://a:8080", MaxPendingMessages: 1},
-			{Name: "b", ServiceURL: "pulsar://b:6650", AdminURL: "http://b:8080", MaxPendingMessages: 1},
+			{Name: "a", ServiceURL: "pulsar://a:6650", AdminURL: "http://a:8080", MaxPendingMessages: 1, KeepAlive: Duration{time.Second}},
+			{Name: "b", ServiceURL: "pulsar://b:6650", AdminURL: "http://b:8080", MaxPendingMessages: 1, KeepAlive: Duration{time.Second}},
 		},
 		Replication: []Replication{{
 			Source: "a", Namespace: "t/n", Targets: []string{"b"}, Start: StartLatest,

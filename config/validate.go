@@ -15,6 +15,15 @@ import (
 	"unicode/utf8"
 )
 
+// MinKeepAlive and MaxKeepAlive bound clusters[].keep_alive: below a
+// second, pings would cost more than they tell and a busy broker would be
+// taken for a dead link; above ten minutes, a half-open link would stall
+// replication for longer than any operator waits.
+const (
+	MinKeepAlive = time.Second
+	MaxKeepAlive = 10 * time.Minute
+)
+
 // MaxDiscoveryInterval bounds sidecar.discovery_interval: topics created
 // after start are not replicated until the next discovery, and a longer gap
 // than this is more likely a typo ("30h" for "30s") than a wish.
@@ -149,6 +158,9 @@ func (c *Config) validateClusters(p *problems) map[string]bool {
 
 		if cl.MaxPendingMessages < 1 || cl.MaxPendingMessages > 100000 {
 			p.add(path+".max_pending_messages", "%d must be from 1 to 100000", cl.MaxPendingMessages)
+		}
+		if d := cl.KeepAlive.Duration; d < MinKeepAlive || d > MaxKeepAlive {
+			p.add(path+".keep_alive", "%s must be from %s to %s", d, MinKeepAlive, MaxKeepAlive)
 		}
 	}
 	return names
