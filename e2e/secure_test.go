@@ -23,6 +23,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/geo-sidecar/geo-sidecar/subscription/drill"
 )
 
 // The security tests run the sidecar between east (ordinary) and south
@@ -244,13 +246,13 @@ func TestSecureReplicationBothWays(t *testing.T) {
 			// billing is listed in the config and does not exist: the drill
 			// creates it, and deletes it. The test's "check" subscriptions
 			// read the topic too.
-			drill, errOut, code := run(t, "drill", "--config", cfg, "--topic", s.ns+"/orders", "--subscription", "billing",
+			out, errOut, code = run(t, "drill", "--config", cfg, "--topic", s.ns+"/orders", "--subscription", "billing",
 				"--from", "south", "--to", "east", "--messages", "200", "--publish-over", "1s", "--json", "--allow-other-subscriptions")
-			var rep struct{ Lost, Published int }
-			if code != 0 || json.Unmarshal(drill, &rep) != nil || rep.Lost != 0 || rep.Published != 200 {
-				t.Fatalf("drill south -> east: exit %d\n%s%s", code, drill, errOut)
+			var rep drill.Report
+			if code != 0 || json.Unmarshal(out, &rep) != nil || rep.Lost != 0 || rep.Published != 200 {
+				t.Fatalf("drill south -> east: exit %d\n%s%s", code, out, errOut)
 			}
-			s.checkNoSecrets(t, sc, status, errOut, drill)
+			s.checkNoSecrets(t, sc, status, errOut, out)
 			if n := countLines(t, sc.LogPath, "permission denied"); n != 0 {
 				t.Errorf("%d permission denied lines with every permission granted", n)
 			}

@@ -17,24 +17,12 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/subscription/drill"
 )
-
-// drillReport mirrors geo-sidecar drill --json.
-type drillReport struct {
-	Subscription   string  `json:"subscription"`
-	Kept           bool    `json:"kept"`
-	Published      int     `json:"published"`
-	ConsumedBefore int     `json:"consumed_before"`
-	ConsumedAfter  int     `json:"consumed_after"`
-	Lost           int     `json:"lost"`
-	Duplicates     int     `json:"duplicates"`
-	InStepSeconds  float64 `json:"in_step_seconds"`
-	InStep         bool    `json:"in_step"`
-}
 
 // runDrill runs `geo-sidecar drill --json` with the sidecar's config; sub
 // "" lets the drill name its subscription.
-func runDrill(t *testing.T, cfg, topic, sub, from, to string, extra ...string) drillReport {
+func runDrill(t *testing.T, cfg, topic, sub, from, to string, extra ...string) drill.Report {
 	t.Helper()
 	args := []string{"drill", "--config", cfg, "--topic", topic, "--from", from, "--to", to, "--json"}
 	if sub != "" {
@@ -45,7 +33,7 @@ func runDrill(t *testing.T, cfg, topic, sub, from, to string, extra ...string) d
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	var rep drillReport
+	var rep drill.Report
 	if jerr := json.Unmarshal(out, &rep); jerr != nil {
 		t.Fatalf("drill: %v (%v)\nstdout: %s\nstderr: %s", err, jerr, out, stderr.String())
 	}

@@ -1,4 +1,4 @@
-package main
+package drill
 
 // The drill's subscription: which one it runs on, and the rules that keep
 // it away from everyone else's. The drill publishes, consumes, acknowledges
@@ -24,16 +24,14 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/config"
 )
 
-// drillPrefix starts the name of every subscription the drill creates when
-// --subscription is not given; a config keeps them in step with
-// subscription_patterns: ["geo-sidecar-drill-.*"] (drillPattern).
+// Prefix starts the name of every subscription the drill creates when
+// Options.Subscription is "", so that it never picks a name an application
+// uses; a config keeps them in step with subscription_patterns:
+// ["geo-sidecar-drill-.*"] (Pattern).
 const (
-	drillPrefix  = "geo-sidecar-drill-"
-	drillPattern = drillPrefix + ".*"
+	Prefix  = "geo-sidecar-drill-"
+	Pattern = Prefix + ".*"
 )
-
-// pulsarCursorPrefix starts the cursors Pulsar keeps for itself.
-const pulsarCursorPrefix = "pulsar."
 
 // errSubscriptionExists: the subscription the drill was to create exists
 // already, so it belongs to someone else and the drill does not run.
@@ -42,9 +40,9 @@ var errSubscriptionExists = errors.New("subscription exists")
 // errTopicNotFound: the topic does not exist yet on that cluster.
 var errTopicNotFound = errors.New("topic not found")
 
-// drillAdmin is what the drill's subscription rules need of one cluster's
-// admin API. Implementations are safe for concurrent use.
-type drillAdmin interface {
+// admin is what the drill's subscription rules need of one cluster's admin
+// API. Implementations are safe for concurrent use.
+type admin interface {
 	// Subscriptions lists the topic's subscriptions (over all partitions);
 	// errTopicNotFound when the topic does not exist.
 	Subscriptions(ctx context.Context, topic string) ([]string, error)
@@ -55,8 +53,8 @@ type drillAdmin interface {
 	Delete(ctx context.Context, topic, sub string) error
 }
 
-// pulsarDrillAdmin is drillAdmin over Pulsar's admin API.
-type pulsarDrillAdmin struct{ a pulsaradmin.Client }
+// pulsarAdmin is admin over Pulsar's admin API.
+type pulsarAdmin struct{ a pulsaradmin.Client }
 
 func adminError(err error) error {
 	var re rest.Error
@@ -71,7 +69,7 @@ func adminError(err error) error {
 	return err
 }
 
-func (p pulsarDrillAdmin) Subscriptions(ctx context.Context, topic string) ([]string, error) {
+func (p pulsarAdmin) Subscriptions(ctx context.Context, topic string) ([]string, error) {
 	tn, err := utils.GetTopicName(topic)
 	if err != nil {
 		return nil, err
@@ -80,7 +78,7 @@ func (p pulsarDrillAdmin) Subscriptions(ctx context.Context, topic string) ([]st
 	return subs, adminError(err)
 }
 
-func (p pulsarDrillAdmin) CreateAtEnd(ctx context.Context, topic, sub string) error {
+func (p pulsarAdmin) CreateAtEnd(ctx context.Context, topic, sub string) error {
 	tn, err := utils.GetTopicName(topic)
 	if err != nil {
 		return err
@@ -88,7 +86,7 @@ func (p pulsarDrillAdmin) CreateAtEnd(ctx context.Context, topic, sub string) er
 	return adminError(p.a.Subscriptions().CreateWithContext(ctx, *tn, sub, utils.Latest))
 }
 
-func (p pulsarDrillAdmin) Delete(ctx context.Context, topic, sub string) error {
+func (p pulsarAdmin) Delete(ctx context.Context, topic, sub string) error {
 	tn, err := utils.GetTopicName(topic)
 	if err != nil {
 		return err
@@ -102,55 +100,41 @@ func (p pulsarDrillAdmin) Delete(ctx context.Context, topic, sub string) error {
 	return err
 }
 
-// drillSubName is the subscription the drill runs on: --subscription, or a
-// fresh name under drillPrefix.
-func drillSubName(flag string) string {
-	if flag != "" {
-		return flag
+// subName is the subscription the drill runs on: the one asked for, or a
+// fresh name under Prefix.
+func subName(asked string) string {
+	if asked != "" {
+		return asked
 	}
-	return drillPrefix + uuid.NewString()[:8]
+	return Prefix + uuid.NewString()[:8]
 }
 
-// replicatingEntries returns the indexes of the replication entries that
-// copy topic (tenant/namespace/short) from a to b.
-func replicatingEntries(cfg *config.Config, topic, a, b string) []int {
-	i := strings.LastIndex(topic, "/")
-	ns, short := topic[:i], topic[i+1:]
-	var out []int
-	for k, r := range cfg.Replication {
-		if r.Source == a && r.Namespace == ns && r.MatchesTopic(short) && slices.Contains(r.Targets, b) {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-// checkKeptInStep returns nil when the config keeps sub on topic in step
-// from a to b, and otherwise an error that says which entries to change and
-// how. The drill of a subscription not kept in step would only show that
-// it is not.
-func checkKeptInStep(cfg *config.Config, topic, sub, a, b string) error {
-	own := cfg.Sidecar.CursorPrefix + "."
+// checkKeptInStep returns nil when the config keeps sub on topic (its short
+// name, in namespace ns) in step from a to b, and otherwise an error that
+// says which entries to change and how. The drill of a subscription not
+// kept in step would only show that it is not.
+func checkKeptInStep(cfg *config.Config, ns, short, sub, a, b string) error {
 	switch {
-	case strings.HasPrefix(sub, own):
-		return fmt.Errorf("--subscription %q is one of geo-sidecar's own cursors (prefix %q)", sub, own)
-	case strings.HasPrefix(sub, pulsarCursorPrefix):
-		return fmt.Errorf("--subscription %q is one of Pulsar's own cursors (prefix %q)", sub, pulsarCursorPrefix)
+	case cfg.Sidecar.IsOwnCursor(sub):
+		return fmt.Errorf("--subscription %q is one of geo-sidecar's own cursors (prefix %q)", sub, cfg.Sidecar.OwnCursorPrefix())
+	case config.IsPulsarCursor(sub):
+		return fmt.Errorf("--subscription %q is one of Pulsar's own cursors (prefix %q)", sub, config.PulsarCursorPrefix)
 	}
-	entries := replicatingEntries(cfg, topic, a, b)
+	topic := ns + "/" + short
+	entries := cfg.EntriesCopying(ns, short, a, b)
 	if len(entries) == 0 {
 		return fmt.Errorf("the config does not replicate %s from %s to %s", topic, a, b)
 	}
 	var paths []string
 	for _, k := range entries {
-		if cfg.Replication[k].MatchesSubscription(sub) {
+		if cfg.Replication[k].Tracks(cfg.Sidecar, sub) {
 			return nil
 		}
 		paths = append(paths, fmt.Sprintf("replication[%d]", k))
 	}
-	fix := fmt.Sprintf(`add subscription_patterns: [%q]`, drillPattern)
-	if !strings.HasPrefix(sub, drillPrefix) {
-		fix = fmt.Sprintf(`add subscriptions: [%q] (or leave out --subscription and add subscription_patterns: [%q])`, sub, drillPattern)
+	fix := fmt.Sprintf(`add subscription_patterns: [%q]`, Pattern)
+	if !strings.HasPrefix(sub, Prefix) {
+		fix = fmt.Sprintf(`add subscriptions: [%q] (or leave out --subscription and add subscription_patterns: [%q])`, sub, Pattern)
 	}
 	return fmt.Errorf("subscription %q is not kept in step from %s to %s on %s: no subscriptions or subscription_patterns of %s (source %s, namespace %s) match it; %s to %s, restart the sidecars and run the drill again",
 		sub, a, b, topic, strings.Join(paths, ", "), a, cfg.Replication[entries[0]].Namespace, fix, strings.Join(paths, ", "))
@@ -159,14 +143,13 @@ func checkKeptInStep(cfg *config.Config, topic, sub, a, b string) error {
 // foreign reports whether a subscription found on the drill's topic
 // belongs to someone else than geo-sidecar and its drills.
 func foreign(cfg *config.Config, sub string) bool {
-	return !strings.HasPrefix(sub, cfg.Sidecar.CursorPrefix+".") && !strings.HasPrefix(sub, drillPrefix) &&
-		!strings.HasPrefix(sub, pulsarCursorPrefix)
+	return !cfg.Sidecar.IsOwnCursor(sub) && !config.IsPulsarCursor(sub) && !strings.HasPrefix(sub, Prefix)
 }
 
-// drillCluster is one cluster as the subscription rules see it.
-type drillCluster struct {
+// cluster is one cluster as the subscription rules see it.
+type cluster struct {
 	name  string
-	admin drillAdmin
+	admin admin
 }
 
 // preflight checks, before the drill touches anything, that sub exists on
@@ -174,7 +157,7 @@ type drillCluster struct {
 // subscribes to the topic: every subscription of it would receive the
 // drill's messages. It returns the drill subscriptions left over from
 // earlier runs, to be mentioned.
-func preflight(ctx context.Context, cfg *config.Config, clusters []drillCluster, topic, sub string, allowOthers bool) (leftovers []string, err error) {
+func preflight(ctx context.Context, cfg *config.Config, clusters []cluster, topic, sub string, allowOthers bool) (leftovers []string, err error) {
 	var others []string
 	for _, c := range clusters {
 		subs, err := c.admin.Subscriptions(ctx, topic)
@@ -190,7 +173,7 @@ func preflight(ctx context.Context, cfg *config.Config, clusters []drillCluster,
 				return nil, fmt.Errorf("subscription %q exists on %s: the drill runs only on a subscription it creates itself "+
 					"(it acknowledges what it reads and deletes the subscription afterwards); leave out --subscription for a fresh one, "+
 					"or name one that does not exist (%w)", sub, c.name, errSubscriptionExists)
-			case strings.HasPrefix(s, drillPrefix):
+			case strings.HasPrefix(s, Prefix):
 				leftovers = appendNew(leftovers, fmt.Sprintf("%s (on %s)", s, c.name))
 			case foreign(cfg, s):
 				others = appendNew(others, fmt.Sprintf("%s (on %s)", s, c.name))
@@ -201,7 +184,7 @@ func preflight(ctx context.Context, cfg *config.Config, clusters []drillCluster,
 		return nil, fmt.Errorf("%s has other subscriptions: %s; they would receive the drill's messages. "+
 			"Run the drill on a topic of its own that the same replication entries cover (e.g. %s), "+
 			"or pass --allow-other-subscriptions if their consumers skip messages with the property %q",
-			topic, strings.Join(others, ", "), topic[:strings.LastIndex(topic, "/")+1]+"geo-sidecar-drill", drillTag)
+			topic, strings.Join(others, ", "), topic[:strings.LastIndex(topic, "/")+1]+"geo-sidecar-drill", tag)
 	}
 	return leftovers, nil
 }
@@ -220,14 +203,14 @@ const (
 	cleanupRounds = 4
 )
 
-// removeDrillSub deletes the drill's subscription on every cluster, in
+// removeSub deletes the drill's subscription on every cluster, in
 // the order given: the failover target first (its sidecar created it there
 // from the source, and does not again once it has seen it), then the
 // source. A sidecar can still create it again from what it saw a moment
 // before (active-active: each side creates on the other what it lacks), so
 // it watches for cleanupSettle and deletes again, up to cleanupRounds
 // times. The error names where it may be left and how to delete it.
-func removeDrillSub(ctx context.Context, clusters []drillCluster, topic, sub string) error {
+func removeSub(ctx context.Context, clusters []cluster, topic, sub string) error {
 	for round := 1; ; round++ {
 		var errs []error
 		for _, c := range clusters {

@@ -1,0 +1,423 @@
+// Package drill runs a failover drill against live clusters, to show
+// before a real failover that a replicated subscription resumes on the
+// other cluster without losing a message. On a subscription of its own it
+// publishes tagged messages in both regions, consumes and acknowledges part
+// of them in the cluster failed over from, waits until the sidecars have
+// carried the subscription's position over, resumes in the other cluster
+// and counts what was lost (must be none) and what was read twice.
+//
+// It is a package rather than part of the geo-sidecar drill command so that
+// the end-to-end tests read the same [Report] the command prints. The rules
+// in safety.go keep it away from every subscription it did not create.
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/google/uuid"
+
+	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/marker"
+)
+
+// tag is the property that marks a drill's own messages; its value is the
+// run, so a drill counts only what it published itself.
+const tag = "geo-sidecar.drill"
+
+// Report is what a failover drill observed; geo-sidecar drill --json prints
+// it as is.
+type Report struct {
+	Topic          string  `json:"topic"`
+	Subscription   string  `json:"subscription"`
+	Type           string  `json:"type"`
+	From           string  `json:"from"`
+	To             string  `json:"to"`
+	Published      int     `json:"published"`
+	ConsumedBefore int     `json:"consumed_before"`
+	ConsumedAfter  int     `json:"consumed_after"`
+	Lost           int     `json:"lost"`
+	Duplicates     int     `json:"duplicates"`
+	InStepSeconds  float64 `json:"in_step_seconds"`
+	InStep         bool    `json:"in_step"`
+	// Kept: Options.Keep left the drill's subscription on both clusters;
+	// otherwise it was deleted on both (or the drill failed saying where
+	// it may be left).
+	Kept bool `json:"kept"`
+
+	// complete: the drill ran to the end.
+	complete bool
+}
+
+// Complete reports whether the drill ran to the end, so that the figures
+// stand; an error returned with a complete report is only about deleting
+// the subscription.
+func (r Report) Complete() bool { return r.complete }
+
+// Dial connects to one cluster of the config. The command passes the
+// sidecar's own connection (replicator.Dial), so the drill uses the same TLS
+// checks and credentials; the drill closes the client when it is done.
+type Dial func(config.Cluster) (pulsar.Client, pulsaradmin.Client, error)
+
+// Options say where and how to drill. Errors name the command's flags
+// that set each field. Run expects From and To to differ, Messages >= 2 and
+// 0 < ConsumeFraction < 1; the command checks them as usage errors.
+type Options struct {
+	// Topic is tenant/namespace/topic, with or without persistent://.
+	Topic string
+	// Subscription is the one the drill creates; it must not exist. ""
+	// names a fresh one under [Prefix].
+	Subscription string
+	// From and To are the clusters failed over from and to.
+	From, To string
+	// Type is exclusive, failover, shared or key_shared.
+	Type string
+	// Messages are split between the regions that publish: From, and To
+	// when the config copies the topic from To to From.
+	Messages int
+	// ConsumeFraction of the messages is consumed in From before the
+	// switch.
+	ConsumeFraction float64
+	// Keep leaves the subscription on both clusters afterwards.
+	Keep bool
+	// AllowOtherSubscriptions publishes even though others subscribe to
+	// the topic: they receive the drill's messages.
+	AllowOtherSubscriptions bool
+	// PublishOver spreads publishing over this long, like live traffic.
+	PublishOver time.Duration
+	// Dial connects to From and To.
+	Dial Dial
+}
+
+// Run runs the drill on a subscription it creates, writing progress lines
+// to progress. Everything it checks before creating the subscription is
+// checked before connecting to the data plane; once created, the
+// subscription is deleted on both clusters (unless Keep) however the drill
+// ends, and an error doing so is returned with the report.
+func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer) (rep Report, err error) {
+	typ, err := subType(o.Type)
+	if err != nil {
+		return Report{}, err
+	}
+	name := strings.TrimPrefix(o.Topic, "persistent://")
+	if strings.Count(name, "/") != 2 {
+		return Report{}, fmt.Errorf("--topic %q: want tenant/namespace/topic", o.Topic)
+	}
+	ns, short := name[:strings.LastIndex(name, "/")], name[strings.LastIndex(name, "/")+1:]
+	sub := subName(o.Subscription)
+	if err := checkKeptInStep(cfg, ns, short, sub, o.From, o.To); err != nil {
+		return Report{}, err
+	}
+	topic := "persistent://" + name
+	rep = Report{Topic: topic, Subscription: sub, Type: o.Type, From: o.From, To: o.To, Kept: o.Keep}
+	say := func(format string, a ...any) { fmt.Fprintf(progress, "drill: "+format+"\n", a...) }
+
+	from, err := connect(cfg, o.Dial, o.From)
+	if err != nil {
+		return rep, err
+	}
+	defer from.client.Close()
+	to, err := connect(cfg, o.Dial, o.To)
+	if err != nil {
+		return rep, err
+	}
+	defer to.client.Close()
+	// The failover target first: see removeSub.
+	clusters := []cluster{{o.To, pulsarAdmin{to.admin}}, {o.From, pulsarAdmin{from.admin}}}
+	leftovers, err := preflight(ctx, cfg, clusters, topic, sub, o.AllowOtherSubscriptions)
+	if err != nil {
+		return rep, err
+	}
+	if len(leftovers) > 0 {
+		say("note: subscriptions of earlier drills on %s (or of one running now): %s", topic, strings.Join(leftovers, ", "))
+	}
+
+	// Created at the end of the topic before the first drill message, so
+	// the subscription sees every one. The admin API refuses to create one
+	// that exists (someone else's, made since the check above); on a topic
+	// that does not exist yet the consumer below creates both.
+	switch err := clusters[1].admin.CreateAtEnd(ctx, topic, sub); {
+	case errors.Is(err, errSubscriptionExists):
+		return rep, fmt.Errorf("subscription %q appeared on %s while the drill started; it is not the drill's, so the drill stops", sub, o.From)
+	case err != nil && !errors.Is(err, errTopicNotFound):
+		return rep, fmt.Errorf("create subscription %s on %s: %w", sub, o.From, err)
+	}
+	say("created subscription %s on %s", sub, o.From)
+	if !o.Keep {
+		defer func() {
+			// With its own deadline: a drill stopped by a signal or its
+			// timeout still deletes what it created.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if cerr := removeSub(cctx, clusters, topic, sub); cerr != nil {
+				err = errors.Join(err, cerr)
+				return
+			}
+			say("deleted subscription %s on %s and %s", sub, o.To, o.From)
+		}()
+	}
+
+	cons, err := from.client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Type: typ,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionLatest})
+	if err != nil {
+		return rep, fmt.Errorf("subscribe in %s: %w", o.From, err)
+	}
+
+	run := uuid.NewString()[:8]
+	sides := []*side{from}
+	if cfg.Copies(ns, short, o.To, o.From) {
+		sides = append(sides, to)
+	}
+	per := o.Messages / len(sides)
+	// Publishing is spread over several snapshot intervals, as live
+	// traffic is: snapshots are taken between messages, and the switch can
+	// only be as precise as the newest snapshot before the position reached.
+	say("publishing %d messages in each of %d regions over %s", per, len(sides), o.PublishOver)
+	errs := make(chan error, len(sides))
+	for _, s := range sides {
+		go func() { errs <- publish(ctx, s.client, topic, run, s.name, per, o.PublishOver) }()
+	}
+	var perr error
+	for range sides {
+		perr = errors.Join(perr, <-errs)
+	}
+	if perr != nil {
+		cons.Close()
+		return rep, perr
+	}
+	rep.Published = per * len(sides)
+
+	seen := map[string]int{}
+	want := int(float64(rep.Published) * o.ConsumeFraction)
+	say("consuming %d of them in %s", want, o.From)
+	got, err := consume(ctx, cons, run, want, 30*time.Second, typ == pulsar.Shared)
+	cons.Close()
+	if err != nil {
+		return rep, fmt.Errorf("consume in %s: %w", o.From, err)
+	}
+	for _, p := range got {
+		seen[p]++
+	}
+	rep.ConsumedBefore = len(got)
+
+	say("consumer in %s stopped; waiting until the subscription is in step in %s", o.From, o.To)
+	rep.InStepSeconds, rep.InStep = waitInStep(ctx, from.admin, to.admin, topic, sub, say)
+
+	say("resuming in %s", o.To)
+	// The sidecar created the subscription in o.To from the one in
+	// o.From; if it has not, this creates it (at the earliest message:
+	// duplicates, never a loss), and it is the drill's all the same.
+	cons2, err := to.client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Type: typ,
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
+	if err != nil {
+		return rep, fmt.Errorf("subscribe in %s: %w", o.To, err)
+	}
+	after, err := consume(ctx, cons2, run, 1<<30, 5*time.Second, false)
+	cons2.Close()
+	if err != nil {
+		return rep, fmt.Errorf("consume in %s: %w", o.To, err)
+	}
+	rep.ConsumedAfter = len(after)
+	for _, p := range after {
+		if seen[p] > 0 {
+			rep.Duplicates++
+		}
+		seen[p]++
+	}
+	for _, s := range sides {
+		for i := range per {
+			if seen[payload(run, s.name, i)] == 0 {
+				rep.Lost++
+			}
+		}
+	}
+	rep.complete = true
+	return rep, nil
+}
+
+// side is one cluster as the drill publishes and consumes on it.
+type side struct {
+	name   string
+	client pulsar.Client
+	admin  pulsaradmin.Client
+}
+
+func connect(cfg *config.Config, dial Dial, name string) (*side, error) {
+	cc, ok := cfg.Cluster(name)
+	if !ok {
+		return nil, fmt.Errorf("cluster %q is not in the config", name)
+	}
+	client, admin, err := dial(cc)
+	if err != nil {
+		return nil, err
+	}
+	return &side{name: name, client: client, admin: admin}, nil
+}
+
+func subType(s string) (pulsar.SubscriptionType, error) {
+	switch strings.ToLower(s) {
+	case "exclusive":
+		return pulsar.Exclusive, nil
+	case "failover":
+		return pulsar.Failover, nil
+	case "shared":
+		return pulsar.Shared, nil
+	case "key_shared":
+		return pulsar.KeyShared, nil
+	}
+	return 0, fmt.Errorf("--type %q: want exclusive, failover, shared or key_shared", s)
+}
+
+func payload(run, region string, i int) string { return fmt.Sprintf("%s/%s/%d", run, region, i) }
+
+func publish(ctx context.Context, c pulsar.Client, topic, run, region string, n int, spread time.Duration) error {
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic})
+	if err != nil {
+		return fmt.Errorf("producer in %s: %w", region, err)
+	}
+	defer p.Close()
+	errs := make(chan error, n)
+	const steps = 50
+	tick := time.NewTicker(spread / steps)
+	defer tick.Stop()
+	for i := range n {
+		if i > 0 && i%max(n/steps, 1) == 0 {
+			<-tick.C
+		}
+		p.SendAsync(ctx, &pulsar.ProducerMessage{
+			Payload:    []byte(payload(run, region, i)),
+			Key:        fmt.Sprintf("k%d", i%16),
+			Properties: map[string]string{tag: run},
+		}, func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) { errs <- err })
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("publish in %s: %w", region, err)
+		}
+	}
+	return nil
+}
+
+// consume receives this run's messages until n arrived or none came for
+// idle, acknowledging each (shuffled in windows of 20 when outOfOrder).
+// Markers and other traffic are acknowledged and skipped: c is on the
+// drill's own subscription.
+func consume(ctx context.Context, c pulsar.Consumer, run string, n int, idle time.Duration, outOfOrder bool) ([]string, error) {
+	var got []string
+	var window []pulsar.MessageID
+	flush := func() error {
+		if outOfOrder {
+			rand.Shuffle(len(window), func(i, j int) { window[i], window[j] = window[j], window[i] })
+		}
+		for _, id := range window {
+			if err := c.AckID(id); err != nil {
+				return err
+			}
+		}
+		window = window[:0]
+		return nil
+	}
+	for len(got) < n {
+		rctx, cancel := context.WithTimeout(ctx, idle)
+		m, err := c.Receive(rctx)
+		cancel()
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				break
+			}
+			return got, err
+		}
+		if marker.Is(m) || m.Properties()[tag] != run {
+			window = append(window, m.ID())
+			continue
+		}
+		got = append(got, string(m.Payload()))
+		window = append(window, m.ID())
+		if len(window) >= 20 {
+			if err := flush(); err != nil {
+				return got, err
+			}
+		}
+	}
+	return got, flush()
+}
+
+// waitInStep waits until the subscription on the target trails the one on
+// the source by no more than it will for a while: the sum over partitions
+// of how much further back it is stops shrinking for 3 s, or reaches 0 with
+// the subscription on every partition. A partition where the source
+// subscription consumed nothing before the first snapshot has no position
+// to carry over; there the target subscription starts from its initial
+// position (duplicates, never a loss). It returns the time until the last
+// improvement.
+func waitInStep(ctx context.Context, fromAdmin, toAdmin pulsaradmin.Client, topic, sub string, say func(string, ...any)) (float64, bool) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return 0, false
+	}
+	start := time.Now()
+	best, bestAt := int64(-1), start
+	lastSay := start
+	for time.Since(start) < 60*time.Second && ctx.Err() == nil {
+		fb, fok := subBacklogs(fromAdmin, *tn, sub)
+		tb, tok := subBacklogs(toAdmin, *tn, sub)
+		present := fok && tok && len(tb) > 0
+		var lag int64
+		for p, f := range fb {
+			lag += max(tb[p]-f, 0)
+		}
+		if time.Since(lastSay) >= 2*time.Second {
+			lastSay = time.Now()
+			say("  %s trails by %d backlog entries on %d of %d partitions", sub, lag, len(tb), len(fb))
+		}
+		if present {
+			if best < 0 || lag < best {
+				best, bestAt = lag, time.Now()
+			}
+			if (lag == 0 && len(tb) == len(fb)) || time.Since(bestAt) > 3*time.Second {
+				return bestAt.Sub(start).Seconds(), true
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return time.Since(start).Seconds(), false
+}
+
+// subBacklogs returns sub's backlog per partition where sub exists, in
+// messages (Pulsar's default counts a batch as one).
+func subBacklogs(a pulsaradmin.Client, tn utils.TopicName, sub string) (map[string]int64, bool) {
+	md, err := a.Topics().GetMetadata(tn)
+	if err != nil {
+		return nil, false
+	}
+	opt := utils.GetStatsOptions{GetPreciseBacklog: true, ExcludePublishers: true, ExcludeConsumers: true}
+	out := map[string]int64{}
+	if md.Partitions == 0 {
+		st, err := a.Topics().GetStatsWithOption(tn, opt)
+		if err != nil {
+			return nil, false
+		}
+		if s, ok := st.Subscriptions[sub]; ok {
+			out[tn.String()] = s.MsgBacklog
+		}
+		return out, true
+	}
+	st, err := a.Topics().GetPartitionedStatsWithOption(tn, true, opt)
+	if err != nil {
+		return nil, false
+	}
+	for p, ps := range st.Partitions {
+		if s, ok := ps.Subscriptions[sub]; ok {
+			out[p] = s.MsgBacklog
+		}
+	}
+	return out, true
+}
