@@ -100,16 +100,17 @@ type subsResult struct {
 	Setup     time.Duration // topics and subscriptions created
 	Ready     time.Duration // process start to /readyz
 	Connected time.Duration // process start until every partition of both pairs is connected
-	// FirstSnap is process start until east->west completed as many
-	// snapshots as there are partitions (each partition held one new
-	// message at start).
-	FirstSnap  time.Duration
-	Replicated time.Duration // process start until those messages were confirmed on west
-	Phases     []subsPhase
-	Probes     []probeSet
-	HWM        int64
-	Threads    int
-	Stop       time.Duration
+	// FirstSnap is process start until east->west completed or timed
+	// out as many snapshots as there are partitions (each partition held
+	// one new message at start); SnapDone and SnapTimedOut say which.
+	FirstSnap              time.Duration
+	SnapDone, SnapTimedOut int
+	Replicated             time.Duration // process start until those messages were confirmed on west
+	Phases                 []subsPhase
+	Probes                 []probeSet
+	HWM                    int64
+	Threads                int
+	Stop                   time.Duration
 }
 
 // subs runs the row; a broker restart meanwhile voids it (measured again).
@@ -218,19 +219,29 @@ func (e *env) subsOnce() (*subsResult, error) {
 		return nil, err
 	}
 	res.Connected = done.Sub(sc.started)
-	done, err = sc.waitPairMetric("geo_sidecar_replicated_messages_total", "east", float64(n), 10*time.Minute)
+	done, err = sc.waitPairMetric("east", float64(n), 10*time.Minute, "geo_sidecar_replicated_messages_total")
 	if err != nil {
 		return nil, err
 	}
 	res.Replicated = done.Sub(sc.started)
-	done, err = sc.waitPairMetric("geo_sidecar_snapshots_completed_total", "east", float64(n), 10*time.Minute)
+	// A first snapshot either completes or times out (and is not tried
+	// again until new data arrives): wait until every one has settled.
+	done, err = sc.waitPairMetric("east", float64(n), 3*time.Minute,
+		"geo_sidecar_snapshots_completed_total", "geo_sidecar_snapshots_timed_out_total")
 	if err != nil {
 		e.logf("subs: %v", err) // reported as missing, the rest still measured
 	} else {
 		res.FirstSnap = done.Sub(sc.started)
 	}
-	e.logf("subs: ready after %s, every partition connected after %s, replicated after %s, first snapshots after %s",
-		res.Ready.Round(time.Millisecond), res.Connected.Round(time.Millisecond), res.Replicated.Round(time.Millisecond), res.FirstSnap.Round(time.Millisecond))
+	if m, err := sc.metricBy("geo_sidecar_snapshots_completed_total", "source"); err == nil {
+		res.SnapDone = int(m["east"])
+	}
+	if m, err := sc.metricBy("geo_sidecar_snapshots_timed_out_total", "source"); err == nil {
+		res.SnapTimedOut = int(m["east"])
+	}
+	e.logf("subs: ready after %s, every partition connected after %s, replicated after %s, first snapshots settled after %s (%d completed, %d timed out)",
+		res.Ready.Round(time.Millisecond), res.Connected.Round(time.Millisecond), res.Replicated.Round(time.Millisecond), res.FirstSnap.Round(time.Millisecond),
+		res.SnapDone, res.SnapTimedOut)
 
 	time.Sleep(z.Settle)
 	ph, err := e.subsWindow(sc, prox, "idle", z.Idle, nil)
@@ -754,9 +765,9 @@ func (s *sidecar) metricBy(name, label string) (map[string]float64, error) {
 	return out, nil
 }
 
-// waitPairMetric polls a metric of the pair whose source is local until
-// it reaches want.
-func (s *sidecar) waitPairMetric(name, local string, want float64, timeout time.Duration) (time.Time, error) {
+// waitPairMetric polls metrics of the pair whose source is local until
+// their sum reaches want.
+func (s *sidecar) waitPairMetric(local string, want float64, timeout time.Duration, names ...string) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	var last float64
 	for time.Now().Before(deadline) {
@@ -766,15 +777,18 @@ func (s *sidecar) waitPairMetric(name, local string, want float64, timeout time.
 		if s.e.restarted() {
 			return time.Time{}, errRestarted
 		}
-		if m, err := s.metricBy(name, "source"); err == nil {
-			last = m[local]
-			if last >= want {
-				return time.Now(), nil
-			}
+		sum, ok := 0.0, true
+		for _, name := range names {
+			m, err := s.metricBy(name, "source")
+			ok = ok && err == nil
+			sum += m[local]
+		}
+		if last = sum; ok && sum >= want {
+			return time.Now(), nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return time.Time{}, fmt.Errorf("sidecar %s: %s{source=%q} is %.0f, not %.0f, after %s", s.name, name, local, last, want, timeout)
+	return time.Time{}, fmt.Errorf("sidecar %s: %s{source=%q} is %.0f, not %.0f, after %s", s.name, strings.Join(names, " + "), local, last, want, timeout)
 }
 
 // countingProxy stands between the sidecar and one cluster's admin API
@@ -871,8 +885,8 @@ func (s *subsResult) markdown() string {
 	if s.FirstSnap > 0 {
 		first = fmt.Sprintf("%.1f s", s.FirstSnap.Seconds())
 	}
-	fmt.Fprintf(&b, "Start-up: ready (/readyz) %.1f s, every partition connected %.1f s, the first message of every partition replicated %.1f s, a first snapshot on every partition %s; peak RSS %s MiB, %d threads; stop (SIGTERM) %.1f s.\n\n",
-		s.Ready.Seconds(), s.Connected.Seconds(), s.Replicated.Seconds(), first, mib(s.HWM), s.Threads, s.Stop.Seconds())
+	fmt.Fprintf(&b, "Start-up: ready (/readyz) %.1f s, every partition connected %.1f s, the first message of every partition replicated %.1f s, a first snapshot on every partition settled %s (%s completed, %s timed out); peak RSS %s MiB, %d threads; stop (SIGTERM) %.1f s.\n\n",
+		s.Ready.Seconds(), s.Connected.Seconds(), s.Replicated.Seconds(), first, num(float64(s.SnapDone)), num(float64(s.SnapTimedOut)), mib(s.HWM), s.Threads, s.Stop.Seconds())
 	b.WriteString("| phase | window | admin requests/s, east | admin requests/s, west | brokers' HTTP requests/s, east / west | sidecar CPU, % of a core | RSS MiB | goroutines | follow latency p50 / p99 |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range s.Phases {
@@ -926,7 +940,7 @@ func (s *subsResult) rounds() string {
 
 // method describes how the row is measured.
 func (s *subsResult) method(z subsSizes) string {
-	return fmt.Sprintf("- Scale with replicated subscriptions: %[1]s non-partitioned topics in a namespace of their own (`%[2]s`, local-only on each cluster; reused when an earlier run left them with -keep, deleted afterwards otherwise), each with subscription `%[3]s` created at the earliest message on both clusters. One sidecar process runs both directions (east→west and west→east, `topic_patterns`, `subscriptions: [%[3]s]`, default 30 s discovery and 1 s snapshot interval); its admin URLs point at a counting proxy per cluster. An application consumer on east acknowledges everything it receives (markers too); west has no consumer, so its subscription moves only by the sidecar's updates. Each topic gets one message on east before the sidecar starts: start-up is process start until `connected_partitions` counts both directions' partitions, until those messages are confirmed on west, and until east→west completed as many snapshots as there are partitions. After %[4]s, idle is measured over %[5]s (an idle partition is followed every 5 minutes, so a shorter window misses those calls); then the follow latency on %[6]d topics (%[7]d at a time): a message published on east, the time from the application's acknowledgement until west's `%[3]s` mark-delete position (internal stats, polled every %[8]s) passed the copy (found by a reader on west), so it includes the poll's resolution. Then %[9]s msg/s spread round-robin over every topic, half published on each cluster: measured over %[10]s after %[11]s of warm-up, probes likewise while it runs; then idle again (%[5]s after %[4]s). Admin requests/s are the sidecar's `geo_sidecar_admin_requests_total{cluster}`; the brokers' figure is `jetty_requests_total` (every HTTP request, the bench's own probes and metric reads included). Target (issue 11): at most 10 admin requests/s per cluster and under 2 %% of a core, idle.\n",
+	return fmt.Sprintf("- Scale with replicated subscriptions: %[1]s non-partitioned topics in a namespace of their own (`%[2]s`, local-only on each cluster; reused when an earlier run left them with -keep, deleted afterwards otherwise), each with subscription `%[3]s` created at the earliest message on both clusters. One sidecar process runs both directions (east→west and west→east, `topic_patterns`, `subscriptions: [%[3]s]`, default 30 s discovery and 1 s snapshot interval); its admin URLs point at a counting proxy per cluster. An application consumer on east acknowledges everything it receives (markers too); west has no consumer, so its subscription moves only by the sidecar's updates. Each topic gets one message on east before the sidecar starts: start-up is process start until `connected_partitions` counts both directions' partitions, until those messages are confirmed on west, and until east→west completed (or timed out: a first snapshot is not tried again until new data arrives) as many snapshots as there are partitions. After %[4]s, idle is measured over %[5]s (an idle partition is followed every 5 minutes, so a shorter window misses those calls); then the follow latency on %[6]d topics (%[7]d at a time): a message published on east, the time from the application's acknowledgement until west's `%[3]s` mark-delete position (internal stats, polled every %[8]s) passed the copy (found by a reader on west), so it includes the poll's resolution. Then %[9]s msg/s spread round-robin over every topic, half published on each cluster: measured over %[10]s after %[11]s of warm-up, probes likewise while it runs; then idle again (%[5]s after %[4]s). Admin requests/s are the sidecar's `geo_sidecar_admin_requests_total{cluster}`; the brokers' figure is `jetty_requests_total` (every HTTP request, the bench's own probes and metric reads included). Target (issue 11): at most 10 admin requests/s per cluster and under 2 %% of a core, idle.\n",
 		num(float64(z.Topics)), subsNS, subsSub, z.Settle, z.Idle, z.Probes, z.ProbeParallel, probePoll,
 		num(float64(z.Rate)), z.Traffic, z.Warm)
 }
