@@ -58,6 +58,9 @@ type Client struct {
 	conns   map[Broker]*poolEntry
 	lookups map[string]Broker
 	closed  bool
+
+	pmu       sync.Mutex
+	producers map[*Producer]struct{} // open ones, for OldestUnconfirmed
 }
 
 type poolEntry struct {
@@ -82,13 +85,49 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		opts.Conn.Logger = opts.Logger
 	}
 	return &Client{
-		opts:     opts,
-		log:      opts.Logger,
-		services: hosts,
-		tls:      useTLS,
-		conns:    make(map[Broker]*poolEntry),
-		lookups:  make(map[string]Broker),
+		opts:      opts,
+		log:       opts.Logger,
+		services:  hosts,
+		tls:       useTLS,
+		conns:     make(map[Broker]*poolEntry),
+		lookups:   make(map[string]Broker),
+		producers: make(map[*Producer]struct{}),
 	}, nil
+}
+
+// track adds an open producer (or removes a closed one).
+func (c *Client) track(p *Producer, open bool) {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	if open {
+		c.producers[p] = struct{}{}
+	} else {
+		delete(c.producers, p)
+	}
+}
+
+// OldestUnconfirmed is how long the oldest entry handed to any open
+// producer of this client has waited for its receipt (0 when none): on a
+// cut or half-open link it grows with the time since the cluster last
+// confirmed anything, while reconnects hide nothing. It visits every open
+// producer: call it at a metrics scrape, not per entry.
+func (c *Client) OldestUnconfirmed() time.Duration {
+	c.pmu.Lock()
+	ps := make([]*Producer, 0, len(c.producers))
+	for p := range c.producers {
+		ps = append(ps, p)
+	}
+	c.pmu.Unlock()
+	var oldest time.Time
+	for _, p := range ps {
+		if t := p.oldestUnconfirmed(); !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
+		}
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return time.Since(oldest)
 }
 
 // parseServiceURL splits "pulsar://h1:p1,h2:p2" into host:port pairs,

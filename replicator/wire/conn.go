@@ -27,8 +27,15 @@ type ConnOptions struct {
 	// defaults to the host dialled, so certificates are verified against
 	// the broker's (or proxy's) host name.
 	TLS *tls.Config
-	// KeepAlive is the ping interval; a connection that received nothing
-	// for twice as long is closed. Default 30s.
+	// KeepAlive bounds how long a connection may stay silent: one that
+	// received nothing for KeepAlive is closed (ErrSilent), and its
+	// consumers and producers reconnect elsewhere or later. Pings go every
+	// KeepAlive/2, so a healthy broker always answers in time even on an
+	// idle connection, and silence is checked every KeepAlive/8: a
+	// half-open connection (a NAT or firewall that lost its state, where
+	// no close ever arrives) is closed within 1.125 KeepAlive of the last
+	// byte received, where checking only at each ping left it open up to
+	// three ping intervals. Default 30s.
 	KeepAlive time.Duration
 	// ConnectTimeout bounds dialling and the handshake. Default 10s.
 	ConnectTimeout time.Duration
@@ -36,6 +43,46 @@ type ConnOptions struct {
 	ClientVersion string
 	// Logger; default zap.NewNop().
 	Logger *zap.Logger
+	// Events, optional, are told what an operator watches on a cluster's
+	// links.
+	Events Events
+}
+
+// Events are told about what makes a link to a cluster unhealthy, for
+// metrics. Each may be nil. They are called from the client's goroutines
+// and must not block.
+type Events struct {
+	// ConnLost: a connection closed other than by Close; silent says the
+	// keep-alive closed it (nothing received within KeepAlive).
+	ConnLost func(silent bool)
+	// Reconnect: a producer or consumer (kind "producer", "consumer")
+	// lost its session on the broker and starts reconnecting, for cause
+	// CauseConnLost, CauseBrokerClosed or CauseRestart.
+	Reconnect func(kind, cause string)
+}
+
+// Causes of a reconnect, for [Events].Reconnect.
+const (
+	// CauseConnLost: the connection was lost (reset, refused, silent).
+	CauseConnLost = "connection-lost"
+	// CauseBrokerClosed: the broker closed the producer or consumer
+	// (topic unloaded, moved or fenced).
+	CauseBrokerClosed = "broker-closed"
+	// CauseRestart: the producer re-created itself (no receipt in time,
+	// receipts out of order, a retryable send error).
+	CauseRestart = "restart"
+)
+
+// reconnectCause classifies why a session ended, for Events.Reconnect.
+func reconnectCause(err error) string {
+	var ce *ConnError
+	switch {
+	case errors.Is(err, errBrokerClosed):
+		return CauseBrokerClosed
+	case errors.As(err, &ce):
+		return CauseConnLost
+	}
+	return CauseRestart
 }
 
 func (o ConnOptions) withDefaults() ConnOptions {
@@ -78,7 +125,21 @@ type producerSink interface {
 	// checkStalled is called at every keep-alive tick (from the keep-alive
 	// goroutine), so that producers need no timer of their own.
 	checkStalled(now time.Time)
+	// handleSilent is told when the connection goes silent (nothing
+	// received for silentAfter of the keep-alive) and when it speaks
+	// again; from the keep-alive goroutine.
+	handleSilent(silent bool)
 }
+
+// consumers are told of silence too (optional for a consumerSink).
+type silenceSink interface{ handleSilent(silent bool) }
+
+// silentAfter is the share of KeepAlive without data after which a
+// connection counts as silent (Conn.Silent): a healthy one hears a pong
+// at most about 5/8 KeepAlive after the last data (pings every half,
+// sent at the next check), so 3/4 leaves a margin and still tells an
+// operator, before the connection is closed, that the link is in doubt.
+const silentAfter = 0.75
 
 // errBrokerClosed marks a consumer or producer closed by the broker
 // (CLOSE_CONSUMER, CLOSE_PRODUCER, TOPIC_MIGRATED): topic unloaded or moved;
@@ -110,6 +171,8 @@ type Conn struct {
 	consumers map[uint64]consumerSink
 	producers map[uint64]producerSink
 	err       error // why the connection closed
+	// silentTold is the silence last told to the sinks (handleSilent).
+	silentTold bool
 
 	wmu    sync.Mutex
 	wq     writeQueue // filled by writers under wmu
@@ -327,7 +390,17 @@ func (c *Conn) fail(err error) {
 	c.mu.Unlock()
 	c.nc.Close()
 	if !errors.Is(err, ErrClosed) {
-		c.log.Info("connection closed", zap.Error(err))
+		silent := errors.Is(err, ErrSilent)
+		if silent {
+			// What tells an operator that the link, not the broker,
+			// is the problem: a half-open link only ever shows this.
+			c.log.Warn("connection closed", zap.Bool("keep_alive_timeout", true), zap.Duration("keep_alive", c.opts.KeepAlive), zap.Error(err))
+		} else {
+			c.log.Info("connection closed", zap.Error(err))
+		}
+		if c.opts.Events.ConnLost != nil {
+			c.opts.Events.ConnLost(silent)
+		}
 	}
 	lost := &ConnError{Addr: c.Physical, Err: err}
 	for _, s := range consumers {
@@ -497,32 +570,76 @@ func (c *Conn) writeLoop() {
 	}
 }
 
+// keepAlive pings every KeepAlive/2 and closes the connection when it
+// received nothing for KeepAlive, checked every KeepAlive/8 (see
+// ConnOptions.KeepAlive). It also has the producers check their oldest
+// send at each tick, so that they need no timer of their own.
 func (c *Conn) keepAlive() {
 	defer c.wg.Done()
-	t := time.NewTicker(c.opts.KeepAlive)
+	t := time.NewTicker(max(c.opts.KeepAlive/8, time.Millisecond))
 	defer t.Stop()
+	pinged := time.Now()
+	wasSilent := false
 	for {
 		select {
 		case <-c.done:
 			return
 		case <-t.C:
 		}
-		if idle := time.Since(time.Unix(0, c.lastRead.Load())); idle > 2*c.opts.KeepAlive {
-			c.fail(fmt.Errorf("no data from the broker for %s", idle.Round(time.Millisecond)))
+		now := time.Now()
+		idle := now.Sub(time.Unix(0, c.lastRead.Load()))
+		if idle >= c.opts.KeepAlive {
+			c.fail(fmt.Errorf("%w: nothing for %s", ErrSilent, idle.Round(time.Millisecond)))
 			return
 		}
-		_ = c.writeCommand(&Ping{})
+		if now.Sub(pinged) >= c.opts.KeepAlive/2 {
+			pinged = now
+			_ = c.writeCommand(&Ping{})
+		}
+		silent := c.Silent()
+		if silent != wasSilent {
+			wasSilent = silent
+			if silent {
+				c.log.Warn("connection silent", zap.Duration("idle", idle.Round(time.Millisecond)), zap.Duration("keep_alive", c.opts.KeepAlive))
+			} else {
+				c.log.Info("connection speaks again")
+			}
+		}
 		c.mu.Lock()
 		producers := make([]producerSink, 0, len(c.producers))
 		for _, p := range c.producers {
 			producers = append(producers, p)
 		}
+		var consumers []silenceSink
+		if silent != c.silentTold {
+			for _, s := range c.consumers {
+				if ss, ok := s.(silenceSink); ok {
+					consumers = append(consumers, ss)
+				}
+			}
+		}
+		tell := silent != c.silentTold
+		c.silentTold = silent
 		c.mu.Unlock()
-		now := time.Now()
 		for _, p := range producers {
+			if tell {
+				p.handleSilent(silent)
+			}
 			p.checkStalled(now)
 		}
+		for _, s := range consumers {
+			s.handleSilent(silent)
+		}
 	}
+}
+
+// Silent reports whether nothing arrived on the connection for the last
+// three quarters of its keep-alive: a healthy connection, pinged every
+// half, always has. A silent connection is not closed yet (the broker may
+// be stalled, not the link) but is no sign of a working link.
+func (c *Conn) Silent() bool {
+	idle := time.Since(time.Unix(0, c.lastRead.Load()))
+	return idle >= time.Duration(float64(c.opts.KeepAlive)*silentAfter)
 }
 
 func (c *Conn) readLoop() {

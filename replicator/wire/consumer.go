@@ -58,6 +58,11 @@ type ConsumerOptions struct {
 	OnActiveChange func(active bool)
 	// Logger; default: the client's.
 	Logger *zap.Logger
+	// OnLinkChange, optional, is told when the consumer's link to the
+	// broker goes down (session lost, reconnecting; or its connection
+	// silent) and when it is up again. Called with the consumer's lock
+	// held: it must not block nor call the consumer.
+	OnLinkChange func(up bool)
 }
 
 // Entry is one stored entry, whole: a batch stays packed and compressed.
@@ -103,15 +108,24 @@ type Consumer struct {
 	stop                    chan struct{}
 	wg                      sync.WaitGroup
 	retrying                bool
+	// churn counts the sessions in a row that ended young (see
+	// stableAfter), for the next reconnect's first wait.
+	churn int
+	// linkUp is what OnLinkChange was last told.
+	linkUp bool
 }
 
 // consumerSession is one subscription on one connection; events from an
 // older session are ignored.
 type consumerSession struct {
-	c     *Consumer
-	conn  *Conn
-	id    uint64
-	epoch uint64
+	c        *Consumer
+	conn     *Conn
+	id       uint64
+	epoch    uint64
+	since    time.Time // subscribed (c.mu)
+	received bool      // an entry arrived (c.mu)
+	silent   bool      // its connection is silent (c.mu)
+	ready    bool      // subscribed (c.mu)
 }
 
 // Subscribe subscribes to opts.Topic and grants the first permits. The
@@ -190,10 +204,20 @@ func (c *Consumer) connect(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	if c.session != s {
+		closed := c.closed
 		c.mu.Unlock()
-		return ErrClosed
+		if closed {
+			return ErrClosed
+		}
+		// Closed right behind its success (handleClose has started a
+		// reconnect, or the running one goes on): retryable.
+		return fmt.Errorf("wire: subscribe %s: %w", c.opts.Topic, errBrokerClosed)
 	}
 	c.epoch = s.epoch
+	s.since = time.Now()
+	s.ready = true
+	s.silent = conn.Silent()
+	c.tellLink()
 	c.queue, c.head = nil, 0
 	c.granted, c.received, c.held, c.heldBytes = 0, 0, 0, 0
 	n := c.room(true)
@@ -274,6 +298,7 @@ func (s *consumerSession) handleMessage(m *Message, md, payload []byte, fb *fram
 	}
 	msgs := int64(max(e.NumMessages, 1))
 	c.received += msgs
+	s.received = true
 	if m.HasConsumerEpoch && m.ConsumerEpoch < c.redeliverEpoch {
 		// Dispatched before RedeliverUnacknowledged: it comes again.
 		// Its permits are granted back at once.
@@ -315,16 +340,55 @@ func (s *consumerSession) handleClose(err error) {
 	}
 	c.session = nil
 	closed := c.closed
+	if !closed {
+		c.tellLink()
+	}
+	if s.received || (!s.since.IsZero() && time.Since(s.since) >= stableAfter) {
+		c.churn = 0
+	} else {
+		c.churn++
+	}
+	churn := c.churn
 	c.mu.Unlock()
 	if closed {
 		return
 	}
-	c.log.Info("consumer disconnected, reconnecting", zap.Error(err))
+	cause := reconnectCause(err)
+	if churn > 0 {
+		c.log.Info("consumer disconnected, reconnecting", zap.String("cause", cause), zap.Int("closed_young_in_a_row", churn), zap.Error(err))
+	} else {
+		c.log.Info("consumer disconnected, reconnecting", zap.String("cause", cause), zap.Error(err))
+	}
+	if f := c.client.opts.Conn.Events.Reconnect; f != nil {
+		f("consumer", cause)
+	}
 	c.client.ForgetLookup(c.opts.Topic)
 	if c.opts.OnActiveChange != nil {
 		c.opts.OnActiveChange(false)
 	}
 	c.startReconnect()
+}
+
+func (s *consumerSession) handleSilent(silent bool) {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session != s || c.closed {
+		return
+	}
+	s.silent = silent
+	c.tellLink()
+}
+
+// tellLink tells OnLinkChange when the link's state changed (c.mu held).
+func (c *Consumer) tellLink() {
+	up := c.session != nil && c.session.ready && !c.session.silent
+	if up == c.linkUp || c.opts.OnLinkChange == nil {
+		c.linkUp = up
+		return
+	}
+	c.linkUp = up
+	c.opts.OnLinkChange(up)
 }
 
 func (c *Consumer) startReconnect() {
@@ -338,15 +402,11 @@ func (c *Consumer) startReconnect() {
 	go c.reconnect()
 }
 
-// reconnect retries connect with capped backoff until it succeeds, the
-// error is terminal, or the consumer is closed.
+// reconnect retries connect with capped backoff with jitter until it
+// succeeds, the error is terminal, or the consumer is closed. The first
+// wait grows with the sessions that ended young in a row (churn).
 func (c *Consumer) reconnect() {
 	defer c.wg.Done()
-	defer func() {
-		c.mu.Lock()
-		c.retrying = false
-		c.mu.Unlock()
-	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -356,28 +416,58 @@ func (c *Consumer) reconnect() {
 		case <-ctx.Done():
 		}
 	}()
+	// retrying is cleared under the same lock that sees the outcome: a
+	// session lost between connect's success and here finds retrying set
+	// and starts nothing, so this loop must go on for it.
+	done := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.session == nil && !c.closed && c.err == nil {
+			return false
+		}
+		c.retrying = false
+		return true
+	}
+	stop := func() {
+		c.mu.Lock()
+		c.retrying = false
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	attempt := c.churn
+	c.mu.Unlock()
 	var last string
-	for attempt := 0; ; attempt++ {
+	for ; ; attempt++ {
 		select {
 		case <-c.stop:
+			stop()
 			return
 		case <-time.After(backoff(attempt)):
 		}
 		if c.client.isClosed() {
 			c.end(ErrClosed)
+			stop()
 			return
 		}
 		err := c.connect(ctx)
 		if err == nil {
 			c.log.Info("consumer reconnected")
-			return
+			if done() {
+				return
+			}
+			c.mu.Lock()
+			attempt = c.churn
+			c.mu.Unlock()
+			continue
 		}
 		if errors.Is(err, ErrClosed) && ctx.Err() != nil {
+			stop()
 			return
 		}
 		if !IsRetryable(err) {
 			c.log.Error("consumer gave up", zap.Error(err))
 			c.end(err)
+			stop()
 			return
 		}
 		if msg := err.Error(); msg != last {

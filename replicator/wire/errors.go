@@ -92,6 +92,12 @@ var ErrClosed = errors.New("wire: closed")
 // take it, so it is refused before it is written.
 var ErrTooLarge = errors.New("wire: entry exceeds the broker's message size limit")
 
+// ErrSilent is why the keep-alive closed a connection: nothing arrived
+// from the broker within ConnOptions.KeepAlive, pings included. On a
+// half-open link (packets dropped, no close ever arriving) it is the only
+// sign of trouble.
+var ErrSilent = errors.New("no data from the broker within the keep-alive")
+
 // ConnError reports a connection lost underneath an operation; it is always
 // retryable (on a new connection).
 type ConnError struct {

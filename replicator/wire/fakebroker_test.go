@@ -888,7 +888,7 @@ func TestProducerSendTimeout(t *testing.T) {
 			return ok && s.ProducerID == 1 // the first producer is never confirmed
 		}
 	})
-	c := newTestClient(t, b.url(), ConnOptions{KeepAlive: 20 * time.Millisecond})
+	c := newTestClient(t, b.url(), ConnOptions{KeepAlive: 200 * time.Millisecond})
 	ctx := context.Background()
 	p, err := CreateProducer(ctx, c, ProducerOptions{Topic: "t", Name: "n", SendTimeout: 50 * time.Millisecond})
 	if err != nil {

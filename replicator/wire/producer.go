@@ -30,6 +30,11 @@ type ProducerOptions struct {
 	SendTimeout time.Duration
 	// Logger; default: the client's.
 	Logger *zap.Logger
+	// OnLinkChange, optional, is told when the producer's link to the
+	// broker goes down (session lost, reconnecting; or its connection
+	// silent) and when it is up again. Called with the producer's lock
+	// held: it must not block nor call the producer.
+	OnLinkChange func(up bool)
 }
 
 // Outgoing is one entry to send as one SEND. Metadata and Payload must stay
@@ -78,18 +83,39 @@ type Producer struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	retrying bool
+	// churn counts the sessions in a row that ended young (see
+	// stableAfter): the next reconnect waits backoff(churn), so a broker
+	// that closes a fresh producer again and again is not asked to
+	// re-create it ten times a second.
+	churn int
+	// linkUp is what OnLinkChange was last told.
+	linkUp bool
 }
 
+// stableAfter is how long a session must last, without any receipt, for
+// its end to count as an isolated loss (reconnect at once) rather than as
+// one more of a producer the broker keeps closing (reconnect with
+// growing backoff). A receipt proves the session worked too.
+const stableAfter = 10 * time.Second
+
 type pendingSend struct {
-	out    Outgoing
-	done   func(Receipt, error)
-	sentAt time.Time // last written to a connection; zero while not
+	out      Outgoing
+	done     func(Receipt, error)
+	sentAt   time.Time // last written to a connection; zero while not
+	queuedAt time.Time // Send called
 }
 
 type producerSession struct {
-	p    *Producer
-	conn *Conn
-	id   uint64
+	p         *Producer
+	conn      *Conn
+	id        uint64
+	since     time.Time // created on the broker
+	confirmed bool      // a receipt arrived (p.mu)
+	silent    bool      // its connection is silent (p.mu)
+	// lost is why the session closed before connect made it current (a
+	// CLOSE_PRODUCER right behind PRODUCER_SUCCESS, read before connect
+	// took the lock); connect then closes it as if current (p.mu).
+	lost error
 }
 
 // CreateProducer creates the producer on the broker serving opts.Topic.
@@ -119,6 +145,7 @@ func CreateProducer(ctx context.Context, client *Client, opts ProducerOptions) (
 		p.Close()
 		return nil, err
 	}
+	client.track(p, true)
 	return p, nil
 }
 
@@ -151,17 +178,27 @@ func (p *Producer) connect(ctx context.Context) error {
 				return ErrClosed
 			}
 			p.lastSeq = ps.LastSequenceID
+			s.since = time.Now()
+			s.silent = conn.Silent()
 			p.session = s
+			p.tellLink()
+			lost := s.lost
 			// Resend, in order, whatever the previous session left
 			// unconfirmed.
 			now := time.Now()
 			for _, ps := range p.pending {
+				if lost != nil {
+					break
+				}
 				if err := p.writeSend(s, ps.out); err != nil {
 					break // the session's close will reconnect again
 				}
 				ps.sentAt = now
 			}
 			p.mu.Unlock()
+			if lost != nil {
+				s.handleClose(lost)
+			}
 			return nil
 		}
 	}
@@ -226,13 +263,14 @@ func (p *Producer) Send(ctx context.Context, out Outgoing, done func(Receipt, er
 		}
 		p.mu.Lock()
 	}
-	ps := &pendingSend{out: out, done: done}
+	now := time.Now()
+	ps := &pendingSend{out: out, done: done, queuedAt: now}
 	p.pending = append(p.pending, ps)
 	s := p.session
 	var err error
 	if s != nil {
 		if err = p.writeSend(s, out); err == nil {
-			ps.sentAt = time.Now()
+			ps.sentAt = now
 		}
 	}
 	p.mu.Unlock()
@@ -301,6 +339,7 @@ func (s *producerSession) handleReceipt(r *SendReceipt) {
 	}
 	p.pending[0] = nil
 	p.pending = p.pending[1:]
+	s.confirmed = true
 	p.complete([]*pendingSend{head}, Receipt{SequenceID: r.SequenceID, HighestSequenceID: r.HighestSequenceID, MessageID: r.MessageID}, nil)
 }
 
@@ -390,6 +429,9 @@ func (s *producerSession) handleClose(err error) {
 	p := s.p
 	p.mu.Lock()
 	if p.session != s {
+		if s.lost == nil {
+			s.lost = err
+		}
 		p.mu.Unlock()
 		return
 	}
@@ -398,10 +440,58 @@ func (s *producerSession) handleClose(err error) {
 		p.mu.Unlock()
 		return
 	}
+	p.tellLink()
+	if s.confirmed || time.Since(s.since) >= stableAfter {
+		p.churn = 0
+	} else {
+		p.churn++
+	}
+	churn := p.churn
 	p.mu.Unlock()
-	p.log.Info("producer disconnected, reconnecting", zap.Error(err))
+	cause := reconnectCause(err)
+	if churn > 0 {
+		p.log.Info("producer disconnected, reconnecting", zap.String("cause", cause), zap.Int("closed_young_in_a_row", churn), zap.Error(err))
+	} else {
+		p.log.Info("producer disconnected, reconnecting", zap.String("cause", cause), zap.Error(err))
+	}
+	if f := p.client.opts.Conn.Events.Reconnect; f != nil {
+		f("producer", cause)
+	}
 	p.client.ForgetLookup(p.opts.Topic)
 	p.startReconnect()
+}
+
+func (s *producerSession) handleSilent(silent bool) {
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.session != s || p.closed {
+		return
+	}
+	s.silent = silent
+	p.tellLink()
+}
+
+// tellLink tells OnLinkChange when the link's state changed (p.mu held).
+func (p *Producer) tellLink() {
+	up := p.session != nil && !p.session.silent
+	if up == p.linkUp || p.opts.OnLinkChange == nil {
+		p.linkUp = up
+		return
+	}
+	p.linkUp = up
+	p.opts.OnLinkChange(up)
+}
+
+// oldestUnconfirmed is when the oldest entry not yet confirmed was handed
+// to Send; zero when none.
+func (p *Producer) oldestUnconfirmed() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.pending) == 0 {
+		return time.Time{}
+	}
+	return p.pending[0].queuedAt
 }
 
 func (p *Producer) startReconnect() {
@@ -415,13 +505,11 @@ func (p *Producer) startReconnect() {
 	go p.reconnect()
 }
 
+// reconnect retries connect with capped backoff with jitter until it
+// succeeds, the error is terminal, or the producer is closed. The first
+// wait grows with the sessions that ended young in a row (churn).
 func (p *Producer) reconnect() {
 	defer p.wg.Done()
-	defer func() {
-		p.mu.Lock()
-		p.retrying = false
-		p.mu.Unlock()
-	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -431,28 +519,58 @@ func (p *Producer) reconnect() {
 		case <-ctx.Done():
 		}
 	}()
+	// retrying is cleared under the same lock that sees the outcome: a
+	// session lost between connect's success and here finds retrying set
+	// and starts nothing, so this loop must go on for it.
+	done := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.session == nil && !p.closed && p.err == nil {
+			return false
+		}
+		p.retrying = false
+		return true
+	}
+	stop := func() {
+		p.mu.Lock()
+		p.retrying = false
+		p.mu.Unlock()
+	}
+	p.mu.Lock()
+	attempt := p.churn
+	p.mu.Unlock()
 	var last string
-	for attempt := 0; ; attempt++ {
+	for ; ; attempt++ {
 		select {
 		case <-p.stop:
+			stop()
 			return
 		case <-time.After(backoff(attempt)):
 		}
 		if p.client.isClosed() {
 			p.end(ErrClosed)
+			stop()
 			return
 		}
 		err := p.connect(ctx)
 		if err == nil {
 			p.log.Info("producer reconnected", zap.Int64("last_sequence_id", p.LastSequenceID()))
-			return
+			if done() {
+				return
+			}
+			p.mu.Lock()
+			attempt = p.churn
+			p.mu.Unlock()
+			continue
 		}
 		if errors.Is(err, ErrClosed) && ctx.Err() != nil {
+			stop()
 			return
 		}
 		if !IsRetryable(err) {
 			p.log.Error("producer gave up", zap.Error(err))
 			p.end(err)
+			stop()
 			return
 		}
 		if msg := err.Error(); msg != last {
@@ -486,6 +604,7 @@ func (p *Producer) Close() error {
 	p.session = nil
 	close(p.stop)
 	p.mu.Unlock()
+	p.client.track(p, false)
 	var err error
 	if s != nil {
 		s.conn.removeProducer(s.id)
