@@ -297,12 +297,39 @@ func (e *env) wanRows() (*wanResult, error) {
 	if err := sc.waitReady(60 * time.Second); err != nil {
 		return nil, err
 	}
+	tpArms := []string{armBuiltin, armSidecar}
+	scs := map[string]*sidecar{armBuiltin: sc, armSidecar: sc}
+	if e.o.Versus != "" {
+		// -versus: a second binary on a topic of its own, throughput
+		// rows only (an A/B test of a tuning change on the same link).
+		topics[armVersus] = map[string]string{"tp": e.wanTopic(nsWANSidecar, "tpb")}
+		if err := e.createTopic(topics[armVersus]["tp"], 1, "east", "far"); err != nil {
+			return nil, err
+		}
+		listen, err := e2e.FreeLoopbackAddr()
+		if err != nil {
+			return nil, err
+		}
+		scb, err := e.startSidecar(e.o.Versus, "wan-b", listen, wanSidecarConfig(listen, e.wanNS(nsWANSidecar), b.svc, b.adm, "tpb"))
+		if err != nil {
+			return nil, err
+		}
+		defer scb.stop()
+		if err := scb.waitReady(60 * time.Second); err != nil {
+			return nil, err
+		}
+		scs[armVersus] = scb
+		tpArms = append(tpArms, armVersus)
+	}
 	// Warm-up on the plain link: connections, both replicators' producers
 	// on far, JIT-compiled broker paths.
 	b.set(0, 0)
-	for _, arm := range []string{armBuiltin, armSidecar} {
-		for _, short := range []string{"tp", "zs"} {
-			if _, err := e.wanCopy(b, sc, arm, topics[arm][short], e.o.Sizes.WarmMessages, short == "zs", 0, 0, -1); err != nil {
+	for _, arm := range tpArms {
+		for short, t := range topics[arm] {
+			if short == "lat" {
+				continue
+			}
+			if _, err := e.wanCopy(b, scs[arm], arm, t, e.o.Sizes.WarmMessages, short == "zs", 0, 0, -1); err != nil {
 				return nil, fmt.Errorf("warm-up %s %s: %w", arm, short, err)
 			}
 		}
@@ -315,10 +342,10 @@ func (e *env) wanRows() (*wanResult, error) {
 				break
 			}
 			b.set(rtt, 0)
-			for _, arm := range order(r, armBuiltin, armSidecar) {
+			for _, arm := range order(r, tpArms...) {
 				var wr wanRound
 				err := e.attempt(fmt.Sprintf("wan %s rtt %s", arm, rtt), func() (err error) {
-					wr, err = e.wanCopy(b, sc, arm, topics[arm]["tp"], n, false, rtt, 0, r)
+					wr, err = e.wanCopy(b, scs[arm], arm, topics[arm]["tp"], n, false, rtt, 0, r)
 					return err
 				})
 				if err != nil {
@@ -443,7 +470,7 @@ func (e *env) wanCopy(b *wanBed, sc *sidecar, arm, topic string, n int, zstd boo
 	}
 	wr.Stored, wr.Into = east1.Bytes-east0.Bytes, far1.Bytes-far0.Bytes
 	wr.LinkUp, wr.LinkDown = l1.Up-l0.Up, l1.Down-l0.Down
-	if arm == armSidecar {
+	if arm != armBuiltin {
 		wr.CPU = u1.CPU - u0.CPU
 	}
 	if zstd {
@@ -612,7 +639,7 @@ func (w *wanResult) rounds() string {
 	b.WriteString("| round | RTT ms | arm | time s | msg/s | into far MB | link up MB | link down MB | sidecar CPU s |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, x := range w.TP {
 		cpu := ""
-		if x.Arm == armSidecar {
+		if x.Arm != armBuiltin {
 			cpu = fmt.Sprintf("%.2f", x.CPU.Seconds())
 		}
 		fmt.Fprintf(&b, "| %d | %d | %s | %.2f | %s | %.1f | %.1f | %.2f | %s |\n", x.Round+1, x.RTT.Milliseconds(), x.Arm, x.Dur.Seconds(), num(x.rate()),
