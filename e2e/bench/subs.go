@@ -52,19 +52,27 @@ type subsSizes struct {
 
 // Where the row works. A tenant of its own, not the run's, so that a run
 // with -keep leaves topics (and their subscriptions) that the next run
-// reuses instead of creating 2,000 topics again.
+// reuses instead of creating 2,000 topics again; a namespace per topic
+// count, so that a small run (the smoke test) never picks up a big run's
+// topics through its pattern.
 const (
 	subsTenant = "geobench-subs"
-	subsNS     = subsTenant + "/subs"
 	subsSub    = "app" // the application's subscription, tracked by the sidecar
 )
 
-func subsTopic(i int) string { return fmt.Sprintf("persistent://%s/t-%04d", subsNS, i) }
+func subsNamespace(topics int) string { return fmt.Sprintf("%s/n%d", subsTenant, topics) }
+
+func (e *env) subsNS() string { return subsNamespace(e.o.Sizes.Subs.Topics) }
+
+func (e *env) subsTopic(i int) string { return fmt.Sprintf("persistent://%s/t-%04d", e.subsNS(), i) }
 
 // subsPhase is one measured window.
 type subsPhase struct {
-	Name   string
-	Window time.Duration
+	Name string
+	// Window is the time between the reads of the sidecar's counters,
+	// its CPU and the proxies' counts; BrokerWindow between the reads of
+	// the brokers' counters (around it).
+	Window, BrokerWindow time.Duration
 	// Admin is the sidecar's own count (admin_requests_total) per cluster.
 	Admin map[string]float64
 	// Broker is the brokers' jetty_requests_total per cluster: every HTTP
@@ -80,6 +88,8 @@ type subsPhase struct {
 }
 
 func (p subsPhase) perSec(n float64) float64 { return n / p.Window.Seconds() }
+
+func (p subsPhase) brokerPerSec(n float64) float64 { return n / p.BrokerWindow.Seconds() }
 
 func (p subsPhase) cpuPct() float64 { return 100 * p.CPU.Seconds() / p.Window.Seconds() }
 
@@ -126,7 +136,7 @@ func (e *env) subs() (*subsResult, error) {
 	if !e.o.Keep {
 		e.dropSubs()
 	} else {
-		e.logf("subs: keeping %s for the next run (-keep)", subsNS)
+		e.logf("subs: keeping %s for the next run (-keep)", e.subsNS())
 	}
 	return res, err
 }
@@ -145,7 +155,7 @@ func (e *env) subsOnce() (*subsResult, error) {
 
 	topics := make([]string, n)
 	for i := range n {
-		topics[i] = subsTopic(i)
+		topics[i] = e.subsTopic(i)
 	}
 	// The application: one acknowledging consumer on east over every
 	// topic (markers included: it acknowledges all it receives, as an
@@ -205,7 +215,7 @@ func (e *env) subsOnce() (*subsResult, error) {
 	if err := os.WriteFile(keyFile, []byte("bench-marker-key-0123456789abcdef"), 0o600); err != nil {
 		return nil, err
 	}
-	sc, err := e.startSidecar(e.o.Binary, "subs", listen, subsConfig(listen, keyFile, prox))
+	sc, err := e.startSidecar(e.o.Binary, "subs", listen, subsConfig(listen, keyFile, e.subsNS(), prox))
 	if err != nil {
 		return nil, err
 	}
@@ -298,20 +308,20 @@ func (e *env) subsSetup(n int) (reused int, err error) {
 		if err := adm.Tenants().Create(utils.TenantData{Name: subsTenant, AllowedClusters: []string{c}}); err != nil && !isConflict(err) {
 			return 0, fmt.Errorf("create tenant %s on %s: %w", subsTenant, c, err)
 		}
-		if err := adm.Namespaces().CreateNamespace(subsNS); err != nil && !isConflict(err) {
-			return 0, fmt.Errorf("create namespace %s on %s: %w", subsNS, c, err)
+		if err := adm.Namespaces().CreateNamespace(e.subsNS()); err != nil && !isConflict(err) {
+			return 0, fmt.Errorf("create namespace %s on %s: %w", e.subsNS(), c, err)
 		}
-		cl, err := adm.Namespaces().GetNamespaceReplicationClusters(subsNS)
+		cl, err := adm.Namespaces().GetNamespaceReplicationClusters(e.subsNS())
 		if err != nil {
-			return 0, fmt.Errorf("replication clusters of %s on %s: %w", subsNS, c, err)
+			return 0, fmt.Errorf("replication clusters of %s on %s: %w", e.subsNS(), c, err)
 		}
 		if len(cl) != 1 {
-			return 0, fmt.Errorf("namespace %s on %s replicates to %v; want its own cluster only", subsNS, c, cl)
+			return 0, fmt.Errorf("namespace %s on %s replicates to %v; want its own cluster only", e.subsNS(), c, cl)
 		}
-		nsn, _ := utils.GetNamespaceName(subsNS)
+		nsn, _ := utils.GetNamespaceName(e.subsNS())
 		_, plain, err := adm.Topics().List(*nsn)
 		if err != nil {
-			return 0, fmt.Errorf("list %s on %s: %w", subsNS, c, err)
+			return 0, fmt.Errorf("list %s on %s: %w", e.subsNS(), c, err)
 		}
 		have[c] = map[string]bool{}
 		for _, t := range plain {
@@ -319,7 +329,7 @@ func (e *env) subsSetup(n int) (reused int, err error) {
 		}
 	}
 	for i := range n {
-		if have["east"][subsTopic(i)] && have["west"][subsTopic(i)] {
+		if have["east"][e.subsTopic(i)] && have["west"][e.subsTopic(i)] {
 			reused++
 		}
 	}
@@ -361,7 +371,7 @@ func (e *env) subsSetup(n int) (reused int, err error) {
 	}
 	for i := range n {
 		for _, c := range []string{"east", "west"} {
-			jobs <- job{c, subsTopic(i)}
+			jobs <- job{c, e.subsTopic(i)}
 		}
 	}
 	close(jobs)
@@ -375,13 +385,13 @@ func (e *env) subsSetup(n int) (reused int, err error) {
 // dropSubs deletes the row's topics, namespace and tenant on both
 // clusters, so other tests and runs do not see them.
 func (e *env) dropSubs() {
-	e.logf("subs: deleting %s", subsNS)
+	e.logf("subs: deleting %s", e.subsNS())
 	for _, c := range []string{"east", "west"} {
 		adm := e.admin(c)
-		nsn, _ := utils.GetNamespaceName(subsNS)
+		nsn, _ := utils.GetNamespaceName(e.subsNS())
 		_, plain, err := adm.Topics().List(*nsn)
 		if err != nil && !isNotFound(err) {
-			e.logf("subs: list %s on %s: %v", subsNS, c, err)
+			e.logf("subs: list %s on %s: %v", e.subsNS(), c, err)
 		}
 		work := make(chan string)
 		var left atomic.Int64
@@ -403,8 +413,8 @@ func (e *env) dropSubs() {
 		}
 		close(work)
 		wg.Wait()
-		if err := adm.Namespaces().DeleteNamespace(subsNS); err != nil && !isNotFound(err) {
-			e.logf("subs: namespace %s on %s not deleted (%d topic(s) left): %v", subsNS, c, left.Load(), err)
+		if err := adm.Namespaces().DeleteNamespace(e.subsNS()); err != nil && !isNotFound(err) {
+			e.logf("subs: namespace %s on %s not deleted (%d topic(s) left): %v", e.subsNS(), c, left.Load(), err)
 			continue
 		}
 		if err := adm.Tenants().Delete(subsTenant); err != nil && !isNotFound(err) {
@@ -415,7 +425,7 @@ func (e *env) dropSubs() {
 
 // subsConfig is one sidecar for both directions, its admin URLs through
 // the counting proxies.
-func subsConfig(listen, keyFile string, prox map[string]*countingProxy) string {
+func subsConfig(listen, keyFile, ns string, prox map[string]*countingProxy) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  marker_key_file: %s\nclusters:\n", listen, keyFile)
 	for _, n := range []string{"east", "west"} {
@@ -425,7 +435,7 @@ func subsConfig(listen, keyFile string, prox map[string]*countingProxy) string {
 	b.WriteString("replication:\n")
 	for _, p := range [][2]string{{"east", "west"}, {"west", "east"}} {
 		fmt.Fprintf(&b, "  - source: %s\n    namespace: %s\n    topic_patterns: [\"t-.*\"]\n    targets: [%s]\n    subscriptions: [%s]\n",
-			p[0], subsNS, p[1], subsSub)
+			p[0], ns, p[1], subsSub)
 	}
 	return b.String()
 }
@@ -516,15 +526,22 @@ func spread(ctx context.Context, prods map[string][]pulsar.Producer, rate int, s
 
 // subsWindow measures one window of d.
 func (e *env) subsWindow(sc *sidecar, prox map[string]*countingProxy, name string, d time.Duration, sent *atomic.Int64) (subsPhase, error) {
-	ph := subsPhase{Name: name, Window: d, Admin: map[string]float64{}, Broker: map[string]float64{}, Paths: map[string]map[string]int64{}}
+	ph := subsPhase{Name: name, Admin: map[string]float64{}, Broker: map[string]float64{}, Paths: map[string]map[string]int64{}}
+	// The brokers' counters are read outside the sidecar's window: a
+	// broker's /metrics with thousands of topics takes seconds to render
+	// under load, so each count is divided by the time between its own
+	// reads.
+	b0 := map[string]float64{}
+	for _, c := range []string{"east", "west"} {
+		b0[c], _ = e.brokerRequests(c)
+	}
+	tb0 := time.Now()
 	a0, err := sc.metricBy("geo_sidecar_admin_requests_total", "cluster")
 	if err != nil {
 		return ph, err
 	}
-	b0 := map[string]float64{}
 	p0 := map[string]map[string]int64{}
 	for _, c := range []string{"east", "west"} {
-		b0[c], _ = e.brokerRequests(c)
 		p0[c] = prox[c].snapshot()
 	}
 	var s0 int64
@@ -532,35 +549,45 @@ func (e *env) subsWindow(sc *sidecar, prox map[string]*countingProxy, name strin
 		s0 = sent.Load()
 	}
 	u0, _ := sc.usage()
+	t0 := time.Now()
 	label := strings.Fields(name)[0]
 	stopProf := sc.cpuProfile(min(d, e.o.ProfileSeconds*4), "subs-"+label)
 	e.logf("subs: measuring %s for %s", name, d)
 	time.Sleep(d)
 	u1, _ := sc.usage()
-	stopProf()
 	a1, err := sc.metricBy("geo_sidecar_admin_requests_total", "cluster")
 	if err != nil {
 		return ph, err
 	}
+	p1 := map[string]map[string]int64{}
 	for _, c := range []string{"east", "west"} {
-		ph.Admin[c] = a1[c] - a0[c]
+		p1[c] = prox[c].snapshot()
+	}
+	var s1 int64
+	if sent != nil {
+		s1 = sent.Load()
+	}
+	ph.Window = time.Since(t0)
+	stopProf()
+	for _, c := range []string{"east", "west"} {
 		b1, _ := e.brokerRequests(c)
 		ph.Broker[c] = b1 - b0[c]
-		p1 := prox[c].snapshot()
+	}
+	ph.BrokerWindow = time.Since(tb0)
+	for _, c := range []string{"east", "west"} {
+		ph.Admin[c] = a1[c] - a0[c]
 		ph.Paths[c] = map[string]int64{}
-		for k, v := range p1 {
+		for k, v := range p1[c] {
 			if v -= p0[c][k]; v > 0 {
 				ph.Paths[c][k] = v
 			}
 		}
 	}
-	if sent != nil {
-		ph.Sent = int(sent.Load() - s0)
-	}
+	ph.Sent = int(s1 - s0)
 	g, _ := sc.metric("go_goroutines")
 	ph.CPU, ph.RSS, ph.Goroutines = u1.CPU-u0.CPU, u1.RSS, int(g)
 	e.logf("subs: %s: admin req/s east %.1f west %.1f (brokers served %.1f / %.1f), sidecar CPU %.2f%% of a core, RSS %s MiB",
-		name, ph.perSec(ph.Admin["east"]), ph.perSec(ph.Admin["west"]), ph.perSec(ph.Broker["east"]), ph.perSec(ph.Broker["west"]), ph.cpuPct(), mib(ph.RSS))
+		name, ph.perSec(ph.Admin["east"]), ph.perSec(ph.Admin["west"]), ph.brokerPerSec(ph.Broker["east"]), ph.brokerPerSec(ph.Broker["west"]), ph.cpuPct(), mib(ph.RSS))
 	for _, c := range []string{"east", "west"} {
 		for _, k := range topPaths(ph.Paths[c], 5) {
 			e.logf("subs:   %s %8.2f/s  %s", c, ph.perSec(float64(ph.Paths[c][k])), k)
@@ -611,7 +638,7 @@ func (e *env) subsProbes(ctx context.Context, phase string, app *subsApp, east [
 
 // probe is one follow-latency probe on topic i.
 func (e *env) probe(ctx context.Context, app *subsApp, east []pulsar.Producer, i int, tag uint64) (time.Duration, error) {
-	topic := subsTopic(i)
+	topic := e.subsTopic(i)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	// The copy's position on west, from a reader that starts before the
@@ -903,8 +930,8 @@ func (s *subsResult) markdown() string {
 		if p.Sent > 0 {
 			name = fmt.Sprintf("%s (%s sent)", p.Name, num(float64(p.Sent)))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.1f | %.1f | %.1f / %.1f | %.2f | %s | %d | %s |\n", name, p.Window,
-			p.perSec(p.Admin["east"]), p.perSec(p.Admin["west"]), p.perSec(p.Broker["east"]), p.perSec(p.Broker["west"]),
+		fmt.Fprintf(&b, "| %s | %s | %.1f | %.1f | %.1f / %.1f | %.2f | %s | %d | %s |\n", name, p.Window.Round(time.Second),
+			p.perSec(p.Admin["east"]), p.perSec(p.Admin["west"]), p.brokerPerSec(p.Broker["east"]), p.brokerPerSec(p.Broker["west"]),
 			p.cpuPct(), mib(p.RSS), p.Goroutines, lat)
 	}
 	return b.String()
@@ -941,6 +968,6 @@ func (s *subsResult) rounds() string {
 // method describes how the row is measured.
 func (s *subsResult) method(z subsSizes) string {
 	return fmt.Sprintf("- Scale with replicated subscriptions: %[1]s non-partitioned topics in a namespace of their own (`%[2]s`, local-only on each cluster; reused when an earlier run left them with -keep, deleted afterwards otherwise), each with subscription `%[3]s` created at the earliest message on both clusters. One sidecar process runs both directions (east→west and west→east, `topic_patterns`, `subscriptions: [%[3]s]`, default 30 s discovery and 1 s snapshot interval); its admin URLs point at a counting proxy per cluster. An application consumer on east acknowledges everything it receives (markers too); west has no consumer, so its subscription moves only by the sidecar's updates. Each topic gets one message on east before the sidecar starts: start-up is process start until `connected_partitions` counts both directions' partitions, until those messages are confirmed on west, and until east→west completed (or timed out: a first snapshot is not tried again until new data arrives) as many snapshots as there are partitions. After %[4]s, idle is measured over %[5]s (an idle partition is followed every 5 minutes, so a shorter window misses those calls); then the follow latency on %[6]d topics (%[7]d at a time): a message published on east, the time from the application's acknowledgement until west's `%[3]s` mark-delete position (internal stats, polled every %[8]s) passed the copy (found by a reader on west), so it includes the poll's resolution. Then %[9]s msg/s spread round-robin over every topic, half published on each cluster: measured over %[10]s after %[11]s of warm-up, probes likewise while it runs; then idle again (%[5]s after %[4]s). Admin requests/s are the sidecar's `geo_sidecar_admin_requests_total{cluster}`; the brokers' figure is `jetty_requests_total` (every HTTP request, the bench's own probes and metric reads included). Target (issue 11): at most 10 admin requests/s per cluster and under 2 %% of a core, idle.\n",
-		num(float64(z.Topics)), subsNS, subsSub, z.Settle, z.Idle, z.Probes, z.ProbeParallel, probePoll,
+		num(float64(z.Topics)), subsNamespace(z.Topics), subsSub, z.Settle, z.Idle, z.Probes, z.ProbeParallel, probePoll,
 		num(float64(z.Rate)), z.Traffic, z.Warm)
 }
