@@ -44,6 +44,8 @@ type Conn struct {
 	wireOnce sync.Once
 	wire     *wire.Client
 	wireErr  error
+	// m, set by countAdmin, receives the wire client's link events.
+	m *Metrics
 }
 
 // Dial builds the clients for c. Neither keeps a copy of the token: both
@@ -63,6 +65,8 @@ func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
 		TLSValidateHostname:     true,
 		Logger:                  zapLogger{s: log.Named("pulsar").With(zap.String("cluster", c.Name)).Sugar(), w: w},
 		MaxConnectionsPerBroker: 1,
+		// The client closes a connection silent for twice this.
+		KeepAliveInterval: c.KeepAlive.Duration / 2,
 	}
 	switch {
 	case c.Auth.HasToken():
@@ -80,7 +84,7 @@ func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: pulsar client: %w", c.Name, err)
 	}
-	base, err := newAdminBase(c.Auth)
+	base, err := newAdminBase(c.Auth, c.KeepAlive.Duration)
 	if err != nil {
 		client.Close()
 		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
@@ -95,9 +99,11 @@ func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
 	return &Conn{Name: c.Name, Client: client, Admin: admin, control: pulsarControl{admin}, entries: entries, cluster: c, watch: w, log: log, admin: rt}, nil
 }
 
-// countAdmin counts this cluster's admin calls in m (before any call).
+// countAdmin counts this cluster's admin calls in m, and its links'
+// events (before any call).
 func (c *Conn) countAdmin(m *Metrics) {
 	c.admin.requests = m.AdminRequests.WithLabelValues(c.Name)
+	c.m = m
 }
 
 // Close releases the clients.

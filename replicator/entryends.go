@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar/auth"
-	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
@@ -26,6 +27,20 @@ func (c *Conn) wireClient() (*wire.Client, error) {
 		opts := wire.ClientOptions{
 			ServiceURL: c.cluster.ServiceURL,
 			Logger:     c.log.Named("wire").With(zap.String("cluster", c.Name)),
+		}
+		opts.Conn.KeepAlive = c.cluster.KeepAlive.Duration
+		if c.m != nil {
+			l := c.m.Links
+			lost, silent := l.ConnectionsLost.WithLabelValues(c.Name), l.KeepAliveTimeouts.WithLabelValues(c.Name)
+			opts.Conn.Events = wire.Events{
+				ConnLost: func(keepAlive bool) {
+					lost.Inc()
+					if keepAlive {
+						silent.Inc()
+					}
+				},
+				Reconnect: func(kind, cause string) { l.Reconnects.WithLabelValues(c.Name, kind, cause).Inc() },
+			}
 		}
 		var err error
 		switch {
@@ -47,6 +62,9 @@ func (c *Conn) wireClient() (*wire.Client, error) {
 			}
 		}
 		c.wire, c.wireErr = wire.NewClient(opts)
+		if c.wireErr == nil && c.m != nil {
+			c.m.Links.watchUnconfirmed(c.Name, c.wire.OldestUnconfirmed)
+		}
 	})
 	return c.wire, c.wireErr
 }
@@ -66,6 +84,70 @@ type wireEndpoints struct {
 	log           *zap.Logger
 
 	schemas map[string][]byte // local schema version -> the remote's; one session at a time uses it
+
+	// health takes the partition off connected_partitions while its
+	// links are down or silent.
+	health linkHealth
+}
+
+// healthGauge is the pair's connected_partitions, or nil without
+// metrics.
+func (e *wireEndpoints) healthGauge() prometheus.Gauge {
+	if e.local == nil || e.local.m == nil || e.remote == nil {
+		return nil
+	}
+	return e.local.m.Connected.WithLabelValues(e.local.Name, e.remote.Name)
+}
+
+// healthyTarget is the producer as the entry pipe sees it: its link's
+// state goes to the partition's linkHealth until Close.
+type healthyTarget struct {
+	*wire.Producer
+	h      *linkHealth
+	mu     sync.Mutex
+	closed bool
+}
+
+func (t *healthyTarget) linkChanged(up bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.h.update(func(h *linkHealth) { h.prodDown = !up })
+	}
+}
+
+// Close stops the link reports first: the entry pipe no longer counts
+// the partition.
+func (t *healthyTarget) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.h.update(func(h *linkHealth) { h.open, h.prodDown = false, false })
+	return t.Producer.Close()
+}
+
+// healthySource is the cursor as the entry pipe sees it.
+type healthySource struct {
+	*wire.Consumer
+	h      *linkHealth
+	mu     sync.Mutex
+	closed bool
+}
+
+func (s *healthySource) linkChanged(up bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.h.update(func(h *linkHealth) { h.consDown = !up })
+	}
+}
+
+func (s *healthySource) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.h.update(func(h *linkHealth) { h.consDown = false })
+	return s.Consumer.Close()
 }
 
 func newConsumerName() string { return "geo-sidecar-" + uuid.NewString()[:8] }
@@ -75,19 +157,23 @@ func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (en
 	if err != nil {
 		return nil, err
 	}
+	e.health.update(func(h *linkHealth) { h.gauge = e.healthGauge() })
+	src := &healthySource{h: &e.health}
 	cons, err := wire.Subscribe(ctx, c, wire.ConsumerOptions{
 		Topic: e.topic, Subscription: e.subscription, Name: e.consumerName,
 		InitialPosition: e.start, Permits: e.permits, MaxBytes: cursorWindowBytes, OnActiveChange: onActive, Logger: e.log,
 		// Every Release comes after the target confirmed the entry, or
 		// for an entry skipped or not sent: nothing reads its bytes later.
 		RecycleOnRelease: true,
+		OnLinkChange:     src.linkChanged,
 	})
 	// A refusal (a missing permission, say) is reported once by name.
 	e.local.noteOpen("consumer", e.topic, err)
 	if err != nil {
 		return nil, err
 	}
-	return cons, nil
+	src.Consumer = cons
+	return src, nil
 }
 
 func (e *wireEndpoints) openProducer(ctx context.Context) (entryTarget, error) {
@@ -95,23 +181,30 @@ func (e *wireEndpoints) openProducer(ctx context.Context) (entryTarget, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.health.update(func(h *linkHealth) { h.gauge = e.healthGauge() })
+	dst := &healthyTarget{h: &e.health}
 	p, err := wire.CreateProducer(ctx, c, wire.ProducerOptions{
 		Topic: e.topic, Name: e.producerName, MaxPending: e.maxPending, Logger: e.log,
+		OnLinkChange: dst.linkChanged,
 	})
 	e.remote.noteOpen("producer", e.topic, err)
 	if err != nil {
 		return nil, err // an untyped nil target (see pulsarEndpoints.openTarget)
 	}
-	return p, nil
+	dst.Producer = p
+	// Counted by the entry pipe from here; the link's state decides.
+	e.health.update(func(h *linkHealth) { h.open = true })
+	return dst, nil
 }
 
+// copiedSince reads the remote partition back in windows over the binary
+// protocol (scanTail): a handful of readers, not an admin call per entry.
 func (e *wireEndpoints) copiedSince(ctx context.Context, from marker.Position) (copySet, error) {
-	tn, err := utils.GetTopicName(e.topic)
+	r, err := e.newWireTail()
 	if err != nil {
 		return copySet{}, err
 	}
-	return scanCopies(ctx, adminEntries{admin: e.remote.Admin, reader: e.remote.entries, topic: tn},
-		bySignature(e.key, e.topic), e.local.Name, from, e.maxPending+lookBack)
+	return scanTail(ctx, r, bySignature(e.key, e.topic), e.local.Name, from, e.maxPending+lookBack)
 }
 
 // cursorWindowBytes bounds, per partition, the entries received from the

@@ -51,6 +51,9 @@ type Metrics struct {
 	// lag combines the partitions' subscription lags into their topic's
 	// series: every partition's sync reports its own.
 	lag partLag
+
+	// Links are the metrics of the links to the clusters.
+	Links *LinkMetrics
 }
 
 // NewMetrics builds the metrics and registers them with reg (nil: not
@@ -131,6 +134,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
 			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.HistoryEntriesRead, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds,
 			m.InflightBytes, m.PartitionsStopped)
+	}
+	m.Links = newLinkMetrics()
+	if reg != nil {
+		reg.MustRegister(m.Links)
 	}
 	return m
 }

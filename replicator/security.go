@@ -475,9 +475,20 @@ func adminPermission(method, path string, body []byte) string {
 // newAdminBase is the admin client's TLS transport: the trusted CAs from
 // tls_trust_certs_file, host names verified, and the client certificate
 // (when configured) read at each handshake so a renewed one is used.
-func newAdminBase(a config.Auth) (http.RoundTripper, error) {
+//
+// It also keeps admin calls from hanging on a half-open link (a NAT or
+// firewall that lost the connection's state: no close ever arrives, and
+// pulsaradmin's own timeout is five minutes): a connection idle for
+// keep_alive is not reused, since the link may have dropped it meanwhile
+// without a word, and an answer that does not start within twice
+// keep_alive (at least 30 s) fails the call.
+func newAdminBase(a config.Auth, keepAlive time.Duration) (http.RoundTripper, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 10
+	if keepAlive > 0 {
+		t.IdleConnTimeout = keepAlive
+		t.ResponseHeaderTimeout = max(2*keepAlive, 30*time.Second)
+	}
 	cfg, err := clientTLS(a)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,246 @@
+package replicator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/google/uuid"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
+)
+
+// The entry pipe's read-back of the remote partition (copiedSince): the
+// same proof as tail.go's scanCopies (a position is skipped only when a
+// signed copy of it was read on the remote), read in windows instead of
+// entry by entry. scanCopies makes one admin GET per entry: after a link
+// cut with a full in-flight window that was about a thousand calls per
+// partition, one round trip each (26.6 s to resume at 20 ms RTT). Here a
+// window of entries comes through one short-lived non-durable reader on
+// the binary protocol, streamed; windows double going back from the end,
+// so the whole read costs a handful of readers, at most one admin call
+// (the ledger list, only when a window reaches past the newest ledger),
+// and no more than twice the entries the proof needs.
+
+// tailReader reads a remote partition for the read-back.
+type tailReader interface {
+	// last is the partition's last entry; ok is false when it is empty.
+	last(ctx context.Context) (pos marker.Position, ok bool, err error)
+	// ledgers lists the partition's ledgers, oldest first, with how many
+	// entries each holds.
+	ledgers(ctx context.Context) ([]ledgerInfo, error)
+	// read calls fn with each entry from from through through, in order
+	// (entries the broker never dispatches, such as Pulsar's own markers,
+	// are not seen).
+	read(ctx context.Context, from, through marker.Position, fn func(marker.Position, entryCopy)) error
+}
+
+// firstWindow is the read-back's first window, in entries; each next one
+// is twice as large.
+const firstWindow = 64
+
+// scanTail collects, like scanCopies, the origin positions of local's
+// messages in the entries ours accepts, from the remote partition's end
+// back until a window holds a copy of a message before from (older copies
+// are older still: the pair writes in origin order) or limit entries were
+// read. The set is proof even when err is not nil.
+func scanTail(ctx context.Context, r tailReader, ours func(entryCopy) bool, local string, from marker.Position, limit int) (copySet, error) {
+	set := copySet{}
+	end, ok, err := r.last(ctx)
+	if err != nil || !ok {
+		return set, err
+	}
+	l := tailLayout{r: r, end: end}
+	through := end // the next window ends here
+	window := firstWindow
+	for read := 0; read < limit; window *= 2 {
+		n := min(window, limit-read)
+		// The first windows stay within the last ledger: the ledger list
+		// is asked for only when the read must go on into an older one;
+		// once listed, windows span ledgers.
+		start := through
+		if l.listed {
+			if start, _, err = l.back(ctx, through, int64(n-1)); err != nil {
+				return set, err
+			}
+		} else {
+			start.Entry = max(through.Entry-int64(n-1), 0)
+			n = int(through.Entry-start.Entry) + 1
+		}
+		reachedOlder := false
+		err = r.read(ctx, start, through, func(pos marker.Position, e entryCopy) {
+			if !ours(e) {
+				return
+			}
+			for _, o := range e.origins {
+				if !o.ok || o.cluster != local {
+					continue
+				}
+				if from.Compare(o.pos) > 0 {
+					reachedOlder = true
+					continue
+				}
+				set[o.pos] = struct{}{}
+			}
+		})
+		if err != nil || reachedOlder {
+			return set, err
+		}
+		read += n
+		prev, short, err := l.back(ctx, start, 1)
+		if err != nil || short {
+			return set, err // short: the partition's first entry was read
+		}
+		through = prev
+	}
+	return set, nil
+}
+
+// tailLayout moves back through a partition's entries; it lists the
+// ledgers (one admin call) the first time a move leaves the last one.
+type tailLayout struct {
+	r      tailReader
+	end    marker.Position
+	older  []ledgerInfo // the ledgers before end's that hold entries, oldest first
+	listed bool
+}
+
+// back returns the entry k entries before p, or the partition's first
+// entry and short when there are fewer.
+func (l *tailLayout) back(ctx context.Context, p marker.Position, k int64) (marker.Position, bool, error) {
+	for k > 0 {
+		if p.Entry >= k {
+			p.Entry -= k
+			return p, false, nil
+		}
+		k -= p.Entry + 1 // onto the previous ledger's last entry
+		if !l.listed {
+			ls, err := l.r.ledgers(ctx)
+			if err != nil {
+				return p, false, err
+			}
+			for _, x := range ls {
+				if x.id < l.end.Ledger && x.entries > 0 {
+					l.older = append(l.older, x)
+				}
+			}
+			l.listed = true
+		}
+		i := len(l.older) - 1
+		for i >= 0 && l.older[i].id >= p.Ledger {
+			i--
+		}
+		if i < 0 {
+			p.Entry = 0
+			return p, true, nil
+		}
+		p = marker.Position{Ledger: l.older[i].id, Entry: l.older[i].entries - 1, Batch: -1}
+	}
+	return p, false, nil
+}
+
+// wireTail reads the remote partition over the remote cluster's wire
+// client (short-lived non-durable readers; no cursor is left behind) and
+// its admin API (the ledger list).
+type wireTail struct {
+	client *wire.Client
+	admin  adminEntries
+	topic  string
+}
+
+// readbackWindowBytes bounds what a read-back reader holds at once.
+const readbackWindowBytes = 8 << 20
+
+// reader opens a non-durable reader at start (nil: a probe positioned at
+// the end, which reads nothing).
+func (w *wireTail) reader(ctx context.Context, start *wire.MessageID) (*wire.Consumer, error) {
+	opts := wire.ConsumerOptions{
+		Topic: w.topic, Subscription: "geo-sidecar-readback-" + uuid.NewString()[:8], Name: newConsumerName(),
+		NonDurable: true, StartMessageID: start, NoTopicCreation: true,
+		Permits: 1000, MaxBytes: readbackWindowBytes, RecycleOnRelease: true,
+	}
+	if start == nil {
+		opts.InitialPosition, opts.Permits, opts.MaxBytes = wire.Latest, 1, 0
+	}
+	return wire.Subscribe(ctx, w.client, opts)
+}
+
+func (w *wireTail) last(ctx context.Context) (marker.Position, bool, error) {
+	probe, err := w.reader(ctx, nil)
+	if err != nil {
+		return marker.Position{}, false, fmt.Errorf("read back: %w", err)
+	}
+	defer probe.Close()
+	id, ok, err := probe.LastMessageID(ctx)
+	if err != nil || !ok {
+		return marker.Position{}, false, err
+	}
+	return entryPos(id), true, nil
+}
+
+func (w *wireTail) ledgers(ctx context.Context) ([]ledgerInfo, error) { return w.admin.ledgers(ctx) }
+
+// readbackWindowTimeout bounds one window's read: an entry that never
+// comes (Pulsar's own markers are not dispatched) must not hold the
+// session; what was read stays proof.
+const readbackWindowTimeout = 30 * time.Second
+
+func (w *wireTail) read(ctx context.Context, from, through marker.Position, fn func(marker.Position, entryCopy)) error {
+	// A batch index makes the start inclusive of its entry.
+	start := wire.MessageID{Ledger: uint64(from.Ledger), Entry: uint64(from.Entry), Partition: -1, BatchIndex: 0}
+	r, err := w.reader(ctx, &start)
+	if err != nil {
+		return fmt.Errorf("read back from %s: %w", from.String(), err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(ctx, readbackWindowTimeout)
+	defer cancel()
+	for {
+		e, err := r.Receive(ctx)
+		if err != nil {
+			return fmt.Errorf("read back %s..%s: %w", from.String(), through.String(), err)
+		}
+		pos := entryPos(e.ID)
+		if pos.Compare(from) >= 0 && pos.Compare(through) <= 0 {
+			fn(pos, w.copyOf(e))
+		}
+		_ = r.Release(e)
+		if pos.Compare(through) >= 0 {
+			return nil
+		}
+	}
+}
+
+// copyOf is what an entry read back holds for the proof: the signed
+// origin the entry pipe put in the entry-level properties (the producer
+// name is the origin's, so it proves nothing here).
+func (w *wireTail) copyOf(e wire.Entry) entryCopy {
+	md, err := wire.ParseMetadata(e.Metadata)
+	if err != nil {
+		return entryCopy{origins: []origin{{}}}
+	}
+	props := map[string]string{}
+	for _, k := range []string{PropOriginCluster, PropOriginID, PropOriginSig} {
+		if v, ok := md.Property(k); ok {
+			props[k] = v
+		}
+	}
+	o := originOf(props)
+	o.sig = props[PropOriginSig]
+	return entryCopy{producer: md.ProducerName, origins: []origin{o}}
+}
+
+// newWireTail is the read-back of e's remote partition.
+func (e *wireEndpoints) newWireTail() (*wireTail, error) {
+	c, err := e.remote.wireClient()
+	if err != nil {
+		return nil, err
+	}
+	tn, err := utils.GetTopicName(e.topic)
+	if err != nil {
+		return nil, err
+	}
+	return &wireTail{client: c, admin: adminEntries{admin: e.remote.Admin, reader: e.remote.entries, topic: tn}, topic: e.topic}, nil
+}

@@ -1,0 +1,128 @@
+package replicator
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// LinkMetrics tell an operator whether the network link to a cluster is
+// the problem, rather than the sidecar or the broker: a half-open link
+// shows as keep-alive timeouts, a cut or a flapping link as lost
+// connections and reconnects, and either as an unconfirmed send that
+// keeps growing older. Labelled by cluster (from the config), and for
+// reconnects by kind and cause (fixed words).
+type LinkMetrics struct {
+	// KeepAliveTimeouts counts connections closed because nothing
+	// arrived within the cluster's keep_alive.
+	KeepAliveTimeouts *prometheus.CounterVec
+	// ConnectionsLost counts binary-protocol connections lost, for any
+	// reason (keep-alive timeouts included).
+	ConnectionsLost *prometheus.CounterVec
+	// Reconnects counts producers and consumers that lost their session
+	// and reconnect, by kind and cause (wire.Cause*).
+	Reconnects *prometheus.CounterVec
+
+	unconfirmed *unconfirmedAges
+}
+
+func newLinkMetrics() *LinkMetrics {
+	const ns = "geo_sidecar"
+	l := &LinkMetrics{
+		KeepAliveTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+			Name: "link_keepalive_timeouts_total", Help: "Connections to a cluster closed because nothing arrived within its keep_alive: a half-open link (or a broker stalled that long)."},
+			[]string{"cluster"}),
+		ConnectionsLost: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+			Name: "link_connections_lost_total", Help: "Binary-protocol connections to a cluster lost (reset, refused, closed by the keep-alive)."},
+			[]string{"cluster"}),
+		Reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+			Name: "link_reconnects_total", Help: "Producers and consumers on a cluster that lost their session and reconnect, by kind (producer, consumer) and cause (connection-lost, broker-closed, restart)."},
+			[]string{"cluster", "kind", "cause"}),
+		unconfirmed: &unconfirmedAges{desc: prometheus.NewDesc(ns+"_link_unconfirmed_age_seconds",
+			"How long the oldest entry sent to a cluster has waited for its confirmation (0 when none): grows while the link is cut or half-open, whatever reconnects happen meanwhile.",
+			[]string{"cluster"}, nil)},
+	}
+	return l
+}
+
+// Describe and Collect make LinkMetrics one collector of its parts.
+func (l *LinkMetrics) Describe(ch chan<- *prometheus.Desc) {
+	l.KeepAliveTimeouts.Describe(ch)
+	l.ConnectionsLost.Describe(ch)
+	l.Reconnects.Describe(ch)
+	l.unconfirmed.Describe(ch)
+}
+
+func (l *LinkMetrics) Collect(ch chan<- prometheus.Metric) {
+	l.KeepAliveTimeouts.Collect(ch)
+	l.ConnectionsLost.Collect(ch)
+	l.Reconnects.Collect(ch)
+	l.unconfirmed.Collect(ch)
+}
+
+// watchUnconfirmed exports age (a cluster's oldest unconfirmed send) as
+// link_unconfirmed_age_seconds{cluster}, read at each scrape.
+func (l *LinkMetrics) watchUnconfirmed(cluster string, age func() time.Duration) {
+	u := l.unconfirmed
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.ages == nil {
+		u.ages = map[string]func() time.Duration{}
+	}
+	u.ages[cluster] = age
+}
+
+// unconfirmedAges is a collector: the ages are computed when scraped, so
+// that sending costs nothing for them.
+type unconfirmedAges struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	ages map[string]func() time.Duration
+}
+
+func (u *unconfirmedAges) Describe(ch chan<- *prometheus.Desc) { ch <- u.desc }
+
+func (u *unconfirmedAges) Collect(ch chan<- prometheus.Metric) {
+	u.mu.Lock()
+	ages := make(map[string]func() time.Duration, len(u.ages))
+	for k, v := range u.ages {
+		ages[k] = v
+	}
+	u.mu.Unlock()
+	for cluster, age := range ages {
+		ch <- prometheus.MustNewConstMetric(u.desc, prometheus.GaugeValue, age().Seconds(), cluster)
+	}
+}
+
+// linkHealth keeps a partition of the entry pipe out of
+// connected_partitions while its producer's or cursor's link is down
+// (reconnecting underneath) or silent: the entry pipe counts a partition
+// from the producer's open to its close, and the wire clients reconnect
+// by themselves meanwhile, so without this a cut or half-open link left
+// the gauge saying "connected". Safe for concurrent use.
+type linkHealth struct {
+	mu       sync.Mutex
+	gauge    prometheus.Gauge // the pair's connected_partitions; nil: none
+	open     bool             // a producer is open (counted by the entry pipe)
+	prodDown bool
+	consDown bool
+	docked   bool // this partition is taken off the gauge
+}
+
+// update applies f to the state and moves the gauge to match.
+func (h *linkHealth) update(f func(h *linkHealth)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f(h)
+	want := h.open && (h.prodDown || h.consDown)
+	if want == h.docked || h.gauge == nil {
+		return
+	}
+	h.docked = want
+	if want {
+		h.gauge.Dec()
+	} else {
+		h.gauge.Inc()
+	}
+}

@@ -1,0 +1,87 @@
+package replicator
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestLinkHealth: the entry pipe counts a partition in
+// connected_partitions from its producer's open to its close (+1 and -1
+// below); linkHealth takes it off while the producer's or the cursor's
+// link is down or silent, and gives it back when both are up again or the
+// producer closes. The gauge never counts a partition twice or below 0.
+func TestLinkHealth(t *testing.T) {
+	type step struct {
+		what string
+		want float64
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"healthy", []step{{"open", 1}, {"close", 0}}},
+		{"producer link lost and back", []step{{"open", 1}, {"prod-down", 0}, {"prod-up", 1}, {"close", 0}}},
+		{"cursor link silent and back", []step{{"open", 1}, {"cons-down", 0}, {"cons-up", 1}, {"close", 0}}},
+		{"both down, one back", []step{{"open", 1}, {"prod-down", 0}, {"cons-down", 0}, {"prod-up", 0}, {"cons-up", 1}, {"close", 0}}},
+		{"closed while down", []step{{"open", 1}, {"prod-down", 0}, {"close", 0}, {"open", 1}, {"close", 0}}},
+		{"cursor down before the producer opens", []step{{"cons-down", 0}, {"open", 0}, {"cons-up", 1}, {"close", 0}}},
+		{"producer lost between open and count", []step{{"prod-down-early", 0}, {"count", 0}, {"prod-up", 1}, {"close", 0}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gv := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "connected_partitions"}, []string{"source"})
+			g := gv.WithLabelValues("east")
+			h := &linkHealth{gauge: g}
+			for i, s := range tt.steps {
+				switch s.what {
+				case "open": // openProducer, then the entry pipe counts it
+					h.update(func(h *linkHealth) { h.open = true })
+					g.Inc()
+				case "prod-down-early": // during CreateProducer's return
+					h.update(func(h *linkHealth) { h.prodDown = true })
+				case "count":
+					h.update(func(h *linkHealth) { h.open = true })
+					g.Inc()
+				case "close": // the entry pipe's Dec, then Close
+					g.Dec()
+					h.update(func(h *linkHealth) { h.open, h.prodDown = false, false })
+				case "prod-down", "prod-up":
+					h.update(func(h *linkHealth) { h.prodDown = s.what == "prod-down" })
+				case "cons-down", "cons-up":
+					h.update(func(h *linkHealth) { h.consDown = s.what == "cons-down" })
+				}
+				if got := gauge(gv, "east"); got != s.want {
+					t.Fatalf("step %d (%s): gauge %v, want %v", i, s.what, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+func TestLinkMetricsExported(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.Links.KeepAliveTimeouts.WithLabelValues("far").Inc()
+	m.Links.ConnectionsLost.WithLabelValues("far").Add(2)
+	m.Links.Reconnects.WithLabelValues("far", "producer", "connection-lost").Inc()
+	m.Links.watchUnconfirmed("far", func() time.Duration { return 90 * time.Second })
+	m.Links.watchUnconfirmed("west", func() time.Duration { return 0 })
+	if got := gauges(t, reg, "geo_sidecar_link_unconfirmed_age_seconds"); got["/far"] != 90 || got["/west"] != 0 || len(got) != 2 {
+		t.Errorf("link_unconfirmed_age_seconds %v", got)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, mf := range mfs {
+		seen[mf.GetName()] = len(mf.GetMetric())
+	}
+	for _, name := range []string{"geo_sidecar_link_keepalive_timeouts_total", "geo_sidecar_link_connections_lost_total", "geo_sidecar_link_reconnects_total"} {
+		if seen[name] != 1 {
+			t.Errorf("%s: %d series, want 1", name, seen[name])
+		}
+	}
+}
