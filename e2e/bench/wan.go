@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -90,6 +91,9 @@ type wanResult struct {
 	// Settings names the sidecar's tuning for the run (environment
 	// overrides of the defaults), for the report.
 	Settings string
+	// Versus names the -versus binary (BENCH_VERSUS_LABEL, else its path)
+	// when it ran as an extra throughput arm.
+	Versus string
 }
 
 // tpRate is the median msg/s of arm's throughput rounds at rtt.
@@ -320,6 +324,7 @@ func (e *env) wanRows() (*wanResult, error) {
 		}
 		scs[armVersus] = scb
 		tpArms = append(tpArms, armVersus)
+		res.Versus = cmp.Or(os.Getenv("BENCH_VERSUS_LABEL"), e.o.Versus)
 	}
 	// Warm-up on the plain link: connections, both replicators' producers
 	// on far, JIT-compiled broker paths.
@@ -607,6 +612,16 @@ func (w *wanResult) summary(r *report) string {
 	} {
 		bi, sc := w.lat(armBuiltin, s.f), w.lat(armSidecar, s.f)
 		fmt.Fprintf(&b, "| %s | %s | %.1f | %.1f | %s | |\n", wl, s.name, bi, sc, ratio(sc, bi))
+	}
+	if w.Versus != "" {
+		var xs []string
+		for _, rtt := range wanRTTs {
+			xs = append(xs, fmt.Sprintf("%d ms %s msg/s", rtt.Milliseconds(), num(w.tpRate(armVersus, rtt))))
+		}
+		last := wanRTTs[len(wanRTTs)-1]
+		fmt.Fprintf(&b, "\nOn the same link in the same run, %s (arm sidecar-b): %s; at %d ms %.2f of its 0 ms figure, %s the built-in's.\n",
+			w.Versus, strings.Join(xs, ", "), last.Milliseconds(), frac(w.tpRate(armVersus, last), w.tpRate(armVersus, 0)),
+			ratio(w.tpRate(armVersus, last), w.tpRate(armBuiltin, last)))
 	}
 	s := w.Sidecar
 	per := "—"

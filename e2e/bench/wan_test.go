@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/geo-sidecar/geo-sidecar/e2e"
 )
 
 // TestWANSections checks that a run of the WAN rows alone replaces only
@@ -54,5 +56,41 @@ func TestWANSections(t *testing.T) {
 	b, _ := os.ReadFile(results)
 	if s := string(b); strings.HasPrefix(s, "main report") || strings.Count(s, wanBegin) != 1 || !strings.Contains(s, "### Every round") {
 		t.Fatalf("RESULTS.md after a run without WAN rows:\n%s", s)
+	}
+}
+
+// TestBenchWANSmoke runs the WAN rows once at smokeSizes (a few seconds
+// once far is up): the proxy's links, far registered on east through
+// them, both arms checked to have crossed the proxy. No timing is
+// asserted.
+func TestBenchWANSmoke(t *testing.T) {
+	if err := e2e.Up("east"); err != nil {
+		t.Fatalf("test bed: %v", err)
+	}
+	dir := t.TempDir()
+	if err := e2e.BuildBinary(dir); err != nil {
+		t.Fatal(err)
+	}
+	o := options{Binary: e2e.Binary, Only: parseOnly("wan"), Sizes: smokeSizes, Quick: true, Machine: machine(), Progress: os.Stderr}
+	rep, err := run(o)
+	if err != nil {
+		t.Fatalf("bench: %v", err)
+	}
+	if rep.WAN == nil {
+		t.Fatal("no WAN result")
+	}
+	md := rep.wanMarkdown()
+	t.Log("\n" + md)
+	for _, want := range []string{
+		"| throughput, 150 ms RTT | msg/s |",
+		"| ZSTD topic, link 10 MB/s, 50 ms RTT | bytes on the link (both ways) per byte stored at the origin |",
+		"| end-to-end latency at 100 msg/s, 50 ms RTT | p99 ms |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("WAN report lacks %q", want)
+		}
+	}
+	if n := len(rep.WAN.TP); n != 2*len(wanRTTs) {
+		t.Errorf("%d WAN throughput rounds, want %d", n, 2*len(wanRTTs))
 	}
 }
