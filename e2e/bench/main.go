@@ -62,7 +62,7 @@ var (
 		ZstdMessages: 100_000,
 		ScaleTopics:  1000, ScaleMessages: 200_000, IdleWindow: 60 * time.Second, ScaleSettle: 20 * time.Second,
 		Subs: subsSizes{Topics: 1000, Settle: 30 * time.Second, Idle: 5 * time.Minute, Rate: 300,
-			Warm: 20 * time.Second, Traffic: time.Minute, Probes: 100, ProbeParallel: 10},
+			Warm: 20 * time.Second, Traffic: time.Minute, Probes: 50, ProbeParallel: 10},
 	}
 	quickSizes = sizes{
 		Rounds: 1, Settle: time.Second, WarmMessages: 1000, LatWarm: time.Second,

@@ -104,6 +104,25 @@ type probeSet struct {
 
 const probePoll = 200 * time.Millisecond
 
+// quantile is the q-quantile of every probe, a failed one counting as
+// longer than any: "> probeTimeout" when it falls among those.
+func (p probeSet) quantile(q float64) string {
+	n := len(p.Lat) + p.Failed
+	if n == 0 {
+		return "—"
+	}
+	i := max(int(q*float64(n)+0.5)-1, 0) // nearest rank, as quantile
+	if i >= len(p.Lat) {
+		return "> " + probeTimeout.String()
+	}
+	return fmt.Sprintf("%.1f s", p.Lat[i].Seconds())
+}
+
+// probeTimeout bounds one probe; one that takes longer counts as failed
+// (the report gives the count): under heavy admin load a follow can lag by
+// minutes, and the probes must not hold the run up that long.
+const probeTimeout = time.Minute
+
 type subsResult struct {
 	Topics    int
 	Reused    int           // topics found on both clusters from an earlier run
@@ -615,7 +634,7 @@ func (e *env) subsProbes(ctx context.Context, phase string, app *subsApp, east [
 				mu.Lock()
 				if err != nil {
 					set.Failed++
-					if set.Failed <= 3 {
+					if set.Failed <= 2 {
 						e.logf("subs: probe: %v", err)
 					}
 				} else {
@@ -639,7 +658,7 @@ func (e *env) subsProbes(ctx context.Context, phase string, app *subsApp, east [
 // probe is one follow-latency probe on topic i.
 func (e *env) probe(ctx context.Context, app *subsApp, east []pulsar.Producer, i int, tag uint64) (time.Duration, error) {
 	topic := e.subsTopic(i)
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	// The copy's position on west, from a reader that starts before the
 	// message is published.
@@ -680,7 +699,7 @@ func (e *env) probe(ctx context.Context, app *subsApp, east []pulsar.Producer, i
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("probe on %s: west's subscription did not pass %s within 2 minutes", topic, copyAt)
+			return 0, fmt.Errorf("probe on %s: west's subscription did not pass %s within %s", topic, copyAt, probeTimeout)
 		case <-time.After(probePoll):
 		}
 	}
@@ -919,10 +938,10 @@ func (s *subsResult) markdown() string {
 	for _, p := range s.Phases {
 		lat := ""
 		for _, ps := range s.Probes {
-			if strings.HasPrefix(p.Name, ps.Phase) && len(ps.Lat) > 0 {
-				lat = fmt.Sprintf("%.1f s / %.1f s", quantile(ps.Lat, 0.5).Seconds(), quantile(ps.Lat, 0.99).Seconds())
+			if p.Name == ps.Phase || strings.HasPrefix(p.Name, ps.Phase+",") {
+				lat = fmt.Sprintf("%s / %s", ps.quantile(0.5), ps.quantile(0.99))
 				if ps.Failed > 0 {
-					lat += fmt.Sprintf(" (%d failed)", ps.Failed)
+					lat += fmt.Sprintf(" (%d of %d over %s)", ps.Failed, ps.Failed+len(ps.Lat), probeTimeout)
 				}
 			}
 		}
