@@ -241,16 +241,16 @@ func (b *wanBed) set(rtt time.Duration, bandwidth int64) {
 }
 
 // wanSidecarConfig is the YAML of a sidecar copying topics of namespace ns
-// from east to far, far at its proxied addresses. BENCH_MAX_PENDING sets
-// far's max_pending_messages.
-func wanSidecarConfig(listen, ns, svc, adm string, topics ...string) string {
+// from east to far, far at its proxied addresses; maxPending, unless
+// empty, is far's max_pending_messages.
+func wanSidecarConfig(listen, ns, svc, adm, maxPending string, topics ...string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sidecar:\n  listen: %s\nclusters:\n", listen)
 	east := e2e.Get("east")
 	fmt.Fprintf(&b, "  - name: east\n    service_url: %s\n    admin_url: %s\n", east.ServiceURL, east.AdminURL)
 	fmt.Fprintf(&b, "  - name: far\n    service_url: %s\n    admin_url: %s\n", svc, adm)
-	if v := os.Getenv("BENCH_MAX_PENDING"); v != "" {
-		fmt.Fprintf(&b, "    max_pending_messages: %s\n", v)
+	if maxPending != "" {
+		fmt.Fprintf(&b, "    max_pending_messages: %s\n", maxPending)
 	}
 	quoted := make([]string, len(topics))
 	for i, t := range topics {
@@ -278,6 +278,9 @@ func (e *env) wanRows() (*wanResult, error) {
 	if v := os.Getenv("BENCH_MAX_PENDING"); v != "" {
 		res.Settings = "max_pending_messages " + v
 	}
+	if os.Getenv("BENCH_WAN_UNBATCHED") != "" {
+		res.Settings = strings.TrimPrefix(res.Settings+"; throughput rows unbatched (BENCH_WAN_UNBATCHED)", "; ")
+	}
 	topics := map[string]map[string]string{}
 	for arm, ns := range map[string]string{armBuiltin: nsWANBuiltin, armSidecar: nsWANSidecar} {
 		topics[arm] = map[string]string{}
@@ -293,7 +296,7 @@ func (e *env) wanRows() (*wanResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, err := e.startSidecar(e.o.Binary, "wan", listen, wanSidecarConfig(listen, e.wanNS(nsWANSidecar), b.svc, b.adm, "tp", "zs", "lat"))
+	sc, err := e.startSidecar(e.o.Binary, "wan", listen, wanSidecarConfig(listen, e.wanNS(nsWANSidecar), b.svc, b.adm, os.Getenv("BENCH_MAX_PENDING"), "tp", "zs", "lat"))
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +317,7 @@ func (e *env) wanRows() (*wanResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		scb, err := e.startSidecar(e.o.Versus, "wan-b", listen, wanSidecarConfig(listen, e.wanNS(nsWANSidecar), b.svc, b.adm, "tpb"))
+		scb, err := e.startSidecar(e.o.Versus, "wan-b", listen, wanSidecarConfig(listen, e.wanNS(nsWANSidecar), b.svc, b.adm, os.Getenv("BENCH_VERSUS_MAX_PENDING"), "tpb"))
 		if err != nil {
 			return nil, err
 		}
@@ -443,9 +446,18 @@ func (e *env) wanCopy(b *wanBed, sc *sidecar, arm, topic string, n int, zstd boo
 	t0 := time.Now()
 	pubErr := make(chan error, 1)
 	go func() {
-		if zstd {
+		switch {
+		case zstd:
 			pubErr <- e.produceWith(ctx, "east", zstdProducer(topic), n, compressible)
-		} else {
+		case os.Getenv("BENCH_WAN_UNBATCHED") != "":
+			// One message per entry: the producer's pending limit
+			// (max_pending_messages entries) binds before the cursor's
+			// window in bytes.
+			opts := batching(topic)
+			opts.DisableBatching = true
+			body := payload(time.Now(), 0)
+			pubErr <- e.produceWith(ctx, "east", opts, n, func(int) []byte { return body })
+		default:
 			pubErr <- e.produce(ctx, "east", topic, n)
 		}
 	}()
