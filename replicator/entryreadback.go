@@ -182,10 +182,11 @@ func (w *wireTail) last(ctx context.Context) (marker.Position, bool, error) {
 
 func (w *wireTail) ledgers(ctx context.Context) ([]ledgerInfo, error) { return w.admin.ledgers(ctx) }
 
-// readbackWindowTimeout bounds one window's read: an entry that never
-// comes (Pulsar's own markers are not dispatched) must not hold the
-// session; what was read stays proof.
-const readbackWindowTimeout = 30 * time.Second
+// readbackIdleTimeout bounds the wait for each next entry of a window: an
+// entry that never comes (Pulsar's own markers are not dispatched) must
+// not hold the session, while a slow link that keeps delivering may take
+// as long as it needs. What was read stays proof.
+const readbackIdleTimeout = 30 * time.Second
 
 func (w *wireTail) read(ctx context.Context, from, through marker.Position, fn func(marker.Position, entryCopy)) error {
 	// A batch index makes the start inclusive of its entry.
@@ -195,10 +196,10 @@ func (w *wireTail) read(ctx context.Context, from, through marker.Position, fn f
 		return fmt.Errorf("read back from %s: %w", from.String(), err)
 	}
 	defer r.Close()
-	ctx, cancel := context.WithTimeout(ctx, readbackWindowTimeout)
-	defer cancel()
 	for {
-		e, err := r.Receive(ctx)
+		rctx, cancel := context.WithTimeout(ctx, readbackIdleTimeout)
+		e, err := r.Receive(rctx)
+		cancel()
 		if err != nil {
 			return fmt.Errorf("read back %s..%s: %w", from.String(), through.String(), err)
 		}
