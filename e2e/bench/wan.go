@@ -127,7 +127,8 @@ func (w *wanResult) lat(arm string, f func(latRound) time.Duration) float64 {
 	return median(xs)
 }
 
-// wanBed is the WAN rows' far side: the proxy's links and far's clients.
+// wanBed is the WAN rows' far side: the proxy's links and far's addresses
+// through them (far's direct clients are env.far and env.farAdm).
 type wanBed struct {
 	tenant string
 	links  wan.Links
