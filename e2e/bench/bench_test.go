@@ -19,6 +19,8 @@ var smokeSizes = sizes{
 	DrainMessages: 2000, DrainParts: 1,
 	ZstdMessages: 1000,
 	ScaleTopics:  10, ScaleMessages: 200, IdleWindow: time.Second, ScaleSettle: time.Second,
+	Subs: subsSizes{Topics: 4, Settle: time.Second, Idle: 2 * time.Second, Rate: 20,
+		Warm: time.Second, Traffic: 2 * time.Second, Probes: 2, ProbeParallel: 2},
 }
 
 // TestBenchSmoke runs every workload of the benchmark at smokeSizes and
@@ -56,6 +58,7 @@ func TestBenchSmoke(t *testing.T) {
 		"| backlog drain, 2,000 messages | seconds |",
 		"| ZSTD topic, 1 partition | bytes into the target per byte stored at the origin |",
 		"10 topics",
+		"Scale with replicated subscriptions: one sidecar replicating 4 non-partitioned topics",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
@@ -63,6 +66,9 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if len(rep.Errors) > 0 {
 		t.Errorf("workload errors: %v", rep.Errors)
+	}
+	if rep.Subs == nil {
+		t.Error("report lacks the scale row with replicated subscriptions")
 	}
 	if rep.Scale == nil || rep.Drain == nil || rep.Lat == nil || rep.Zstd == nil || len(rep.TP) != 2 {
 		t.Errorf("report incomplete: scale %v, drain %v, latency %v, zstd %v, throughput %d",
