@@ -1151,7 +1151,8 @@ func TestSyncCreatesMissingRemoteSubscription(t *testing.T) {
 // Follow's admin calls follow activity: an idle partition whose tracked
 // subscriptions passed the newest snapshot is asked nothing but every
 // idleFollow; data or a new snapshot brings the pace back; a subscription
-// behind the newest snapshot is polled with a backoff up to behindFollow.
+// behind the newest snapshot is polled with a backoff up to behindFollow,
+// and like an idle one once it has not moved for staleBehind.
 func TestFollowPacing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
@@ -1205,6 +1206,17 @@ func TestFollowPacing(t *testing.T) {
 		wait(4 * time.Minute)
 		if n := calls() - before; n > 1 {
 			t.Errorf("caught up, idle for 4 minutes: %d calls, want at most 1", n)
+		}
+
+		// Behind a newer snapshot, and nobody consumes: after staleBehind
+		// without a move, polled like an idle partition.
+		r.s.machine.Marker(pos(3, 20), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
+			SnapshotID: "s2", Local: pos(3, 20), Remote: pos(7, 2), Time: time.Now().UnixMilli()})
+		wait(staleBehind + time.Minute)
+		before = calls()
+		wait(10 * time.Minute)
+		if n := calls() - before; n < 1 || n > 3 {
+			t.Errorf("behind and not moving for 10 more minutes: %d calls, want about one per idleFollow (1 to 3)", n)
 		}
 		cancel()
 		<-done
