@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"go.uber.org/zap"
@@ -27,7 +28,10 @@ type ConsumerOptions struct {
 	InitialPosition InitialPosition
 	// NonDurable makes a reader: no cursor is stored on the broker, and
 	// StartMessageID (if set) says where to start; after a reconnect it
-	// starts there again.
+	// starts there again. A reader subscribes as Exclusive, not Failover:
+	// a broker holds back the first dispatch to a Failover subscription's
+	// new active consumer (activeConsumerFailoverDelayTimeMillis, 1 s by
+	// default), which a short-lived reader would pay on every open.
 	NonDurable     bool
 	StartMessageID *MessageID
 	// NoTopicCreation: subscribing to a missing topic fails (TopicNotFound)
@@ -179,7 +183,7 @@ func (c *Consumer) connect(ctx context.Context) error {
 	_, err = conn.request(ctx, "subscribe "+c.opts.Topic, reqID, &SubscribeCommand{
 		Topic:           c.opts.Topic,
 		Subscription:    c.opts.Subscription,
-		SubType:         Failover,
+		SubType:         c.subType(),
 		ConsumerID:      s.id,
 		RequestID:       reqID,
 		ConsumerName:    c.opts.Name,
@@ -223,6 +227,15 @@ func (c *Consumer) connect(ctx context.Context) error {
 	n := c.room(true)
 	c.mu.Unlock()
 	return conn.writeCommand(&Flow{ConsumerID: s.id, Permits: uint32(n)})
+}
+
+// subType is the subscription type the consumer asks for (see
+// ConsumerOptions.NonDurable).
+func (c *Consumer) subType() SubType {
+	if c.opts.NonDurable {
+		return Exclusive
+	}
+	return Failover
 }
 
 // minPermits is the window while no entry size is known, with MaxBytes.
@@ -707,10 +720,11 @@ func (c *Consumer) LastMessageID(ctx context.Context) (id MessageID, ok bool, er
 // LastEntry reads topic's last stored entry (a partition or a
 // non-partitioned topic) with two short-lived non-durable readers: one to
 // ask for the last id, one positioned on it. ok is false for an empty
-// topic; a missing topic is an error (TopicNotFound), not created. The data path uses it to learn what the target holds last (the
-// origin recorded in the copy's metadata) after a restart.
+// topic; a missing topic is an error (TopicNotFound), not created.
 func (c *Client) LastEntry(ctx context.Context, topic string) (e Entry, ok bool, err error) {
-	probe, err := Subscribe(ctx, c, ConsumerOptions{Topic: topic, Subscription: "geo-sidecar-last-entry", NonDurable: true, Permits: 1, NoTopicCreation: true})
+	// Readers subscribe as Exclusive: each needs a name of its own.
+	sub := "geo-sidecar-last-entry-" + uuid.NewString()[:8]
+	probe, err := Subscribe(ctx, c, ConsumerOptions{Topic: topic, Subscription: sub, NonDurable: true, Permits: 1, NoTopicCreation: true})
 	if err != nil {
 		return Entry{}, false, err
 	}
@@ -721,7 +735,7 @@ func (c *Client) LastEntry(ctx context.Context, topic string) (e Entry, ok bool,
 	}
 	// A batch index makes the start inclusive of its entry.
 	start := MessageID{Ledger: last.Ledger, Entry: last.Entry, Partition: -1, BatchIndex: 0}
-	r, err := Subscribe(ctx, c, ConsumerOptions{Topic: topic, Subscription: "geo-sidecar-last-entry", NonDurable: true, StartMessageID: &start, Permits: 1, NoTopicCreation: true})
+	r, err := Subscribe(ctx, c, ConsumerOptions{Topic: topic, Subscription: sub, NonDurable: true, StartMessageID: &start, Permits: 1, NoTopicCreation: true})
 	if err != nil {
 		return Entry{}, false, err
 	}

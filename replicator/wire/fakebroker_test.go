@@ -1157,3 +1157,41 @@ func TestConsumerWindowByBytes(t *testing.T) {
 	deliver(40, 100, 10<<10)
 	waitFor(t, "a wide window", func() bool { return largest(flows) > 100 })
 }
+
+// A durable cursor subscribes as Failover (HA instances share it); a
+// reader as Exclusive, so the broker's failover delay before the first
+// dispatch (1 s by default) does not hold up every short-lived reader.
+func TestSubscriptionType(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		nonDurable bool
+		want       SubType
+	}{
+		{"cursor", false, Failover},
+		{"reader", true, Exclusive},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newFakeBroker(t)
+			got := make(chan SubType, 1)
+			b.set(func() {
+				b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+					if s, ok := cmd.Body.(*SubscribeCommand); ok {
+						got <- s.SubType
+						fc.send(&Success{RequestID: s.RequestID})
+						return true
+					}
+					return false
+				}
+			})
+			c := newTestClient(t, b.url(), ConnOptions{})
+			cons, err := Subscribe(context.Background(), c, ConsumerOptions{Topic: "t", Subscription: "s", Name: "me", NonDurable: tt.nonDurable})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cons.Close()
+			if st := <-got; st != tt.want {
+				t.Errorf("subscribed as %v, want %v", st, tt.want)
+			}
+		})
+	}
+}
