@@ -248,6 +248,9 @@ type entryPartition struct {
 	sync *subSync
 	// linkUp is true while a producer to the remote is open.
 	linkUp atomic.Bool
+	// received, when set, is set on each entry read: the pair refreshes
+	// the stats of a quiet topic early once it has traffic.
+	received *atomic.Bool
 	// lastSeen is the last entry the sync saw (hasSeen): an entry that
 	// does not follow it was resumed past entries another instance
 	// processed (continues).
@@ -355,6 +358,9 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 			break
 		}
 		pos := entryPos(e.ID)
+		if p.received != nil && !p.received.Load() {
+			p.received.Store(true)
+		}
 		if ce := p.log.Check(zap.DebugLevel, "entry received"); ce != nil {
 			ce.Write(zap.Stringer("id", e.ID), zap.Int32("messages", e.NumMessages), zap.Uint32("redeliveries", e.RedeliveryCount), zap.Bool("active", active.Load()))
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -52,6 +53,8 @@ type worker struct {
 	topic  string
 	cancel context.CancelFunc
 	done   chan struct{}
+	// received is set by the replicator on each entry or message read.
+	received atomic.Bool
 }
 
 func (p *pair) run(ctx context.Context, discoveredOnce func()) {
@@ -177,6 +180,7 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 	if p.rep.Path() == config.DataPathEntries {
 		p.log.Info("replicating partition", zap.String("partition", partitionTopic), zap.String("data_path", config.DataPathEntries))
 		pt := p.entryPartition(partitionTopic)
+		pt.received = &w.received
 		if pt.sync = p.newSync(ctx, partitionTopic, topic); pt.sync != nil {
 			pt.sync.signedCopies = true
 		}
@@ -204,6 +208,7 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 		m:           p.m, log: p.log.With(zap.String("partition", partitionTopic)),
 		drainTimeout: 4 * time.Second,
 	}
+	pt.received = &w.received
 	pt.sync = p.newSync(ctx, partitionTopic, topic)
 	p.log.Info("replicating partition", zap.String("partition", partitionTopic))
 	go func() {
@@ -292,6 +297,7 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *partitionLayout) *s
 		log:            p.log.With(zap.String("partition", partitionTopic)),
 		applyNow:       make(chan struct{}, 1),
 		relearn:        make(chan struct{}, 1),
+		wake:           make(chan struct{}, 1),
 		applied:        p.applied,
 		cursorsAtStart: cursors,
 		layoutAtStart:  layout,

@@ -70,6 +70,8 @@ type partition struct {
 	sync *subSync
 	// linkUp is true while a producer to the remote is open.
 	linkUp atomic.Bool
+	// received: see entryPartition.received.
+	received *atomic.Bool
 	// closing is closed when the last producer has finished closing. A new
 	// producer waits for it: an abandoned producer that reconnected later
 	// could otherwise write old messages after the new one's.
@@ -293,6 +295,9 @@ func (p *partition) session(ctx context.Context) (bool, error) {
 				cancel(fmt.Errorf("receive: %w", err))
 			}
 			break
+		}
+		if p.received != nil && !p.received.Load() {
+			p.received.Store(true)
 		}
 		pos := positionOf(msg.ID())
 		if received && pos.Compare(last) <= 0 {

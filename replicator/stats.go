@@ -135,13 +135,16 @@ func (p *pair) status(ctx context.Context) ([]PairStatus, error) {
 }
 
 // refreshStats sets the backlog and oldest-age gauges of topics, the
-// entry's topics as discovery just listed them. A
-// topic that was caught up at its last refresh (no backlog, every cursor
-// connected) is asked again only after quietRefreshes refresh rounds (a
-// minute with the default discovery interval): one stats request per topic
-// every 10 s was most of the CPU of an idle sidecar with 1,000 topics
-// (e2e/bench, scale run). So a backlog that starts to grow on a quiet
-// topic shows within that minute; on any other, at the next round.
+// entry's topics as discovery just listed them. A topic that was caught
+// up at its last refresh (no backlog, every cursor connected) is asked
+// again at the next round after one of its cursors read something, and
+// otherwise only after quietRefresh: one stats request per topic every
+// 10 s was most of the CPU of an idle sidecar with 1,000 topics, and one
+// a minute still 16.7 admin requests a second (e2e/bench, scale rows).
+// A backlog can only grow on a quiet topic by new messages, which its
+// cursors read (the stats are then asked for at the next round), unless
+// a cursor lost its consumer meanwhile (then shown within quietRefresh;
+// connected_partitions shows it at once).
 func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 	now := time.Now()
 	// A topic gone from the namespace (deleted, or no longer matching)
@@ -160,7 +163,7 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 		}
 	}
 	for _, t := range topics {
-		if at, ok := p.quiet[t.name]; ok && now.Sub(at) < quietRefreshes*min(p.interval, statsInterval) {
+		if at, ok := p.quiet[t.name]; ok && now.Sub(at) < quietRefresh && !p.received(t) {
 			continue
 		}
 		st, err := inspect(ctx, p.local.Admin, t, p.subscription, now)
@@ -181,8 +184,21 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 	}
 }
 
-// quietRefreshes is how many refresh rounds a caught-up topic skips.
-const quietRefreshes = 6
+// quietRefresh is how often the stats of a caught-up topic whose cursors
+// read nothing are asked for.
+const quietRefresh = 5 * time.Minute
+
+// received reports whether a cursor of t read anything since the last
+// call, and clears that.
+func (p *pair) received(t topicInfo) bool {
+	got := false
+	for _, pt := range t.partitionNames() {
+		if w, ok := p.running[pt]; ok && w.received.Swap(false) {
+			got = true
+		}
+	}
+	return got
+}
 
 // subStatus compares the tracked subscriptions' backlogs on both sides.
 func (p *pair) subStatus(ctx context.Context, t topicInfo) []SubStatus {

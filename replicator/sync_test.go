@@ -1153,6 +1153,40 @@ func TestSyncCreatesMissingRemoteSubscription(t *testing.T) {
 // idleFollow; data or a new snapshot brings the pace back; a subscription
 // behind the newest snapshot is polled with a backoff up to behindFollow,
 // and like an idle one once it has not moved for staleBehind.
+// An idle partition's sync sleeps until its next follow instead of
+// ticking; data (or a marker) wakes it at once.
+func TestIdleSyncWakesOnData(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSyncRig(t, rigConfig{})
+		r.local.setMD("billing", pos(3, 10))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); r.s.run(ctx, func() bool { return true }) }()
+		wait := func(d time.Duration) { time.Sleep(d); synctest.Wait() }
+
+		// Idle: run sleeps until the next follow (no request without data).
+		wait(2 * time.Minute)
+		if !r.s.sleeping.Load() {
+			t.Fatal("idle for 2 minutes, run not asleep")
+		}
+		if got := kindsOf(r.sink.take()); len(got) != 0 {
+			t.Fatalf("idle: markers written %v, want none", got)
+		}
+		// Data pokes it awake: the request goes out within a tick.
+		r.s.dataAt(ctx, pos(3, 11), "", marker.Position{})
+		wait(r.s.interval / 2)
+		if got := kindsOf(r.sink.take()); !slices.Contains(got, marker.KindSnapshotRequest) {
+			t.Errorf("after data: markers written %v, want a snapshot request", got)
+		}
+		// While the request is pending, run ticks (it must time out).
+		if r.s.sleeping.Load() {
+			t.Error("a request pending, run asleep")
+		}
+		cancel()
+		<-done
+	})
+}
+
 func TestFollowPacing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
@@ -1217,6 +1251,57 @@ func TestFollowPacing(t *testing.T) {
 		wait(10 * time.Minute)
 		if n := calls() - before; n < 1 || n > 3 {
 			t.Errorf("behind and not moving for 10 more minutes: %d calls, want about one per idleFollow (1 to 3)", n)
+		}
+		cancel()
+		<-done
+	})
+}
+
+// An idle follow that finds nothing moved reads no backlogs: the lag
+// gauges stand until something moves or lagRefresh passes; a subscription
+// missing on the remote, or data, makes the next follow read them again.
+func TestIdleFollowSkipsLag(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSyncRig(t, rigConfig{})
+		r.local.setMD("billing", pos(3, 10))
+		r.local.mu.Lock()
+		r.local.backlog = map[string]int64{"billing": 0}
+		r.local.mu.Unlock()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); r.s.run(ctx, func() bool { return true }) }()
+		lagCalls := func() int {
+			r.local.mu.Lock()
+			defer r.local.mu.Unlock()
+			return r.local.lagCalls
+		}
+		wait := func(d time.Duration) { time.Sleep(d); synctest.Wait() }
+
+		// Missing on the remote: every follow reads the backlogs.
+		wait(time.Second)
+		wait(idleFollow + time.Second)
+		if got := lagCalls(); got != 2 {
+			t.Fatalf("missing on the remote, two follows: %d backlog reads, want 2", got)
+		}
+		r.remote.mu.Lock()
+		r.remote.backlog = map[string]int64{"billing": 0}
+		r.remote.mu.Unlock()
+		wait(idleFollow)
+		if got := lagCalls(); got != 3 {
+			t.Fatalf("found on the remote: %d backlog reads, want 3", got)
+		}
+		wait(3 * idleFollow)
+		if got := lagCalls(); got != 3 {
+			t.Errorf("idle, nothing moved for 3 follows: %d backlog reads, want still 3", got)
+		}
+		r.s.dataAt(ctx, pos(3, 11), "", marker.Position{})
+		wait(idleFollow)
+		if got := lagCalls(); got != 4 {
+			t.Errorf("data, then a follow: %d backlog reads, want 4", got)
+		}
+		wait(lagRefresh + idleFollow)
+		if got := lagCalls(); got < 5 {
+			t.Errorf("after lagRefresh: %d backlog reads, want at least 5", got)
 		}
 		cancel()
 		<-done

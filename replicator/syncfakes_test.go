@@ -318,6 +318,7 @@ func newSyncRig(t *testing.T, rc rigConfig) *syncRig {
 		m:              r.m,
 		log:            zaptest.NewLogger(t),
 		applyNow:       make(chan struct{}, 1),
+		wake:           make(chan struct{}, 1),
 		applied:        r.applied,
 		cursorsAtStart: slices.Clone(rc.cursors),
 	}

@@ -51,8 +51,16 @@ func (w *markerWriter) write(ctx context.Context, mk marker.Marker) error {
 			// One marker per entry: the entry pipe and a broker entry
 			// filter see the marker's properties in the entry's metadata
 			// without unpacking a batch.
+			//
+			// pulsar-client-go gives every producer a batch-flush ticker
+			// (10 ms by default, batching or not) and a partition
+			// discovery ticker (1 min): with a producer per partition and
+			// direction, 1,000 idle partitions woke the process 200,000
+			// times a second. Neither has work here (no batches; the
+			// topic is one partition), so both are stretched to an hour.
 			return w.client.CreateProducer(pulsar.ProducerOptions{Topic: w.topic, Name: w.name,
-				DisableBatching: true, SendTimeout: 30 * time.Second})
+				DisableBatching: true, SendTimeout: 30 * time.Second,
+				BatchingMaxPublishDelay: time.Hour, PartitionsAutoDiscoveryInterval: time.Hour})
 		}, func(p pulsar.Producer) { p.Close() })
 		if err != nil {
 			w.mu.Unlock()

@@ -298,6 +298,14 @@ func (m *Machine) Fresh() bool {
 	return m.cfg.Fresh
 }
 
+// Idle reports whether Tick has nothing to do until Data or a marker comes:
+// no request is pending and no data came since the last one.
+func (m *Machine) Idle() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pending == nil && !m.dataSince
+}
+
 // Newest returns the cached snapshot with the furthest Local position.
 func (m *Machine) Newest() (Snapshot, bool) {
 	m.mu.Lock()
