@@ -100,10 +100,12 @@ func (e *wireEndpoints) healthGauge() prometheus.Gauge {
 }
 
 // healthyTarget is the producer as the entry pipe sees it: its link's
-// state goes to the partition's linkHealth until Close.
+// state goes to the partition's linkHealth and to the entry pipe's
+// onLink until Close.
 type healthyTarget struct {
 	*wire.Producer
 	h      *linkHealth
+	onLink func(up bool) // nil: none
 	mu     sync.Mutex
 	closed bool
 }
@@ -113,6 +115,9 @@ func (t *healthyTarget) linkChanged(up bool) {
 	defer t.mu.Unlock()
 	if !t.closed {
 		t.h.update(func(h *linkHealth) { h.prodDown = !up })
+		if t.onLink != nil {
+			t.onLink(up)
+		}
 	}
 }
 
@@ -176,13 +181,13 @@ func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (en
 	return src, nil
 }
 
-func (e *wireEndpoints) openProducer(ctx context.Context) (entryTarget, error) {
+func (e *wireEndpoints) openProducer(ctx context.Context, onLink func(up bool)) (entryTarget, error) {
 	c, err := e.remote.wireClient()
 	if err != nil {
 		return nil, err
 	}
 	e.health.update(func(h *linkHealth) { h.gauge = e.healthGauge() })
-	dst := &healthyTarget{h: &e.health}
+	dst := &healthyTarget{h: &e.health, onLink: onLink}
 	p, err := wire.CreateProducer(ctx, c, wire.ProducerOptions{
 		Topic: e.topic, Name: e.producerName, MaxPending: e.maxPending, Logger: e.log,
 		OnLinkChange: dst.linkChanged,
@@ -195,6 +200,29 @@ func (e *wireEndpoints) openProducer(ctx context.Context) (entryTarget, error) {
 	// Counted by the entry pipe from here; the link's state decides.
 	e.health.update(func(h *linkHealth) { h.open = true })
 	return dst, nil
+}
+
+// reachTarget looks the partition up on the remote afresh (not from the
+// lookup cache) and connects to the broker named: both must answer. A
+// pooled connection to that broker counts only while it is not silent.
+func (e *wireEndpoints) reachTarget(ctx context.Context) error {
+	c, err := e.remote.wireClient()
+	if err != nil {
+		return err
+	}
+	c.ForgetLookup(e.topic)
+	b, err := c.Lookup(ctx, e.topic)
+	if err != nil {
+		return err
+	}
+	conn, err := c.Conn(ctx, b)
+	if err != nil {
+		return err
+	}
+	if conn.Silent() {
+		return fmt.Errorf("connection to %s is silent", b.Logical)
+	}
+	return nil
 }
 
 // copiedSince reads the remote partition back in windows over the binary

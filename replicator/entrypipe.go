@@ -57,7 +57,15 @@ type entryTarget interface {
 // pipe; copiedSince is the same proof as on the message path.
 type entryEndpoints interface {
 	openCursor(ctx context.Context, onActive func(active bool)) (entrySource, error)
-	openProducer(ctx context.Context) (entryTarget, error)
+	// openProducer opens the producer; onLink is told, from the
+	// producer's goroutine and without blocking, when its link to the
+	// remote is up (created, connection speaking) and when it is down
+	// (reconnecting, or its connection silent), until Close.
+	openProducer(ctx context.Context, onLink func(up bool)) (entryTarget, error)
+	// reachTarget asks the remote whether it answers from here (a fresh
+	// lookup of the partition and a connection to its broker): nil when
+	// it does. A stepped-down partition resubscribes only after that.
+	reachTarget(ctx context.Context) error
 	copiedSince(ctx context.Context, from marker.Position) (copySet, error)
 	// targetSchema returns the remote's version of the schema the local
 	// partition knows as version (fetched here, registered there with
@@ -238,6 +246,10 @@ type entryPartition struct {
 	m             *Metrics
 	log           *zap.Logger
 	drainTimeout  time.Duration
+	// stepDownAfter is how long an active session may go without a
+	// working link to the remote before it steps down (see
+	// stepDownAfter); 0: never.
+	stepDownAfter time.Duration
 
 	// closing is closed when the last producer has finished closing; a
 	// new producer waits for it (see partition.closing).
@@ -256,6 +268,9 @@ type entryPartition struct {
 	// processed (continues).
 	lastSeen marker.Position
 	hasSeen  bool
+	// steppedDown is when the last session stepped down (zero: it did
+	// not): the next one waits until the remote answers (awaitTarget).
+	steppedDown time.Time
 }
 
 // continues reports whether pos, the next entry the sync sees, follows
@@ -293,8 +308,16 @@ func isDuplicate(r wire.Receipt) bool {
 }
 
 func (p *entryPartition) session(ctx context.Context) (bool, error) {
+	if !p.steppedDown.IsZero() {
+		if !p.awaitTarget(ctx) {
+			return false, nil
+		}
+		p.steppedDown = time.Time{}
+	}
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	down := &stepDown{after: p.stepDownAfter, fire: func() { cancel(errSteppedDown) }}
+	defer down.stop()
 
 	var active, holding atomic.Bool
 	active.Store(true)
@@ -327,6 +350,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 		}
 		d := dst
 		dst = nil
+		down.disarm()
 		holding.Store(false)
 		p.linkUp.Store(false)
 		p.m.Connected.WithLabelValues(pair...).Dec()
@@ -417,7 +441,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 					break
 				}
 			}
-			if dst, err = p.ends.openProducer(sctx); err != nil {
+			if dst, err = p.openTarget(sctx, down, &active); err != nil {
 				cancel(fmt.Errorf("open producer: %w", err))
 				break
 			}
@@ -496,7 +520,202 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 	if ctx.Err() != nil {
 		return progress.Load(), nil
 	}
-	return progress.Load(), context.Cause(sctx)
+	cause := context.Cause(sctx)
+	if errors.Is(cause, errSteppedDown) {
+		p.steppedDown = time.Now()
+		p.m.Links.StepDowns.WithLabelValues(p.remote).Inc()
+		p.log.Warn("remote unreachable from this instance: stepped down (cursor closed, another instance's becomes active); resubscribing once the remote answers",
+			zap.String("remote", p.remote), zap.Duration("without_link", down.downFor().Round(time.Millisecond)),
+			zap.Duration("step_down_after", p.stepDownAfter), zap.NamedError("last_error", down.lastError()))
+	}
+	return progress.Load(), cause
+}
+
+// stepDownAfter is how long an active cursor may go without a working
+// link to the remote (its producer cannot be opened, or stays
+// reconnecting or silent) before the session steps down: twice the
+// remote's keep_alive. The wire client already takes up to 1.125
+// keep_alive to notice a half-open link and then reconnects within
+// seconds (backoff up to 5 s, a 10 s handshake timeout), so a link that
+// blips, a broker restart or a topic moving between brokers is over well
+// inside the bound and never moves the partition (a takeover costs a
+// read-back and the broker's failover delay); a link that stays cut is
+// handed to another instance within about one more keep_alive.
+func stepDownAfter(keepAlive time.Duration) time.Duration { return 2 * keepAlive }
+
+// errSteppedDown ends a session whose remote had no working link for
+// stepDownAfter: its cursor is closed so that the broker makes another
+// instance's consumer active (one that may reach the remote), and the
+// partition subscribes again only once the remote answers (awaitTarget).
+// With no other instance nothing moves meanwhile; the backlog waits on
+// the cursor.
+var errSteppedDown = errors.New("remote unreachable: stepped down")
+
+// openTarget opens the producer. An attempt that fails without an answer
+// from the remote (no connection, no reply in time) is tried again in
+// the session, with the cursor kept, until the step-down fires: ending
+// the session instead would close and reopen the cursor at each attempt,
+// flipping the partition between this instance and a standby that could
+// copy it. A broker's refusal ends the session as before.
+func (p *entryPartition) openTarget(ctx context.Context, down *stepDown, active *atomic.Bool) (entryTarget, error) {
+	down.arm()
+	bo := newBackoff(200*time.Millisecond, 5*time.Second)
+	var last string
+	for {
+		dst, err := p.ends.openProducer(ctx, down.link)
+		if err == nil {
+			return dst, nil
+		}
+		down.note(err)
+		var be *wire.BrokerError
+		if ctx.Err() != nil || p.stepDownAfter <= 0 || errors.As(err, &be) || !wire.IsRetryable(err) {
+			return nil, err
+		}
+		if !active.Load() {
+			return nil, errStandby
+		}
+		if msg := err.Error(); msg != last {
+			p.log.Warn("cannot open the producer on the remote, retrying", zap.String("remote", p.remote), zap.Error(err))
+			last = msg
+		}
+		if !sleep(ctx, bo.next()) {
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// awaitTarget waits, after a step-down, until the remote answers
+// (reachTarget), asking with capped backoff; it reports false when ctx
+// ended first. Each question is bounded by half the step-down bound, so
+// that a blackholed link does not hold one for the client's 30 s.
+func (p *entryPartition) awaitTarget(ctx context.Context) bool {
+	bo := newBackoff(500*time.Millisecond, 5*time.Second)
+	var last string
+	for ctx.Err() == nil {
+		qctx, cancel := context.WithTimeout(ctx, max(p.stepDownAfter/2, time.Second))
+		err := p.ends.reachTarget(qctx)
+		cancel()
+		if err == nil {
+			p.log.Info("remote reachable again: resubscribing",
+				zap.String("remote", p.remote), zap.Duration("stepped_down_for", time.Since(p.steppedDown).Round(time.Millisecond)))
+			return true
+		}
+		if msg := err.Error(); msg != last && ctx.Err() == nil {
+			p.log.Debug("remote still unreachable", zap.String("remote", p.remote), zap.Error(err))
+			last = msg
+		}
+		sleep(ctx, bo.next())
+	}
+	return false
+}
+
+// stepDown ends an active session (fire) once its remote has had no
+// working link for after: from the first attempt to open the producer
+// until the producer reports its link up, and from each report of the
+// link going down until the next of it coming up. It watches only while
+// armed (the session holds or opens a producer): a standby has nothing
+// to step down from, and a closing producer's last reports are ignored.
+// Safe for concurrent use: link runs on the producer's goroutine.
+type stepDown struct {
+	after time.Duration // 0: never fire
+	fire  func()
+
+	mu      sync.Mutex
+	armed   bool
+	stopped bool
+	since   time.Time // no working link since; zero: a working link
+	timer   *time.Timer
+	lastErr error
+	downed  time.Duration // how long the link had been down when fired
+}
+
+// arm starts watching a producer being opened: there is no working link
+// until it reports one.
+func (s *stepDown) arm() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed = true
+	s.lostLocked()
+}
+
+// link is the producer's onLink.
+func (s *stepDown) link(up bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.armed {
+		return
+	}
+	if up {
+		s.since, s.lastErr = time.Time{}, nil
+		s.stopTimer()
+		return
+	}
+	s.lostLocked()
+}
+
+func (s *stepDown) lostLocked() {
+	if s.stopped || s.after <= 0 {
+		return
+	}
+	if s.since.IsZero() {
+		s.since = time.Now()
+	}
+	if s.timer == nil {
+		since := s.since
+		s.timer = time.AfterFunc(time.Until(since.Add(s.after)), func() {
+			s.mu.Lock()
+			if s.stopped || !s.armed || s.since != since {
+				s.mu.Unlock()
+				return
+			}
+			s.downed = time.Since(since)
+			s.mu.Unlock()
+			s.fire()
+		})
+	}
+}
+
+func (s *stepDown) stopTimer() {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+}
+
+// note keeps err as the latest reason the link is not working.
+func (s *stepDown) note(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastErr = err
+}
+
+// disarm stops watching: the producer is being closed.
+func (s *stepDown) disarm() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed, s.since = false, time.Time{}
+	s.stopTimer()
+}
+
+// stop ends the watch for good (the session is over).
+func (s *stepDown) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	s.stopTimer()
+}
+
+// downFor is how long the link had been down when the step-down fired.
+func (s *stepDown) downFor() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.downed
+}
+
+func (s *stepDown) lastError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastErr
 }
 
 // acker acknowledges entries in send order as the remote confirms them,

@@ -53,6 +53,16 @@ type fakeEntryWorld struct {
 	// window, when set, makes Send wait while that many entries are
 	// unconfirmed, as the wire producer's MaxPending does.
 	window int
+	// The link to the remote. unreachable, when set, fails openProducer
+	// and reachTarget (probes counts the latter). cut strands what is
+	// sent: no receipt until the producer closes, then ErrClosed; with
+	// cutStores the remote keeps it all the same (the receipt was lost).
+	unreachable error
+	probes      int
+	cut         bool
+	cutStores   bool
+	onLink      func(bool) // the latest producer's
+	latest      *fakeEntryTarget
 }
 
 // Raw MessageMetadata fields the builder does not write.
@@ -131,12 +141,18 @@ func (w *fakeEntryWorld) rewind() {
 	w.changed = make(chan struct{})
 }
 
-func (w *fakeEntryWorld) openProducer(context.Context) (entryTarget, error) {
+func (w *fakeEntryWorld) openProducer(_ context.Context, onLink func(bool)) (entryTarget, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.unreachable != nil {
+		return nil, w.unreachable
+	}
+	w.onLink = onLink
+	onLink(true) // as the wire producer does once created
 	w.opens++
 	w.sent = append(w.sent, nil)
 	t := &fakeEntryTarget{w: w, idx: len(w.sent) - 1, last: w.lastSeq, queue: make(chan func(), 4096)}
+	w.latest = t
 	if w.window > 0 {
 		t.slots = make(chan struct{}, w.window)
 	}
@@ -149,11 +165,47 @@ func (w *fakeEntryWorld) openProducer(context.Context) (entryTarget, error) {
 	return t, nil
 }
 
+func (w *fakeEntryWorld) reachTarget(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.probes++
+	return w.unreachable
+}
+
+// heal ends the link's faults. The latest producer, if still open,
+// resends what it sent into the cut, in order, and has it confirmed, as
+// the wire producer does once reconnected.
+func (w *fakeEntryWorld) heal() {
+	w.mu.Lock()
+	w.cut, w.unreachable = false, nil
+	t := w.latest
+	var stranded []strandedSend
+	if t != nil && !t.shut {
+		stranded, t.stranded = t.stranded, nil
+	}
+	for _, st := range stranded {
+		w.remote = append(w.remote, st.name)
+		r := wire.Receipt{MessageID: wire.EntryID(500, uint64(len(w.remote)))}
+		t.pending.Add(1)
+		t.queue <- func() { st.done(r, nil) }
+	}
+	w.mu.Unlock()
+}
+
+// link tells the latest producer's onLink, as its link goes down or up.
+func (w *fakeEntryWorld) link(up bool) {
+	w.mu.Lock()
+	f := w.onLink
+	w.mu.Unlock()
+	f(up)
+}
+
 func (w *fakeEntryWorld) copiedSince(_ context.Context, from marker.Position) (copySet, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := copySet{}
-	all := maps.Clone(w.copied)
+	all := copySet{}
+	maps.Copy(all, w.copied)
 	for _, n := range w.remote {
 		var e int64
 		fmt.Sscanf(n, "e%d", &e)
@@ -248,6 +300,14 @@ type fakeEntryTarget struct {
 	queue   chan func()
 	closed  sync.Once
 	slots   chan struct{} // the window; nil: none
+	// stranded are the sends into a cut link, in order (w.mu).
+	stranded []strandedSend
+	shut     bool // Close was called (w.mu)
+}
+
+type strandedSend struct {
+	name string
+	done func(wire.Receipt, error)
 }
 
 func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func(wire.Receipt, error)) error {
@@ -288,6 +348,14 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 	w.seqs = append(w.seqs, out.SequenceID)
 	w.schemaSent = append(w.schemaSent, md.SchemaVersion)
 	w.sent[t.idx] = append(w.sent[t.idx], name)
+	if w.cut {
+		if w.cutStores {
+			w.remote = append(w.remote, name)
+		}
+		t.stranded = append(t.stranded, strandedSend{name, done})
+		w.mu.Unlock()
+		return nil
+	}
 	var dup bool
 	var rerr error
 	if w.receipt != nil {
@@ -315,6 +383,14 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 func (t *fakeEntryTarget) LastSequenceID() int64           { return t.last }
 func (t *fakeEntryTarget) Flush(ctx context.Context) error { t.pending.Wait(); return nil }
 func (t *fakeEntryTarget) Close() error {
+	t.w.mu.Lock()
+	stranded := t.stranded
+	t.stranded, t.shut = nil, true
+	t.w.mu.Unlock()
+	for _, st := range stranded {
+		t.pending.Add(1)
+		t.queue <- func() { st.done(wire.Receipt{}, wire.ErrClosed) }
+	}
 	t.pending.Wait()
 	t.closed.Do(func() { close(t.queue) })
 	return nil
@@ -783,6 +859,116 @@ func TestEntryPipeTakeoverRelearns(t *testing.T) {
 				}
 				if unknown := len(rig.s.machine.Unknown()) > 0; unknown != tt.relearn {
 					t.Errorf("watermarks unknown = %v, want %v", unknown, tt.relearn)
+				}
+			})
+		})
+	}
+}
+
+// An active instance whose remote has no working link for the bound
+// steps down: it closes its cursor (the broker makes another instance's
+// active), does not subscribe again while the remote does not answer,
+// and subscribes again once it does. Alone, it loses nothing: the
+// entries wait on the cursor, and what reached the remote unconfirmed is
+// read back, not sent twice. A link back within the bound moves nothing.
+func TestEntryPipeStepsDown(t *testing.T) {
+	const bound = 20 * time.Second
+	refused := &wire.ConnError{Addr: "west:6650", Err: errors.New("connection refused")}
+	tests := []struct {
+		name string
+		// fromStart: the remote is unreachable before the producer
+		// opens (it cannot be opened); else its link goes down after
+		// e0..e2 were copied and e3..e5 are sent into the cut.
+		fromStart bool
+		cutStores bool          // e3..e5 reach the remote, their receipts do not
+		downFor   time.Duration // the fault lasts this long
+		stepsDown bool
+	}{
+		{name: "link down past the bound", downFor: 10 * time.Minute, stepsDown: true},
+		{name: "link down past the bound, sends landed unconfirmed", cutStores: true, downFor: 10 * time.Minute, stepsDown: true},
+		{name: "producer cannot be opened past the bound", fromStart: true, downFor: 10 * time.Minute, stepsDown: true},
+		{name: "link back within the bound", downFor: bound - 5*time.Second, stepsDown: false},
+		{name: "producer opens within the bound", fromStart: true, downFor: bound - 5*time.Second, stepsDown: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newFakeEntryWorld()
+				w.add(3, nil)
+				if tt.fromStart {
+					w.unreachable = refused
+				}
+				p := newTestEntryPartition(t, w)
+				p.stepDownAfter = bound
+				stop := runEntryPartition(t, p)
+				defer stop()
+				if !tt.fromStart {
+					waitFor(t, "e0..e2 acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 3 })
+					w.mu.Lock()
+					w.cut, w.cutStores, w.unreachable = true, tt.cutStores, refused
+					w.mu.Unlock()
+					w.link(false)
+				}
+				start := time.Now()
+				w.add(3, nil) // e3..e5
+				sources := func() (n int, firstClosed bool, probes int) {
+					w.mu.Lock()
+					defer w.mu.Unlock()
+					select {
+					case <-w.sources[0].closed:
+						firstClosed = true
+					default:
+					}
+					return len(w.sources), firstClosed, w.probes
+				}
+				steps := func() float64 { return counter(p.m.Links.StepDowns, "west") }
+
+				// Just inside the bound, or at the fault's end if sooner:
+				// still active, still subscribed.
+				time.Sleep(min(bound-time.Second, tt.downFor))
+				synctest.Wait()
+				if n, closed, _ := sources(); n != 1 || closed || steps() != 0 {
+					t.Fatalf("%s into the fault: %d cursors opened, the first closed = %v, step-downs %v; want the one cursor kept",
+						time.Since(start), n, closed, steps())
+				}
+				if tt.stepsDown {
+					time.Sleep(2 * time.Second)
+					synctest.Wait()
+					if n, closed, _ := sources(); n != 1 || !closed || steps() != 1 {
+						t.Fatalf("past the bound: %d cursors opened, the first closed = %v, step-downs %v; want the cursor closed, once",
+							n, closed, steps())
+					}
+				}
+				time.Sleep(time.Until(start.Add(tt.downFor)))
+				synctest.Wait()
+				n, _, probes := sources()
+				if n != 1 {
+					t.Errorf("%d cursors opened while the remote was unreachable, want 1 (no resubscribe before it answers)", n)
+				}
+				if tt.stepsDown && probes < 2 {
+					t.Errorf("the remote was asked %d times in %s whether it answers, want it asked again and again", probes, tt.downFor)
+				}
+				w.heal()
+				if !tt.fromStart && !tt.stepsDown {
+					w.link(true)
+				}
+				if !tt.stepsDown {
+					time.Sleep(10 * time.Minute) // long past the bound
+				}
+				waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 6 })
+				n, _, _ = sources()
+				if want := map[bool]int{true: 2, false: 1}[tt.stepsDown]; n != want {
+					t.Errorf("%d cursors opened in all, want %d", n, want)
+				}
+				if got, want := steps(), map[bool]float64{true: 1, false: 0}[tt.stepsDown]; got != want {
+					t.Errorf("step-downs = %v, want %v", got, want)
+				}
+				_, remote, _ := w.snapshot()
+				if want := []string{"e0", "e1", "e2", "e3", "e4", "e5"}; !slices.Equal(remote, want) {
+					t.Errorf("remote holds %v, want %v: each once, in order", remote, want)
+				}
+				for _, v := range w.violations {
+					t.Error(v)
 				}
 			})
 		})

@@ -23,6 +23,11 @@ type LinkMetrics struct {
 	// Reconnects counts producers and consumers that lost their session
 	// and reconnect, by kind and cause (wire.Cause*).
 	Reconnects *prometheus.CounterVec
+	// StepDowns counts active cursors of the entry pipe closed because
+	// the target cluster had no working link from this instance for
+	// twice its keep_alive (stepDownAfter), so that another instance
+	// takes the partition over. Labelled by the target cluster.
+	StepDowns *prometheus.CounterVec
 
 	unconfirmed *unconfirmedAges
 }
@@ -39,6 +44,9 @@ func newLinkMetrics() *LinkMetrics {
 		Reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 			Name: "link_reconnects_total", Help: "Producers and consumers on a cluster that lost their session and reconnect, by kind (producer, consumer) and cause (connection-lost, broker-closed, restart)."},
 			[]string{"cluster", "kind", "cause"}),
+		StepDowns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+			Name: "link_stepdowns_total", Help: "Partitions whose active cursor this instance closed because the target cluster had no working link from here for twice its keep_alive, so that another instance takes them over; each resubscribes once the cluster answers."},
+			[]string{"cluster"}),
 		unconfirmed: &unconfirmedAges{desc: prometheus.NewDesc(ns+"_link_unconfirmed_age_seconds",
 			"How long the oldest entry sent to a cluster has waited for its confirmation (0 when none): grows while the link is cut or half-open, whatever reconnects happen meanwhile.",
 			[]string{"cluster"}, nil)},
@@ -51,6 +59,7 @@ func (l *LinkMetrics) Describe(ch chan<- *prometheus.Desc) {
 	l.KeepAliveTimeouts.Describe(ch)
 	l.ConnectionsLost.Describe(ch)
 	l.Reconnects.Describe(ch)
+	l.StepDowns.Describe(ch)
 	l.unconfirmed.Describe(ch)
 }
 
@@ -58,6 +67,7 @@ func (l *LinkMetrics) Collect(ch chan<- prometheus.Metric) {
 	l.KeepAliveTimeouts.Collect(ch)
 	l.ConnectionsLost.Collect(ch)
 	l.Reconnects.Collect(ch)
+	l.StepDowns.Collect(ch)
 	l.unconfirmed.Collect(ch)
 }
 

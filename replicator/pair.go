@@ -238,6 +238,7 @@ func (p *pair) entryPartition(partitionTopic string) *entryPartition {
 		budget: p.budget, maxPending: p.maxPending, skipRefused: p.rep.OnRefused == config.OnRefusedSkip,
 		msgRate: p.msgRate, byteRate: p.byteRate,
 		m: p.m, log: log, drainTimeout: entryDrainTimeout,
+		stepDownAfter: stepDownAfter(p.remote.cluster.KeepAlive.Duration),
 	}
 }
 
