@@ -75,8 +75,9 @@ func (c *Config) validateSidecar(p *problems) {
 		p.add("sidecar.cursor_prefix", "missing")
 	case !reNamePart.MatchString(s.CursorPrefix):
 		p.add("sidecar.cursor_prefix", "%q may only contain letters, digits, '_', '-' and '.'", s.CursorPrefix)
-	case IsPulsarCursor(s.CursorPrefix):
-		p.add("sidecar.cursor_prefix", "%q starts with %q, which Pulsar reserves for its own cursors", s.CursorPrefix, PulsarCursorPrefix)
+	case IsPulsarCursor(s.OwnCursorPrefix()):
+		// "pulsar" alone would name the cursors "pulsar.<remote>".
+		p.add("sidecar.cursor_prefix", "%q makes cursors start with %q, which Pulsar reserves for its own", s.CursorPrefix, PulsarCursorPrefix)
 	}
 
 	if s.MarkerKeyFile != "" && s.MarkerKeyEnv != "" {
