@@ -508,7 +508,10 @@ func (s *subSync) follow(ctx context.Context) error {
 			if last, ok := f.mds[name]; !ok || last != md {
 				changed = true
 			}
-			if hasNewest && md.Compare(newest.Local) < 0 {
+			// A subscription still where a remote's update put it has no
+			// consumer moving it here (a standby region's copy): it is
+			// followed like an idle one, not polled for a move.
+			if hasNewest && md.Compare(newest.Local) < 0 && !s.movedByUpdate(name, md) {
 				f.behind = true
 			}
 		}
@@ -530,7 +533,7 @@ func (s *subSync) follow(ctx context.Context) error {
 		if !s.tracked(name) {
 			continue
 		}
-		if at, ok := s.applied.get(s.local, s.topic, name); ok && md.Compare(at) < 0 {
+		if s.movedByUpdate(name, md) {
 			// The position came from a remote's update, not from consumers
 			// here: echoing it back (or on to a third cluster) would chain
 			// snapshots of different pairs, whose positions do not compose,
@@ -564,6 +567,13 @@ func (s *subSync) follow(ctx context.Context) error {
 		return nil // the backlogs did not move here; the gauges stand
 	}
 	return s.lag(ctx)
+}
+
+// movedByUpdate reports whether sub's mark-delete position md is still
+// where an update from the remote put it (not moved by consumers here).
+func (s *subSync) movedByUpdate(sub string, md marker.Position) bool {
+	at, ok := s.applied.get(s.local, s.topic, sub)
+	return ok && md.Compare(at) < 0
 }
 
 // lag sets, per tracked subscription, how many messages the remote copy of

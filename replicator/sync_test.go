@@ -1307,3 +1307,40 @@ func TestIdleFollowSkipsLag(t *testing.T) {
 		<-done
 	})
 }
+
+// A subscription behind the newest snapshot that sits where a remote's
+// update put it has nobody consuming it here: it is followed every
+// idleFollow from the start, not polled for a move every behindFollow.
+func TestFollowPacingUpdatedCopy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSyncRig(t, rigConfig{})
+		r.local.setMD("billing", pos(3, 10))
+		r.applied.set("east", syncTopic, "billing", pos(3, 11))
+		r.s.machine.Marker(pos(3, 20), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
+			SnapshotID: "s1", Local: pos(3, 20), Remote: pos(7, 2), Time: time.Now().UnixMilli()})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); r.s.run(ctx, func() bool { return true }) }()
+		calls := func() int {
+			r.local.mu.Lock()
+			defer r.local.mu.Unlock()
+			return r.local.mdCalls
+		}
+		wait := func(d time.Duration) { time.Sleep(d); synctest.Wait() }
+
+		wait(4 * time.Minute)
+		if got := calls(); got != 1 {
+			t.Errorf("left where an update put it, 4 minutes: %d mark-delete calls, want 1", got)
+		}
+		// A consumer here moves it: polled again while behind.
+		r.local.setMD("billing", pos(3, 15))
+		wait(2 * time.Minute)
+		before := calls()
+		wait(2 * time.Minute)
+		if n := calls() - before; n < 3 {
+			t.Errorf("moved by a consumer here and behind: %d calls in 2 minutes, want a poll at least every behindFollow", n)
+		}
+		cancel()
+		<-done
+	})
+}
