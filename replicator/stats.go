@@ -186,7 +186,7 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 
 // quietRefresh is how often the stats of a caught-up topic whose cursors
 // read nothing are asked for.
-const quietRefresh = 5 * time.Minute
+const quietRefresh = 10 * time.Minute
 
 // received reports whether a cursor of t read anything since the last
 // call, and clears that.

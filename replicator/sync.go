@@ -94,7 +94,7 @@ type subSync struct {
 	sleeping atomic.Bool
 	// lagReported are the subscriptions whose lag the last follow set
 	// (run alone): one gone since has its series dropped.
-	lagReported map[string]bool
+	lagReported map[string]lagReading
 	// fl is when and why follow runs (followDue); used by run alone.
 	fl followState
 }
@@ -112,8 +112,7 @@ type followState struct {
 	mds      map[string]marker.Position
 	behind   bool // a tracked subscription had not passed the newest snapshot
 	// lagAt is when lag last read both sides' backlogs and found every
-	// tracked subscription on the remote, none with an age to report
-	// (zero: not yet, or not so).
+	// tracked subscription on the remote (zero: not yet, or not so).
 	lagAt time.Time
 }
 
@@ -135,7 +134,8 @@ const (
 	// lagRefresh is how often the lag gauges are read again when nothing
 	// moved on the partition (no data, no position, no snapshot): the two
 	// backlog calls of each idle follow were two thirds of its admin cost.
-	lagRefresh = 30 * time.Minute
+	// Only a consumer on the remote moving the copy goes unseen that long.
+	lagRefresh = time.Hour
 )
 
 // takeover tells the sync that the replicator resumed past messages it
@@ -564,7 +564,8 @@ func (s *subSync) follow(ctx context.Context) error {
 		s.machine.Prune(*slowest)
 	}
 	if !changed && !hadData && !f.lagAt.IsZero() && f.at.Sub(f.lagAt) < lagRefresh {
-		return nil // the backlogs did not move here; the gauges stand
+		s.lagAged() // the backlogs did not move here
+		return nil
 	}
 	return s.lag(ctx)
 }
@@ -589,13 +590,13 @@ func (s *subSync) lag(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("remote backlogs: %w", err)
 	}
-	reported, complete := map[string]bool{}, true
+	reported, complete := map[string]lagReading{}, true
 	defer func() {
 		if complete {
 			s.fl.lagAt = s.fl.at
 		}
 		for name := range s.lagReported {
-			if !reported[name] {
+			if _, ok := reported[name]; !ok {
 				s.m.dropSubLag(s.lagLabels(name), s.lagKey())
 			}
 		}
@@ -615,15 +616,33 @@ func (s *subSync) lag(ctx context.Context) error {
 			s.seenOnRemote = map[string]bool{}
 		}
 		s.seenOnRemote[name] = true
+		r := lagReading{entries: float64(subscription.Lag(lb, rb))}
 		age := 0.0
 		if snap, ok := s.sent[name]; ok && lb < rb {
-			age = time.Since(snap.Time).Seconds()
-			complete = false // the age gauge grows: keep reading it
+			age, r.aging = time.Since(snap.Time).Seconds(), true
 		}
-		s.m.setLag(s.lagLabels(name), s.lagKey(), float64(subscription.Lag(lb, rb)), age)
-		reported[name] = true
+		s.m.setLag(s.lagLabels(name), s.lagKey(), r.entries, age)
+		reported[name] = r
 	}
 	return nil
+}
+
+// lagReading is what lag last read for a subscription: the entries a
+// failover would deliver again, and whether the age of the snapshot
+// behind its copy counts (the copy trails).
+type lagReading struct {
+	entries float64
+	aging   bool
+}
+
+// lagAged moves the age gauges on without reading the backlogs (follow
+// found nothing moved): the entries stand, the snapshot only gets older.
+func (s *subSync) lagAged() {
+	for name, r := range s.lagReported {
+		if snap, ok := s.sent[name]; ok && r.aging {
+			s.m.setLag(s.lagLabels(name), s.lagKey(), r.entries, time.Since(snap.Time).Seconds())
+		}
+	}
 }
 
 // send writes one marker, remembering it for forwarding (outbox) first:
