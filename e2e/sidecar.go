@@ -103,6 +103,15 @@ func StartSidecarFor(t testing.TB, clusters []Cluster, replication string, args 
 // on listen.
 func StartSidecarFile(t testing.TB, cfg, listen string, args ...string) *Sidecar {
 	t.Helper()
+	s := launchSidecar(t, cfg, listen, args...)
+	s.awaitReady()
+	return s
+}
+
+// launchSidecar starts the process without waiting for it to be ready, so
+// that a test can start several at the same moment (awaitReady then).
+func launchSidecar(t testing.TB, cfg, listen string, args ...string) *Sidecar {
+	t.Helper()
 	if Binary == "" {
 		t.Fatal("e2e: Binary not built (TestMain calls BuildBinary)")
 	}
@@ -130,15 +139,22 @@ func StartSidecarFile(t testing.TB, cfg, listen string, args ...string) *Sidecar
 			}
 		}
 	})
+	return s
+}
+
+// awaitReady waits until the sidecar's /readyz answers.
+func (s *Sidecar) awaitReady() {
+	t := s.t
+	t.Helper()
 	Eventually(t, 60*time.Second, func() error {
 		select {
 		case err := <-s.done:
 			s.done <- err
-			b, _ := os.ReadFile(logPath)
+			b, _ := os.ReadFile(s.LogPath)
 			t.Fatalf("sidecar exited during start-up: %v\n%s", err, tail(b, 4096))
 		default:
 		}
-		resp, err := http.Get("http://" + listen + "/readyz")
+		resp, err := http.Get("http://" + s.Listen + "/readyz")
 		if err != nil {
 			return err
 		}
@@ -148,7 +164,6 @@ func StartSidecarFile(t testing.TB, cfg, listen string, args ...string) *Sidecar
 		}
 		return nil
 	})
-	return s
 }
 
 // Stop sends SIGTERM and waits (up to 15 s) for the exit; it returns how

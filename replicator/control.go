@@ -103,9 +103,10 @@ func (p pulsarControl) layout(ctx context.Context, topic string) (*partitionLayo
 // layoutOf reads a partition's layout from its internal stats. The
 // ledger being written reports its entries only in lastConfirmedEntry.
 func layoutOf(st utils.PersistentTopicInternalStats) *partitionLayout {
-	l := &partitionLayout{markDeletes: map[string]marker.Position{}}
+	l := &partitionLayout{markDeletes: map[string]marker.Position{}, writing: -1}
 	lac, hasLAC := parseEntry(st.LastConfirmedEntry)
 	for _, li := range st.Ledgers {
+		l.writing = li.LedgerID
 		n := li.Entries
 		if hasLAC && li.LedgerID == lac.Ledger {
 			n = max(n, lac.Entry+1)

@@ -274,17 +274,27 @@ type entryPartition struct {
 }
 
 // continues reports whether pos, the next entry the sync sees, follows
-// the entries it saw: the next entry of the same ledger, the first of a
-// later one, or one seen already (delivered again). For a sync that saw
-// nothing yet and assumes it reads the partition from its start
-// (snapshot.Config.Fresh), only a ledger's first entry does.
+// the entries it saw: the next entry of the same ledger, or one seen
+// already (delivered again). For a sync that saw nothing yet and assumes
+// it reads the partition from its start (snapshot.Config.Fresh), only the
+// partition's first entry at start does. The first entry of another
+// ledger does not: positions do not tell whether the ledger before ended
+// where this sync stopped reading, and when another instance read on to
+// its end and the topic was reloaded (a new ledger), a standby taking over
+// there answered requests with no watermark for the third origins the
+// other instance had seen (e2e TestHAStartTogetherAtLedgerStart lost them
+// on failover). A new ledger (at most one per 50,000 entries or 10
+// minutes by default, and at each topic load) costs a bounded re-read.
 func (p *entryPartition) continues(pos marker.Position) bool {
 	if !p.hasSeen {
-		return !p.sync.machine.Fresh() || pos.Entry == 0
+		if !p.sync.machine.Fresh() {
+			return true
+		}
+		l := p.sync.layoutAtStart
+		return l != nil && pos.Ledger == l.start().Ledger && pos.Entry == l.start().Entry
 	}
 	last := p.lastSeen
-	return pos.Compare(last) <= 0 || (pos.Ledger == last.Ledger && pos.Entry == last.Entry+1) ||
-		(pos.Ledger > last.Ledger && pos.Entry == 0)
+	return pos.Compare(last) <= 0 || (pos.Ledger == last.Ledger && pos.Entry == last.Entry+1)
 }
 
 // Run replicates until ctx is done; see runSessions.

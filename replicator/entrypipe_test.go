@@ -766,7 +766,7 @@ func TestEntryOrigin(t *testing.T) {
 		origin string
 		at     marker.Position
 	}{
-		{"signed copy", props("north", "5:6:-1", good), key, "north", marker.Position{Ledger: 5, Entry: 6, Batch: -1}},
+		{"signed copy", props("north", "5:6:-1", good), key, "north", pos(5, 6)},
 		{"local data", &wire.Metadata{}, key, "", marker.Position{}},
 		{"forged signature", props("north", "5:6:-1", "00"), key, "", marker.Position{}},
 		{"signature of another position", props("north", "5:7:-1", good), key, "", marker.Position{}},
@@ -827,12 +827,16 @@ func TestEntryPipeTakeoverRelearns(t *testing.T) {
 	tests := []struct {
 		name    string
 		fresh   bool
-		skipped int // entries acknowledged by another instance before the start
+		writing int64 // the ledger being written at start (the entries are in ledger 10)
+		skipped int   // entries acknowledged by another instance before the start
 		relearn bool
 	}{
-		{name: "fresh, from the first entry", fresh: true, skipped: 0, relearn: false},
-		{name: "fresh, resumed mid-ledger (two instances started together)", fresh: true, skipped: 5, relearn: true},
-		{name: "not fresh: learned at start already", fresh: false, skipped: 5, relearn: false},
+		{name: "fresh, from the first entry", fresh: true, writing: 10, skipped: 0, relearn: false},
+		{name: "fresh, resumed mid-ledger (two instances started together)", fresh: true, writing: 10, skipped: 5, relearn: true},
+		// Another instance read ledger 9 to its end, the topic was loaded
+		// again, and this one takes over at the new ledger's first entry.
+		{name: "fresh, resumed at a later ledger's first entry", fresh: true, writing: 9, skipped: 0, relearn: true},
+		{name: "not fresh: learned at start already", fresh: false, writing: 10, skipped: 5, relearn: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -844,6 +848,7 @@ func TestEntryPipeTakeoverRelearns(t *testing.T) {
 				}
 				rig := newSyncRig(t, rigConfig{third: []string{"north"}, fresh: tt.fresh})
 				rig.s.relearn = make(chan struct{}, 1)
+				rig.s.layoutAtStart = &partitionLayout{writing: tt.writing}
 				if !tt.fresh {
 					rig.s.machine.Learn("north", pos(4, 4))
 				}
@@ -861,6 +866,32 @@ func TestEntryPipeTakeoverRelearns(t *testing.T) {
 					t.Errorf("watermarks unknown = %v, want %v", unknown, tt.relearn)
 				}
 			})
+		})
+	}
+}
+
+// continues after entries were seen: the next entry of the same ledger or
+// one seen already follows; the first entry of a later ledger does not
+// (the ledger before may hold entries another instance read).
+func TestEntryContinues(t *testing.T) {
+	last := pos(10, 4)
+	tests := []struct {
+		name string
+		next marker.Position
+		want bool
+	}{
+		{"next entry", pos(10, 5), true},
+		{"delivered again", pos(10, 3), true},
+		{"gap in the ledger", pos(10, 7), false},
+		{"first entry of a later ledger", pos(11, 0), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rig := newSyncRig(t, rigConfig{third: []string{"north"}, fresh: true})
+			p := &entryPartition{sync: rig.s, lastSeen: last, hasSeen: true}
+			if got := p.continues(tt.next); got != tt.want {
+				t.Errorf("continues(%v) after %v = %v, want %v", tt.next, last, got, tt.want)
+			}
 		})
 	}
 }

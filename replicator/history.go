@@ -42,6 +42,9 @@ import (
 // stats.
 type partitionLayout struct {
 	ledgers []ledgerSpan // oldest first; empty ledgers left out
+	// writing is the ledger being written (the newest, even if empty); -1
+	// when the partition has none.
+	writing int64
 	// markDeletes is each cursor's mark-delete position (entry granular);
 	// cursors lists every cursor, with or without a readable position.
 	markDeletes map[string]marker.Position
@@ -57,6 +60,16 @@ func (l *partitionLayout) first() marker.Position {
 		return earliest
 	}
 	return marker.Position{Ledger: l.ledgers[0].id, Entry: 0, Batch: -1}
+}
+
+// start is the entry a cursor created now at the earliest position reads
+// first: the oldest entry, or the first one the ledger being written will
+// hold when the partition holds none (Earliest when it has no ledger).
+func (l *partitionLayout) start() marker.Position {
+	if len(l.ledgers) == 0 && l.writing >= 0 {
+		return marker.Position{Ledger: l.writing, Entry: 0, Batch: -1}
+	}
+	return l.first()
 }
 
 // last is the partition's newest entry; Earliest when it holds none.
