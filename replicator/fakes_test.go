@@ -68,10 +68,14 @@ func (g *gate) release() { g.once.Do(func() { close(g.ch) }) }
 // outlives its consumers: a new cursor redelivers every unacknowledged
 // message in order.
 type fakeWorld struct {
-	mu      sync.Mutex
-	msgs    []*fakeMsg
-	names   map[string]string // formatID -> "m<entry>"
-	changed chan struct{}     // closed and replaced when msgs grows or a cursor rewinds
+	// activeMu orders the active/standby notifications as the broker's
+	// connection does: the one to a new standby (sent from its own
+	// goroutine) cannot overtake a later setActive.
+	activeMu sync.Mutex
+	mu       sync.Mutex
+	msgs     []*fakeMsg
+	names    map[string]string // formatID -> "m<entry>"
+	changed  chan struct{}     // closed and replaced when msgs grows or a cursor rewinds
 
 	acked      map[string]bool // by name
 	ackLog     []string        // names in acknowledgement order
@@ -204,13 +208,26 @@ func (w *fakeWorld) releaseAll() {
 	}
 }
 
+// setActive makes the consumer the active one or a standby. Like the
+// broker, a consumer made active is told before anything is dispatched to
+// it, and a standby gets nothing dispatched from the moment it is one.
 func (w *fakeWorld) setActive(active bool) {
+	w.activeMu.Lock()
+	defer w.activeMu.Unlock()
 	w.mu.Lock()
 	f := w.onActive
-	w.inactive = !active
-	w.signalLocked()
+	if !active {
+		w.inactive = true
+		w.signalLocked()
+	}
 	w.mu.Unlock()
 	f(active)
+	if active {
+		w.mu.Lock()
+		w.inactive = false
+		w.signalLocked()
+		w.mu.Unlock()
+	}
 }
 
 // Snapshots for assertions.
@@ -320,8 +337,18 @@ func (w *fakeWorld) openSource(ctx context.Context, onActive func(bool)) (source
 	w.sources = append(w.sources, s)
 	w.onActive = onActive
 	if w.inactive {
-		// The client tells a new standby at once, from its own goroutine.
-		go onActive(false)
+		// The client tells a new standby at once, from its own goroutine
+		// (unless it was made active meanwhile).
+		go func() {
+			w.activeMu.Lock()
+			defer w.activeMu.Unlock()
+			w.mu.Lock()
+			still := w.inactive
+			w.mu.Unlock()
+			if still {
+				onActive(false)
+			}
+		}()
 	}
 	return s, nil
 }
