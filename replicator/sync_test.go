@@ -1159,10 +1159,7 @@ func TestIdleSyncWakesOnData(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
 		r.local.setMD("billing", pos(3, 10))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); r.s.run(ctx, func() bool { return true }) }()
-		wait := func(d time.Duration) { time.Sleep(d); synctest.Wait() }
+		ctx, wait, stop := runSyncRig(r)
 
 		// Idle: run sleeps until the next follow (no request without data).
 		wait(2 * time.Minute)
@@ -1182,8 +1179,7 @@ func TestIdleSyncWakesOnData(t *testing.T) {
 		if r.s.sleeping.Load() {
 			t.Error("a request pending, run asleep")
 		}
-		cancel()
-		<-done
+		stop()
 	})
 }
 
@@ -1267,15 +1263,12 @@ func TestIdleFollowSkipsLag(t *testing.T) {
 		r.local.mu.Lock()
 		r.local.backlog = map[string]int64{"billing": 0}
 		r.local.mu.Unlock()
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); r.s.run(ctx, func() bool { return true }) }()
+		ctx, wait, stop := runSyncRig(r)
 		lagCalls := func() int {
 			r.local.mu.Lock()
 			defer r.local.mu.Unlock()
 			return r.local.lagCalls
 		}
-		wait := func(d time.Duration) { time.Sleep(d); synctest.Wait() }
 
 		// Missing on the remote: every follow reads the backlogs.
 		wait(time.Second)
@@ -1303,8 +1296,7 @@ func TestIdleFollowSkipsLag(t *testing.T) {
 		if got := lagCalls(); got < 5 {
 			t.Errorf("after lagRefresh: %d backlog reads, want at least 5", got)
 		}
-		cancel()
-		<-done
+		stop()
 	})
 }
 
@@ -1318,15 +1310,12 @@ func TestFollowPacingUpdatedCopy(t *testing.T) {
 		r.applied.set("east", syncTopic, "billing", pos(3, 11))
 		r.s.machine.Marker(pos(3, 20), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
 			SnapshotID: "s1", Local: pos(3, 20), Remote: pos(7, 2), Time: time.Now().UnixMilli()})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); r.s.run(ctx, func() bool { return true }) }()
+		_, wait, stop := runSyncRig(r)
 		calls := func() int {
 			r.local.mu.Lock()
 			defer r.local.mu.Unlock()
 			return r.local.mdCalls
 		}
-		wait := func(d time.Duration) { time.Sleep(d); synctest.Wait() }
 
 		wait(4 * time.Minute)
 		if got := calls(); got != 1 {
@@ -1340,7 +1329,15 @@ func TestFollowPacingUpdatedCopy(t *testing.T) {
 		if n := calls() - before; n < 3 {
 			t.Errorf("moved by a consumer here and behind: %d calls in 2 minutes, want a poll at least every behindFollow", n)
 		}
-		cancel()
-		<-done
+		stop()
 	})
+}
+
+// runSyncRig runs r's sync in the test's bubble; wait lets d of fake time
+// pass and everything settle; stop ends the sync.
+func runSyncRig(r *syncRig) (ctx context.Context, wait func(time.Duration), stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.s.run(ctx, func() bool { return true }) }()
+	return ctx, func(d time.Duration) { time.Sleep(d); synctest.Wait() }, func() { cancel(); <-done }
 }
