@@ -173,6 +173,40 @@ func entryPos(id wire.MessageID) marker.Position {
 	return marker.Position{Ledger: int64(id.Ledger), Entry: int64(id.Entry), Batch: -1}
 }
 
+// entrySeq is the sequence id a copy of the entry at pos is sent with:
+// the entry's position packed as ledger<<32 | entry, so that the same
+// entry carries the same id in every session and on every instance, and
+// ids grow with positions. The remote's deduplication then stores each
+// entry once and in order whichever session's copy arrives first, even
+// when sends of a session given up on (a send timeout, a lost connection,
+// an instance that lost the cursor) are still in the link and land after
+// the next session's. Ids counted per session from the broker's record
+// could not: the broker's record and the read-back's proof (copiedSince)
+// are taken at different moments, so when old sends landed in between, a
+// new session numbered the next entries below ids already used for later
+// ones, and a slow link (e2e TestWANSlowLink) got 2,540 copies stored
+// twice and out of order.
+//
+// floor is the lowest id the broker takes as new: its record when the
+// producer opened plus one, or the previous id sent plus one. An entry
+// whose packed id is below it (the broker recorded a later entry of this
+// partition whose copy the read-back did not find, or a record counted
+// by an older version on a ledger 0), or whose position does not fit
+// (BookKeeper ledger ids from 2^31 on, 2^32 entries in one ledger), gets
+// the floor instead: sent again under a new id, a possible duplicate but
+// never taken for one. The packing leaves ids below 2^63, the broker's
+// signed range.
+func entrySeq(pos marker.Position, floor uint64) (seq uint64, packed bool) {
+	if pos.Ledger < 0 || pos.Ledger >= 1<<31 || pos.Entry < 0 || pos.Entry >= 1<<32 {
+		return floor, false
+	}
+	id := uint64(pos.Ledger)<<32 | uint64(pos.Entry)
+	if id < floor {
+		return floor, false
+	}
+	return id, true
+}
+
 // inflightBudget is the process-wide byte budget of the entry pipe.
 const inflightBudget = 256 << 20
 
@@ -377,7 +411,8 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 	var copied copySet
 	var last marker.Position
 	received := false
-	var seq uint64
+	var seq uint64    // the lowest id the remote takes as new (entrySeq)
+	var unpacked bool // an entry of this producer got a counted id (logged once)
 	skip := func(e wire.Entry, reason string) {
 		p.m.Skipped.WithLabelValues(p.local, p.remote, reason).Add(float64(max(e.NumMessages, 1)))
 		_ = src.Ack(e.ID)
@@ -462,10 +497,11 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 				cancel(errStandby)
 				break
 			}
-			// Sequence ids go on from the remote's record for the
-			// producer name: with deduplication on, nothing new is ever
-			// taken for a duplicate.
+			// Sequence ids follow from positions (entrySeq), above the
+			// remote's record for the producer name: with deduplication
+			// on, nothing new is ever taken for a duplicate.
 			seq = uint64(dst.LastSequenceID() + 1)
+			unpacked = false
 			if copied, err = p.ends.copiedSince(sctx, pos); err != nil {
 				p.log.Warn("cannot read back every copy on the remote; entries it may hold are sent again (duplicates, not loss)", zap.Error(err))
 			}
@@ -498,8 +534,14 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 		if err := p.budget.acquire(sctx, size); err != nil {
 			break
 		}
-		out := wire.Outgoing{Metadata: patched, Payload: e.Payload, NumMessages: max(e.NumMessages, 1), SequenceID: seq}
-		seq++
+		id, packed := entrySeq(pos, seq)
+		if !packed && !unpacked {
+			unpacked = true
+			p.log.Warn("entry sent under a counted sequence id, not its position's: should an earlier session's copy of it still arrive, the remote stores it twice",
+				zap.Stringer("id", e.ID), zap.Uint64("floor", seq))
+		}
+		out := wire.Outgoing{Metadata: patched, Payload: e.Payload, NumMessages: max(e.NumMessages, 1), SequenceID: id}
+		seq = id + 1
 		err = dst.Send(sctx, out, func(r wire.Receipt, err error) {
 			p.budget.release(size)
 			f.r, f.err = r, err

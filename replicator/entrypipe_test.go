@@ -63,6 +63,64 @@ type fakeEntryWorld struct {
 	cutStores   bool
 	onLink      func(bool) // the latest producer's
 	latest      *fakeEntryTarget
+	// dedup makes the remote deduplicate as a broker does: a send whose
+	// sequence id is not above lastSeq (its record for the producer
+	// name, shared by every producer) is answered as a duplicate and not
+	// stored; a stored one raises the record.
+	dedup bool
+	// inLink are sends of a producer given up on (abandon) still on
+	// their way: land delivers them. beforeReadBack, when set, runs as
+	// copiedSince starts (without w.mu).
+	inLink         []linkedSend
+	beforeReadBack func()
+}
+
+type linkedSend struct {
+	name string
+	seq  uint64
+}
+
+// store is the remote receiving a send (w.mu held): whether it was taken
+// for a duplicate.
+func (w *fakeEntryWorld) store(name string, seq uint64) (dup bool) {
+	if w.dedup {
+		if int64(seq) <= w.lastSeq {
+			return true
+		}
+		w.lastSeq = int64(seq)
+	}
+	w.remote = append(w.remote, name)
+	return false
+}
+
+// abandon gives the latest producer's link up while what it sent into the
+// cut is still on its way (inLink): its sends fail, as when a connection
+// is closed, and the cut ends for the next producer.
+func (w *fakeEntryWorld) abandon() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cut = false
+	t := w.latest
+	stranded := t.stranded
+	t.stranded = nil
+	for _, st := range stranded {
+		w.inLink = append(w.inLink, linkedSend{st.name, st.seq})
+		t.pending.Add(1)
+		t.queue <- func() { st.done(wire.Receipt{}, errors.New("connection given up")) }
+	}
+}
+
+// land delivers the first n sends still in the link (all when n < 0).
+func (w *fakeEntryWorld) land(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n < 0 || n > len(w.inLink) {
+		n = len(w.inLink)
+	}
+	for _, ls := range w.inLink[:n] {
+		w.store(ls.name, ls.seq)
+	}
+	w.inLink = w.inLink[n:]
 }
 
 // Raw MessageMetadata fields the builder does not write.
@@ -202,6 +260,12 @@ func (w *fakeEntryWorld) link(up bool) {
 
 func (w *fakeEntryWorld) copiedSince(_ context.Context, from marker.Position) (copySet, error) {
 	w.mu.Lock()
+	hook := w.beforeReadBack
+	w.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := copySet{}
 	all := copySet{}
@@ -307,6 +371,7 @@ type fakeEntryTarget struct {
 
 type strandedSend struct {
 	name string
+	seq  uint64
 	done func(wire.Receipt, error)
 }
 
@@ -352,7 +417,7 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 		if w.cutStores {
 			w.remote = append(w.remote, name)
 		}
-		t.stranded = append(t.stranded, strandedSend{name, done})
+		t.stranded = append(t.stranded, strandedSend{name, out.SequenceID, done})
 		w.mu.Unlock()
 		return nil
 	}
@@ -362,7 +427,7 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 		dup, rerr = w.receipt(name)
 	}
 	if !dup && rerr == nil {
-		w.remote = append(w.remote, name)
+		dup = w.store(name, out.SequenceID)
 	}
 	r := wire.Receipt{SequenceID: out.SequenceID, MessageID: wire.EntryID(500, uint64(len(w.remote)))}
 	if dup {
@@ -443,8 +508,8 @@ func TestEntryPipeForwardsAndSkips(t *testing.T) {
 		if want := []string{"e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8"}; !slices.Equal(acks, want) {
 			t.Errorf("acknowledged %v, want every entry", acks)
 		}
-		if want := []uint64{42, 43, 44, 45}; !slices.Equal(w.seqs, want) {
-			t.Errorf("sequence ids %v, want %v (after the remote's record 41)", w.seqs, want)
+		if want := []uint64{10<<32 | 0, 10<<32 | 1, 10<<32 | 4, 10<<32 | 8}; !slices.Equal(w.seqs, want) {
+			t.Errorf("sequence ids %v, want %v (the positions, ledger 10)", w.seqs, want)
 		}
 		for reason, n := range map[string]float64{skipRemoteOrigin: 4, skipReplicateTo: 2, skipMarker: 4} {
 			if got := counter(p.m.Skipped, "east", "west", reason); got != n {
@@ -1006,4 +1071,82 @@ func TestEntryPipeStepsDown(t *testing.T) {
 			})
 		})
 	}
+}
+
+func TestEntrySeq(t *testing.T) {
+	pos := func(l, e int64) marker.Position { return marker.Position{Ledger: l, Entry: e, Batch: -1} }
+	for _, tt := range []struct {
+		name   string
+		pos    marker.Position
+		floor  uint64
+		want   uint64
+		packed bool
+	}{
+		{"fresh producer", pos(10, 7), 0, 10<<32 | 7, true},
+		{"above the record", pos(10, 7), 10<<32 | 5, 10<<32 | 7, true},
+		{"right after the last id", pos(10, 7), 10<<32 | 7, 10<<32 | 7, true},
+		{"a later ledger", pos(11, 0), 10<<32 | 50_000, 11 << 32, true},
+		{"the largest that fits", pos(1<<31-1, 1<<32-1), 0, 1<<63 - 1, true},
+		{"below the record: counted", pos(10, 3), 10<<32 | 5, 10<<32 | 5, false},
+		{"record of an older version on ledger 0", pos(0, 12), 70_000, 70_000, false},
+		{"ledger id too large", pos(1<<31, 0), 1<<63 - 1, 1<<63 - 1, false},
+		{"entry id too large", pos(10, 1<<32), 10<<32 | 9, 10<<32 | 9, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, packed := entrySeq(tt.pos, tt.floor)
+			if got != tt.want || packed != tt.packed {
+				t.Errorf("entrySeq(%v, %d) = %d, %v; want %d, %v", tt.pos, tt.floor, got, packed, tt.want, tt.packed)
+			}
+			if got >= 1<<63 {
+				t.Errorf("entrySeq(%v, %d) = %d: outside the broker's signed range", tt.pos, tt.floor, got)
+			}
+		})
+	}
+}
+
+// A session given up on can leave sends in the link that land after the
+// next session opened its producer, and after it sent the same entries
+// (the slow link of e2e TestWANSlowLink). With deduplication on the
+// remote, each entry is stored once and in order whichever copy lands
+// first. With ids counted per session this stored e6..e9 under ids the
+// first session had used for e3..e6, then e3..e5 after them.
+func TestEntryPipeLateSendsOfAbandonedSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		w.dedup = true
+		w.add(10, nil) // e0..e9
+		w.cut = true
+		p := newTestEntryPartition(t, w)
+		stop := runEntryPartition(t, p)
+		synctest.Wait() // session 1 sent all ten into the cut
+		w.mu.Lock()
+		// Session 2's producer opens before anything landed; e0..e2 land
+		// while it reads the remote back, the rest after it sent e3..e9
+		// (its receipts wait, so it sends all before hearing of any).
+		w.beforeReadBack = func() {
+			w.mu.Lock()
+			w.beforeReadBack = nil
+			w.mu.Unlock()
+			w.land(3)
+		}
+		w.hold = make(chan struct{})
+		w.mu.Unlock()
+		w.abandon()
+		waitFor(t, "session 2 sent e3..e9", func() bool {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return w.opens == 2 && len(w.sent[1]) == 7
+		})
+		w.land(-1)
+		close(w.hold)
+		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 10 })
+		stop()
+		_, remote, _ := w.snapshot()
+		if want := []string{"e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9"}; !slices.Equal(remote, want) {
+			t.Errorf("remote holds %v, want %v: each entry once, in order", remote, want)
+		}
+		for _, v := range w.violations {
+			t.Error(v)
+		}
+	})
 }
