@@ -413,6 +413,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 	received := false
 	var seq uint64    // the lowest id the remote takes as new (entrySeq)
 	var unpacked bool // an entry of this producer got a counted id (logged once)
+	var halted atomic.Bool
 	skip := func(e wire.Entry, reason string) {
 		p.m.Skipped.WithLabelValues(p.local, p.remote, reason).Add(float64(max(e.NumMessages, 1)))
 		_ = src.Ack(e.ID)
@@ -534,6 +535,19 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 		if err := p.budget.acquire(sctx, size); err != nil {
 			break
 		}
+		if halted.Load() {
+			// A send failed or was answered as a duplicate: the acker is
+			// ending the session. Sending on would put more entries on
+			// the remote beyond the cursor's position than the next
+			// session's read-back reaches (max_pending_messages + 100
+			// entries back from the remote's end): on a slow link the
+			// window freed by a run of duplicate receipts let 135 more
+			// through, and the read-back then missed the oldest copies
+			// and sent them again (e2e TestWANSlowLink).
+			p.budget.release(size)
+			<-sctx.Done()
+			break
+		}
 		id, packed := entrySeq(pos, seq)
 		if !packed && !unpacked {
 			unpacked = true
@@ -545,6 +559,9 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 		err = dst.Send(sctx, out, func(r wire.Receipt, err error) {
 			p.budget.release(size)
 			f.r, f.err = r, err
+			if err != nil || isDuplicate(r) {
+				halted.Store(true) // before the window slot frees (see above)
+			}
 			results <- f
 		})
 		if err != nil {

@@ -1150,3 +1150,35 @@ func TestEntryPipeLateSendsOfAbandonedSession(t *testing.T) {
 		}
 	})
 }
+
+// After a duplicate receipt the session sends nothing more: the window the
+// receipts free must not carry entries past what the next session's
+// read-back reaches (on a slow link a run of duplicate receipts let 135
+// more out and the read-back missed the oldest copies).
+func TestEntryPipeHaltsOnDuplicate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		w.add(40, nil) // e0..e39
+		w.window = 4
+		hold := make(chan struct{})
+		w.hold = hold
+		w.receipt = func(name string) (bool, error) {
+			return name == "e0", nil // the first one answered as a duplicate
+		}
+		p := newTestEntryPartition(t, w)
+		stop := runEntryPartition(t, p)
+		synctest.Wait() // e0..e3 fill the window; e4 waits for a slot
+		w.mu.Lock()
+		w.hold, w.receipt = nil, nil // the next session's go through
+		w.mu.Unlock()
+		close(hold)
+		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 40 })
+		stop()
+		w.mu.Lock()
+		first := len(w.sent[0])
+		w.mu.Unlock()
+		if first > 5 {
+			t.Errorf("the session sent %d entries, want at most 5 (its window of 4, and the one waiting for a slot when the duplicate receipt came)", first)
+		}
+	})
+}
