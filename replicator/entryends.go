@@ -227,13 +227,21 @@ func (e *wireEndpoints) reachTarget(ctx context.Context) error {
 
 // copiedSince reads the remote partition back in windows over the binary
 // protocol (scanTail): a handful of readers, not an admin call per entry.
-func (e *wireEndpoints) copiedSince(ctx context.Context, from marker.Position) (copySet, error) {
+// reach (recordReach) widens the window past max_pending_messages when
+// the remote's record says more of the pair's copies may be there.
+func (e *wireEndpoints) copiedSince(ctx context.Context, from marker.Position, reach int64) (copySet, error) {
 	r, err := e.newWireTail()
 	if err != nil {
 		return copySet{}, err
 	}
-	return scanTail(ctx, r, bySignature(e.key, e.topic), e.local.Name, from, e.maxPending+lookBack)
+	limit := max(int64(e.maxPending), min(reach, maxRecordReach)) + lookBack
+	return scanTail(ctx, r, bySignature(e.key, e.topic), e.local.Name, from, int(limit))
 }
+
+// maxRecordReach caps recordReach's widening of the read-back: the
+// windows double, so reading back this far costs a handful of readers
+// more, and a record further ahead than this is no in-flight window.
+const maxRecordReach = 100_000
 
 // cursorWindowBytes bounds, per partition, the entries received from the
 // cursor and not yet confirmed by the target plus what the broker may

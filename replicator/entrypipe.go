@@ -66,7 +66,10 @@ type entryEndpoints interface {
 	// lookup of the partition and a connection to its broker): nil when
 	// it does. A stepped-down partition resubscribes only after that.
 	reachTarget(ctx context.Context) error
-	copiedSince(ctx context.Context, from marker.Position) (copySet, error)
+	// copiedSince is the read-back's proof from from on; reach, when
+	// above 0, is how many of the pair's copies the remote may hold from
+	// from on (see recordReach), beyond the usual in-flight window.
+	copiedSince(ctx context.Context, from marker.Position, reach int64) (copySet, error)
 	// targetSchema returns the remote's version of the schema the local
 	// partition knows as version (fetched here, registered there with
 	// get-or-create on first use, remembered after).
@@ -196,6 +199,25 @@ func entryPos(id wire.MessageID) marker.Position {
 // the floor instead: sent again under a new id, a possible duplicate but
 // never taken for one. The packing leaves ids below 2^63, the broker's
 // signed range.
+// recordReach is how many entries from pos on the remote's record for
+// the producer name (an id entrySeq packed) says the pair may have copied:
+// the read-back must look back that far from the remote's end to see
+// them all. Its usual window (max_pending_messages + 100) covers one
+// session's sends in flight; copies from further back (an instance that
+// ran ahead of a cursor whose acknowledgements were lost) would otherwise
+// be missed and sent again under a counted id. 0 when the record is not
+// in pos's ledger (or not a packed id): the usual window then.
+func recordReach(record int64, pos marker.Position) int64 {
+	if record < 0 || pos.Ledger < 0 || pos.Ledger >= 1<<31 {
+		return 0
+	}
+	ledger, entry := record>>32, record&(1<<32-1)
+	if ledger != pos.Ledger || entry < pos.Entry {
+		return 0
+	}
+	return entry - pos.Entry + 1
+}
+
 func entrySeq(pos marker.Position, floor uint64) (seq uint64, packed bool) {
 	if pos.Ledger < 0 || pos.Ledger >= 1<<31 || pos.Entry < 0 || pos.Entry >= 1<<32 {
 		return floor, false
@@ -503,7 +525,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 			// on, nothing new is ever taken for a duplicate.
 			seq = uint64(dst.LastSequenceID() + 1)
 			unpacked = false
-			if copied, err = p.ends.copiedSince(sctx, pos); err != nil {
+			if copied, err = p.ends.copiedSince(sctx, pos, recordReach(dst.LastSequenceID(), pos)); err != nil {
 				p.log.Warn("cannot read back every copy on the remote; entries it may hold are sent again (duplicates, not loss)", zap.Error(err))
 			}
 			p.log.Debug("producer open", zap.Int64("last_sequence_id", dst.LastSequenceID()), zap.Int("copies_found", len(copied)))

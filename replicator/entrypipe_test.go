@@ -258,7 +258,7 @@ func (w *fakeEntryWorld) link(up bool) {
 	f(up)
 }
 
-func (w *fakeEntryWorld) copiedSince(_ context.Context, from marker.Position) (copySet, error) {
+func (w *fakeEntryWorld) copiedSince(_ context.Context, from marker.Position, _ int64) (copySet, error) {
 	w.mu.Lock()
 	hook := w.beforeReadBack
 	w.mu.Unlock()
@@ -1188,4 +1188,27 @@ func TestEntryPipeHaltsOnDuplicate(t *testing.T) {
 			t.Errorf("the session sent %d entries, want at most 5 (its window of 4, and the one waiting for a slot when the duplicate receipt came)", first)
 		}
 	})
+}
+
+func TestRecordReach(t *testing.T) {
+	pos := marker.Position{Ledger: 10, Entry: 199, Batch: -1}
+	for _, tt := range []struct {
+		name   string
+		record int64
+		want   int64
+	}{
+		{"no record", -1, 0},
+		{"the record is pos", 10<<32 | 199, 1},
+		{"1,135 entries on", 10<<32 | 1333, 1135},
+		{"before pos", 10<<32 | 100, 0},
+		{"an older ledger", 9<<32 | 5_000, 0},
+		{"a later ledger", 11<<32 | 3, 0},
+		{"a counted record", 41, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := recordReach(tt.record, pos); got != tt.want {
+				t.Errorf("recordReach(%d, %v) = %d, want %d", tt.record, pos, got, tt.want)
+			}
+		})
+	}
 }
