@@ -42,7 +42,7 @@ func newLinkMetrics() *LinkMetrics {
 			Name: "link_connections_lost_total", Help: "Binary-protocol connections to a cluster lost (reset, refused, closed by the keep-alive)."},
 			[]string{"cluster"}),
 		Reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
-			Name: "link_reconnects_total", Help: "Producers and consumers on a cluster that lost their session and reconnect, by kind (producer, consumer) and cause (connection-lost, broker-closed, restart)."},
+			Name: "link_reconnects_total", Help: "Producers and consumers on a cluster that lost their session and reconnect, by kind (producer, consumer) and cause (connection-lost, broker-closed, send-timeout, restart)."},
 			[]string{"cluster", "kind", "cause"}),
 		StepDowns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 			Name: "link_stepdowns_total", Help: "Partitions whose active cursor this instance closed because the target cluster had no working link from here for twice its keep_alive, so that another instance takes them over; each resubscribes once the cluster answers."},

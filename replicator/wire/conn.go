@@ -57,7 +57,7 @@ type Events struct {
 	ConnLost func(silent bool)
 	// Reconnect: a producer or consumer (kind "producer", "consumer")
 	// lost its session on the broker and starts reconnecting, for cause
-	// CauseConnLost, CauseBrokerClosed or CauseRestart.
+	// CauseConnLost, CauseBrokerClosed, CauseSendTimeout or CauseRestart.
 	Reconnect func(kind, cause string)
 }
 
@@ -68,10 +68,19 @@ const (
 	// CauseBrokerClosed: the broker closed the producer or consumer
 	// (topic unloaded, moved or fenced).
 	CauseBrokerClosed = "broker-closed"
-	// CauseRestart: the producer re-created itself (no receipt in time,
-	// receipts out of order, a retryable send error).
+	// CauseSendTimeout: the producer re-created itself because its
+	// oldest send had no receipt within SendTimeout: on a connection that
+	// still answers keep-alives, the mark of a slow or stalled link (or a
+	// target that does not persist).
+	CauseSendTimeout = "send-timeout"
+	// CauseRestart: the producer re-created itself for another reason
+	// (receipts out of order, a retryable send error).
 	CauseRestart = "restart"
 )
+
+// errSendTimeout is why a producer whose oldest send waited past
+// SendTimeout re-creates itself (CauseSendTimeout).
+var errSendTimeout = errors.New("send timeout")
 
 // reconnectCause classifies why a session ended, for Events.Reconnect.
 func reconnectCause(err error) string {
@@ -81,6 +90,8 @@ func reconnectCause(err error) string {
 		return CauseBrokerClosed
 	case errors.As(err, &ce):
 		return CauseConnLost
+	case errors.Is(err, errSendTimeout):
+		return CauseSendTimeout
 	}
 	return CauseRestart
 }

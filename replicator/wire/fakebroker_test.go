@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -888,7 +889,11 @@ func TestProducerSendTimeout(t *testing.T) {
 			return ok && s.ProducerID == 1 // the first producer is never confirmed
 		}
 	})
-	c := newTestClient(t, b.url(), ConnOptions{KeepAlive: 200 * time.Millisecond})
+	var mu sync.Mutex
+	var causes []string
+	c := newTestClient(t, b.url(), ConnOptions{KeepAlive: 200 * time.Millisecond, Events: Events{
+		Reconnect: func(kind, cause string) { mu.Lock(); causes = append(causes, kind+"/"+cause); mu.Unlock() },
+	}})
 	ctx := context.Background()
 	p, err := CreateProducer(ctx, c, ProducerOptions{Topic: "t", Name: "n", SendTimeout: 50 * time.Millisecond})
 	if err != nil {
@@ -909,6 +914,11 @@ func TestProducerSendTimeout(t *testing.T) {
 	}
 	if n := len(b.commands(TypeProducer)); n < 2 {
 		t.Fatalf("%d PRODUCER commands, want a re-created producer", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"producer/" + CauseSendTimeout}; !slices.Equal(causes, want) {
+		t.Errorf("Reconnect events %v, want %v (the alert on a slow link counts this cause)", causes, want)
 	}
 }
 

@@ -414,7 +414,7 @@ func (s *producerSession) checkStalled(now time.Time) {
 	if head.sentAt.IsZero() || waited < p.opts.SendTimeout {
 		return
 	}
-	s.restart(fmt.Errorf("no receipt for sequence id %d after %s", head.out.SequenceID, waited.Round(time.Millisecond)))
+	s.restart(fmt.Errorf("%w: no receipt for sequence id %d after %s", errSendTimeout, head.out.SequenceID, waited.Round(time.Millisecond)))
 }
 
 // restart drops this session on the broker and reconnects, which resends
