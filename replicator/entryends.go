@@ -32,6 +32,11 @@ func (c *Conn) wireClient() (*wire.Client, error) {
 		if c.m != nil {
 			l := c.m.Links
 			lost, silent := l.ConnectionsLost.WithLabelValues(c.Name), l.KeepAliveTimeouts.WithLabelValues(c.Name)
+			for _, kind := range wire.ReconnectKinds {
+				for _, cause := range wire.ReconnectCauses {
+					l.Reconnects.WithLabelValues(c.Name, kind, cause) // at 0 (see ReconnectCauses)
+				}
+			}
 			opts.Conn.Events = wire.Events{
 				ConnLost: func(keepAlive bool) {
 					lost.Inc()

@@ -78,6 +78,15 @@ const (
 	CauseRestart = "restart"
 )
 
+// ReconnectKinds and ReconnectCauses are every kind and cause
+// Events.Reconnect reports, so that a metric can create its series at 0:
+// a counter series that first appears at 1 shows no increase in
+// Prometheus, and an alert on its first event would not fire.
+var (
+	ReconnectKinds  = []string{"producer", "consumer"}
+	ReconnectCauses = []string{CauseConnLost, CauseBrokerClosed, CauseSendTimeout, CauseRestart}
+)
+
 // errSendTimeout is why a producer whose oldest send waited past
 // SendTimeout re-creates itself (CauseSendTimeout).
 var errSendTimeout = errors.New("send timeout")
