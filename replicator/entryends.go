@@ -32,6 +32,7 @@ func (c *Conn) wireClient() (*wire.Client, error) {
 		if c.m != nil {
 			l := c.m.Links
 			lost, silent := l.ConnectionsLost.WithLabelValues(c.Name), l.KeepAliveTimeouts.WithLabelValues(c.Name)
+			failed := l.ConnectFailures.WithLabelValues(c.Name)
 			for _, kind := range wire.ReconnectKinds {
 				for _, cause := range wire.ReconnectCauses {
 					l.Reconnects.WithLabelValues(c.Name, kind, cause) // at 0 (see ReconnectCauses)
@@ -44,7 +45,8 @@ func (c *Conn) wireClient() (*wire.Client, error) {
 						silent.Inc()
 					}
 				},
-				Reconnect: func(kind, cause string) { l.Reconnects.WithLabelValues(c.Name, kind, cause).Inc() },
+				Reconnect:     func(kind, cause string) { l.Reconnects.WithLabelValues(c.Name, kind, cause).Inc() },
+				ConnectFailed: failed.Inc,
 			}
 		}
 		var err error

@@ -20,6 +20,10 @@ type LinkMetrics struct {
 	// ConnectionsLost counts binary-protocol connections lost, for any
 	// reason (keep-alive timeouts included).
 	ConnectionsLost *prometheus.CounterVec
+	// ConnectFailures counts new connections that could not be set up
+	// (dial, TLS or handshake failed on the network): a cut link, which
+	// has no connection left to lose.
+	ConnectFailures *prometheus.CounterVec
 	// Reconnects counts producers and consumers that lost their session
 	// and reconnect, by kind and cause (wire.Cause*).
 	Reconnects *prometheus.CounterVec
@@ -41,6 +45,9 @@ func newLinkMetrics() *LinkMetrics {
 		ConnectionsLost: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 			Name: "link_connections_lost_total", Help: "Binary-protocol connections to a cluster lost (reset, refused, closed by the keep-alive)."},
 			[]string{"cluster"}),
+		ConnectFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+			Name: "link_connect_failures_total", Help: "New binary-protocol connections to a cluster that could not be set up (dial, TLS or handshake failed on the network or timed out): a cut link."},
+			[]string{"cluster"}),
 		Reconnects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 			Name: "link_reconnects_total", Help: "Producers and consumers on a cluster that lost their session and reconnect, by kind (producer, consumer) and cause (connection-lost, broker-closed, send-timeout, restart)."},
 			[]string{"cluster", "kind", "cause"}),
@@ -58,6 +65,7 @@ func newLinkMetrics() *LinkMetrics {
 func (l *LinkMetrics) Describe(ch chan<- *prometheus.Desc) {
 	l.KeepAliveTimeouts.Describe(ch)
 	l.ConnectionsLost.Describe(ch)
+	l.ConnectFailures.Describe(ch)
 	l.Reconnects.Describe(ch)
 	l.StepDowns.Describe(ch)
 	l.unconfirmed.Describe(ch)
@@ -66,6 +74,7 @@ func (l *LinkMetrics) Describe(ch chan<- *prometheus.Desc) {
 func (l *LinkMetrics) Collect(ch chan<- prometheus.Metric) {
 	l.KeepAliveTimeouts.Collect(ch)
 	l.ConnectionsLost.Collect(ch)
+	l.ConnectFailures.Collect(ch)
 	l.Reconnects.Collect(ch)
 	l.StepDowns.Collect(ch)
 	l.unconfirmed.Collect(ch)

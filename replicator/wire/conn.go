@@ -59,6 +59,11 @@ type Events struct {
 	// lost its session on the broker and starts reconnecting, for cause
 	// CauseConnLost, CauseBrokerClosed, CauseSendTimeout or CauseRestart.
 	Reconnect func(kind, cause string)
+	// ConnectFailed: a new connection could not be set up (dial, TLS or
+	// the handshake failed on the network, or timed out): a cut link
+	// shows as these, since it has no connection left to lose. A broker's
+	// refusal (authentication) and a caller giving up do not count.
+	ConnectFailed func()
 }
 
 // Causes of a reconnect, for [Events].Reconnect.
@@ -207,8 +212,17 @@ type Conn struct {
 // the connection's goroutines. When logical differs from physical, physical
 // is a proxy and CONNECT asks it to forward to logical. useTLS selects TLS
 // (pulsar+ssl).
-func Dial(ctx context.Context, logical, physical string, useTLS bool, opts ConnOptions) (*Conn, error) {
+func Dial(ctx context.Context, logical, physical string, useTLS bool, opts ConnOptions) (c *Conn, err error) {
 	opts = opts.withDefaults()
+	if f := opts.Events.ConnectFailed; f != nil {
+		parent := ctx
+		defer func() {
+			var ce *ConnError
+			if err != nil && errors.As(err, &ce) && parent.Err() == nil {
+				f()
+			}
+		}()
+	}
 	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()
 	var d net.Dialer
@@ -229,7 +243,7 @@ func Dial(ctx context.Context, logical, physical string, useTLS bool, opts ConnO
 		}
 		nc = tc
 	}
-	c := &Conn{
+	c = &Conn{
 		Logical:   logical,
 		Physical:  physical,
 		opts:      opts,

@@ -3,7 +3,10 @@ package wire
 import (
 	"context"
 	"errors"
+	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -263,5 +266,66 @@ func TestChurnResetBySessionThatWorked(t *testing.T) {
 		if churn != 0 {
 			t.Fatalf("churn %d after sessions that confirmed sends", churn)
 		}
+	}
+}
+
+// TestConnectFailed: a connection that cannot be set up (nothing listens,
+// or the peer resets it in the handshake) counts as a connect failure; a
+// caller that gave up does not, nor does a connection that worked.
+func TestConnectFailed(t *testing.T) {
+	closed := func(t *testing.T) string { // a port nothing listens on
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
+	}
+	resetting := func(t *testing.T) string { // accepts, then resets
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+			}
+		}()
+		return l.Addr().String()
+	}
+	for _, tt := range []struct {
+		name   string
+		addr   func(t *testing.T) string
+		cancel bool
+		want   int
+	}{
+		{"refused", closed, false, 1},
+		{"reset in the handshake", resetting, false, 1},
+		{"caller gave up", closed, true, 0},
+		{"connected", func(t *testing.T) string { return strings.TrimPrefix(newFakeBroker(t).url(), "pulsar://") }, false, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var n atomic.Int32
+			ctx, cancel := context.WithCancel(context.Background())
+			if tt.cancel {
+				cancel()
+			}
+			defer cancel()
+			addr := tt.addr(t)
+			c, err := Dial(ctx, addr, addr, false, ConnOptions{Events: Events{ConnectFailed: func() { n.Add(1) }}})
+			if err == nil {
+				c.Close()
+			}
+			if got := int(n.Load()); got != tt.want {
+				t.Errorf("ConnectFailed called %d times, want %d (Dial: %v)", got, tt.want, err)
+			}
+		})
 	}
 }
