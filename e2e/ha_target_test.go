@@ -50,7 +50,7 @@ func TestHATargetUnreachableFromActive(t *testing.T) {
 	arrivals := watchArrivals(t, Client(t, "far"), topic)
 
 	a := start(farViaWAN)
-	const rate, seconds = 100, 110
+	const rate, seconds = 100, 85 // until ~15 s after the link is whole: A must copy again
 	n := rate * seconds
 	load := startLoad(t, Client(t, "west"), topic, "m", n, rate)
 	Eventually(t, 60*time.Second, func() error {
@@ -59,13 +59,14 @@ func TestHATargetUnreachableFromActive(t *testing.T) {
 		}
 		return nil
 	})
-	b := start(Get("far"))
-	time.Sleep(5 * time.Second) // B's cursor becomes the active one on one partition
+	b := startStandby(t, a, func() *Sidecar { return start(Get("far")) })
 
 	const cut = 60 * time.Second
+	alerts := watchAlerts(t, a, "geo_sidecar_link_")
 	cutAt := time.Now()
 	links.Cut(cut)
 	time.Sleep(time.Until(cutAt.Add(cut)))
+	cutTick := alerts.now()
 	links.Heal()
 	healedAt := time.Now()
 	aAt := a.Metric("geo_sidecar_replicated_messages_total")
@@ -109,8 +110,38 @@ func TestHATargetUnreachableFromActive(t *testing.T) {
 		cut, rate, since(cutAt, stepDown), shortName(stalled), gap.Round(100*time.Millisecond), since(cutAt, takeover),
 		since(healedAt, resub), durOrNever(aResumed), n, missing, dups, breaks,
 		a.Metric("geo_sidecar_replicated_messages_total"), b.Metric("geo_sidecar_replicated_messages_total"))
+	if err := alerts.firing(t, "GeoSidecarLinkUnhealthy", cutTick, map[string]string{"cluster": "far"}); err != nil {
+		t.Errorf("A: %v", err)
+	} else {
+		t.Logf("A: GeoSidecarLinkUnhealthy{cluster=\"far\"} fires at the end of the cut")
+	}
 	t.Logf("A (cut off from far): %s stepdowns=%v\n%s", metricsLine(a), a.Metric("geo_sidecar_link_stepdowns_total"), strings.Join(LogSummary(a.LogPath), "\n"))
 	t.Logf("B (reaches far): %s stepdowns=%v\n%s", metricsLine(b), b.Metric("geo_sidecar_link_stepdowns_total"), strings.Join(LogSummary(b.LogPath), "\n"))
+}
+
+// startStandby starts the second instance and waits until each holds a
+// partition. For each partition the broker makes active the consumer
+// whose name sorts at the partition's index among the partition's
+// consumers, and the sidecar names each cursor's consumer at random: in
+// one start in four the new instance takes both partitions, and a cut
+// would then hit an instance that holds nothing (a run of
+// TestHATargetUnreachableFromActive failed so). It starts the standby
+// again, under new names, until both hold one.
+func startStandby(t *testing.T, a *Sidecar, start func() *Sidecar) *Sidecar {
+	t.Helper()
+	for try := 1; ; try++ {
+		b := start()
+		time.Sleep(5 * time.Second)
+		na, nb := a.Metric("geo_sidecar_connected_partitions"), b.Metric("geo_sidecar_connected_partitions")
+		if na >= 1 && nb >= 1 {
+			return b
+		}
+		if try == 6 {
+			t.Fatalf("after %d starts of the second instance, connected partitions: first %v, second %v", try, na, nb)
+		}
+		t.Logf("connected partitions: first instance %v, second %v; starting the second again (its consumers' names decide)", na, nb)
+		b.Stop()
+	}
 }
 
 func durOrNever(d time.Duration) string {
@@ -156,6 +187,21 @@ func watchArrivals(t *testing.T, c pulsar.Client, topic string) *arrivals {
 	}()
 	t.Cleanup(func() { cancel(); <-done; cons.Close() })
 	return a
+}
+
+// between counts, per partition, the copies that arrived from from to to.
+func (a *arrivals) between(from, to time.Time) map[string]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := map[string]int{}
+	for p, ts := range a.at {
+		for _, at := range ts {
+			if !at.Before(from) && !at.After(to) {
+				n[p]++
+			}
+		}
+	}
+	return n
 }
 
 // gapAfter finds the partition with the longest pause in arrivals that

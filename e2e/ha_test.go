@@ -25,11 +25,12 @@ func TestHASourceUnreachableFromActive(t *testing.T) {
 		t.Fatal(err)
 	}
 	topic := Topic(ns, "ha")
-	CreatePartitioned(t, topic, 2, "far")
+	CreatePartitioned(t, topic, 2, "far", "west") // on west too: the arrivals watcher subscribes there first
 	repl := entries("far", ns, all, "west")
+	arrivals := watchArrivals(t, Client(t, "west"), topic)
 	a := StartSidecarFor(t, []Cluster{farViaWAN, Get("west")}, repl)
 
-	const rate, seconds = 100, 100
+	const rate, seconds = 100, 80 // the cut begins ~8 s in and lasts a minute
 	n := rate * seconds
 	load := startLoad(t, Client(t, "far"), topic, "m", n, rate)
 	Eventually(t, 60*time.Second, func() error {
@@ -38,36 +39,45 @@ func TestHASourceUnreachableFromActive(t *testing.T) {
 		}
 		return nil
 	})
-	b := StartSidecarFor(t, []Cluster{Get("far"), Get("west")}, repl)
-	time.Sleep(5 * time.Second)
+	b := startStandby(t, a, func() *Sidecar { return StartSidecarFor(t, []Cluster{Get("far"), Get("west")}, repl) })
 	if v := b.Metric("geo_sidecar_replicated_messages_total"); v > 0 {
-		t.Logf("B replicated %v messages before the cut (it took some partition over already)", v)
+		t.Logf("B replicated %v messages before the cut (the partition it holds)", v)
 	}
 
 	const cut = time.Minute
+	alerts := watchAlerts(t, a, "geo_sidecar_link_")
 	start := time.Now()
 	links.Cut(cut)
-	bAt := b.Metric("geo_sidecar_replicated_messages_total")
-	var takeover time.Duration
-	for time.Since(start) < cut {
-		if b.Metric("geo_sidecar_replicated_messages_total") > bAt {
-			takeover = time.Since(start)
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 	time.Sleep(time.Until(start.Add(cut)))
+	cutTick := alerts.now()
 	links.Heal()
-	if takeover == 0 {
-		t.Errorf("the standby replicated nothing while the active instance was cut off from the source for %s (metrics of A: %s; B: %s)",
-			cut, metricsLine(a), metricsLine(b))
+	healed := time.Now()
+	// A cannot read far during the cut: copies on both partitions in its
+	// second half are B's, its own partition's included. far's broker
+	// sees A's connection reset and hands the partition over within a
+	// second or two, so a pause may be too short to find (gapAfter).
+	during := arrivals.between(start.Add(cut/2), healed)
+	if len(during) < 2 {
+		t.Errorf("copies arrived on %d partition(s) in the second half of the cut (%v), want both: B did not take A's partition over (metrics of A: %s; B: %s)",
+			len(during), during, metricsLine(a), metricsLine(b))
 	}
+	stalled, gap, takeover := arrivals.gapAfter(start, healed)
 	load.wait(t)
 	got := drain(t, Client(t, "west"), topic, "check", n, 4*time.Minute, 3*time.Second)
 	missing, dups, breaks := checkPartitions(t, got, "m", n, true)
-	t.Logf("source cut off from the active instance for %s under %d msg/s: the standby took over after %s; %d messages, %d missing, %d duplicates, %d out of order per partition; replicated by A %v, by B %v",
-		cut, rate, takeover.Round(100*time.Millisecond), n, missing, dups, breaks,
+	pause := "no partition paused over 2 s"
+	if stalled != "" && !takeover.IsZero() {
+		pause = fmt.Sprintf("on %s nothing arrived for %s, then B's copies %s after the cut", shortName(stalled),
+			gap.Round(100*time.Millisecond), takeover.Sub(start).Round(100*time.Millisecond))
+	}
+	t.Logf("source cut off from the active instance for %s under %d msg/s: %s; copies per partition in the cut's second half %v; %d messages, %d missing, %d duplicates, %d out of order per partition; replicated by A %v, by B %v",
+		cut, rate, pause, during, n, missing, dups, breaks,
 		a.Metric("geo_sidecar_replicated_messages_total"), b.Metric("geo_sidecar_replicated_messages_total"))
+	if err := alerts.firing(t, "GeoSidecarLinkUnhealthy", cutTick, map[string]string{"cluster": "far"}); err != nil {
+		t.Errorf("A: %v", err)
+	} else {
+		t.Logf("A: GeoSidecarLinkUnhealthy{cluster=\"far\"} fires at the end of the cut")
+	}
 	t.Logf("A (cut off): %s\n%s", metricsLine(a), strings.Join(LogSummary(a.LogPath), "\n"))
 	t.Logf("B (standby): %s\n%s", metricsLine(b), strings.Join(LogSummary(b.LogPath), "\n"))
 }

@@ -167,10 +167,12 @@ func runWANFault(t *testing.T, f wanFault) {
 		}
 		return nil
 	})
+	alerts := watchAlerts(t, s, "geo_sidecar_link_")
 	before := links.Stats()
 	start := time.Now()
 	f.fault(t, links, s)
 	whole := time.Now()
+	wholeTick := alerts.now() // the last scrape of the fault
 	during := links.Stats()
 	at := s.Metric("geo_sidecar_replicated_messages_total")
 	seen := metricsLine(s)
@@ -212,6 +214,13 @@ func runWANFault(t *testing.T, f wanFault) {
 		t.Logf("%s: first \"producer reconnected\" %s after the link was whole", f.name, at.Sub(whole).Round(100*time.Millisecond))
 	}
 	t.Logf("%s: sidecar warnings, errors and connection lines:\n%s", f.name, strings.Join(LogSummary(s.LogPath), "\n"))
+	// What the operator is told: the operations kit's link alert, over
+	// what the sidecar exported during the fault.
+	if err := alerts.firing(t, "GeoSidecarLinkUnhealthy", wholeTick, map[string]string{"cluster": "far"}); err != nil {
+		t.Errorf("%s: %v", f.name, err)
+	} else {
+		t.Logf("%s: GeoSidecarLinkUnhealthy{cluster=\"far\"} fires at the end of the fault (promtool, the sidecar's metrics scraped every %s)", f.name, alertScrape)
+	}
 	if f.check != nil {
 		f.check(t, s)
 	}
