@@ -132,7 +132,10 @@ func launchSidecar(t testing.TB, cfg, listen string, args ...string) *Sidecar {
 		if t.Failed() {
 			if b, err := os.ReadFile(logPath); err == nil {
 				t.Logf("sidecar log (last 4 KiB):\n%s", tail(b, 4096))
-				keep := filepath.Join(os.TempDir(), "geo-sidecar-e2e-logs", strings.ReplaceAll(t.Name(), "/", "_")+".log")
+				// One file per sidecar: a test with several names them by
+				// their listen port.
+				keep := filepath.Join(os.TempDir(), "geo-sidecar-e2e-logs",
+					strings.ReplaceAll(t.Name(), "/", "_")+"-"+listen[strings.LastIndexByte(listen, ':')+1:]+".log")
 				if os.MkdirAll(filepath.Dir(keep), 0o755) == nil && os.WriteFile(keep, b, 0o644) == nil {
 					t.Logf("whole sidecar log kept in %s", keep)
 				}
