@@ -21,7 +21,17 @@ type loadGen struct {
 	sent atomic.Int64
 	done chan error
 	n    int
+	quit chan struct{} // closed by stop
+	// made is how many messages the generator produced, once done.
+	made atomic.Int64
 }
+
+// stop ends the load early: wait then returns once what was produced
+// is flushed, and produced says how many.
+func (g *loadGen) stop() { close(g.quit) }
+
+// produced is how many messages the generator produced; final after wait.
+func (g *loadGen) produced() int { return int(g.made.Load()) }
 
 func startLoad(t *testing.T, c pulsar.Client, topic, prefix string, n, rate int) *loadGen {
 	t.Helper()
@@ -29,15 +39,21 @@ func startLoad(t *testing.T, c pulsar.Client, topic, prefix string, n, rate int)
 	if err != nil {
 		t.Fatalf("producer on %s: %v", topic, err)
 	}
-	g := &loadGen{done: make(chan error, 1), n: n}
+	g := &loadGen{done: make(chan error, 1), n: n, quit: make(chan struct{})}
 	go func() {
 		defer p.Close()
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		per := max(rate/100, 1)
 		var firstErr atomic.Value
-		for i := 0; i < n; {
-			<-tick.C
+		i := 0
+	produce:
+		for i < n {
+			select {
+			case <-tick.C:
+			case <-g.quit:
+				break produce
+			}
 			for j := 0; j < per && i < n; j, i = j+1, i+1 {
 				p.SendAsync(context.Background(), &pulsar.ProducerMessage{
 					Payload: []byte(fmt.Sprintf("%s-%d", prefix, i)), Key: fmt.Sprintf("k%d", i%8),
@@ -53,6 +69,7 @@ func startLoad(t *testing.T, c pulsar.Client, topic, prefix string, n, rate int)
 		if e, ok := firstErr.Load().(error); ok {
 			err = e
 		}
+		g.made.Store(int64(i))
 		g.done <- err
 	}()
 	return g

@@ -50,16 +50,17 @@ func TestHATargetUnreachableFromActive(t *testing.T) {
 	arrivals := watchArrivals(t, Client(t, "far"), topic)
 
 	a := start(farViaWAN)
-	const rate, seconds = 100, 85 // until ~15 s after the link is whole: A must copy again
-	n := rate * seconds
-	load := startLoad(t, Client(t, "west"), topic, "m", n, rate)
+	// The load runs until A copies again after the heal (stop): how long
+	// the instances take to share the partitions varies.
+	const rate = 100
+	load := startLoad(t, Client(t, "west"), topic, "m", rate*600, rate)
 	Eventually(t, 60*time.Second, func() error {
 		if v := a.Metric("geo_sidecar_replicated_messages_total"); v < rate {
 			return fmt.Errorf("A replicated %v before the standby started", v)
 		}
 		return nil
 	})
-	b := startStandby(t, a, func() *Sidecar { return start(Get("far")) })
+	a, b := startStandby(t, a, func() *Sidecar { return start(Get("far")) })
 
 	const cut = 60 * time.Second
 	alerts := watchAlerts(t, a, "geo_sidecar_link_")
@@ -79,7 +80,10 @@ func TestHATargetUnreachableFromActive(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
+	time.Sleep(5 * time.Second)
+	load.stop()
 	load.wait(t)
+	n := load.produced()
 	got := drain(t, Client(t, "far"), topic, "check", n, 4*time.Minute, 3*time.Second)
 	missing, dups, breaks := checkPartitions(t, got, "m", n, true)
 
@@ -122,25 +126,36 @@ func TestHATargetUnreachableFromActive(t *testing.T) {
 // startStandby starts the second instance and waits until each holds a
 // partition. For each partition the broker makes active the consumer
 // whose name sorts at the partition's index among the partition's
-// consumers, and the sidecar names each cursor's consumer at random: in
-// one start in four the new instance takes both partitions, and a cut
-// would then hit an instance that holds nothing (a run of
-// TestHATargetUnreachableFromActive failed so). It starts the standby
-// again, under new names, until both hold one.
-func startStandby(t *testing.T, a *Sidecar, start func() *Sidecar) *Sidecar {
+// consumers, and the sidecar names each cursor's consumer at random: the
+// new instance may take both partitions or none, and a cut would then hit
+// an instance holding nothing (runs of both HA tests failed so). Names
+// that sort near either end keep winning whatever the other draws (a CI
+// run restarted the second instance six times in vain), so it restarts
+// each instance in turn, under new names, until both hold one; a is the
+// first instance as it is then.
+func startStandby(t *testing.T, a *Sidecar, start func() *Sidecar) (*Sidecar, *Sidecar) {
 	t.Helper()
+	b := start()
 	for try := 1; ; try++ {
-		b := start()
-		time.Sleep(5 * time.Second)
-		na, nb := a.Metric("geo_sidecar_connected_partitions"), b.Metric("geo_sidecar_connected_partitions")
-		if na >= 1 && nb >= 1 {
-			return b
+		var na, nb float64
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+			na, nb = a.Metric("geo_sidecar_connected_partitions"), b.Metric("geo_sidecar_connected_partitions")
+			if na >= 1 && nb >= 1 {
+				return a, b
+			}
 		}
-		if try == 6 {
-			t.Fatalf("after %d starts of the second instance, connected partitions: first %v, second %v", try, na, nb)
+		if try == 8 {
+			t.Fatalf("after %d restarts, connected partitions: first instance %v, second %v", try, na, nb)
 		}
-		t.Logf("connected partitions: first instance %v, second %v; starting the second again (its consumers' names decide)", na, nb)
-		b.Stop()
+		if try%2 == 1 {
+			t.Logf("connected partitions: first instance %v, second %v; restarting the second (its consumers' names decide)", na, nb)
+			b.Stop()
+			b = start()
+		} else {
+			t.Logf("connected partitions: first instance %v, second %v; restarting the first (its consumers' names decide)", na, nb)
+			a.Stop()
+			a = a.Restart()
+		}
 	}
 }
 

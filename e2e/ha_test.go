@@ -30,16 +30,17 @@ func TestHASourceUnreachableFromActive(t *testing.T) {
 	arrivals := watchArrivals(t, Client(t, "west"), topic)
 	a := StartSidecarFor(t, []Cluster{farViaWAN, Get("west")}, repl)
 
-	const rate, seconds = 100, 80 // the cut begins ~8 s in and lasts a minute
-	n := rate * seconds
-	load := startLoad(t, Client(t, "far"), topic, "m", n, rate)
+	// The load runs until a few seconds after the link is whole (stop):
+	// how long the instances take to share the partitions varies.
+	const rate = 100
+	load := startLoad(t, Client(t, "far"), topic, "m", rate*600, rate)
 	Eventually(t, 60*time.Second, func() error {
 		if v := a.Metric("geo_sidecar_replicated_messages_total"); v < rate {
 			return fmt.Errorf("A replicated %v before the standby started", v)
 		}
 		return nil
 	})
-	b := startStandby(t, a, func() *Sidecar { return StartSidecarFor(t, []Cluster{Get("far"), Get("west")}, repl) })
+	a, b := startStandby(t, a, func() *Sidecar { return StartSidecarFor(t, []Cluster{Get("far"), Get("west")}, repl) })
 	if v := b.Metric("geo_sidecar_replicated_messages_total"); v > 0 {
 		t.Logf("B replicated %v messages before the cut (the partition it holds)", v)
 	}
@@ -62,7 +63,10 @@ func TestHASourceUnreachableFromActive(t *testing.T) {
 			len(during), during, metricsLine(a), metricsLine(b))
 	}
 	stalled, gap, takeover := arrivals.gapAfter(start, healed)
+	time.Sleep(5 * time.Second)
+	load.stop()
 	load.wait(t)
+	n := load.produced()
 	got := drain(t, Client(t, "west"), topic, "check", n, 4*time.Minute, 3*time.Second)
 	missing, dups, breaks := checkPartitions(t, got, "m", n, true)
 	pause := "no partition paused over 2 s"
