@@ -126,13 +126,12 @@ func TestHATargetUnreachableFromActive(t *testing.T) {
 // startStandby starts the second instance and waits until each holds a
 // partition. For each partition the broker makes active the consumer
 // whose name sorts at the partition's index among the partition's
-// consumers, and the sidecar names each cursor's consumer at random: the
-// new instance may take both partitions or none, and a cut would then hit
-// an instance holding nothing (runs of both HA tests failed so). Names
-// that sort near either end keep winning whatever the other draws (a CI
-// run restarted the second instance six times in vain), so it restarts
-// each instance in turn, under new names, until both hold one; a is the
-// first instance as it is then.
+// consumers. Each instance names all its cursors' consumers alike
+// (replicator's instanceConsumerName), so two instances take the two
+// partitions in turn. Should one still hold both (names drawn per
+// partition made that common: a CI run restarted the second instance six
+// times in vain), it restarts one instance, then the other, under new
+// names; a is the first instance as it is then.
 func startStandby(t *testing.T, a *Sidecar, start func() *Sidecar) (*Sidecar, *Sidecar) {
 	t.Helper()
 	b := start()

@@ -135,6 +135,7 @@ func (e *pulsarEndpoints) openSource(ctx context.Context, onActive func(bool)) (
 		return e.local.Client.Subscribe(pulsar.ConsumerOptions{
 			Topic:                       e.topic,
 			SubscriptionName:            e.subscription,
+			Name:                        instanceConsumerName, // partitions in turn across instances
 			Type:                        pulsar.Failover,
 			SubscriptionInitialPosition: e.start,
 			ReceiverQueueSize:           e.maxPending,

@@ -83,7 +83,7 @@ type wireEndpoints struct {
 	topic         string // full partition topic name, the same on both sides
 	subscription  string
 	producerName  string
-	consumerName  string // unique per process and partition (Failover picks by name)
+	consumerName  string // instanceConsumerName (Failover picks by name)
 	start         wire.InitialPosition
 	permits       int    // the cursor's window, in messages
 	maxPending    int    // the producer's window, in entries
@@ -163,6 +163,16 @@ func (s *healthySource) Close() error {
 }
 
 func newConsumerName() string { return "geo-sidecar-" + uuid.NewString()[:8] }
+
+// instanceConsumerName is the consumer name of every replication cursor
+// of this process. For a Failover subscription on a partition the broker
+// makes active the consumer at rank partition-index mod n among the
+// partition's n consumers sorted by name. With one name per instance
+// every partition sees the instances in the same order, so they take the
+// partitions in turn. With a name drawn per partition, one instance often
+// held every partition; the e2e HA tests had to restart instances until
+// each held one.
+var instanceConsumerName = newConsumerName()
 
 func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (entrySource, error) {
 	c, err := e.local.wireClient()

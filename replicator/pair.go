@@ -230,7 +230,7 @@ func (p *pair) entryPartition(partitionTopic string) *entryPartition {
 			local: p.local, remote: p.remote, topic: partitionTopic,
 			subscription: p.subscription,
 			producerName: "geo-sidecar." + p.local.Name + "-->" + p.remote.Name,
-			consumerName: newConsumerName(),
+			consumerName: instanceConsumerName,
 			start:        start, permits: cursorPermitsPerPending * p.maxPending, maxPending: p.maxPending,
 			key: p.key, log: log,
 		},
