@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar/auth"
@@ -85,8 +86,9 @@ type wireEndpoints struct {
 	producerName  string
 	consumerName  string // instanceConsumerName (Failover picks by name)
 	start         wire.InitialPosition
-	permits       int    // the cursor's window, in messages
-	maxPending    int    // the producer's window, in entries
+	permits       int // the cursor's window, in messages
+	maxPending    int // the producer's window, in entries
+	windows       *cursorWindows
 	key           []byte // signs the copies' origins (PropOriginSig); nil: none
 	log           *zap.Logger
 
@@ -142,6 +144,7 @@ func (t *healthyTarget) Close() error {
 type healthySource struct {
 	*wire.Consumer
 	h      *linkHealth
+	leave  func() // the cursor's share of cursorWindows
 	mu     sync.Mutex
 	closed bool
 }
@@ -159,6 +162,7 @@ func (s *healthySource) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.h.update(func(h *linkHealth) { h.consDown = false })
+	s.leave()
 	return s.Consumer.Close()
 }
 
@@ -180,10 +184,10 @@ func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (en
 		return nil, err
 	}
 	e.health.update(func(h *linkHealth) { h.gauge = e.healthGauge() })
-	src := &healthySource{h: &e.health}
+	src := &healthySource{h: &e.health, leave: e.windows.join()}
 	cons, err := wire.Subscribe(ctx, c, wire.ConsumerOptions{
 		Topic: e.topic, Subscription: e.subscription, Name: e.consumerName,
-		InitialPosition: e.start, Permits: e.permits, MaxBytes: cursorWindowBytes, OnActiveChange: onActive, Logger: e.log,
+		InitialPosition: e.start, Permits: e.permits, MaxBytes: e.windows.bytes, OnActiveChange: onActive, Logger: e.log,
 		// Every Release comes after the target confirmed the entry, or
 		// for an entry skipped or not sent: nothing reads its bytes later.
 		RecycleOnRelease: true,
@@ -192,6 +196,7 @@ func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (en
 	// A refusal (a missing permission, say) is reported once by name.
 	e.local.noteOpen("consumer", e.topic, err)
 	if err != nil {
+		src.leave()
 		return nil, err
 	}
 	src.Consumer = cons
@@ -268,8 +273,46 @@ const maxRecordReach = 100_000
 // at about three quarters of it per round trip (permits come back in
 // batches of half the window): 8 MiB held a partition to about 35 MB/s at
 // 150 ms (0.36 of its 0 ms figure in make bench's WAN rows); 32 MiB keeps
-// it near the link's own limit there.
+// it near the link's own limit there. With many cursors open it is less
+// (cursorWindows).
 const cursorWindowBytes = 32 << 20
+
+// receiveBudget is what the open cursors of the process may hold and be
+// sent together, shared out by cursorWindows: a drain after an outage
+// over a thousand partitions at cursorWindowBytes each would hold 32 GiB.
+// Up to 16 cursors each get the whole cursorWindowBytes.
+const receiveBudget = 512 << 20
+
+// minCursorWindowBytes is the least a cursor's window is cut to, however
+// many are open: about 3 MB/s at 150 ms of round trip per partition.
+const minCursorWindowBytes = 512 << 10
+
+// cursorWindows shares receiveBudget among the open replication cursors
+// of the process: each window is the budget over the number open, between
+// minCursorWindowBytes and cursorWindowBytes, asked again at every grant
+// of the cursor (so windows shrink as partitions open, and widen as they
+// close). Safe for concurrent use.
+type cursorWindows struct {
+	total, least, most int64
+	open               atomic.Int64
+}
+
+func newCursorWindows() *cursorWindows {
+	return &cursorWindows{total: receiveBudget, least: minCursorWindowBytes, most: cursorWindowBytes}
+}
+
+// bytes is one cursor's window now.
+func (w *cursorWindows) bytes() int64 {
+	return min(w.most, max(w.least, w.total/max(w.open.Load(), 1)))
+}
+
+// join counts one more open cursor until leave (which may be called more
+// than once).
+func (w *cursorWindows) join() (leave func()) {
+	w.open.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { w.open.Add(-1) }) }
+}
 
 // cursorPermitsPerPending is the cursor's window in messages per entry the
 // producer may have unconfirmed (max_pending_messages): batched entries

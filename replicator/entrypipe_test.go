@@ -1212,3 +1212,42 @@ func TestRecordReach(t *testing.T) {
 		})
 	}
 }
+
+// TestCursorWindows: the open cursors share receiveBudget, each between
+// minCursorWindowBytes and cursorWindowBytes, and a cursor that leaves
+// (twice, even) gives its share back.
+func TestCursorWindows(t *testing.T) {
+	w := newCursorWindows()
+	var leaves []func()
+	join := func(n int) {
+		for range n {
+			leaves = append(leaves, w.join())
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		join int
+		want int64
+	}{
+		{"none open", 0, cursorWindowBytes},
+		{"one", 1, cursorWindowBytes},
+		{"sixteen: the whole window each", 15, cursorWindowBytes},
+		{"seventeen: the budget shared", 1, receiveBudget / 17},
+		{"1,100: the floor", 1083, minCursorWindowBytes},
+	} {
+		join(tc.join)
+		if got := w.bytes(); got != tc.want {
+			t.Errorf("%s (%d open): window %d, want %d", tc.name, len(leaves), got, tc.want)
+		}
+		if int64(len(leaves))*w.bytes() > max(receiveBudget, int64(len(leaves))*minCursorWindowBytes) {
+			t.Errorf("%s: %d windows of %d exceed the budget", tc.name, len(leaves), w.bytes())
+		}
+	}
+	for _, leave := range leaves[1:] {
+		leave()
+		leave()
+	}
+	if got := w.bytes(); got != cursorWindowBytes || w.open.Load() != 1 {
+		t.Errorf("after all but one left: %d open, window %d, want 1 and %d", w.open.Load(), got, cursorWindowBytes)
+	}
+}

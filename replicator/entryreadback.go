@@ -153,16 +153,18 @@ type wireTail struct {
 // readbackWindowBytes bounds what a read-back reader holds at once.
 const readbackWindowBytes = 8 << 20
 
+func readbackWindow() int64 { return readbackWindowBytes }
+
 // reader opens a non-durable reader at start (nil: a probe positioned at
 // the end, which reads nothing).
 func (w *wireTail) reader(ctx context.Context, start *wire.MessageID) (*wire.Consumer, error) {
 	opts := wire.ConsumerOptions{
 		Topic: w.topic, Subscription: "geo-sidecar-readback-" + uuid.NewString()[:8], Name: newConsumerName(),
 		NonDurable: true, StartMessageID: start, NoTopicCreation: true,
-		Permits: 1000, MaxBytes: readbackWindowBytes, RecycleOnRelease: true,
+		Permits: 1000, MaxBytes: readbackWindow, RecycleOnRelease: true,
 	}
 	if start == nil {
-		opts.InitialPosition, opts.Permits, opts.MaxBytes = wire.Latest, 1, 0
+		opts.InitialPosition, opts.Permits, opts.MaxBytes = wire.Latest, 1, nil
 	}
 	return wire.Subscribe(ctx, w.client, opts)
 }

@@ -46,6 +46,7 @@ type pair struct {
 	key     []byte
 	applied *appliedPositions
 	budget  *byteBudget
+	windows *cursorWindows
 }
 
 // worker is a running partition replicator that can be stopped alone.
@@ -232,7 +233,8 @@ func (p *pair) entryPartition(partitionTopic string) *entryPartition {
 			producerName: "geo-sidecar." + p.local.Name + "-->" + p.remote.Name,
 			consumerName: instanceConsumerName,
 			start:        start, permits: cursorPermitsPerPending * p.maxPending, maxPending: p.maxPending,
-			key: p.key, log: log,
+			windows: p.windows,
+			key:     p.key, log: log,
 		},
 		topic: partitionTopic, key: p.key,
 		budget: p.budget, maxPending: p.maxPending, skipRefused: p.rep.OnRefused == config.OnRefusedSkip,

@@ -43,6 +43,8 @@ type Sidecar struct {
 	// budget bounds the bytes the entry pipe holds in flight, across
 	// every pair of the process.
 	budget *byteBudget
+	// windows shares the receive budget among the open cursors.
+	windows *cursorWindows
 
 	ready atomic.Bool
 	mu    sync.Mutex
@@ -66,7 +68,7 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 	}
 	m := NewMetrics(opts.Registry)
 	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, key: key,
-		budget: newByteBudget(inflightBudget, m.InflightBytes.Set)}, nil
+		budget: newByteBudget(inflightBudget, m.InflightBytes.Set), windows: newCursorWindows()}, nil
 }
 
 // Metrics returns the sidecar's metrics.
@@ -159,6 +161,7 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				key:     s.key,
 				applied: &s.applied,
 				budget:  s.budget,
+				windows: s.windows,
 				log:     s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
 				running: map[string]*worker{},
 				quiet:   map[string]time.Time{},

@@ -48,8 +48,10 @@ type ConsumerOptions struct {
 	// large messages does not fill memory with a window sized for small
 	// ones. The window starts at minPermits until a size is known, and
 	// never closes below it (so one entry larger than MaxBytes still
-	// passes).
-	MaxBytes int64
+	// passes). It is asked at every grant, so callers can share one byte
+	// budget among consumers whose number changes; a window that shrinks
+	// grants nothing until what is held falls below it. Nil: no bound.
+	MaxBytes func() int64
 	// RecycleOnRelease: Release hands an entry's bytes back for later
 	// entries, so a large entry costs no allocation. The caller must then
 	// not use the entry's Metadata and Payload (nor anything they were
@@ -244,13 +246,17 @@ const minPermits = 4
 // window is the current receive window in messages (c.mu held).
 func (c *Consumer) window() int64 {
 	w := int64(c.opts.Permits)
-	if c.opts.MaxBytes <= 0 {
+	if c.opts.MaxBytes == nil {
+		return w
+	}
+	maxBytes := c.opts.MaxBytes()
+	if maxBytes <= 0 {
 		return w
 	}
 	if c.msgBytes <= 0 {
 		return min(w, minPermits)
 	}
-	return min(w, max(minPermits, int64(float64(c.opts.MaxBytes)/c.msgBytes)))
+	return min(w, max(minPermits, int64(float64(maxBytes)/c.msgBytes)))
 }
 
 // room returns the permits to grant now, and counts them as granted

@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1113,12 +1114,15 @@ func TestConsumerRecyclesReleasedEntries(t *testing.T) {
 
 // TestConsumerWindowByBytes: with MaxBytes, the window opens only as far
 // as the entries' size allows: small at first, a few large entries at a
-// time, wide for small messages.
+// time, wide for small messages; and it follows MaxBytes as that changes
+// (a budget shared by more consumers).
 func TestConsumerWindowByBytes(t *testing.T) {
 	b := newFakeBroker(t)
 	c := newTestClient(t, b.url(), ConnOptions{})
 	ctx := context.Background()
-	cons, err := Subscribe(ctx, c, ConsumerOptions{Topic: "t", Subscription: "s", Permits: 1000, MaxBytes: 64 << 10})
+	var maxBytes atomic.Int64
+	maxBytes.Store(64 << 10)
+	cons, err := Subscribe(ctx, c, ConsumerOptions{Topic: "t", Subscription: "s", Permits: 1000, MaxBytes: maxBytes.Load})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1166,6 +1170,14 @@ func TestConsumerWindowByBytes(t *testing.T) {
 	flows := len(b.commands(TypeFlow))
 	deliver(40, 100, 10<<10)
 	waitFor(t, "a wide window", func() bool { return largest(flows) > 100 })
+	// The budget shrinks to a sixteenth: later grants stay within it.
+	maxBytes.Store(4 << 10)
+	flows = len(b.commands(TypeFlow))
+	deliver(40, 100, 10<<10)
+	time.Sleep(20 * time.Millisecond)
+	if n := largest(flows); n > 64 {
+		t.Errorf("a FLOW of %d permits after MaxBytes shrank to 4 KiB for ~100-byte messages, want at most 64", n)
+	}
 }
 
 // A durable cursor subscribes as Failover (HA instances share it); a
