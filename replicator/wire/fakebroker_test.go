@@ -1170,9 +1170,19 @@ func TestConsumerWindowByBytes(t *testing.T) {
 	flows := len(b.commands(TypeFlow))
 	deliver(40, 100, 10<<10)
 	waitFor(t, "a wide window", func() bool { return largest(flows) > 100 })
-	// The budget shrinks to a sixteenth: later grants stay within it.
+	// The budget shrinks to a sixteenth: the window follows, and later
+	// grants stay within it. (FLOWs granted before the shrink may still be
+	// on their way to the fake broker: count from once they stop.)
 	maxBytes.Store(4 << 10)
-	flows = len(b.commands(TypeFlow))
+	cons.mu.Lock()
+	w := cons.window()
+	cons.mu.Unlock()
+	if w > 64 {
+		t.Errorf("window %d permits after MaxBytes shrank to 4 KiB for ~100-byte messages, want at most 64", w)
+	}
+	for flows = -1; flows != len(b.commands(TypeFlow)); time.Sleep(200 * time.Millisecond) {
+		flows = len(b.commands(TypeFlow))
+	}
 	deliver(40, 100, 10<<10)
 	time.Sleep(20 * time.Millisecond)
 	if n := largest(flows); n > 64 {
