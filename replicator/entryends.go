@@ -84,7 +84,6 @@ type wireEndpoints struct {
 	topic         string // full partition topic name, the same on both sides
 	subscription  string
 	producerName  string
-	consumerName  string // instanceConsumerName (Failover picks by name)
 	start         wire.InitialPosition
 	permits       int // the cursor's window, in messages
 	maxPending    int // the producer's window, in entries
@@ -186,7 +185,7 @@ func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (en
 	e.health.update(func(h *linkHealth) { h.gauge = e.healthGauge() })
 	src := &healthySource{h: &e.health, leave: e.windows.join()}
 	cons, err := wire.Subscribe(ctx, c, wire.ConsumerOptions{
-		Topic: e.topic, Subscription: e.subscription, Name: e.consumerName,
+		Topic: e.topic, Subscription: e.subscription, Name: instanceConsumerName,
 		InitialPosition: e.start, Permits: e.permits, MaxBytes: e.windows.bytes, OnActiveChange: onActive, Logger: e.log,
 		// Every Release comes after the target confirmed the entry, or
 		// for an entry skipped or not sent: nothing reads its bytes later.

@@ -231,7 +231,6 @@ func (p *pair) entryPartition(partitionTopic string) *entryPartition {
 			local: p.local, remote: p.remote, topic: partitionTopic,
 			subscription: p.subscription,
 			producerName: "geo-sidecar." + p.local.Name + "-->" + p.remote.Name,
-			consumerName: instanceConsumerName,
 			start:        start, permits: cursorPermitsPerPending * p.maxPending, maxPending: p.maxPending,
 			windows: p.windows,
 			key:     p.key, log: log,
