@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -211,6 +212,49 @@ func TestRegexPicksUpNewTopic(t *testing.T) {
 	}
 	if n := len(Consume(t, west, other, "check", 10, 3*time.Second)); n != 0 {
 		t.Fatalf("topic not matching the pattern was replicated (%d messages)", n)
+	}
+}
+
+// TestStartLatestNewTopics (issue 20, item 1): start: latest skips the
+// backlog that existed when replication was set up, and nothing else. A
+// topic created later (non-partitioned and partitioned), whose first 200
+// messages come at once, is copied from its first message; before the fix
+// its cursor was created at latest up to a discovery interval after the
+// topic began to take messages, and 200 of 220 never reached west.
+func TestStartLatestNewTopics(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	east, west := Client(t, "east"), Client(t, "west")
+	old := Topic(ns, "fresh-old")
+	ProduceN(t, east, old, "backlog", 50) // before set-up: skipped
+	dir := t.TempDir()
+	listen := FreeAddr(t)
+	cfg := filepath.Join(dir, "config.yaml")
+	yaml := strings.Replace(Config(listen, []string{"east", "west"},
+		entry("east", ns, `topic_patterns: ["fresh-.*"]`, "west")+"    start: latest\n"),
+		"discovery_interval: 1s", "discovery_interval: 5s", 1)
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	StartSidecarFile(t, cfg, listen)
+
+	one, two := Topic(ns, "fresh-1"), Topic(ns, "fresh-2")
+	CreatePartitioned(t, two, 2, "east")
+	want1 := ProduceN(t, east, one, "burst", 200)
+	want2 := ProduceN(t, east, two, "burst", 200)
+	wantOld := ProduceN(t, east, old, "after", 20)
+	time.Sleep(6 * time.Second) // a discovery pass later
+	want1 = append(want1, ProduceN(t, east, one, "later", 20)...)
+	want2 = append(want2, ProduceN(t, east, two, "later", 20)...)
+
+	if got := Payloads(drain(t, west, one, "check", len(want1), 60*time.Second, time.Second)); !slices.Equal(got, want1) {
+		t.Errorf("%s: west has %d of %d messages (first difference at %d)", one, len(got), len(want1), firstDiff(got, want1))
+	}
+	got2 := Payloads(drain(t, west, two, "check", len(want2), 60*time.Second, time.Second))
+	if slices.Sort(got2); len(got2) != len(want2) || !slices.Equal(got2, slices.Sorted(slices.Values(want2))) {
+		t.Errorf("%s (2 partitions): west has %d of %d messages", two, len(got2), len(want2))
+	}
+	if got := Payloads(drain(t, west, old, "check", len(wantOld), 60*time.Second, time.Second)); !slices.Equal(got, wantOld) {
+		t.Errorf("%s: west has %q, want only the %d messages published after set-up", old, got, len(wantOld))
 	}
 }
 

@@ -41,6 +41,10 @@ type pair struct {
 	checked remoteChecks         // topics found right on the remote
 	quiet   map[string]time.Time // topics caught up at their last stats refresh
 	gauged  map[string]bool      // topics with backlog series
+	// setup holds the partitions listed by the first discovery pass that
+	// are still listed: the backlog that existed when replication was set
+	// up, which start: latest skips. nil until that pass succeeded.
+	setup map[string]bool
 
 	cfg     *config.Config
 	key     []byte
@@ -115,6 +119,7 @@ func (p *pair) discover(ctx context.Context) ([]topicInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list topics of %s on %s: %w", p.rep.Namespace, p.local.Name, err)
 	}
+	p.noteListed(topics)
 	want := map[string]string{} // partition topic -> topic
 	var refused int
 	for _, t := range topics {
@@ -165,6 +170,38 @@ func (p *pair) discover(ctx context.Context) ([]topicInfo, error) {
 	return topics, nil
 }
 
+// noteListed records the partitions of a discovery pass: all of the
+// first pass's, and later only which of those are still listed (a topic
+// deleted and created again is new).
+func (p *pair) noteListed(topics []topicInfo) {
+	listed := map[string]bool{}
+	for _, t := range topics {
+		for _, pt := range t.partitionNames() {
+			listed[pt] = true
+		}
+	}
+	if p.setup == nil {
+		p.setup = listed
+		return
+	}
+	for pt := range p.setup {
+		if !listed[pt] {
+			delete(p.setup, pt)
+		}
+	}
+}
+
+// startsLatest reports whether a new replication cursor on partitionTopic
+// starts at the newest message. start: latest skips only the backlog that
+// existed when replication was set up (the first discovery pass): a topic
+// or partition that appears later is copied from its first message, as
+// Pulsar's own replicator does. At latest, the cursor would be created up
+// to a discovery interval after the topic began to take messages, and
+// those messages would never be copied.
+func (p *pair) startsLatest(partitionTopic string) bool {
+	return p.rep.Start == config.StartLatest && p.setup[partitionTopic]
+}
+
 func (p *pair) hasRunning(t topicInfo) bool {
 	for _, pt := range t.partitionNames() {
 		if _, ok := p.running[pt]; ok {
@@ -192,7 +229,7 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 		return
 	}
 	start := pulsar.SubscriptionPositionEarliest
-	if p.rep.Start == config.StartLatest {
+	if p.startsLatest(partitionTopic) {
 		start = pulsar.SubscriptionPositionLatest
 	}
 	pt := &partition{
@@ -221,7 +258,7 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 // entryPartition is the entry pipe's replicator of one partition.
 func (p *pair) entryPartition(partitionTopic string) *entryPartition {
 	start := wire.Earliest
-	if p.rep.Start == config.StartLatest {
+	if p.startsLatest(partitionTopic) {
 		start = wire.Latest
 	}
 	log := p.log.With(zap.String("partition", partitionTopic))
@@ -234,6 +271,7 @@ func (p *pair) entryPartition(partitionTopic string) *entryPartition {
 			start:        start, permits: cursorPermitsPerPending * p.maxPending, maxPending: p.maxPending,
 			windows: p.windows,
 			key:     p.key, log: log,
+			readerPrefix: p.cfg.Sidecar.CursorPrefix,
 		},
 		topic: partitionTopic, key: p.key,
 		budget: p.budget, maxPending: p.maxPending, skipRefused: p.rep.OnRefused == config.OnRefusedSkip,
@@ -275,7 +313,7 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *partitionLayout) *s
 	sc := p.cfg.Sidecar.Snapshot
 	// A cursor that does not exist yet and starts at the earliest message
 	// reads every message: the watermarks are exact from the start.
-	fresh := p.rep.Start == config.StartEarliest && cursors != nil && !slices.Contains(cursors, p.subscription)
+	fresh := !p.startsLatest(partitionTopic) && cursors != nil && !slices.Contains(cursors, p.subscription)
 	return &subSync{
 		local: p.local.Name, remote: p.remote.Name, topic: partitionTopic, key: p.key,
 		interval: sc.Interval.Duration,

@@ -1018,14 +1018,17 @@ func TestSyncFor(t *testing.T) {
 		cursors []string
 		fresh   bool
 		third   []string
+		// atSetup: the partition was listed by the first discovery pass.
+		atSetup bool
 	}{
-		{"new cursor from the earliest", 0, config.StartEarliest, []string{}, true, []string{"north"}},
-		{"new cursor beside others", 0, config.StartEarliest, []string{"billing", cfg.Sidecar.CursorName("north")}, true, []string{"north"}},
-		{"existing cursor", 0, config.StartEarliest, []string{"billing", own}, false, []string{"north"}},
-		{"cursors unknown", 0, config.StartEarliest, nil, false, []string{"north"}},
-		{"new cursor from the latest", 0, config.StartLatest, []string{}, false, []string{"north"}},
-		{"two clusters, existing cursor", 4, config.StartEarliest, []string{own}, false, nil},
-		{"two clusters, new cursor", 4, config.StartEarliest, []string{}, true, nil},
+		{"new cursor from the earliest", 0, config.StartEarliest, []string{}, true, []string{"north"}, true},
+		{"new cursor beside others", 0, config.StartEarliest, []string{"billing", cfg.Sidecar.CursorName("north")}, true, []string{"north"}, true},
+		{"existing cursor", 0, config.StartEarliest, []string{"billing", own}, false, []string{"north"}, true},
+		{"cursors unknown", 0, config.StartEarliest, nil, false, []string{"north"}, true},
+		{"new cursor from the latest", 0, config.StartLatest, []string{}, false, []string{"north"}, true},
+		{"latest, partition discovered after set-up", 0, config.StartLatest, []string{}, true, []string{"north"}, false},
+		{"two clusters, existing cursor", 4, config.StartEarliest, []string{own}, false, nil, true},
+		{"two clusters, new cursor", 4, config.StartEarliest, []string{}, true, nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1033,7 +1036,8 @@ func TestSyncFor(t *testing.T) {
 			rep.Start = tt.start
 			p := &pair{rep: rep, cfg: cfg, key: syncKey,
 				local: &Conn{Name: "east"}, remote: &Conn{Name: "west"},
-				subscription: own, m: NewMetrics(nil), log: zaptest.NewLogger(t), applied: &appliedPositions{}}
+				subscription: own, m: NewMetrics(nil), log: zaptest.NewLogger(t), applied: &appliedPositions{},
+				setup: map[string]bool{syncTopic: tt.atSetup}}
 			var layout *partitionLayout
 			if tt.cursors != nil {
 				layout = &partitionLayout{cursors: tt.cursors}
