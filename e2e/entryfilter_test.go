@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
 // entryFilterName is the name in deploy/entryfilter's entry_filter.yaml.
@@ -372,4 +374,115 @@ func runEntryFilterScenario(t *testing.T, filtered bool, path string) entryFilte
 	}
 	res.bound = dupBound(float64(len(published))/over.Seconds(), 0, partitions, true)
 	return res
+}
+
+// TestReaderMarkDeletePassesFilteredEntries (issue 20, items 4 and 5): the
+// read-back knows that a window's last entries will never come (an entry
+// filter rejects them, or they are Pulsar's own markers) from its
+// reader's mark-delete position: the broker acknowledges the entries it
+// does not dispatch, so once the reader acknowledged what it received,
+// GET_LAST_MESSAGE_ID's consumer_mark_delete_position reaches the end. A
+// reader whose name the filter does not exempt stands for both cases.
+func TestReaderMarkDeletePassesFilteredEntries(t *testing.T) {
+	ensureEntryFilterLoaded(t, "west")
+	ns := NewNamespace(t, "west")
+	setNamespaceEntryFilter(t, "west", ns)
+	topic := Topic(ns, "tail")
+	west := Client(t, "west")
+	ProduceWith(t, west, pulsar.ProducerOptions{Topic: topic, DisableBatching: true},
+		&pulsar.ProducerMessage{Payload: []byte("a")}, &pulsar.ProducerMessage{Payload: []byte("b")})
+	// Two markers at the end, as a marker writer stores them.
+	for range 2 {
+		ProduceWith(t, west, pulsar.ProducerOptions{Topic: topic, DisableBatching: true, Name: "geo-sidecar.markers.e2e-" + fmt.Sprint(time.Now().UnixNano())},
+			&pulsar.ProducerMessage{Payload: []byte("m"), Properties: map[string]string{marker.Property: "10"}})
+	}
+	ctx := context.Background()
+	ww := wireClient(t, "west")
+	probe, err := wire.Subscribe(ctx, ww, wire.ConsumerOptions{Topic: topic, Subscription: "app-probe", NonDurable: true, InitialPosition: wire.Latest, Permits: 1, NoTopicCreation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, ok, err := probe.LastMessageID(ctx)
+	probe.Close()
+	if err != nil || !ok {
+		t.Fatalf("last message id: %v %v", ok, err)
+	}
+	start := wire.MessageID{Ledger: last.Ledger, Entry: last.Entry - 3, Partition: -1, BatchIndex: 0}
+	r, err := wire.Subscribe(ctx, ww, wire.ConsumerOptions{Topic: topic, Subscription: "app-reader", NonDurable: true, StartMessageID: &start, Permits: 100, NoTopicCreation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for i := range 2 {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		e, err := r.Receive(rctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		if e.ID.Entry > last.Entry-2 {
+			t.Fatalf("received %v, a marker the filter should hide from this reader", e.ID)
+		}
+		if err := r.Ack(e.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	Eventually(t, 10*time.Second, func() error {
+		md, ok, err := r.MarkDelete(ctx)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			return fmt.Errorf("the broker sent no consumer_mark_delete_position")
+		case md.Ledger != last.Ledger || md.Entry < last.Entry:
+			return fmt.Errorf("mark-delete %d:%d, want %d:%d", md.Ledger, md.Entry, last.Ledger, last.Entry)
+		}
+		return nil
+	})
+}
+
+// TestReadBackBehindFilteredMarker (issue 20, item 5): with the marker
+// filter on the target (as the README recommends) and the target's newest
+// entry a marker, a session start's read-back finishes at once. Its
+// readers were named outside the cursor prefix the filter exempts, so they
+// waited 30 s for the marker, logged "cannot read back every copy" and
+// sent again whatever the read had not reached.
+func TestReadBackBehindFilteredMarker(t *testing.T) {
+	ensureEntryFilterLoaded(t, "east", "west")
+	ns := NewNamespace(t, "east", "west")
+	setNamespaceEntryFilter(t, "west", ns)
+	topic := Topic(ns, "orders")
+	east, west := Client(t, "east"), Client(t, "west")
+	s := StartSidecar(t, []string{"east", "west"}, entry("east", ns, "topics: [orders]", "west"))
+	first := ProduceN(t, east, topic, "first", 100)
+	if got := Payloads(Consume(t, west, topic, "check", len(first), 60*time.Second)); len(got) != len(first) {
+		t.Fatalf("west has %d of %d messages before the restart", len(got), len(first))
+	}
+	s.Stop()
+	// The newest entry on west: a marker, as a marker writer stores it.
+	ProduceWith(t, west, pulsar.ProducerOptions{Topic: topic, DisableBatching: true, Name: "geo-sidecar.markers.e2e"},
+		&pulsar.ProducerMessage{Payload: []byte("m"), Properties: map[string]string{marker.Property: "10"}})
+	second := ProduceN(t, east, topic, "second", 100)
+	s = s.Restart()
+	got := Payloads(drain(t, west, topic, "check", len(second), 60*time.Second, 2*time.Second))
+	if !slices.Equal(got, second) {
+		t.Errorf("west has %d messages after the restart, want the %d new ones once each", len(got), len(second))
+	}
+	log, err := os.ReadFile(s.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(log), "cannot read back every copy") {
+		t.Errorf("the read-back did not finish: %s", firstLine(string(log), "cannot read back"))
+	}
+}
+
+// firstLine is the first line of text containing sub.
+func firstLine(text, sub string) string {
+	for line := range strings.Lines(text) {
+		if strings.Contains(line, sub) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
 }

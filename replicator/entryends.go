@@ -89,7 +89,9 @@ type wireEndpoints struct {
 	maxPending    int // the producer's window, in entries
 	windows       *cursorWindows
 	key           []byte // signs the copies' origins (PropOriginSig); nil: none
-	log           *zap.Logger
+	// readerPrefix starts the read-back's reader names: sidecar.cursor_prefix.
+	readerPrefix string
+	log          *zap.Logger
 
 	schemas map[string][]byte // local schema version -> the remote's; one session at a time uses it
 

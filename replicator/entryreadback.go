@@ -2,6 +2,7 @@ package replicator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -148,6 +149,11 @@ type wireTail struct {
 	client *wire.Client
 	admin  adminEntries
 	topic  string
+	// subPrefix starts the readers' subscription names: the sidecar's own
+	// cursor prefix (sidecar.cursor_prefix), which the marker entry filter
+	// exempts, so a reader sees the markers on the remote (copies among
+	// them) instead of waiting for entries the filter never dispatches.
+	subPrefix string
 }
 
 // readbackWindowBytes bounds what a read-back reader holds at once.
@@ -159,7 +165,7 @@ func readbackWindow() int64 { return readbackWindowBytes }
 // the end, which reads nothing).
 func (w *wireTail) reader(ctx context.Context, start *wire.MessageID) (*wire.Consumer, error) {
 	opts := wire.ConsumerOptions{
-		Topic: w.topic, Subscription: "geo-sidecar-readback-" + uuid.NewString()[:8], Name: newConsumerName(),
+		Topic: w.topic, Subscription: w.subPrefix + ".readback-" + uuid.NewString()[:8], Name: newConsumerName(),
 		NonDurable: true, StartMessageID: start, NoTopicCreation: true,
 		Permits: 1000, MaxBytes: readbackWindow, RecycleOnRelease: true,
 	}
@@ -184,11 +190,21 @@ func (w *wireTail) last(ctx context.Context) (marker.Position, bool, error) {
 
 func (w *wireTail) ledgers(ctx context.Context) ([]ledgerInfo, error) { return w.admin.ledgers(ctx) }
 
-// readbackIdleTimeout bounds the wait for each next entry of a window: an
-// entry that never comes (Pulsar's own markers are not dispatched) must
-// not hold the session, while a slow link that keeps delivering may take
-// as long as it needs. What was read stays proof.
+// readbackIdleTimeout bounds the wait for each next entry of a window
+// while the broker has not passed the window's end: a slow link that
+// keeps delivering may take as long as it needs, a broker that stopped
+// answering must not hold the session. What was read stays proof.
 const readbackIdleTimeout = 30 * time.Second
+
+// readbackQuiet is how long a window's read waits for the next entry
+// before asking the broker how far its reader has got. The broker moves a
+// non-durable reader's mark-delete position past what it dispatched and
+// past what it never dispatches (Pulsar's own markers, entries an entry
+// filter rejects); once that position reaches the window's end, nothing
+// more is coming beyond what its connection already carried. The answer
+// travels on the same connection behind those entries, so they are queued
+// by the time it arrives.
+const readbackQuiet = time.Second
 
 func (w *wireTail) read(ctx context.Context, from, through marker.Position, fn func(marker.Position, entryCopy)) error {
 	// A batch index makes the start inclusive of its entry.
@@ -198,20 +214,61 @@ func (w *wireTail) read(ctx context.Context, from, through marker.Position, fn f
 		return fmt.Errorf("read back from %s: %w", from.String(), err)
 	}
 	defer r.Close()
-	for {
-		rctx, cancel := context.WithTimeout(ctx, readbackIdleTimeout)
-		e, err := r.Receive(rctx)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("read back %s..%s: %w", from.String(), through.String(), err)
-		}
+	return readWindow(ctx, r, from, through, func(pos marker.Position, e wire.Entry) { fn(pos, w.copyOf(e)) })
+}
+
+// windowReader is the read-back's non-durable reader (a wire.Consumer).
+type windowReader interface {
+	// Receive returns an entry already queued even when ctx is done.
+	Receive(ctx context.Context) (wire.Entry, error)
+	Ack(wire.MessageID) error
+	Release(wire.Entry) error
+	MarkDelete(ctx context.Context) (wire.MessageID, bool, error)
+}
+
+// readWindow calls fn with each entry r delivers from from through
+// through, until it delivered through or the broker says it passed it
+// (see readbackQuiet).
+func readWindow(ctx context.Context, r windowReader, from, through marker.Position, fn func(marker.Position, wire.Entry)) error {
+	// take handles one entry and reports whether the window is read.
+	take := func(e wire.Entry) bool {
 		pos := entryPos(e.ID)
 		if pos.Compare(from) >= 0 && pos.Compare(through) <= 0 {
-			fn(pos, w.copyOf(e))
+			fn(pos, e)
 		}
+		_ = r.Ack(e.ID) // for brokers that move the position only on acknowledgements
 		_ = r.Release(e)
-		if pos.Compare(through) >= 0 {
-			return nil
+		return pos.Compare(through) >= 0
+	}
+	lastEntry := time.Now()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, readbackQuiet)
+		e, err := r.Receive(rctx)
+		cancel()
+		if err == nil {
+			lastEntry = time.Now()
+			if take(e) {
+				return nil
+			}
+			continue
+		}
+		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("read back %s..%s: %w", from.String(), through.String(), err)
+		}
+		md, ok, err := r.MarkDelete(ctx)
+		switch {
+		case err == nil && ok && entryPos(md).Compare(through) >= 0:
+			// The rest of the window is queued or never dispatched.
+			done, cancel := context.WithCancel(ctx)
+			cancel()
+			for {
+				e, err := r.Receive(done)
+				if err != nil || take(e) {
+					return nil
+				}
+			}
+		case time.Since(lastEntry) >= readbackIdleTimeout:
+			return fmt.Errorf("read back %s..%s: no entry for %v: %w", from.String(), through.String(), readbackIdleTimeout, context.DeadlineExceeded)
 		}
 	}
 }
@@ -245,5 +302,6 @@ func (e *wireEndpoints) newWireTail() (*wireTail, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wireTail{client: c, admin: adminEntries{admin: e.remote.Admin, reader: e.remote.entries, topic: tn}, topic: e.topic}, nil
+	return &wireTail{client: c, admin: adminEntries{admin: e.remote.Admin, reader: e.remote.entries, topic: tn}, topic: e.topic,
+		subPrefix: e.readerPrefix}, nil
 }

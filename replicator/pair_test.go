@@ -44,7 +44,7 @@ func TestStartLatestOnlyAtSetup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &pair{rep: config.Replication{Start: tt.start},
+			p := &pair{rep: config.Replication{Start: tt.start}, cfg: &config.Config{},
 				local: &Conn{Name: "east"}, remote: &Conn{Name: "west"},
 				m: NewMetrics(nil), log: zaptest.NewLogger(t)}
 			for _, pass := range tt.passes {

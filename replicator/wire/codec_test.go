@@ -134,6 +134,7 @@ func TestCommandRoundTrip(t *testing.T) {
 		&GetSchema{RequestID: 1, Topic: "t", Version: []byte{0, 0, 0, 0, 0, 0, 0, 2}},
 		&GetLastMessageID{ConsumerID: 1, RequestID: 2},
 		&GetLastMessageIDResponse{RequestID: 2, LastMessageID: id},
+		&GetLastMessageIDResponse{RequestID: 2, LastMessageID: id, MarkDelete: MessageID{Ledger: 7, Entry: 3, Partition: -1, BatchIndex: -1}, HasMarkDelete: true},
 		&SubscribeCommand{Topic: "t", Subscription: "r", ConsumerID: 1, RequestID: 2, NonDurable: true, StartMessageID: &MessageID{Ledger: 1, Entry: 2, Partition: -1, BatchIndex: 0}, ConsumerEpoch: 3},
 		&GetSchemaResponse{RequestID: 1, Schema: &Schema{Name: "n", Data: []byte("{}"), Type: 2, Properties: []KeyValue{{"k", "v"}}}, Version: []byte{1}},
 		&GetSchemaResponse{RequestID: 1, HasError: true, ErrorCode: TopicNotFound, ErrorMessage: "none"},

@@ -1466,13 +1466,21 @@ func (g *GetLastMessageID) decode(b []byte) error {
 type GetLastMessageIDResponse struct {
 	RequestID     uint64
 	LastMessageID MessageID
+	// MarkDelete is the asking consumer's subscription's mark-delete
+	// position (field 3), when HasMarkDelete: brokers send it since 2.8.
+	MarkDelete    MessageID
+	HasMarkDelete bool
 }
 
 func (*GetLastMessageIDResponse) Type() CommandType { return TypeGetLastMessageIDResponse }
 
 func (g *GetLastMessageIDResponse) appendTo(b []byte) []byte {
 	b = appendMsg(b, 1, g.LastMessageID.appendTo)
-	return appendU64(b, 2, g.RequestID)
+	b = appendU64(b, 2, g.RequestID)
+	if g.HasMarkDelete {
+		b = appendMsg(b, 3, g.MarkDelete.appendTo)
+	}
+	return b
 }
 
 func (g *GetLastMessageIDResponse) decode(b []byte) error {
@@ -1482,6 +1490,9 @@ func (g *GetLastMessageIDResponse) decode(b []byte) error {
 			return decodeSub(f, "last_message_id", g.LastMessageID.decode)
 		case 2:
 			return setU64(&g.RequestID, f)
+		case 3:
+			g.HasMarkDelete = true
+			return decodeSub(f, "consumer_mark_delete_position", g.MarkDelete.decode)
 		}
 		return nil
 	})

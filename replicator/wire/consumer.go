@@ -700,19 +700,7 @@ func numMessages(md []byte) int32 {
 // LastMessageID asks the broker for the id of the topic's last stored
 // entry; ok is false for an empty topic.
 func (c *Consumer) LastMessageID(ctx context.Context) (id MessageID, ok bool, err error) {
-	s, err := c.current()
-	if err != nil {
-		return MessageID{}, false, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.client.opts.OperationTimeout)
-	defer cancel()
-	op := "get last message id of " + c.opts.Topic
-	reqID := s.conn.newRequestID()
-	cmd, err := s.conn.request(ctx, op, reqID, &GetLastMessageID{ConsumerID: s.id, RequestID: reqID})
-	if err != nil {
-		return MessageID{}, false, err
-	}
-	r, err := asType[*GetLastMessageIDResponse](cmd, op)
+	r, err := c.lastMessageID(ctx)
 	if err != nil {
 		return MessageID{}, false, err
 	}
@@ -721,6 +709,35 @@ func (c *Consumer) LastMessageID(ctx context.Context) (id MessageID, ok bool, er
 		return last, false, nil
 	}
 	return last, true, nil
+}
+
+// MarkDelete asks the broker for the subscription's mark-delete position:
+// every entry up to it is acknowledged, by this consumer or by the broker
+// itself for entries it never dispatches (Pulsar's own markers, entries
+// an entry filter rejects). ok is false when the broker does not say (before
+// 2.8).
+func (c *Consumer) MarkDelete(ctx context.Context) (id MessageID, ok bool, err error) {
+	r, err := c.lastMessageID(ctx)
+	if err != nil {
+		return MessageID{}, false, err
+	}
+	return r.MarkDelete, r.HasMarkDelete, nil
+}
+
+func (c *Consumer) lastMessageID(ctx context.Context) (*GetLastMessageIDResponse, error) {
+	s, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.client.opts.OperationTimeout)
+	defer cancel()
+	op := "get last message id of " + c.opts.Topic
+	reqID := s.conn.newRequestID()
+	cmd, err := s.conn.request(ctx, op, reqID, &GetLastMessageID{ConsumerID: s.id, RequestID: reqID})
+	if err != nil {
+		return nil, err
+	}
+	return asType[*GetLastMessageIDResponse](cmd, op)
 }
 
 // LastEntry reads topic's last stored entry (a partition or a
