@@ -466,8 +466,16 @@ func TestWarnings(t *testing.T) {
 				t.Fatalf("Warnings() = %q, want %d lines", got, len(tt.want))
 			}
 			for i := range tt.want {
-				if !strings.Contains(got[i], tt.want[i]) {
-					t.Errorf("warning %d:\n got: %s\nwant: …%s…", i, got[i], tt.want[i])
+				if !strings.Contains(got[i].Detail, tt.want[i]) {
+					t.Errorf("warning %d:\n got: %s\nwant: …%s…", i, got[i].Detail, tt.want[i])
+				}
+				// Each kind is logged under its own message.
+				summary := WarnCleartext
+				if strings.HasPrefix(got[i].Detail, "sidecar.listen") {
+					summary = WarnReachable
+				}
+				if got[i].Summary != summary {
+					t.Errorf("warning %d is logged as %q, want %q", i, got[i].Summary, summary)
 				}
 			}
 		})
@@ -505,8 +513,8 @@ func TestWarningEntryPathWithoutKey(t *testing.T) {
 	} {
 		got := false
 		for _, w := range tt.cfg.Warnings() {
-			if strings.Contains(w, "replication[0]: the entry data path without a marker key") {
-				got = true
+			if strings.Contains(w.Detail, "replication[0]: the entry data path without a marker key") {
+				got = w.Summary == WarnNoMarkerKey
 			}
 		}
 		if got != tt.want {

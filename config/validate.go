@@ -167,19 +167,39 @@ func (c *Config) validateClusters(p *problems) map[string]bool {
 	return names
 }
 
-// Warnings returns what is allowed but unsafe in c, one line per finding,
-// each naming its path like the errors of [Config.Validate]: a token that
-// would travel in clear text, over pulsar:// (at every connection and
-// every re-authentication) or http:// (with every admin call), and HTTP
-// endpoints reachable from other hosts. `validate` prints them and `run`
-// logs each once at start; they are not errors because a test bed, a
-// network that encrypts below Pulsar or a container (whose loopback is its
-// own) may want exactly that.
-func (c *Config) Warnings() []string {
-	var w []string
+// Warning is a setting that is allowed but unsafe or costly.
+type Warning struct {
+	// Summary says what kind of finding it is, the same words for every
+	// finding of that kind: `run` logs it as the message.
+	Summary string
+	// Detail names the path and value, like the errors of
+	// [Config.Validate], and what follows from them.
+	Detail string
+}
+
+// The kinds of [Warning].
+const (
+	WarnReachable   = "HTTP endpoints reachable from other hosts"
+	WarnCleartext   = "credentials would travel unencrypted"
+	WarnNoMarkerKey = "without a marker key, copies on the target are not recognised"
+)
+
+// Warnings returns what is allowed but unsafe in c, one finding each: a
+// token that would travel in clear text, over pulsar:// (at every
+// connection and every re-authentication) or http:// (with every admin
+// call), HTTP endpoints reachable from other hosts, and the entry path
+// without a marker key. `validate` prints them and `run` logs each once at
+// start; they are not errors because a test bed, a network that encrypts
+// below Pulsar or a container (whose loopback is its own) may want exactly
+// that.
+func (c *Config) Warnings() []Warning {
+	var w []Warning
+	add := func(summary, format string, args ...any) {
+		w = append(w, Warning{Summary: summary, Detail: fmt.Sprintf(format, args...)})
+	}
 	if host, _, err := net.SplitHostPort(c.Sidecar.Listen); err == nil && !isLoopback(host) {
-		w = append(w, fmt.Sprintf("sidecar.listen: %q is reachable from other hosts; /metrics names every cluster, topic and subscription replicated (use 127.0.0.1 outside containers, or firewall the port)",
-			c.Sidecar.Listen))
+		add(WarnReachable, "sidecar.listen: %q is reachable from other hosts; /metrics names every cluster, topic and subscription replicated (use 127.0.0.1 outside containers, or firewall the port)",
+			c.Sidecar.Listen)
 	}
 	for i, cl := range c.Clusters {
 		if !cl.Auth.HasToken() {
@@ -187,18 +207,18 @@ func (c *Config) Warnings() []string {
 		}
 		path := fmt.Sprintf("clusters[%d]", i)
 		if strings.HasPrefix(cl.ServiceURL, "pulsar://") {
-			w = append(w, fmt.Sprintf("%s.service_url: %q is not encrypted; the token from %s would cross the network in clear text (use pulsar+ssl://)",
-				path, cl.ServiceURL, cl.Auth.TokenSource()))
+			add(WarnCleartext, "%s.service_url: %q is not encrypted; the token from %s would cross the network in clear text (use pulsar+ssl://)",
+				path, cl.ServiceURL, cl.Auth.TokenSource())
 		}
 		if strings.HasPrefix(cl.AdminURL, "http://") {
-			w = append(w, fmt.Sprintf("%s.admin_url: %q is not encrypted; the token from %s would cross the network in clear text with every admin call (use https://)",
-				path, cl.AdminURL, cl.Auth.TokenSource()))
+			add(WarnCleartext, "%s.admin_url: %q is not encrypted; the token from %s would cross the network in clear text with every admin call (use https://)",
+				path, cl.AdminURL, cl.Auth.TokenSource())
 		}
 	}
 	if c.Sidecar.MarkerKeyFile == "" && c.Sidecar.MarkerKeyEnv == "" {
 		for i, r := range c.Replication {
 			if r.Path() == DataPathEntries {
-				w = append(w, fmt.Sprintf("replication[%d]: the entry data path without a marker key (sidecar.marker_key_file) cannot recognise its copies on the target after a crash: the entries in flight are copied again (duplicates, not loss)", i))
+				add(WarnNoMarkerKey, "replication[%d]: the entry data path without a marker key (sidecar.marker_key_file or marker_key_env) recognises none of its copies on the target: whenever a partition's session starts again (a restart or crash, a takeover by another instance, a lost connection, a failed send) the entries it had in flight are copied again, with or without deduplication on the target (duplicates, not loss)", i)
 			}
 		}
 	}

@@ -175,7 +175,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		pairs += len(r.Targets)
 	}
 	for _, w := range cfg.Warnings() {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
+		fmt.Fprintf(stderr, "warning: %s\n", w.Detail)
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d clusters, %d replication entries, %d pairs)\n",
 		c.config, len(cfg.Clusters), len(cfg.Replication), pairs)

@@ -25,7 +25,7 @@ func serve(ctx context.Context, cfg *config.Config, cluster string, log *zap.Log
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	log = withSecurityMetrics(log, newSecurityMetrics(reg, cfg))
 	for _, w := range cfg.Warnings() {
-		log.Warn("credentials would travel unencrypted", zap.String("warning", w))
+		log.Warn(w.Summary, zap.String("warning", w.Detail))
 	}
 	s, err := replicator.New(cfg, replicator.Options{Log: log, Registry: reg, Cluster: cluster})
 	if err != nil {
