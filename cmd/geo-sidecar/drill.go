@@ -85,10 +85,15 @@ func printDrill(w io.Writer, r drill.Report) {
 	fmt.Fprintf(w, "  consumed after       %d (in %s)\n", r.ConsumedAfter, r.To)
 	fmt.Fprintf(w, "  lost                 %d\n", r.Lost)
 	fmt.Fprintf(w, "  duplicates           %d\n", r.Duplicates)
-	if r.InStep {
+	switch {
+	case r.InStep:
 		fmt.Fprintf(w, "  in step after        %.1fs\n", r.InStepSeconds)
-	} else {
-		fmt.Fprintf(w, "  in step              no (the subscription on %s never caught up; resumed anyway)\n", r.To)
+	case r.GaveUp:
+		fmt.Fprintf(w, "  in step              no: gave up waiting after %.0fs, the subscription on %s trailing by %d backlog entries (resumed all the same)\n",
+			r.WaitedSeconds, r.To, r.Trailing)
+	default:
+		fmt.Fprintf(w, "  in step              no: trailing by %d backlog entries on %s after %.1fs, as close as the newest snapshot allows (a switch delivers them again)\n",
+			r.Trailing, r.To, r.InStepSeconds)
 	}
 	if r.Kept {
 		fmt.Fprintf(w, "  subscription         kept on %s and %s (--keep); delete it with pulsar-admin topics unsubscribe %s --subscription %s\n",

@@ -83,9 +83,12 @@ failover drill east -> west on persistent://shop/orders/geo-sidecar-drill, subsc
 		want string
 	}{
 		{"in step", func(*drill.Report) {}, want},
-		{"never in step", func(r *drill.Report) { r.InStep = false },
+		{"as close as it got", func(r *drill.Report) { r.InStep, r.Trailing = false, 51 },
 			strings.Replace(want, "  in step after        1.2s\n",
-				"  in step              no (the subscription on west never caught up; resumed anyway)\n", 1)},
+				"  in step              no: trailing by 51 backlog entries on west after 1.2s, as close as the newest snapshot allows (a switch delivers them again)\n", 1)},
+		{"gave up", func(r *drill.Report) { r.InStep, r.GaveUp, r.Trailing, r.WaitedSeconds = false, true, 51, 15.2 },
+			strings.Replace(want, "  in step after        1.2s\n",
+				"  in step              no: gave up waiting after 15s, the subscription on west trailing by 51 backlog entries (resumed all the same)\n", 1)},
 		{"kept", func(r *drill.Report) { r.Kept = true }, want +
 			"  subscription         kept on east and west (--keep); delete it with pulsar-admin topics unsubscribe " +
 			"persistent://shop/orders/geo-sidecar-drill --subscription geo-sidecar-drill-0123abcd\n"},

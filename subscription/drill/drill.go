@@ -36,18 +36,31 @@ const tag = "geo-sidecar.drill"
 // Report is what a failover drill observed; geo-sidecar drill --json prints
 // it as is.
 type Report struct {
-	Topic          string  `json:"topic"`
-	Subscription   string  `json:"subscription"`
-	Type           string  `json:"type"`
-	From           string  `json:"from"`
-	To             string  `json:"to"`
-	Published      int     `json:"published"`
-	ConsumedBefore int     `json:"consumed_before"`
-	ConsumedAfter  int     `json:"consumed_after"`
-	Lost           int     `json:"lost"`
-	Duplicates     int     `json:"duplicates"`
-	InStepSeconds  float64 `json:"in_step_seconds"`
-	InStep         bool    `json:"in_step"`
+	Topic          string `json:"topic"`
+	Subscription   string `json:"subscription"`
+	Type           string `json:"type"`
+	From           string `json:"from"`
+	To             string `json:"to"`
+	Published      int    `json:"published"`
+	ConsumedBefore int    `json:"consumed_before"`
+	ConsumedAfter  int    `json:"consumed_after"`
+	Lost           int    `json:"lost"`
+	Duplicates     int    `json:"duplicates"`
+	// InStep: when the drill resumed in To, the subscription there
+	// trailed the one in From by nothing on every partition.
+	InStep bool `json:"in_step"`
+	// Trailing is by how many backlog entries (summed over partitions)
+	// the subscription in To trailed the one in From when the drill
+	// resumed there: a switch at that moment delivers them again.
+	Trailing int64 `json:"trailing"`
+	// InStepSeconds is how long after the consumer in From stopped the
+	// subscription in To got as close as it got (its last move).
+	InStepSeconds float64 `json:"in_step_seconds"`
+	// GaveUp: the drill resumed without the subscription in To having
+	// moved closer (or existing on every partition) within its wait.
+	GaveUp bool `json:"gave_up"`
+	// WaitedSeconds is how long the drill waited before resuming.
+	WaitedSeconds float64 `json:"waited_seconds"`
 	// Kept: Options.Keep left the drill's subscription on both clusters;
 	// otherwise it was deleted on both (or the drill failed saying where
 	// it may be left).
@@ -209,7 +222,18 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 	rep.ConsumedBefore = len(got)
 
 	say("consumer in %s stopped; waiting until the subscription is in step in %s", o.From, o.To)
-	rep.InStepSeconds, rep.InStep = waitInStep(ctx, from.admin, to.admin, topic, sub, say)
+	st := waitInStep(ctx, backlogSampler(from.admin, to.admin, topic, sub), sub, say)
+	rep.InStep, rep.Trailing, rep.GaveUp = st.inStep, st.trailing, st.gaveUp
+	rep.InStepSeconds, rep.WaitedSeconds = st.closestAfter.Seconds(), st.waited.Seconds()
+	switch {
+	case st.inStep:
+	case st.gaveUp:
+		say("gave up waiting after %.0fs: %s trails by %d backlog entries on %d of %d partitions in %s (resuming all the same)",
+			st.waited.Seconds(), sub, st.trailing, st.present, st.partitions, o.To)
+	default:
+		say("%s trails by %d backlog entries in %s, as close as it got (unchanged for %s): a switch now delivers them again",
+			sub, st.trailing, o.To, settleAfterMove)
+	}
 
 	say("resuming in %s", o.To)
 	// The sidecar created the subscription in o.To from the one in
@@ -350,45 +374,103 @@ func consume(ctx context.Context, c pulsar.Consumer, run string, n int, idle tim
 	return got, flush()
 }
 
-// waitInStep waits until the subscription on the target trails the one on
-// the source by no more than it will for a while: the sum over partitions
-// of how much further back it is stops shrinking for 3 s, or reaches 0 with
-// the subscription on every partition. A partition where the source
-// subscription consumed nothing before the first snapshot has no position
-// to carry over; there the target subscription starts from its initial
-// position (duplicates, never a loss). It returns the time until the last
-// improvement.
-func waitInStep(ctx context.Context, fromAdmin, toAdmin pulsaradmin.Client, topic, sub string, say func(string, ...any)) (float64, bool) {
+// sampler reads sub's backlog per partition on the source and on the
+// target; ok is false when either could not be read.
+type sampler func() (from, to map[string]int64, ok bool)
+
+func backlogSampler(fromAdmin, toAdmin pulsaradmin.Client, topic, sub string) sampler {
 	tn, err := utils.GetTopicName(topic)
-	if err != nil {
-		return 0, false
-	}
-	start := time.Now()
-	best, bestAt := int64(-1), start
-	lastSay := start
-	for time.Since(start) < 60*time.Second && ctx.Err() == nil {
+	return func() (map[string]int64, map[string]int64, bool) {
+		if err != nil {
+			return nil, nil, false
+		}
 		fb, fok := subBacklogs(fromAdmin, *tn, sub)
 		tb, tok := subBacklogs(toAdmin, *tn, sub)
-		present := fok && tok && len(tb) > 0
-		var lag int64
-		for p, f := range fb {
-			lag += max(tb[p]-f, 0)
-		}
-		if time.Since(lastSay) >= 2*time.Second {
-			lastSay = time.Now()
-			say("  %s trails by %d backlog entries on %d of %d partitions", sub, lag, len(tb), len(fb))
-		}
-		if present {
-			if best < 0 || lag < best {
-				best, bestAt = lag, time.Now()
-			}
-			if (lag == 0 && len(tb) == len(fb)) || time.Since(bestAt) > 3*time.Second {
-				return bestAt.Sub(start).Seconds(), true
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
+		return fb, tb, fok && tok
 	}
-	return time.Since(start).Seconds(), false
+}
+
+// How long waitInStep waits: the lag must hold this long after it last
+// shrank, or this long without ever shrinking, and never longer than
+// waitLimit in all.
+const (
+	settleAfterMove = 3 * time.Second
+	settleUnmoved   = 15 * time.Second
+	waitLimit       = 60 * time.Second
+)
+
+// inStep is what waitInStep saw when it stopped waiting.
+type inStep struct {
+	inStep              bool // lag 0 on every partition of the source
+	gaveUp              bool // never moved closer, or missing, within the wait
+	trailing            int64
+	present, partitions int
+	closestAfter        time.Duration // until the lag last shrank (or was 0)
+	waited              time.Duration
+}
+
+// waitInStep waits until the subscription on the target trails the one on
+// the source by no more than it will for a while, and says how close it
+// got. Lag is the sum over partitions of how much further back the target
+// is. In step is lag 0 with the subscription on every partition. A lag
+// that shrank and then holds for settleAfterMove is as close as the
+// newest snapshot allows (not in step). A lag that never shrank, or a
+// subscription missing on the target, is waited for up to settleUnmoved
+// or waitLimit and then reported as given up: the drill never calls a
+// subscription in step that is not.
+func waitInStep(ctx context.Context, sample sampler, sub string, say func(string, ...any)) inStep {
+	start := time.Now()
+	var st inStep
+	initial, best := int64(-1), int64(-1)
+	var bestAt, lastSay time.Time
+	done := func(gaveUp bool) inStep {
+		st.gaveUp, st.waited = gaveUp, time.Since(start)
+		if !bestAt.IsZero() {
+			st.closestAfter = bestAt.Sub(start)
+		}
+		return st
+	}
+	for time.Since(start) < waitLimit && ctx.Err() == nil {
+		fb, tb, ok := sample()
+		if ok {
+			var lag int64
+			for p, f := range fb {
+				lag += max(tb[p]-f, 0)
+			}
+			st.trailing, st.present, st.partitions = lag, len(tb), len(fb)
+			if time.Since(lastSay) >= 2*time.Second {
+				lastSay = time.Now()
+				say("  %s trails by %d backlog entries on %d of %d partitions", sub, lag, len(tb), len(fb))
+			}
+			// A partition where the source subscription consumed nothing
+			// before the first snapshot may have no subscription on the
+			// target yet: the rest is judged without it.
+			if len(tb) > 0 {
+				if initial < 0 {
+					initial, best, bestAt = lag, lag, time.Now()
+				}
+				if lag < best {
+					best, bestAt = lag, time.Now()
+				}
+				switch {
+				case lag == 0 && len(tb) == len(fb):
+					st.inStep = true
+					bestAt = time.Now()
+					return done(false)
+				case best < initial && time.Since(bestAt) >= settleAfterMove:
+					st.trailing = best
+					return done(false)
+				case best == initial && time.Since(bestAt) >= settleUnmoved:
+					return done(true)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return done(true)
 }
 
 // subBacklogs returns sub's backlog per partition where sub exists, in

@@ -1,11 +1,14 @@
 package drill
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
@@ -67,8 +70,69 @@ func TestReportJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	const want = `{"topic":"","subscription":"","type":"","from":"","to":"","published":0,"consumed_before":0,` +
-		`"consumed_after":0,"lost":0,"duplicates":0,"in_step_seconds":0,"in_step":false,"kept":false}`
+		`"consumed_after":0,"lost":0,"duplicates":0,"in_step":false,"trailing":0,"in_step_seconds":0,` +
+		`"gave_up":false,"waited_seconds":0,"kept":false}`
 	if string(b) != want {
 		t.Errorf("JSON\n%s\nwant\n%s", b, want)
+	}
+}
+
+// TestWaitInStep: the drill calls a subscription in step only at lag 0 on
+// every partition; a lag that shrank and holds is reported as trailing;
+// one that never moved, or a subscription missing on the target, as given
+// up (issue 20, item 6: a drill that resumed while the target trailed by
+// 51 entries, which it had since the start, reported "in step after 0.0s"
+// and 1,000 duplicates).
+func TestWaitInStep(t *testing.T) {
+	type step struct {
+		at   time.Duration // from this moment on
+		from map[string]int64
+		to   map[string]int64
+	}
+	one := func(v int64) map[string]int64 { return map[string]int64{"p0": v} }
+	tests := []struct {
+		name         string
+		steps        []step
+		want         inStep
+		closestAfter time.Duration // rounded down to the sample period
+	}{
+		{"caught up", []step{{0, one(10), one(61)}, {2 * time.Second, one(10), one(10)}},
+			inStep{inStep: true, trailing: 0, present: 1, partitions: 1}, 2 * time.Second},
+		{"closer, then holds", []step{{0, one(10), one(61)}, {time.Second, one(10), one(14)}},
+			inStep{trailing: 4, present: 1, partitions: 1}, time.Second},
+		{"never moved", []step{{0, one(10), one(61)}},
+			inStep{gaveUp: true, trailing: 51, present: 1, partitions: 1}, 0},
+		{"missing on the target", []step{{0, one(10), map[string]int64{}}},
+			inStep{gaveUp: true, trailing: 0, present: 0, partitions: 1}, 0},
+		{"one partition of two missing", []step{{0, map[string]int64{"p0": 0, "p1": 3}, map[string]int64{"p0": 0}}},
+			inStep{gaveUp: true, trailing: 0, present: 1, partitions: 2}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				sample := func() (map[string]int64, map[string]int64, bool) {
+					cur := tt.steps[0]
+					for _, s := range tt.steps {
+						if time.Since(start) >= s.at {
+							cur = s
+						}
+					}
+					return cur.from, cur.to, true
+				}
+				got := waitInStep(context.Background(), sample, "app", func(string, ...any) {})
+				closest, waited := got.closestAfter, got.waited
+				got.closestAfter, got.waited = 0, 0
+				if got != tt.want {
+					t.Errorf("waitInStep = %+v, want %+v", got, tt.want)
+				}
+				if closest < tt.closestAfter || closest > tt.closestAfter+200*time.Millisecond {
+					t.Errorf("closest after %v, want %v", closest, tt.closestAfter)
+				}
+				if waited > waitLimit+200*time.Millisecond {
+					t.Errorf("waited %v, more than %v", waited, waitLimit)
+				}
+			})
+		})
 	}
 }
