@@ -94,6 +94,12 @@ func Up(names ...string) error { return Script(append([]string{"up"}, names...).
 // Kill stops the named clusters at once with SIGKILL, as a crash would.
 func Kill(names ...string) error { return Script(append([]string{"kill"}, names...)...) }
 
+// Freeze pauses the named clusters' JVMs (SIGSTOP) until Thaw.
+func Freeze(names ...string) error { return Script(append([]string{"freeze"}, names...)...) }
+
+// Thaw resumes clusters paused by Freeze.
+func Thaw(names ...string) error { return Script(append([]string{"thaw"}, names...)...) }
+
 // Down stops the named clusters (their data stays).
 func Down(names ...string) error { return Script(append([]string{"down"}, names...)...) }
 

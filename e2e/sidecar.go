@@ -204,6 +204,14 @@ func (s *Sidecar) Kill() {
 	s.done <- err
 }
 
+// Freeze stops the process (SIGSTOP): it holds its connections but reads
+// and writes nothing until it is killed.
+func (s *Sidecar) Freeze() {
+	if s.cmd.ProcessState == nil {
+		_ = s.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
 // Metric returns the sum of every sample of the named metric on /metrics
 // whose label text contains all of match (e.g. `target="west"`).
 func (s *Sidecar) Metric(name string, match ...string) float64 {

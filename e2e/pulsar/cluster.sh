@@ -8,6 +8,7 @@
 #   cluster.sh down   [NAME...]   stop (idempotent)
 #   cluster.sh status [NAME...]   one line per cluster
 #   cluster.sh kill   [NAME...]   stop at once (SIGKILL), as a crash would
+#   cluster.sh freeze NAME...     pause the JVM (SIGSTOP); thaw NAME... resumes it
 #   cluster.sh wipe   [NAME...]   stop and delete data and logs
 #   cluster.sh geo A B TENANT/NS  wire Pulsar's own geo-replication A<->B
 #   cluster.sh env    [NAME...]   print NAME_SERVICE_URL / NAME_ADMIN_URL lines
@@ -463,6 +464,19 @@ cmd_kill() {
   done
 }
 
+# freeze / thaw NAME...: stop (SIGSTOP) and continue (SIGCONT) a cluster's
+# JVM, as a long pause would: clients' sends wait in the sockets meanwhile.
+cmd_signal() {
+  local sig=$1 what=$2
+  shift 2
+  for n in $(names "$@"); do
+    local pid
+    pid=$(pid_of "$n") || die "$n is not running"
+    say "$what $n (pid $pid)"
+    kill "-$sig" "$pid"
+  done
+}
+
 cmd_status() {
   for n in $(names "$@"); do
     local pid rss="-" st="down"
@@ -565,6 +579,8 @@ main() {
     up) cmd_up "$@" ;;
     down) cmd_down "$@" ;;
     kill) cmd_kill "$@" ;;
+    freeze) cmd_signal STOP freezing "$@" ;;
+    thaw) cmd_signal CONT thawing "$@" ;;
     status) cmd_status "$@" ;;
     wipe) cmd_wipe "$@" ;;
     geo) cmd_geo "$@" ;;
@@ -573,7 +589,7 @@ main() {
     entryfilter) entryfilter ;;
     token) cmd_token "$@" ;;
     -h|--help|help) sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
-    *) die "unknown command '$cmd' (try: up down kill status wipe geo env classpath entryfilter token)" ;;
+    *) die "unknown command '$cmd' (try: up down kill freeze thaw status wipe geo env classpath entryfilter token)" ;;
   esac
 }
 
