@@ -39,6 +39,9 @@ type entrySource interface {
 	// Release hands the entry's permits back (after the remote confirmed
 	// it, or it was skipped), so that permits bound what is in flight.
 	Release(wire.Entry) error
+	// MarkDelete is the subscription's mark-delete position; ok is false
+	// when the broker does not say.
+	MarkDelete(ctx context.Context) (id wire.MessageID, ok bool, err error)
 	Close() error
 }
 
@@ -327,6 +330,10 @@ type entryPartition struct {
 	// steppedDown is when the last session stepped down (zero: it did
 	// not): the next one waits until the remote answers (awaitTarget).
 	steppedDown time.Time
+	// aheadAt is the entry the last sessions ended on with errStartAhead,
+	// aheadRuns how many in a row (see maxStartAhead).
+	aheadAt   marker.Position
+	aheadRuns int
 }
 
 // continues reports whether pos, the next entry the sync sees, follows
@@ -351,6 +358,59 @@ func (p *entryPartition) continues(pos marker.Position) bool {
 	}
 	last := p.lastSeen
 	return pos.Compare(last) <= 0 || (pos.Ledger == last.Ledger && pos.Entry == last.Entry+1)
+}
+
+// What startAt makes of the first entry an active session receives.
+const (
+	startNext         = iota // the cursor's first unacknowledged entry
+	startAcknowledged        // acknowledged already (our ack overtook its dispatch)
+	startAhead               // a later entry, delivered before the first unacknowledged one
+)
+
+// errStartAhead ends a session whose cursor delivered a later entry before
+// the first unacknowledged one. A Failover subscription does that when
+// its active consumer changes while a read is pending: the broker hands
+// the new consumer what that read returns (entries after the old one's
+// last), and only then rewinds to the first unacknowledged entry. Sent,
+// the later entry would land on the remote before the earlier ones
+// (issue 20: 96 entries after a later one, with two instances killed and
+// started under load). The next session starts after the rewind.
+var errStartAhead = errors.New("cursor delivered a later entry before the first unacknowledged one")
+
+// maxStartAhead bounds how often in a row a session ends on the same
+// entry with errStartAhead before that entry is taken as the start: an
+// entry the broker never dispatches and never acknowledges (an entry
+// filter's RESCHEDULE) must not stop the partition.
+const maxStartAhead = 3
+
+// startAt judges pos, the first entry an active session is to process,
+// against the subscription's mark-delete position: the next entry is the
+// one after it in the same ledger, or the first of a later ledger.
+func (p *entryPartition) startAt(ctx context.Context, src entrySource, pos marker.Position) (int, error) {
+	id, ok, err := src.MarkDelete(ctx)
+	if err != nil || !ok {
+		return startNext, err // a broker that does not say: as before
+	}
+	md := entryPos(id)
+	next := (pos.Ledger == md.Ledger && pos.Entry == md.Entry+1) || (pos.Ledger > md.Ledger && pos.Entry == 0)
+	switch {
+	case pos.Compare(md) <= 0:
+		return startAcknowledged, nil
+	case next:
+		p.aheadAt, p.aheadRuns = marker.Position{}, 0
+		return startNext, nil
+	}
+	if pos != p.aheadAt {
+		p.aheadAt, p.aheadRuns = pos, 0
+	}
+	if p.aheadRuns++; p.aheadRuns > maxStartAhead {
+		p.log.Warn("the cursor keeps delivering an entry after its mark-delete position first; taking it as the start",
+			zap.Stringer("entry", pos), zap.Stringer("mark_delete", md))
+		return startNext, nil
+	}
+	p.log.Debug("a later entry came before the first unacknowledged one; starting again",
+		zap.Stringer("entry", pos), zap.Stringer("mark_delete", md))
+	return startAhead, nil
 }
 
 // Run replicates until ctx is done; see runSessions.
@@ -433,6 +493,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 	var copied copySet
 	var last marker.Position
 	received := false
+	started := false // the session's first entry to process was checked (startAt)
 	var seq uint64    // the lowest id the remote takes as new (entrySeq)
 	var unpacked bool // an entry of this producer got a counted id (logged once)
 	var halted atomic.Bool
@@ -465,6 +526,22 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 			closeTarget(true)
 			_ = src.Release(e)
 			continue
+		}
+		if !started {
+			switch at, err := p.startAt(sctx, src, pos); {
+			case err != nil:
+				cancel(fmt.Errorf("mark-delete position: %w", err))
+			case at == startAcknowledged:
+				_ = src.Release(e)
+				continue
+			case at == startAhead:
+				cancel(errStartAhead)
+			}
+			if sctx.Err() != nil {
+				_ = src.Release(e)
+				break
+			}
+			started = true
 		}
 		md, err := wire.ParseMetadata(e.Metadata)
 		if err != nil {

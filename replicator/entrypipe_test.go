@@ -44,7 +44,16 @@ type fakeEntryWorld struct {
 	// receipt, when set, decides the receipt of the named entry.
 	receipt func(name string) (dup bool, err error)
 	// copied is what copiedSince finds on the remote.
-	copied     copySet
+	copied copySet
+	// aheadFirst, when set, makes the next cursor opened deliver that
+	// entry (by index) before the first unacknowledged one, as a Failover
+	// subscription does when its active consumer changes during a read.
+	aheadFirst int
+	// undelivered names an entry (by index + 1) the cursor never
+	// delivers nor acknowledges (an entry filter's RESCHEDULE).
+	undelivered int
+	// noMarkDelete: the broker does not say its mark-delete position.
+	noMarkDelete bool
 	sources    []*fakeEntrySource
 	onActive   func(bool)
 	hold       chan struct{} // when set, receipts wait for it to close
@@ -183,7 +192,8 @@ func (w *fakeEntryWorld) violationf(format string, args ...any) {
 func (w *fakeEntryWorld) openCursor(ctx context.Context, onActive func(bool)) (entrySource, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	src := &fakeEntrySource{w: w, closed: make(chan struct{})}
+	src := &fakeEntrySource{w: w, closed: make(chan struct{}), ahead: w.aheadFirst - 1}
+	w.aheadFirst = 0
 	w.sources = append(w.sources, src)
 	w.onActive = onActive
 	return src, nil
@@ -299,10 +309,12 @@ func (w *fakeEntryWorld) snapshot() (acks, remote []string, released int) {
 	return slices.Clone(w.ackLog), slices.Clone(w.remote), w.released
 }
 
-// fakeEntrySource hands out unacknowledged entries in order, each once.
+// fakeEntrySource hands out unacknowledged entries in order, each once
+// (after the entry at index ahead, when ahead >= 0).
 type fakeEntrySource struct {
 	w      *fakeEntryWorld
 	next   int
+	ahead  int
 	closed chan struct{}
 	once   sync.Once
 }
@@ -310,7 +322,13 @@ type fakeEntrySource struct {
 func (s *fakeEntrySource) Receive(ctx context.Context) (wire.Entry, error) {
 	for {
 		s.w.mu.Lock()
-		for s.next < len(s.w.entries) && s.w.acked[s.w.entries[s.next].ID.Entry] {
+		if s.ahead >= 0 && s.ahead < len(s.w.entries) {
+			e := s.w.entries[s.ahead]
+			s.ahead = -1
+			s.w.mu.Unlock()
+			return e, nil
+		}
+		for s.next < len(s.w.entries) && (s.w.acked[s.w.entries[s.next].ID.Entry] || s.next == s.w.undelivered-1) {
 			s.next++
 		}
 		if s.next < len(s.w.entries) {
@@ -340,6 +358,20 @@ func (s *fakeEntrySource) Ack(id wire.MessageID) error {
 	s.w.acked[id.Entry] = true
 	s.w.ackLog = append(s.w.ackLog, entryName(id))
 	return nil
+}
+
+// MarkDelete is the entry before the first unacknowledged one.
+func (s *fakeEntrySource) MarkDelete(context.Context) (wire.MessageID, bool, error) {
+	s.w.mu.Lock()
+	defer s.w.mu.Unlock()
+	if s.w.noMarkDelete {
+		return wire.MessageID{}, false, nil
+	}
+	i := 0
+	for i < len(s.w.entries) && s.w.acked[s.w.entries[i].ID.Entry] {
+		i++
+	}
+	return wire.EntryID(10, uint64(i)-1), true, nil
 }
 
 func (s *fakeEntrySource) Release(e wire.Entry) error {
@@ -694,6 +726,47 @@ func TestEntryPipeCursorRedelivers(t *testing.T) {
 			t.Error(v)
 		}
 	})
+}
+
+// A Failover cursor whose active consumer changed during a read hands the
+// new consumer a later entry before the first unacknowledged one; sent,
+// it would land before the earlier ones (issue 20, item 3: 96 entries
+// after a later one in an HA kill chain). The session checks its first
+// entry against the mark-delete position and starts again instead. An
+// entry that keeps coming first is taken as the start after
+// maxStartAhead sessions, and a broker that does not say its mark-delete
+// position gets the old behaviour.
+func TestEntryPipeStartsAtCursor(t *testing.T) {
+	in := []string{"e0", "e1", "e2", "e3", "e4", "e5"}
+	tests := []struct {
+		name        string
+		ahead       int // 1 + the entry delivered first by the first cursor
+		undelivered int // 1 + the entry never delivered
+		noMD        bool
+		want        []string
+		acks        int
+	}{
+		{"later entry first", 5, 0, false, in, 6},
+		{"first entry never delivered", 0, 1, false, in[1:], 5},
+		{"no mark-delete position", 5, 0, true, []string{"e4", "e0", "e1", "e2", "e3", "e5"}, 6}, // the reordering this check prevents
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newFakeEntryWorld()
+				w.add(6, nil)
+				w.aheadFirst, w.undelivered, w.noMarkDelete = tt.ahead, tt.undelivered, tt.noMD
+				p := newTestEntryPartition(t, w)
+				stop := runEntryPartition(t, p)
+				waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == tt.acks })
+				stop()
+				_, remote, _ := w.snapshot()
+				if !slices.Equal(remote, tt.want) {
+					t.Errorf("remote holds %v, want %v", remote, tt.want)
+				}
+			})
+		})
+	}
 }
 
 // A cursor that becomes a standby closes its producer (the active
