@@ -43,7 +43,7 @@ e2e:
 	@echo "== e2e tests against real Pulsar clusters (started if not up; first run resolves Pulsar from Maven Central)"
 	@# -p 1: the e2e tests and the benchmark's smoke test share the clusters
 	@# (and some tests kill and restart them), so one package at a time.
-	go test -p 1 -count=1 -timeout 30m ./e2e/...
+	go test -p 1 -count=1 -timeout 40m ./e2e/...
 
 demo: build
 	@echo "== demo: two local clusters, the sidecar active-active between them"
