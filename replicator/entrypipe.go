@@ -493,7 +493,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 	var copied copySet
 	var last marker.Position
 	received := false
-	started := false // the session's first entry to process was checked (startAt)
+	started := false  // the session's first entry to process was checked (startAt)
 	var seq uint64    // the lowest id the remote takes as new (entrySeq)
 	var unpacked bool // an entry of this producer got a counted id (logged once)
 	var halted atomic.Bool

@@ -54,11 +54,11 @@ type fakeEntryWorld struct {
 	undelivered int
 	// noMarkDelete: the broker does not say its mark-delete position.
 	noMarkDelete bool
-	sources    []*fakeEntrySource
-	onActive   func(bool)
-	hold       chan struct{} // when set, receipts wait for it to close
-	schemas    map[string][]byte
-	schemaSent [][]byte // schema_version of every SEND
+	sources      []*fakeEntrySource
+	onActive     func(bool)
+	hold         chan struct{} // when set, receipts wait for it to close
+	schemas      map[string][]byte
+	schemaSent   [][]byte // schema_version of every SEND
 	// window, when set, makes Send wait while that many entries are
 	// unconfirmed, as the wire producer's MaxPending does.
 	window int

@@ -263,9 +263,17 @@ func (c *Consumer) window() int64 {
 // (c.mu held): the window less what is held and what the broker may
 // still send. Unless now, permits are granted in batches of half the
 // window (or when nothing at all is held or outstanding).
+//
+// What the broker may still send can be negative: it dispatches a whole
+// batch while it has any permit left and counts the messages past its
+// permits against the next FLOW. That debt is granted on top, or a
+// window smaller than a batch would end with the broker at zero permits
+// and nothing held whose release could grant more: the cursor would
+// stall for good (e2e TestWireReconnectAndFailover, 50 permits and
+// batches of 100, stalled that way after a Failover switch).
 func (c *Consumer) room(now bool) int64 {
 	w := c.window()
-	out := max(c.granted-c.received, 0)
+	out := c.granted - c.received
 	n := w - c.held - out
 	if n <= 0 || (!now && n < (w+1)/2 && (c.held > 0 || out > 0)) {
 		return 0
