@@ -197,7 +197,7 @@ func (c *Config) Warnings() []Warning {
 	add := func(summary, format string, args ...any) {
 		w = append(w, Warning{Summary: summary, Detail: fmt.Sprintf(format, args...)})
 	}
-	if host, _, err := net.SplitHostPort(c.Sidecar.Listen); err == nil && !isLoopback(host) {
+	if host, _, err := net.SplitHostPort(c.Sidecar.Listen); err == nil && !IsLoopback(host) {
 		add(WarnReachable, "sidecar.listen: %q is reachable from other hosts; /metrics names every cluster, topic and subscription replicated (use 127.0.0.1 outside containers, or firewall the port)",
 			c.Sidecar.Listen)
 	}
@@ -225,9 +225,9 @@ func (c *Config) Warnings() []Warning {
 	return w
 }
 
-// isLoopback reports whether host (from host:port) listens on loopback
+// IsLoopback reports whether host (from host:port) listens on loopback
 // only; "" and 0.0.0.0 listen everywhere.
-func isLoopback(host string) bool {
+func IsLoopback(host string) bool {
 	if host == "localhost" {
 		return true
 	}

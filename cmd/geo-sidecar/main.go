@@ -188,10 +188,14 @@ func cmdRun(args []string, stderr io.Writer) int {
 	level := c.fs.String("log-level", "info", "debug, info, warn or error")
 	format := c.fs.String("log-format", "json", "json or console")
 	listen := c.fs.String("listen", "", "host:port for /metrics, /healthz and /readyz, instead of sidecar.listen\n(in Kubernetes the pod's IP: --listen $(POD_IP):9750)")
-	startPprof := pprofFlag(c.fs)
+	checkPprof, startPprof := pprofFlag(c.fs)
 	cfg, code := c.parse(args, stderr)
 	if code >= 0 {
 		return code
+	}
+	if err := checkPprof(); err != nil {
+		fmt.Fprintf(stderr, "geo-sidecar: --pprof: %v\n", err)
+		return exitUsage
 	}
 	if *listen != "" {
 		if _, _, err := net.SplitHostPort(*listen); err != nil {

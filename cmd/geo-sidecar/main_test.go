@@ -34,6 +34,10 @@ func TestCommands(t *testing.T) {
 		{[]string{"validate", "--config", bad}, exitFailed, "", `unknown key "bogus"`},
 		{[]string{"validate", "--config", "/does/not/exist"}, exitFailed, "", "/does/not/exist"},
 		{[]string{"run", "--config", good, "--log-level", "loud"}, exitUsage, "", "--log-level"},
+		{[]string{"run", "--config", good, "--pprof", "0.0.0.0:6060"}, exitUsage, "", `--pprof: "0.0.0.0:6060" is reachable from other hosts`},
+		{[]string{"run", "--config", good, "--pprof", ":6060"}, exitUsage, "", `--pprof: ":6060" is reachable from other hosts`},
+		{[]string{"run", "--config", good, "--pprof", "10.0.0.7:6060"}, exitUsage, "", "loopback only"},
+		{[]string{"run", "--config", good, "--pprof", "6060"}, exitUsage, "", "--pprof"},
 		{[]string{"status", "--config", good, "--cluster", "nowhere"}, exitFailed, "", `"nowhere"`},
 	}
 	t.Setenv(configEnv, "")
@@ -139,5 +143,28 @@ func TestDockerfileBuildsLikeMake(t *testing.T) {
 	}
 	if !strings.Contains(read("Makefile"), "$(BUILD) -o $(BIN) ./cmd/geo-sidecar") {
 		t.Error("make build no longer builds ./cmd/geo-sidecar with $(BUILD)")
+	}
+}
+
+func TestCheckPprofAddr(t *testing.T) {
+	for _, tt := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"", true},
+		{"127.0.0.1:6060", true},
+		{"[::1]:6060", true},
+		{"localhost:6060", true},
+		{"127.0.0.2:0", true},
+		{":6060", false},
+		{"0.0.0.0:6060", false},
+		{"[::]:6060", false},
+		{"192.168.1.4:6060", false},
+		{"pod.example:6060", false},
+		{"127.0.0.1", false},
+	} {
+		if err := checkPprofAddr(tt.addr); (err == nil) != tt.ok {
+			t.Errorf("checkPprofAddr(%q) = %v, want ok %v", tt.addr, err, tt.ok)
+		}
 	}
 }

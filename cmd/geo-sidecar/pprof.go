@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -10,20 +11,45 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/config"
 )
 
-// pprofFlag adds the opt-in --pprof flag to fs (off by default). The
-// returned func, called once the logger exists, starts the profiling
-// endpoints when the flag is set and returns the func that stops them.
+// checkPprofAddr refuses a --pprof address other hosts could reach. The
+// profiles show every goroutine's stack, the command line and where memory
+// goes, and a CPU profile or trace costs the process while it runs: they
+// are for whoever is on this host (in Kubernetes, kubectl port-forward
+// reaches the pod's own loopback). Unlike sidecar.listen, which a
+// container may need to bind beyond loopback for Prometheus, nothing
+// outside the host needs the profiles, so this is an error, not a warning.
+func checkPprofAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if !config.IsLoopback(host) {
+		return fmt.Errorf("%q is reachable from other hosts; serve profiles on loopback only, e.g. 127.0.0.1:6060 (kubectl port-forward reaches a pod's loopback)", addr)
+	}
+	return nil
+}
+
+// pprofFlag adds the opt-in --pprof flag to fs (off by default). check
+// refuses an address beyond loopback (checkPprofAddr); start, called once
+// the logger exists, starts the profiling endpoints when the flag is set
+// and returns the func that stops them.
 //
 // The profiles are served on their own listener, never beside /metrics: an
 // operator who exposes metrics does not expose profiles by accident. With
 // --pprof, goroutine blocking and mutex contention are sampled too (a small
 // cost, which is why the flag is off by default); the benchmark
 // (e2e/bench) uses it to profile the sidecar under load.
-func pprofFlag(fs *flag.FlagSet) func(log *zap.Logger) func() {
-	addr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty")
-	return func(log *zap.Logger) func() {
+func pprofFlag(fs *flag.FlagSet) (check func() error, start func(log *zap.Logger) func()) {
+	addr := fs.String("pprof", "", "serve Go profiles (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060; off when empty")
+	check = func() error { return checkPprofAddr(*addr) }
+	return check, func(log *zap.Logger) func() {
 		if *addr == "" {
 			return func() {}
 		}
