@@ -593,15 +593,53 @@ func (c *Conn) writeLoop() {
 		c.wspare = writeQueue{}
 		c.wmu.Unlock()
 		out.seal()
-		_ = c.nc.SetWriteDeadline(time.Now().Add(2 * c.opts.KeepAlive))
-		segs := out.segs // WriteTo consumes its receiver
-		if _, err := segs.WriteTo(c.nc); err != nil {
+		if err := writeBuffers(c.nc, out.segs, writeChunk, 2*c.opts.KeepAlive, time.Now); err != nil {
 			c.fail(fmt.Errorf("write: %w", err))
 			return
 		}
 		out.reset()
 		c.wspare = out
 	}
+}
+
+// writeChunk is how many bytes of a queued batch go out under one write
+// deadline (see writeBuffers).
+const writeChunk = 1 << 20
+
+// writeBuffers writes segs in pieces of at most chunk bytes, each under a
+// deadline of timeout from when it starts. One deadline over a whole batch
+// would fail any batch the link cannot carry within timeout: after a
+// reconnect on a slow link the queue holds every pending send at once
+// (max_pending_messages entries of up to 5 MB), and a 2 x keep_alive
+// deadline over it dropped the connection again and again, each drop a
+// read-back for every partition on it. Per piece, the deadline asks of the
+// link what the keep-alive asks of it anyway: that something moves
+// (chunk bytes per timeout, about 17 KiB/s with the defaults). segs' elements
+// may be resliced.
+func writeBuffers(nc net.Conn, segs net.Buffers, chunk int, timeout time.Duration, now func() time.Time) error {
+	var part net.Buffers
+	for len(segs) > 0 {
+		part = part[:0]
+		for n := 0; len(segs) > 0 && n < chunk; {
+			s := segs[0]
+			if room := chunk - n; len(s) > room {
+				part = append(part, s[:room])
+				segs[0] = s[room:]
+				break
+			}
+			part = append(part, s)
+			n += len(s)
+			segs = segs[1:]
+		}
+		if err := nc.SetWriteDeadline(now().Add(timeout)); err != nil {
+			return err
+		}
+		p := part // WriteTo consumes its receiver
+		if _, err := p.WriteTo(nc); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // keepAlive pings every KeepAlive/2 and closes the connection when it
