@@ -40,9 +40,9 @@ type Sidecar struct {
 	cluster string
 	key     []byte // marker key; nil when no subscription is kept in step
 	applied appliedPositions
-	// budget bounds the bytes the entry pipe holds in flight, across
-	// every pair of the process.
-	budget *byteBudget
+	// budgets bound the bytes the entry pipe holds in flight, a share of
+	// the process's budget per target cluster.
+	budgets *targetBudgets
 	// windows shares the receive budget among the open cursors.
 	windows *cursorWindows
 
@@ -67,8 +67,14 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 		return nil, err
 	}
 	m := NewMetrics(opts.Registry)
+	var targets []string
+	for _, r := range cfg.Replication {
+		if opts.Cluster == "" || r.Source == opts.Cluster {
+			targets = append(targets, r.Targets...)
+		}
+	}
 	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, key: key,
-		budget: newByteBudget(inflightBudget, m.InflightBytes.Set), windows: newCursorWindows()}, nil
+		budgets: newTargetBudgets(inflightBudget, targets, m.InflightBytes.Set), windows: newCursorWindows()}, nil
 }
 
 // Metrics returns the sidecar's metrics.
@@ -160,7 +166,7 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				cfg:     s.cfg,
 				key:     s.key,
 				applied: &s.applied,
-				budget:  s.budget,
+				budget:  s.budgets.of(t),
 				windows: s.windows,
 				log:     s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
 				running: map[string]*worker{},
