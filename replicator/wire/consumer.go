@@ -42,9 +42,10 @@ type ConsumerOptions struct {
 	// granted at subscribe and handed back as the caller releases entries.
 	// Default 1000.
 	Permits int
-	// MaxBytes, when set, narrows the window so that, at the entries' mean
-	// size per message so far, received and unreleased entries plus what
-	// the broker may still send stay within about MaxBytes: a topic of
+	// MaxBytes, when set, narrows the window so that, at the size per
+	// message of the largest recent entries (msgBytes), received and
+	// unreleased entries plus what the broker may still send stay within
+	// about MaxBytes: a topic of
 	// large messages does not fill memory with a window sized for small
 	// ones. The window starts at minPermits until a size is known, and
 	// never closes below it (so one entry larger than MaxBytes still
@@ -103,8 +104,8 @@ type Consumer struct {
 	notify  chan struct{} // signalled when the queue grows or the consumer ends
 	// Window accounting for the current session, in messages: granted
 	// by FLOW, received, and held (received, not released); heldBytes and
-	// msgBytes (the mean entry size per message, 0 until known) for
-	// MaxBytes.
+	// msgBytes (the size per message of the largest recent entries, 0
+	// until known; see handleMessage) for MaxBytes.
 	granted, received, held int64
 	heldBytes               int64
 	msgBytes                float64
@@ -337,10 +338,15 @@ func (s *consumerSession) handleMessage(m *Message, md, payload []byte, fb *fram
 	size := int64(len(e.Metadata) + len(e.Payload))
 	c.held += msgs
 	c.heldBytes += size
-	if per := float64(size) / float64(msgs); c.msgBytes <= 0 {
+	// The window is sized for the largest entries seen lately, not the
+	// mean: up at once, down by a 64th of the gap per smaller entry. With
+	// the mean, a backlog of small batched messages followed by large
+	// ones (chunks of 5 MB) kept a window of thousands of permits, each of
+	// which the broker could fill with a large entry.
+	if per := float64(size) / float64(msgs); per > c.msgBytes {
 		c.msgBytes = per
 	} else {
-		c.msgBytes += (per - c.msgBytes) / 8
+		c.msgBytes += (per - c.msgBytes) / 64
 	}
 	c.queue = append(c.queue, e)
 	c.mu.Unlock()

@@ -1167,9 +1167,10 @@ func TestConsumerWindowByBytes(t *testing.T) {
 	if n := largest(0); n > minPermits {
 		t.Errorf("a FLOW of %d permits for 32 KiB messages and a 64 KiB budget, want at most %d", n, minPermits)
 	}
-	// Small batched messages (about 100 bytes each): the window opens.
+	// Small batched messages (about 100 bytes each): the window opens,
+	// slowly after large entries (a few hundred entries).
 	flows := len(b.commands(TypeFlow))
-	deliver(40, 100, 10<<10)
+	deliver(400, 100, 10<<10)
 	waitFor(t, "a wide window", func() bool { return largest(flows) > 100 })
 	// The budget shrinks to a sixteenth: the window follows, and later
 	// grants stay within it. (FLOWs granted before the shrink may still be
@@ -1294,5 +1295,60 @@ func TestConsumerGrantsTheBatchOverdraft(t *testing.T) {
 		waitFor(t, fmt.Sprintf("half the window back after a batch of %d", batch), func() bool {
 			return brokerPermits()-sent >= window/2
 		})
+	}
+}
+
+// After small batched entries open the window wide, one large entry closes
+// it to what MaxBytes holds of entries that large at once, and it opens
+// again only slowly: the backlog behind a large entry is often more of
+// them (a chunked message), and every permit granted can bring one.
+func TestConsumerWindowFollowsLargestEntries(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.url(), ConnOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := Subscribe(ctx, c, ConsumerOptions{Topic: "t", Subscription: "s", Permits: 100000,
+		MaxBytes: func() int64 { return 128 << 10 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	waitFor(t, "FLOW", func() bool { return len(b.commands(TypeFlow)) == 1 })
+	b.mu.Lock()
+	fc := b.conns[0]
+	b.mu.Unlock()
+	sub := b.commands(TypeSubscribe)[0].(*SubscribeCommand)
+	next := uint64(0)
+	deliver := func(msgs int32, size int) {
+		next++
+		fc.sendPayload(&Message{ConsumerID: sub.ConsumerID, MessageID: EntryID(1, next)}, testMetadata(msgs), make([]byte, size))
+		e, err := cons.Receive(ctx)
+		if err != nil {
+			t.Fatalf("entry %d: %v", next, err)
+		}
+		if err := cons.Release(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	window := func() int64 {
+		cons.mu.Lock()
+		defer cons.mu.Unlock()
+		return cons.window()
+	}
+	for range 20 {
+		deliver(100, 10<<10) // about 100 bytes a message
+	}
+	if w := window(); w < 1000 {
+		t.Fatalf("window %d permits for ~100-byte messages and 128 KiB, want it wide", w)
+	}
+	deliver(1, 32<<10) // the fake broker's frames stop at 64 KiB
+	if w := window(); w > 4 {
+		t.Errorf("window %d permits after a 32 KiB entry with 128 KiB, want at most 4", w)
+	}
+	for range 10 {
+		deliver(100, 10<<10)
+	}
+	if w := window(); w > 8 {
+		t.Errorf("window %d permits 10 small entries after a 32 KiB one, want it to open slowly (at most 8)", w)
 	}
 }
