@@ -93,7 +93,15 @@ type wireEndpoints struct {
 	readerPrefix string
 	log          *zap.Logger
 
-	schemas map[string][]byte // local schema version -> the remote's; one session at a time uses it
+	// schemas maps a local schema version to the remote's; one session at
+	// a time uses it. It is dropped when a producer opens and when the
+	// producer's link goes down (schemasStale): the target topic may have
+	// been deleted and created again meanwhile, and its versions with it.
+	schemas      map[string][]byte
+	schemasStale atomic.Bool
+	// registerSchema, when set, stands in for fetching a schema from the
+	// local cluster and registering it on the remote (tests).
+	registerSchema func(ctx context.Context, version []byte) ([]byte, error)
 
 	// health takes the partition off connected_partitions while its
 	// links are down or silent.
@@ -210,7 +218,8 @@ func (e *wireEndpoints) openProducer(ctx context.Context, onLink func(up bool)) 
 		return nil, err
 	}
 	e.health.update(func(h *linkHealth) { h.gauge = e.healthGauge() })
-	dst := &healthyTarget{h: &e.health, onLink: onLink}
+	e.schemas = nil
+	dst := &healthyTarget{h: &e.health, onLink: e.producerLink(onLink)}
 	p, err := wire.CreateProducer(ctx, c, wire.ProducerOptions{
 		Topic: e.topic, Name: e.producerName, MaxPending: e.maxPending, Logger: e.log,
 		OnLinkChange: dst.linkChanged,
@@ -327,10 +336,44 @@ const cursorPermitsPerPending = 64
 // its producer (see partition.drainTimeout).
 const entryDrainTimeout = 4 * time.Second
 
+// producerLink wraps the entry pipe's onLink for the producer: a link
+// that went down makes the schema versions stale.
+func (e *wireEndpoints) producerLink(onLink func(up bool)) func(up bool) {
+	return func(up bool) {
+		if !up {
+			e.schemasStale.Store(true)
+		}
+		if onLink != nil {
+			onLink(up)
+		}
+	}
+}
+
 func (e *wireEndpoints) targetSchema(ctx context.Context, version []byte) ([]byte, error) {
+	if e.schemasStale.Swap(false) {
+		e.schemas = nil
+	}
 	if v, ok := e.schemas[string(version)]; ok {
 		return v, nil
 	}
+	register := e.registerSchema
+	if register == nil {
+		register = e.fetchAndRegisterSchema
+	}
+	v, err := register(ctx, version)
+	if err != nil {
+		return nil, err
+	}
+	if e.schemas == nil {
+		e.schemas = map[string][]byte{}
+	}
+	e.schemas[string(version)] = v
+	return v, nil
+}
+
+// fetchAndRegisterSchema fetches the local schema version from the local
+// cluster and registers the same schema on the remote.
+func (e *wireEndpoints) fetchAndRegisterSchema(ctx context.Context, version []byte) ([]byte, error) {
 	lc, err := e.local.wireClient()
 	if err != nil {
 		return nil, err
@@ -347,10 +390,6 @@ func (e *wireEndpoints) targetSchema(ctx context.Context, version []byte) ([]byt
 	if err != nil {
 		return nil, fmt.Errorf("register on %s: %w", e.remote.Name, err)
 	}
-	if e.schemas == nil {
-		e.schemas = map[string][]byte{}
-	}
-	e.schemas[string(version)] = v
 	e.log.Info("schema registered on the remote", zap.String("remote", e.remote.Name))
 	return v, nil
 }
