@@ -83,7 +83,7 @@ type wireEndpoints struct {
 	local, remote *Conn
 	topic         string // full partition topic name, the same on both sides
 	subscription  string
-	producerName  string
+	producerName  string // epoch 0's; later epochs add a suffix (epochProducerName)
 	start         wire.InitialPosition
 	permits       int // the cursor's window, in messages
 	maxPending    int // the producer's window, in entries
@@ -212,7 +212,7 @@ func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (en
 	return src, nil
 }
 
-func (e *wireEndpoints) openProducer(ctx context.Context, onLink func(up bool)) (entryTarget, error) {
+func (e *wireEndpoints) openProducer(ctx context.Context, epoch uint64, onLink func(up bool)) (entryTarget, error) {
 	c, err := e.remote.wireClient()
 	if err != nil {
 		return nil, err
@@ -221,7 +221,7 @@ func (e *wireEndpoints) openProducer(ctx context.Context, onLink func(up bool)) 
 	e.schemas = nil
 	dst := &healthyTarget{h: &e.health, onLink: e.producerLink(onLink)}
 	p, err := wire.CreateProducer(ctx, c, wire.ProducerOptions{
-		Topic: e.topic, Name: e.producerName, MaxPending: e.maxPending, Logger: e.log,
+		Topic: e.topic, Name: epochProducerName(e.producerName, epoch), MaxPending: e.maxPending, Logger: e.log,
 		OnLinkChange: dst.linkChanged,
 	})
 	e.remote.noteOpen("producer", e.topic, err)

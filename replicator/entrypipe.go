@@ -64,7 +64,9 @@ type entryEndpoints interface {
 	// producer's goroutine and without blocking, when its link to the
 	// remote is up (created, connection speaking) and when it is down
 	// (reconnecting, or its connection silent), until Close.
-	openProducer(ctx context.Context, onLink func(up bool)) (entryTarget, error)
+	// The producer sends under the producer name of epoch (see
+	// entrySeq).
+	openProducer(ctx context.Context, epoch uint64, onLink func(up bool)) (entryTarget, error)
 	// reachTarget asks the remote whether it answers from here (a fresh
 	// lookup of the partition and a connection to its broker): nil when
 	// it does. A stepped-down partition resubscribes only after that.
@@ -193,43 +195,98 @@ func entryPos(id wire.MessageID) marker.Position {
 // ones, and a slow link (e2e TestWANSlowLink) got 2,540 copies stored
 // twice and out of order.
 //
-// floor is the lowest id the broker takes as new: its record when the
-// producer opened plus one, or the previous id sent plus one. An entry
-// whose packed id is below it (the broker recorded a later entry of this
-// partition whose copy the read-back did not find, or a record counted
-// by an older version on a ledger 0), or whose position does not fit
-// (BookKeeper ledger ids from 2^31 on, 2^32 entries in one ledger), gets
-// the floor instead: sent again under a new id, a possible duplicate but
-// never taken for one. The packing leaves ids below 2^63, the broker's
-// signed range.
-// recordReach is how many entries from pos on the remote's record for
-// the producer name (an id entrySeq packed) says the pair may have copied:
-// the read-back must look back that far from the remote's end to see
-// them all. Its usual window (max_pending_messages + 100) covers one
-// session's sends in flight; copies from further back (an instance that
-// ran ahead of a cursor whose acknowledgements were lost) would otherwise
-// be missed and sent again under a counted id. 0 when the record is not
-// in pos's ledger (or not a packed id): the usual window then.
-func recordReach(record int64, pos marker.Position) int64 {
-	if record < 0 || pos.Ledger < 0 || pos.Ledger >= 1<<31 {
-		return 0
-	}
-	ledger, entry := record>>32, record&(1<<32-1)
-	if ledger != pos.Ledger || entry < pos.Entry {
-		return 0
-	}
-	return entry - pos.Entry + 1
-}
-
+// Ledger ids are BookKeeper's, counted across the whole cluster, so a
+// long-lived cluster reaches 2^31 and beyond, while the broker's ids are
+// signed (below 2^63) and 32 bits go to the entry: 31 bits of ledger fit.
+// So ledger ids are cut into epochs of 2^31 (seqEpoch), and each epoch
+// has a producer name of its own (epochProducerName): in epoch e the id
+// is (ledger mod 2^31)<<32 | entry under the e-th name. Within an epoch
+// ids grow with positions as before; at the step from one epoch to the
+// next the packed ledger falls back to 0, which the broker would take for
+// a duplicate of everything sent under the old name, so the new epoch
+// starts under a name the broker has no record for. A session's producer
+// belongs to one epoch: at the first entry of another one the session
+// ends once what it sent is confirmed (errEpochChanged), and the next
+// session opens the producer under that epoch's name. Epoch 0 (ledgers
+// below 2^31) keeps the name and the packing of the versions before
+// epochs, so the remotes' records for it stay valid. Every ledger id has
+// an epoch (read as unsigned, even the ones no BookKeeper hands out), so
+// every real position gets its packed id. The read-back (copiedSince)
+// recognises copies by their signed origin whatever the producer name,
+// so copies sent before the step are found after it; only recordReach
+// reads the record of a name, the one of the epoch it asks for.
+// Why not another packing under one name: no split of 63 bits holds any
+// ledger id with 2^32 entries, a split giving the ledger more bits fails
+// on large ledgers instead, and ids relative to some base need the base
+// kept somewhere; a name per 2^31 ledger ids costs one session restart
+// per partition each time the cluster counts another 2^31 ledgers.
+//
+// floor is the lowest id the broker takes as new: its record for the
+// producer's name when the producer opened plus one, or the previous id
+// sent plus one. An entry whose packed id is below it (the broker
+// recorded a later entry of this partition whose copy the read-back did
+// not find, or a record counted by an older version on a ledger 0, or
+// in an epoch past 0 where older versions counted every id), or whose
+// entry id does not fit (2^32 entries in one ledger, only reachable by
+// configuring ledgers that large), gets the floor instead: sent again
+// under a new id, a possible duplicate but never taken for one. The
+// caller sends it under the producer name of pos's epoch.
 func entrySeq(pos marker.Position, floor uint64) (seq uint64, packed bool) {
-	if pos.Ledger < 0 || pos.Ledger >= 1<<31 || pos.Entry < 0 || pos.Entry >= 1<<32 {
+	if pos.Entry < 0 || pos.Entry >= 1<<32 {
 		return floor, false
 	}
-	id := uint64(pos.Ledger)<<32 | uint64(pos.Entry)
+	id := (uint64(pos.Ledger)&epochLedgerMask)<<32 | uint64(pos.Entry)
 	if id < floor {
 		return floor, false
 	}
 	return id, true
+}
+
+// epochLedgerBits is how many low bits of a ledger id entrySeq packs;
+// the bits above them are the ledger's epoch.
+const epochLedgerBits = 31
+
+const epochLedgerMask = 1<<epochLedgerBits - 1
+
+// seqEpoch is the epoch of a ledger id (see entrySeq): 0 below 2^31.
+func seqEpoch(ledger int64) uint64 { return uint64(ledger) >> epochLedgerBits }
+
+// epochProducerName is the producer name the entry pipe sends the
+// entries of epoch under (see entrySeq): base in epoch 0, as every
+// version before epochs did, base + ".epoch<e>" after. Cluster names
+// hold no dot, so no pair's base name ends like that; the prefix stays
+// base's, which starts with sidecarProducers.
+func epochProducerName(base string, epoch uint64) string {
+	if epoch == 0 {
+		return base
+	}
+	return base + ".epoch" + strconv.FormatUint(epoch, 10)
+}
+
+// errEpochChanged ends a session at the first entry of another epoch than
+// its producer's (see entrySeq), once every entry it sent was confirmed;
+// Run starts the next session at once, which opens the producer under the
+// new epoch's name.
+var errEpochChanged = errors.New("ledger ids reached another sequence id epoch")
+
+// recordReach is how many entries from pos on the remote's record for
+// the producer name of pos's epoch (an id entrySeq packed) says the pair
+// may have copied: the read-back must look back that far from the
+// remote's end to see them all. Its usual window (max_pending_messages +
+// 100) covers one session's sends in flight; copies from further back
+// (an instance that ran ahead of a cursor whose acknowledgements were
+// lost) would otherwise be missed and sent again under a counted id. 0
+// when the record is not in pos's ledger (or not a packed id): the usual
+// window then.
+func recordReach(record int64, pos marker.Position) int64 {
+	if record < 0 || pos.Entry < 0 {
+		return 0
+	}
+	ledger, entry := uint64(record)>>32, record&(1<<32-1)
+	if ledger != uint64(pos.Ledger)&epochLedgerMask || entry < pos.Entry {
+		return 0
+	}
+	return entry - pos.Entry + 1
 }
 
 // inflightBudget is the process-wide byte budget of the entry pipe.
@@ -495,6 +552,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 	received := false
 	started := false  // the session's first entry to process was checked (startAt)
 	var seq uint64    // the lowest id the remote takes as new (entrySeq)
+	var epoch uint64  // the producer's epoch (entrySeq)
 	var unpacked bool // an entry of this producer got a counted id (logged once)
 	var halted atomic.Bool
 	skip := func(e wire.Entry, reason string) {
@@ -576,6 +634,28 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 			skip(e, reason)
 			continue
 		}
+		if dst != nil && seqEpoch(pos.Ledger) != epoch {
+			// The entry's copy goes under another producer name
+			// (entrySeq): end the session once every entry sent was
+			// confirmed (and so acknowledged), so that the next one
+			// opens the producer of the entry's epoch and starts with
+			// this entry.
+			_ = src.Release(e)
+			if err := dst.Flush(sctx); err != nil {
+				if sctx.Err() == nil {
+					cancel(fmt.Errorf("flush before the producer name changes: %w", err))
+				}
+				break
+			}
+			if halted.Load() {
+				<-sctx.Done() // the acker ends the session on that receipt
+				break
+			}
+			p.log.Info("ledger ids reached another sequence id epoch: the next session sends under its producer name",
+				zap.Stringer("id", e.ID), zap.Uint64("epoch", seqEpoch(pos.Ledger)), zap.Uint64("previous_epoch", epoch))
+			cancel(errEpochChanged)
+			break
+		}
 		if dst == nil {
 			if p.closing != nil {
 				select {
@@ -586,7 +666,8 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 					break
 				}
 			}
-			if dst, err = p.openTarget(sctx, down, &active); err != nil {
+			epoch = seqEpoch(pos.Ledger)
+			if dst, err = p.openTarget(sctx, epoch, down, &active); err != nil {
 				cancel(fmt.Errorf("open producer: %w", err))
 				break
 			}
@@ -598,14 +679,15 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 				break
 			}
 			// Sequence ids follow from positions (entrySeq), above the
-			// remote's record for the producer name: with deduplication
-			// on, nothing new is ever taken for a duplicate.
+			// remote's record for the producer name (the epoch's): with
+			// deduplication on, nothing new is ever taken for a
+			// duplicate.
 			seq = uint64(dst.LastSequenceID() + 1)
 			unpacked = false
 			if copied, err = p.ends.copiedSince(sctx, pos, recordReach(dst.LastSequenceID(), pos)); err != nil {
 				p.log.Warn("cannot read back every copy on the remote; entries it may hold are sent again (duplicates, not loss)", zap.Error(err))
 			}
-			p.log.Debug("producer open", zap.Int64("last_sequence_id", dst.LastSequenceID()), zap.Int("copies_found", len(copied)))
+			p.log.Debug("producer open", zap.Uint64("epoch", epoch), zap.Int64("last_sequence_id", dst.LastSequenceID()), zap.Int("copies_found", len(copied)))
 		}
 		if copied.has(pos) {
 			delete(copied, pos)
@@ -725,12 +807,12 @@ var errSteppedDown = errors.New("remote unreachable: stepped down")
 // the session instead would close and reopen the cursor at each attempt,
 // flipping the partition between this instance and a standby that could
 // copy it. A broker's refusal ends the session as before.
-func (p *entryPartition) openTarget(ctx context.Context, down *stepDown, active *atomic.Bool) (entryTarget, error) {
+func (p *entryPartition) openTarget(ctx context.Context, epoch uint64, down *stepDown, active *atomic.Bool) (entryTarget, error) {
 	down.arm()
 	bo := newBackoff(200*time.Millisecond, 5*time.Second)
 	var last string
 	for {
-		dst, err := p.ends.openProducer(ctx, down.link)
+		dst, err := p.ends.openProducer(ctx, epoch, down.link)
 		if err == nil {
 			return dst, nil
 		}

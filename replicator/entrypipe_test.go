@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,20 +23,29 @@ import (
 
 // Fakes of the entry pipe's endpoints, in the style of fakes_test.go: one
 // local partition of entries with a durable cursor, and the remote
-// partition. Entries are named "e<entry>"; they sit in ledger 10.
+// partition. Entries are named "e<entry>" and sit in ledger 10, unless
+// ledger says another one ("L<ledger>:e<entry>" then).
 
 type fakeEntryWorld struct {
 	mu      sync.Mutex
 	entries []wire.Entry
 	changed chan struct{}
+	// ledger is where add appends (0: ledger 10), entries counted from 0
+	// in each ledger.
+	ledger uint64
 
-	acked      map[uint64]bool
-	ackLog     []string
-	released   int // messages whose permits came back
-	remote     []string
-	sent       [][]string // per producer: entry names in send order
-	seqs       []uint64   // every SEND's sequence id, in order
-	lastSeq    int64      // the remote's record for the producer name
+	acked    map[string]bool // by entry name
+	ackLog   []string
+	released int // messages whose permits came back
+	remote   []string
+	sent     [][]string // per producer: entry names in send order
+	seqs     []uint64   // every SEND's sequence id, in order
+	// lastSeq is the remote's record for the producer name of epoch 0
+	// (see entrySeq), records those of later epochs' names.
+	lastSeq    int64
+	records    map[uint64]int64
+	epochs     []uint64 // per producer: the epoch it was opened for
+	reaches    []int64  // the reach of every read-back, in order
 	opens      int
 	violations []string
 	// sendErr, when set, fails Send for the named entry (synchronously,
@@ -85,21 +95,45 @@ type fakeEntryWorld struct {
 }
 
 type linkedSend struct {
-	name string
-	seq  uint64
+	name  string
+	seq   uint64
+	epoch uint64
 }
 
-// store is the remote receiving a send (w.mu held): whether it was taken
-// for a duplicate.
-func (w *fakeEntryWorld) store(name string, seq uint64) (dup bool) {
+// store is the remote receiving a send under the producer name of epoch
+// (w.mu held): whether it was taken for a duplicate.
+func (w *fakeEntryWorld) store(epoch uint64, name string, seq uint64) (dup bool) {
 	if w.dedup {
-		if int64(seq) <= w.lastSeq {
+		if int64(seq) <= w.record(epoch) {
 			return true
 		}
-		w.lastSeq = int64(seq)
+		w.setRecord(epoch, int64(seq))
 	}
 	w.remote = append(w.remote, name)
 	return false
+}
+
+// record is the remote's record for the producer name of epoch (w.mu
+// held).
+func (w *fakeEntryWorld) record(epoch uint64) int64 {
+	if epoch == 0 {
+		return w.lastSeq
+	}
+	if r, ok := w.records[epoch]; ok {
+		return r
+	}
+	return -1
+}
+
+func (w *fakeEntryWorld) setRecord(epoch uint64, r int64) {
+	if epoch == 0 {
+		w.lastSeq = r
+		return
+	}
+	if w.records == nil {
+		w.records = map[uint64]int64{}
+	}
+	w.records[epoch] = r
 }
 
 // abandon gives the latest producer's link up while what it sent into the
@@ -113,7 +147,7 @@ func (w *fakeEntryWorld) abandon() {
 	stranded := t.stranded
 	t.stranded = nil
 	for _, st := range stranded {
-		w.inLink = append(w.inLink, linkedSend{st.name, st.seq})
+		w.inLink = append(w.inLink, linkedSend{st.name, st.seq, t.epoch})
 		t.pending.Add(1)
 		t.queue <- func() { st.done(wire.Receipt{}, errors.New("connection given up")) }
 	}
@@ -127,7 +161,7 @@ func (w *fakeEntryWorld) land(n int) {
 		n = len(w.inLink)
 	}
 	for _, ls := range w.inLink[:n] {
-		w.store(ls.name, ls.seq)
+		w.store(ls.epoch, ls.name, ls.seq)
 	}
 	w.inLink = w.inLink[n:]
 }
@@ -151,10 +185,24 @@ func schemaVersion(v []byte) []byte {
 }
 
 func newFakeEntryWorld() *fakeEntryWorld {
-	return &fakeEntryWorld{changed: make(chan struct{}), acked: map[uint64]bool{}, lastSeq: -1}
+	return &fakeEntryWorld{changed: make(chan struct{}), acked: map[string]bool{}, lastSeq: -1}
 }
 
-func entryName(id wire.MessageID) string { return fmt.Sprintf("e%d", id.Entry) }
+func entryName(id wire.MessageID) string {
+	if id.Ledger == 10 {
+		return fmt.Sprintf("e%d", id.Entry)
+	}
+	return fmt.Sprintf("L%d:e%d", id.Ledger, id.Entry)
+}
+
+// namePos is the position of the entry named n (entryName).
+func namePos(n string) marker.Position {
+	p := marker.Position{Ledger: 10, Batch: -1}
+	if _, err := fmt.Sscanf(n, "L%d:e%d", &p.Ledger, &p.Entry); err != nil {
+		fmt.Sscanf(n, "e%d", &p.Entry)
+	}
+	return p
+}
 
 // add appends n entries with the metadata built by md (nil: a plain
 // one), followed by the raw protobuf fields extra.
@@ -177,7 +225,14 @@ func (w *fakeEntryWorld) addPayload(payload []byte, md func(*wire.MetadataBuilde
 		for _, x := range extra {
 			raw = append(raw, x...)
 		}
-		id := wire.EntryID(10, uint64(len(w.entries)))
+		ledger := cmp.Or(w.ledger, 10)
+		var entry uint64
+		for _, e := range w.entries {
+			if e.ID.Ledger == ledger {
+				entry++
+			}
+		}
+		id := wire.EntryID(ledger, entry)
 		n := max(b.NumMessagesInBatch, 1)
 		w.entries = append(w.entries, wire.Entry{ID: id, Metadata: raw, Payload: payload, NumMessages: n})
 	}
@@ -209,7 +264,7 @@ func (w *fakeEntryWorld) rewind() {
 	w.changed = make(chan struct{})
 }
 
-func (w *fakeEntryWorld) openProducer(_ context.Context, onLink func(bool)) (entryTarget, error) {
+func (w *fakeEntryWorld) openProducer(_ context.Context, epoch uint64, onLink func(bool)) (entryTarget, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.unreachable != nil {
@@ -219,7 +274,8 @@ func (w *fakeEntryWorld) openProducer(_ context.Context, onLink func(bool)) (ent
 	onLink(true) // as the wire producer does once created
 	w.opens++
 	w.sent = append(w.sent, nil)
-	t := &fakeEntryTarget{w: w, idx: len(w.sent) - 1, last: w.lastSeq, queue: make(chan func(), 4096)}
+	w.epochs = append(w.epochs, epoch)
+	t := &fakeEntryTarget{w: w, idx: len(w.sent) - 1, epoch: epoch, last: w.record(epoch), queue: make(chan func(), 4096)}
 	w.latest = t
 	if w.window > 0 {
 		t.slots = make(chan struct{}, w.window)
@@ -268,7 +324,7 @@ func (w *fakeEntryWorld) link(up bool) {
 	f(up)
 }
 
-func (w *fakeEntryWorld) copiedSince(_ context.Context, from marker.Position, _ int64) (copySet, error) {
+func (w *fakeEntryWorld) copiedSince(_ context.Context, from marker.Position, reach int64) (copySet, error) {
 	w.mu.Lock()
 	hook := w.beforeReadBack
 	w.mu.Unlock()
@@ -277,13 +333,12 @@ func (w *fakeEntryWorld) copiedSince(_ context.Context, from marker.Position, _ 
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.reaches = append(w.reaches, reach)
 	out := copySet{}
 	all := copySet{}
 	maps.Copy(all, w.copied)
 	for _, n := range w.remote {
-		var e int64
-		fmt.Sscanf(n, "e%d", &e)
-		all[marker.Position{Ledger: 10, Entry: e, Batch: -1}] = struct{}{}
+		all[namePos(n)] = struct{}{}
 	}
 	for p := range all {
 		if from.Compare(p) <= 0 {
@@ -328,7 +383,7 @@ func (s *fakeEntrySource) Receive(ctx context.Context) (wire.Entry, error) {
 			s.w.mu.Unlock()
 			return e, nil
 		}
-		for s.next < len(s.w.entries) && (s.w.acked[s.w.entries[s.next].ID.Entry] || s.next == s.w.undelivered-1) {
+		for s.next < len(s.w.entries) && (s.w.acked[entryName(s.w.entries[s.next].ID)] || s.next == s.w.undelivered-1) {
 			s.next++
 		}
 		if s.next < len(s.w.entries) {
@@ -352,10 +407,10 @@ func (s *fakeEntrySource) Receive(ctx context.Context) (wire.Entry, error) {
 func (s *fakeEntrySource) Ack(id wire.MessageID) error {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
-	if s.w.acked[id.Entry] {
+	if s.w.acked[entryName(id)] {
 		s.w.violationf("%s acknowledged twice", entryName(id))
 	}
-	s.w.acked[id.Entry] = true
+	s.w.acked[entryName(id)] = true
 	s.w.ackLog = append(s.w.ackLog, entryName(id))
 	return nil
 }
@@ -368,10 +423,17 @@ func (s *fakeEntrySource) MarkDelete(context.Context) (wire.MessageID, bool, err
 		return wire.MessageID{}, false, nil
 	}
 	i := 0
-	for i < len(s.w.entries) && s.w.acked[s.w.entries[i].ID.Entry] {
+	for i < len(s.w.entries) && s.w.acked[entryName(s.w.entries[i].ID)] {
 		i++
 	}
-	return wire.EntryID(10, uint64(i)-1), true, nil
+	switch {
+	case i > 0:
+		return s.w.entries[i-1].ID, true, nil
+	case len(s.w.entries) > 0:
+		first := s.w.entries[0].ID
+		return wire.EntryID(first.Ledger, first.Entry-1), true, nil
+	}
+	return wire.EntryID(10, math.MaxUint64), true, nil
 }
 
 func (s *fakeEntrySource) Release(e wire.Entry) error {
@@ -391,6 +453,7 @@ func (s *fakeEntrySource) Close() error {
 type fakeEntryTarget struct {
 	w       *fakeEntryWorld
 	idx     int
+	epoch   uint64 // of its producer name
 	last    int64
 	pending sync.WaitGroup
 	queue   chan func()
@@ -428,12 +491,15 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 	for _, kv := range md.Properties {
 		if kv.Key == PropOriginID {
 			pos, _ = marker.ParsePosition(kv.Value)
-			name = fmt.Sprintf("e%d", pos.Entry)
+			name = entryName(wire.EntryID(uint64(pos.Ledger), uint64(pos.Entry)))
 		}
 	}
 	if err := w.sendErr[name]; err != nil {
 		w.mu.Unlock()
 		return err
+	}
+	if e := uint64(pos.Ledger) >> 31; e != t.epoch && name != "?" {
+		w.violationf("%s (epoch %d) sent under the producer name of epoch %d", name, e, t.epoch)
 	}
 	if md.ReplicatedFrom != "east" {
 		w.violationf("%s sent with replicated_from %q", name, md.ReplicatedFrom)
@@ -459,7 +525,7 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 		dup, rerr = w.receipt(name)
 	}
 	if !dup && rerr == nil {
-		dup = w.store(name, out.SequenceID)
+		dup = w.store(t.epoch, name, out.SequenceID)
 	}
 	r := wire.Receipt{SequenceID: out.SequenceID, MessageID: wire.EntryID(500, uint64(len(w.remote)))}
 	if dup {
@@ -989,7 +1055,7 @@ func TestEntryPipeTakeoverRelearns(t *testing.T) {
 				w := newFakeEntryWorld()
 				w.add(10, nil)
 				for i := range tt.skipped {
-					w.acked[uint64(i)] = true
+					w.acked[fmt.Sprintf("e%d", i)] = true
 				}
 				rig := newSyncRig(t, rigConfig{third: []string{"north"}, fresh: tt.fresh})
 				rig.s.relearn = make(chan struct{}, 1)

@@ -149,7 +149,7 @@ func runSessions(ctx context.Context, log *zap.Logger, m *Metrics, local, remote
 		if progress {
 			bo.reset()
 		}
-		if err == nil || errors.Is(err, errStandby) || errors.Is(err, errRedelivered) || errors.Is(err, errSteppedDown) || errors.Is(err, errStartAhead) {
+		if err == nil || errors.Is(err, errStandby) || errors.Is(err, errRedelivered) || errors.Is(err, errSteppedDown) || errors.Is(err, errStartAhead) || errors.Is(err, errEpochChanged) {
 			log.Debug("partition session ended, starting the next", zap.Error(err))
 			continue
 		}

@@ -14,10 +14,11 @@ import (
 type ProducerOptions struct {
 	// Topic is a partition or a non-partitioned topic.
 	Topic string
-	// Name is the producer name, fixed per (source partition, target): the
-	// broker's deduplication keys on it, and LastSequenceID reports what it
-	// persisted under it. Must not start with "pulsar.repl" (that prefix
-	// switches on the broker's replicator mode).
+	// Name is the producer name, fixed per (source partition, target, and
+	// the entry pipe's epoch of ledger ids): the broker's deduplication
+	// keys on it, and LastSequenceID reports what it persisted under it.
+	// Must not start with "pulsar.repl" (that prefix switches on the
+	// broker's replicator mode).
 	Name string
 	// MaxPending bounds the entries sent and not yet confirmed; Send blocks
 	// beyond it. Default 1000.
