@@ -40,6 +40,7 @@ type fakeEntryWorld struct {
 	remote   []string
 	sent     [][]string // per producer: entry names in send order
 	seqs     []uint64   // every SEND's sequence id, in order
+	sendLog  []sentEntry
 	// lastSeq is the remote's record for the producer name of epoch 0
 	// (see entrySeq), records those of later epochs' names.
 	lastSeq    int64
@@ -48,6 +49,9 @@ type fakeEntryWorld struct {
 	reaches    []int64  // the reach of every read-back, in order
 	opens      int
 	violations []string
+	// ackedAtOpen is, per producer, how many entries were acknowledged
+	// when it opened.
+	ackedAtOpen []int
 	// sendErr, when set, fails Send for the named entry (synchronously,
 	// like the wire producer's size check).
 	sendErr map[string]error
@@ -92,6 +96,13 @@ type fakeEntryWorld struct {
 	// copiedSince starts (without w.mu).
 	inLink         []linkedSend
 	beforeReadBack func()
+}
+
+// sentEntry is one SEND: the entry, its id, its producer's epoch.
+type sentEntry struct {
+	name  string
+	seq   uint64
+	epoch uint64
 }
 
 type linkedSend struct {
@@ -275,6 +286,7 @@ func (w *fakeEntryWorld) openProducer(_ context.Context, epoch uint64, onLink fu
 	w.opens++
 	w.sent = append(w.sent, nil)
 	w.epochs = append(w.epochs, epoch)
+	w.ackedAtOpen = append(w.ackedAtOpen, len(w.ackLog))
 	t := &fakeEntryTarget{w: w, idx: len(w.sent) - 1, epoch: epoch, last: w.record(epoch), queue: make(chan func(), 4096)}
 	w.latest = t
 	if w.window > 0 {
@@ -509,11 +521,12 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 	}
 	t.last = int64(out.SequenceID)
 	w.seqs = append(w.seqs, out.SequenceID)
+	w.sendLog = append(w.sendLog, sentEntry{name, out.SequenceID, t.epoch})
 	w.schemaSent = append(w.schemaSent, md.SchemaVersion)
 	w.sent[t.idx] = append(w.sent[t.idx], name)
 	if w.cut {
 		if w.cutStores {
-			w.remote = append(w.remote, name)
+			w.store(t.epoch, name, out.SequenceID)
 		}
 		t.stranded = append(t.stranded, strandedSend{name, out.SequenceID, done})
 		w.mu.Unlock()
@@ -1227,16 +1240,29 @@ func TestEntrySeq(t *testing.T) {
 		floor  uint64
 		want   uint64
 		packed bool
+		epoch  uint64
 	}{
-		{"fresh producer", pos(10, 7), 0, 10<<32 | 7, true},
-		{"above the record", pos(10, 7), 10<<32 | 5, 10<<32 | 7, true},
-		{"right after the last id", pos(10, 7), 10<<32 | 7, 10<<32 | 7, true},
-		{"a later ledger", pos(11, 0), 10<<32 | 50_000, 11 << 32, true},
-		{"the largest that fits", pos(1<<31-1, 1<<32-1), 0, 1<<63 - 1, true},
-		{"below the record: counted", pos(10, 3), 10<<32 | 5, 10<<32 | 5, false},
-		{"record of an older version on ledger 0", pos(0, 12), 70_000, 70_000, false},
-		{"ledger id too large", pos(1<<31, 0), 1<<63 - 1, 1<<63 - 1, false},
-		{"entry id too large", pos(10, 1<<32), 10<<32 | 9, 10<<32 | 9, false},
+		{"fresh producer", pos(10, 7), 0, 10<<32 | 7, true, 0},
+		{"above the record", pos(10, 7), 10<<32 | 5, 10<<32 | 7, true, 0},
+		{"right after the last id", pos(10, 7), 10<<32 | 7, 10<<32 | 7, true, 0},
+		{"a later ledger", pos(11, 0), 10<<32 | 50_000, 11 << 32, true, 0},
+		{"the largest that fits", pos(1<<31-1, 1<<32-1), 0, 1<<63 - 1, true, 0},
+		{"below the record: counted", pos(10, 3), 10<<32 | 5, 10<<32 | 5, false, 0},
+		{"record of an older version on ledger 0", pos(0, 12), 70_000, 70_000, false, 0},
+		{"entry id too large", pos(10, 1<<32), 10<<32 | 9, 10<<32 | 9, false, 0},
+		// Epochs past 0: the ledger's low 31 bits, under a name of their own.
+		{"2^31 - 1, the last ledger of epoch 0", pos(1<<31-1, 5), 0, (1<<31-1)<<32 | 5, true, 0},
+		{"2^31, the first ledger of epoch 1, fresh name", pos(1<<31, 0), 0, 0, true, 1},
+		{"2^31, above epoch 1's record", pos(1<<31, 9), 7, 9, true, 1},
+		{"2^31 + 1", pos(1<<31+1, 3), 1<<32 | 0, 1<<32 | 3, true, 1},
+		{"2^31 + 1, below the record: counted", pos(1<<31+1, 3), 1<<32 | 8, 1<<32 | 8, false, 1},
+		{"2^32 - 1, the last ledger of epoch 1", pos(1<<32-1, 1<<32-1), 0, 1<<63 - 1, true, 1},
+		{"2^32, epoch 2", pos(1<<32, 4), 0, 4, true, 2},
+		{"2^32 + 2^31, epoch 3", pos(1<<32+1<<31, 4), 0, 4, true, 3},
+		{"2^40", pos(1<<40, 6), 0, 6, true, 1 << 9},
+		{"2^40 + 77", pos(1<<40+77, 6), 76<<32 | 1, 77<<32 | 6, true, 1 << 9},
+		{"the largest ledger id", pos(math.MaxInt64, 1), 0, (1<<31-1)<<32 | 1, true, 1<<32 - 1},
+		{"epoch 1, entry id too large", pos(1<<31, 1<<32), 5, 5, false, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, packed := entrySeq(tt.pos, tt.floor)
@@ -1246,7 +1272,40 @@ func TestEntrySeq(t *testing.T) {
 			if got >= 1<<63 {
 				t.Errorf("entrySeq(%v, %d) = %d: outside the broker's signed range", tt.pos, tt.floor, got)
 			}
+			if e := seqEpoch(tt.pos.Ledger); e != tt.epoch {
+				t.Errorf("seqEpoch(%d) = %d, want %d", tt.pos.Ledger, e, tt.epoch)
+			}
 		})
+	}
+}
+
+// Each epoch of ledger ids has a producer name of its own, epoch 0 the
+// one of the versions before epochs; every one of them is a sidecar
+// producer and none a marker writer, so the local side skips what they
+// write (decideEntry) as before.
+func TestEpochProducerName(t *testing.T) {
+	const base = "geo-sidecar.east-->west"
+	for _, tt := range []struct {
+		epoch uint64
+		want  string
+	}{
+		{0, base},
+		{1, base + ".epoch1"},
+		{2, base + ".epoch2"},
+		{1 << 9, base + ".epoch512"},
+		{1<<32 - 1, base + ".epoch4294967295"},
+	} {
+		got := epochProducerName(base, tt.epoch)
+		if got != tt.want {
+			t.Errorf("epochProducerName(%q, %d) = %q, want %q", base, tt.epoch, got, tt.want)
+		}
+		md := wire.Metadata{ProducerName: got}
+		if r := decideEntry(&md, "west"); r != skipRemoteOrigin {
+			t.Errorf("an entry written under %q: decideEntry = %q, want %q", got, r, skipRemoteOrigin)
+		}
+		if _, ok := markerEntry(&md, nil); ok {
+			t.Errorf("an entry written under %q is taken for a marker", got)
+		}
 	}
 }
 
@@ -1255,41 +1314,190 @@ func TestEntrySeq(t *testing.T) {
 // (the slow link of e2e TestWANSlowLink). With deduplication on the
 // remote, each entry is stored once and in order whichever copy lands
 // first. With ids counted per session this stored e6..e9 under ids the
-// first session had used for e3..e6, then e3..e5 after them.
+// first session had used for e3..e6, then e3..e5 after them; before
+// epochs (entrySeq) it still did from ledger 2^31 on.
 func TestEntryPipeLateSendsOfAbandonedSession(t *testing.T) {
+	for _, ledger := range []uint64{10, 1<<31 - 1, 1 << 31, 1<<31 + 9, 1 << 32, 1<<40 + 3} {
+		t.Run(fmt.Sprint("ledger ", ledger), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newFakeEntryWorld()
+				w.dedup = true
+				w.ledger = ledger
+				w.add(10, nil) // e0..e9
+				w.cut = true
+				p := newTestEntryPartition(t, w)
+				stop := runEntryPartition(t, p)
+				synctest.Wait() // session 1 sent all ten into the cut
+				w.mu.Lock()
+				// Session 2's producer opens before anything landed; e0..e2 land
+				// while it reads the remote back, the rest after it sent e3..e9
+				// (its receipts wait, so it sends all before hearing of any).
+				w.beforeReadBack = func() {
+					w.mu.Lock()
+					w.beforeReadBack = nil
+					w.mu.Unlock()
+					w.land(3)
+				}
+				w.hold = make(chan struct{})
+				w.mu.Unlock()
+				w.abandon()
+				waitFor(t, "session 2 sent e3..e9", func() bool {
+					w.mu.Lock()
+					defer w.mu.Unlock()
+					return w.opens == 2 && len(w.sent[1]) == 7
+				})
+				w.land(-1)
+				close(w.hold)
+				waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 10 })
+				stop()
+				_, remote, _ := w.snapshot()
+				var want []string
+				for e := range uint64(10) {
+					want = append(want, entryName(wire.EntryID(ledger, e)))
+				}
+				if !slices.Equal(remote, want) {
+					t.Errorf("remote holds %v, want %v: each entry once, in order", remote, want)
+				}
+				for _, v := range w.violations {
+					t.Error(v)
+				}
+			})
+		})
+	}
+}
+
+// Ledger ids reach 2^31 and beyond on long-lived clusters (BookKeeper
+// counts them across the cluster). Every entry still gets its packed id:
+// each epoch of 2^31 ledger ids goes under a producer name of its own,
+// the session switching names once what it sent under the old one is
+// confirmed, and sessions that start again within an epoch read back and
+// carry on under its name. With deduplication on the remote, each entry
+// is stored once and in order. Before epochs, the entries from ledger
+// 2^31 on went under counted ids (the floor), which a slow link stored
+// twice and out of order (see TestEntryPipeLateSendsOfAbandonedSession).
+func TestEntryPipeEpochs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		const (
+			l0 = 1<<31 - 1 // the last ledger of epoch 0
+			l1 = 1 << 31   // the first of epoch 1
+			l2 = 1<<31 + 1
+			l3 = 1 << 32   // epoch 2
+			l4 = 1<<40 + 5 // epoch 512
+		)
 		w := newFakeEntryWorld()
 		w.dedup = true
-		w.add(10, nil) // e0..e9
-		w.cut = true
-		p := newTestEntryPartition(t, w)
-		stop := runEntryPartition(t, p)
-		synctest.Wait() // session 1 sent all ten into the cut
-		w.mu.Lock()
-		// Session 2's producer opens before anything landed; e0..e2 land
-		// while it reads the remote back, the rest after it sent e3..e9
-		// (its receipts wait, so it sends all before hearing of any).
-		w.beforeReadBack = func() {
-			w.mu.Lock()
-			w.beforeReadBack = nil
-			w.mu.Unlock()
-			w.land(3)
-		}
-		w.hold = make(chan struct{})
-		w.mu.Unlock()
-		w.abandon()
-		waitFor(t, "session 2 sent e3..e9", func() bool {
+		w.lastSeq = 9<<32 | 70 // the record of an earlier ledger
+		var all []string
+		publish := func(ledger uint64, n int) {
+			w.ledger = ledger
+			w.add(n, nil)
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			return w.opens == 2 && len(w.sent[1]) == 7
-		})
-		w.land(-1)
-		close(w.hold)
-		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 10 })
+			for _, e := range w.entries[len(w.entries)-n:] {
+				all = append(all, entryName(e.ID))
+			}
+		}
+		acked := func() int { a, _, _ := w.snapshot(); return len(a) }
+		hold := func() chan struct{} {
+			h := make(chan struct{})
+			w.mu.Lock()
+			w.hold = h
+			w.mu.Unlock()
+			return h
+		}
+		release := func(h chan struct{}) {
+			close(h)
+			w.mu.Lock()
+			w.hold = nil
+			w.mu.Unlock()
+		}
+		// cut makes the next sends reach the remote without receipts;
+		// restart then gives their link up (the sends fail, the session
+		// starts over and reads back), and the link delivers them once
+		// more, which the remote's deduplication drops.
+		cut := func() {
+			w.mu.Lock()
+			w.cut, w.cutStores = true, true
+			w.mu.Unlock()
+		}
+		restart := func() {
+			synctest.Wait()
+			w.abandon()
+			w.land(-1)
+		}
+		p := newTestEntryPartition(t, w)
+		stop := runEntryPartition(t, p)
+
+		// Epoch 0, one session starting over.
+		cut()
+		publish(l0, 6)
+		restart()
+		waitFor(t, "ledger 2^31-1 acknowledged", func() bool { return acked() == 6 })
+
+		// The crossing, with entries of epoch 0 in flight: the session
+		// waits for their receipts before it ends.
+		h := hold()
+		publish(l0, 3)
+		publish(l1, 3)
+		synctest.Wait()
+		w.mu.Lock()
+		opens, inFlight := w.opens, slices.Clone(w.sent[len(w.sent)-1])
+		w.mu.Unlock()
+		if want := all[6:9]; opens != 2 || !slices.Equal(inFlight, want) {
+			t.Errorf("at the crossing: %d producers opened, the latest sent %v; want 2, the latest sending %v and waiting", opens, inFlight, want)
+		}
+		release(h)
+		waitFor(t, "the crossing acknowledged", func() bool { return acked() == 12 })
+
+		// Epoch 1, one session starting over: its read-back reaches as
+		// far as the epoch's record says.
+		cut()
+		publish(l1, 3)
+		restart()
+		waitFor(t, "ledger 2^31 acknowledged", func() bool { return acked() == 15 })
+
+		// Another ledger of epoch 1, then epochs 2 and 512.
+		publish(l2, 2)
+		publish(l3, 2)
+		publish(l4, 2)
+		waitFor(t, "every entry acknowledged", func() bool { return acked() == len(all) })
 		stop()
-		_, remote, _ := w.snapshot()
-		if want := []string{"e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8", "e9"}; !slices.Equal(remote, want) {
-			t.Errorf("remote holds %v, want %v: each entry once, in order", remote, want)
+
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !slices.Equal(w.remote, all) {
+			t.Errorf("remote holds %v, want %v: each entry once, in order", w.remote, all)
+		}
+		last := map[uint64]uint64{}
+		for _, s := range w.sendLog {
+			pos := namePos(s.name)
+			want := uint64(pos.Ledger)%(1<<31)<<32 | uint64(pos.Entry)
+			if s.seq != want {
+				t.Errorf("%s sent under id %d, want %d (its packed position)", s.name, s.seq, want)
+			}
+			if e := uint64(pos.Ledger) / (1 << 31); s.epoch != e {
+				t.Errorf("%s sent under the producer name of epoch %d, want %d", s.name, s.epoch, e)
+			}
+			if l, ok := last[s.epoch]; ok && s.seq <= l {
+				t.Errorf("%s sent under id %d after %d under the same producer name", s.name, s.seq, l)
+			}
+			last[s.epoch] = s.seq
+		}
+		// Producers: epoch 0 twice (the restart), the crossing, epoch 1
+		// again (the restart), epochs 2 and 512.
+		if want := []uint64{0, 0, 1, 1, 2, 512}; !slices.Equal(w.epochs, want) {
+			t.Errorf("producers opened for epochs %v, want %v", w.epochs, want)
+		}
+		if want := []int{0, 0, 9, 12, 17, 19}; !slices.Equal(w.ackedAtOpen, want) {
+			t.Errorf("entries acknowledged as each producer opened: %v, want %v (each switch after every earlier entry was confirmed)", w.ackedAtOpen, want)
+		}
+		// The read-backs: no record in the ledger; the 6 entries epoch 0's
+		// record names; none in epoch 1 yet; the 3 its record then names.
+		if want := []int64{0, 6, 0, 3, 0, 0}; !slices.Equal(w.reaches, want) {
+			t.Errorf("read-backs reached %v entries by the records, want %v", w.reaches, want)
+		}
+		if got := counter(p.m.DupsUnproven, "east", "west"); got != 0 {
+			t.Errorf("duplicates_unproven = %v, want 0", got)
 		}
 		for _, v := range w.violations {
 			t.Error(v)
@@ -1330,23 +1538,36 @@ func TestEntryPipeHaltsOnDuplicate(t *testing.T) {
 }
 
 func TestRecordReach(t *testing.T) {
-	pos := marker.Position{Ledger: 10, Entry: 199, Batch: -1}
+	pos := func(l, e int64) marker.Position { return marker.Position{Ledger: l, Entry: e, Batch: -1} }
+	at := pos(10, 199)
 	for _, tt := range []struct {
 		name   string
 		record int64
+		pos    marker.Position
 		want   int64
 	}{
-		{"no record", -1, 0},
-		{"the record is pos", 10<<32 | 199, 1},
-		{"1,135 entries on", 10<<32 | 1333, 1135},
-		{"before pos", 10<<32 | 100, 0},
-		{"an older ledger", 9<<32 | 5_000, 0},
-		{"a later ledger", 11<<32 | 3, 0},
-		{"a counted record", 41, 0},
+		{"no record", -1, at, 0},
+		{"the record is pos", 10<<32 | 199, at, 1},
+		{"1,135 entries on", 10<<32 | 1333, at, 1135},
+		{"before pos", 10<<32 | 100, at, 0},
+		{"an older ledger", 9<<32 | 5_000, at, 0},
+		{"a later ledger", 11<<32 | 3, at, 0},
+		{"a counted record", 41, at, 0},
+		{"2^31 - 1", (1<<31-1)<<32 | 20, pos(1<<31-1, 11), 10},
+		// Past epoch 0 the record is the epoch's name's, packed from the
+		// ledger's low 31 bits.
+		{"2^31", 0<<32 | 20, pos(1<<31, 11), 10},
+		{"2^31, the record before pos", 0<<32 | 10, pos(1<<31, 11), 0},
+		{"2^31 + 1, a record in 2^31", 0<<32 | 900, pos(1<<31+1, 0), 0},
+		{"2^31 + 1", 1<<32 | 900, pos(1<<31+1, 0), 901},
+		{"2^32", 0<<32 | 4, pos(1<<32, 0), 5},
+		{"2^32, a record in 2^32 + 1", 1<<32 | 4, pos(1<<32, 0), 0},
+		{"2^40 + 3", 3<<32 | 1_000, pos(1<<40+3, 1), 1_000},
+		{"2^40 + 3, a record in 2^40 + 4", 4<<32 | 1_000, pos(1<<40+3, 1), 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := recordReach(tt.record, pos); got != tt.want {
-				t.Errorf("recordReach(%d, %v) = %d, want %d", tt.record, pos, got, tt.want)
+			if got := recordReach(tt.record, tt.pos); got != tt.want {
+				t.Errorf("recordReach(%d, %v) = %d, want %d", tt.record, tt.pos, got, tt.want)
 			}
 		})
 	}
