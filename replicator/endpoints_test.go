@@ -32,3 +32,24 @@ func TestProducerOptions(t *testing.T) {
 		}
 	}
 }
+
+// The entry pipe's producer: the partition, its window, and the producer
+// name of the epoch of the entries it sends (see entrySeq), epoch 0's
+// being the name of the versions before epochs.
+func TestEntryProducerOptions(t *testing.T) {
+	e := &wireEndpoints{topic: "persistent://t/ns/x-partition-1", producerName: "geo-sidecar.east-->west", maxPending: 500}
+	for _, tt := range []struct {
+		epoch uint64
+		name  string
+	}{
+		{0, "geo-sidecar.east-->west"},
+		{1, "geo-sidecar.east-->west.epoch1"},
+		{2, "geo-sidecar.east-->west.epoch2"},
+		{512, "geo-sidecar.east-->west.epoch512"},
+	} {
+		o := e.producerOptions(tt.epoch, nil)
+		if o.Name != tt.name || o.Topic != e.topic || o.MaxPending != 500 {
+			t.Errorf("epoch %d: producer %q on %q with %d pending, want %q on %q with 500", tt.epoch, o.Name, o.Topic, o.MaxPending, tt.name, e.topic)
+		}
+	}
+}

@@ -220,10 +220,7 @@ func (e *wireEndpoints) openProducer(ctx context.Context, epoch uint64, onLink f
 	e.health.update(func(h *linkHealth) { h.gauge = e.healthGauge() })
 	e.schemas = nil
 	dst := &healthyTarget{h: &e.health, onLink: e.producerLink(onLink)}
-	p, err := wire.CreateProducer(ctx, c, wire.ProducerOptions{
-		Topic: e.topic, Name: epochProducerName(e.producerName, epoch), MaxPending: e.maxPending, Logger: e.log,
-		OnLinkChange: dst.linkChanged,
-	})
+	p, err := wire.CreateProducer(ctx, c, e.producerOptions(epoch, dst.linkChanged))
 	e.remote.noteOpen("producer", e.topic, err)
 	if err != nil {
 		return nil, err // an untyped nil target (see pulsarEndpoints.openTarget)
@@ -232,6 +229,15 @@ func (e *wireEndpoints) openProducer(ctx context.Context, epoch uint64, onLink f
 	// Counted by the entry pipe from here; the link's state decides.
 	e.health.update(func(h *linkHealth) { h.open = true })
 	return dst, nil
+}
+
+// producerOptions are the settings of the producer of epoch (see
+// entrySeq): its name is the epoch's.
+func (e *wireEndpoints) producerOptions(epoch uint64, onLink func(up bool)) wire.ProducerOptions {
+	return wire.ProducerOptions{
+		Topic: e.topic, Name: epochProducerName(e.producerName, epoch), MaxPending: e.maxPending, Logger: e.log,
+		OnLinkChange: onLink,
+	}
 }
 
 // reachTarget looks the partition up on the remote afresh (not from the
