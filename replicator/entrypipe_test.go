@@ -71,8 +71,12 @@ type fakeEntryWorld struct {
 	sources      []*fakeEntrySource
 	onActive     func(bool)
 	hold         chan struct{} // when set, receipts wait for it to close
-	schemas      map[string][]byte
-	schemaSent   [][]byte // schema_version of every SEND
+	// closeFails makes a producer's Close fail the sends whose receipts
+	// still wait for hold (wire.ErrClosed), as the wire producer's Close
+	// fails what is unconfirmed; without it Close waits for them.
+	closeFails bool
+	schemas    map[string][]byte
+	schemaSent [][]byte // schema_version of every SEND
 	// window, when set, makes Send wait while that many entries are
 	// unconfirmed, as the wire producer's MaxPending does.
 	window int
@@ -292,6 +296,9 @@ func (w *fakeEntryWorld) openProducer(_ context.Context, epoch uint64, onLink fu
 	if w.window > 0 {
 		t.slots = make(chan struct{}, w.window)
 	}
+	if w.closeFails {
+		t.closing = make(chan struct{})
+	}
 	go func() { // receipts in send order, from the producer's own goroutine
 		for f := range t.queue {
 			f()
@@ -471,6 +478,9 @@ type fakeEntryTarget struct {
 	queue   chan func()
 	closed  sync.Once
 	slots   chan struct{} // the window; nil: none
+	// closing is closed by Close when the world's closeFails is set.
+	closing   chan struct{}
+	closeOnce sync.Once
 	// stranded are the sends into a cut link, in order (w.mu).
 	stranded []strandedSend
 	shut     bool // Close was called (w.mu)
@@ -544,12 +554,16 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 	if dup {
 		r.MessageID = wire.EntryID(math.MaxUint64, math.MaxUint64)
 	}
+	hold := w.hold
 	w.mu.Unlock()
 	t.pending.Add(1)
-	hold := w.hold
 	t.queue <- func() {
 		if hold != nil {
-			<-hold
+			select {
+			case <-hold:
+			case <-t.closing: // nil unless closeFails
+				r, rerr = wire.Receipt{}, wire.ErrClosed
+			}
 		}
 		done(r, rerr)
 	}
@@ -566,6 +580,9 @@ func (t *fakeEntryTarget) Close() error {
 	for _, st := range stranded {
 		t.pending.Add(1)
 		t.queue <- func() { st.done(wire.Receipt{}, wire.ErrClosed) }
+	}
+	if t.closing != nil {
+		t.closeOnce.Do(func() { close(t.closing) })
 	}
 	t.pending.Wait()
 	t.closed.Do(func() { close(t.queue) })
@@ -1385,7 +1402,7 @@ func TestEntryPipeEpochs(t *testing.T) {
 			l4 = 1<<40 + 5 // epoch 512
 		)
 		w := newFakeEntryWorld()
-		w.dedup = true
+		w.dedup, w.closeFails = true, true
 		w.lastSeq = 9<<32 | 70 // the record of an earlier ledger
 		var all []string
 		publish := func(ledger uint64, n int) {
