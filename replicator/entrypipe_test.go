@@ -1444,6 +1444,7 @@ func TestEntryPipeEpochs(t *testing.T) {
 		}
 		p := newTestEntryPartition(t, w)
 		stop := runEntryPartition(t, p)
+		t.Cleanup(stop) // also after a failure: nothing left blocked in the bubble
 
 		// Epoch 0, one session starting over.
 		cut()
