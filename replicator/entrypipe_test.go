@@ -1344,6 +1344,10 @@ func TestEntryPipeLateSendsOfAbandonedSession(t *testing.T) {
 				w.cut = true
 				p := newTestEntryPartition(t, w)
 				stop := runEntryPartition(t, p)
+				hold := make(chan struct{})
+				var once sync.Once
+				release := func() { once.Do(func() { close(hold) }) }
+				t.Cleanup(func() { release(); stop() }) // also after a failure
 				synctest.Wait() // session 1 sent all ten into the cut
 				w.mu.Lock()
 				// Session 2's producer opens before anything landed; e0..e2 land
@@ -1355,7 +1359,7 @@ func TestEntryPipeLateSendsOfAbandonedSession(t *testing.T) {
 					w.mu.Unlock()
 					w.land(3)
 				}
-				w.hold = make(chan struct{})
+				w.hold = hold
 				w.mu.Unlock()
 				w.abandon()
 				waitFor(t, "session 2 sent e3..e9", func() bool {
@@ -1364,7 +1368,7 @@ func TestEntryPipeLateSendsOfAbandonedSession(t *testing.T) {
 					return w.opens == 2 && len(w.sent[1]) == 7
 				})
 				w.land(-1)
-				close(w.hold)
+				release()
 				waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 10 })
 				stop()
 				_, remote, _ := w.snapshot()
