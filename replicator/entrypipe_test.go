@@ -1347,7 +1347,8 @@ func TestEntryPipeLateSendsOfAbandonedSession(t *testing.T) {
 				hold := make(chan struct{})
 				var once sync.Once
 				release := func() { once.Do(func() { close(hold) }) }
-				t.Cleanup(func() { release(); stop() }) // also after a failure
+				// Stop also after a failure: nothing left blocked in the bubble.
+				t.Cleanup(func() { release(); stop() })
 				synctest.Wait() // session 1 sent all ten into the cut
 				w.mu.Lock()
 				// Session 2's producer opens before anything landed; e0..e2 land
