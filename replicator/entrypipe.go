@@ -182,13 +182,13 @@ func entryPos(id wire.MessageID) marker.Position {
 }
 
 // entrySeq is the sequence id a copy of the entry at pos is sent with:
-// the entry's position packed as ledger<<32 | entry, so that the same
-// entry carries the same id in every session and on every instance, and
-// ids grow with positions. The remote's deduplication then stores each
-// entry once and in order whichever session's copy arrives first, even
-// when sends of a session given up on (a send timeout, a lost connection,
-// an instance that lost the cursor) are still in the link and land after
-// the next session's. Ids counted per session from the broker's record
+// the entry's position packed as ledger<<32 | entry (the ledger's low 31
+// bits: see epochs below), so that the same entry carries the same id in
+// every session and on every instance, and ids grow with positions. The
+// remote's deduplication then stores each entry once and in order
+// whichever session's copy arrives first, even when sends of a session
+// given up on (a send timeout, a lost connection, an instance that lost
+// the cursor) are still in the link and land after the next session's. Ids counted per session from the broker's record
 // could not: the broker's record and the read-back's proof (copiedSince)
 // are taken at different moments, so when old sends landed in between, a
 // new session numbered the next entries below ids already used for later
@@ -215,6 +215,7 @@ func entryPos(id wire.MessageID) marker.Position {
 // recognises copies by their signed origin whatever the producer name,
 // so copies sent before the step are found after it; only recordReach
 // reads the record of a name, the one of the epoch it asks for.
+//
 // Why not another packing under one name: no split of 63 bits holds any
 // ledger id with 2^32 entries, a split giving the ledger more bits fails
 // on large ledgers instead, and ids relative to some base need the base
@@ -225,9 +226,8 @@ func entryPos(id wire.MessageID) marker.Position {
 // producer's name when the producer opened plus one, or the previous id
 // sent plus one. An entry whose packed id is below it (the broker
 // recorded a later entry of this partition whose copy the read-back did
-// not find, or a record counted by an older version on a ledger 0, or
-// in an epoch past 0 where older versions counted every id), or whose
-// entry id does not fit (2^32 entries in one ledger, only reachable by
+// not find, or a record counted by an older version on a ledger 0), or
+// whose entry id does not fit (2^32 entries in one ledger, only reachable by
 // configuring ledgers that large), gets the floor instead: sent again
 // under a new id, a possible duplicate but never taken for one. The
 // caller sends it under the producer name of pos's epoch.
