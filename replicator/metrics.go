@@ -25,6 +25,9 @@ type Metrics struct {
 	Partitions    *prometheus.GaugeVec
 	Topics        *prometheus.GaugeVec
 	TopicsRefused *prometheus.GaugeVec
+	// PairProblems is 1 while a pair cannot replicate at all (a missing
+	// target namespace, credentials refused there): see pair.checkTarget.
+	PairProblems *prometheus.GaugeVec
 	// PartitionsStopped counts partitions stopped at a message their
 	// target refuses for good (on_refused: stop), by reason.
 	PartitionsStopped *prometheus.GaugeVec
@@ -94,6 +97,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "topics_managed", Help: "Topics with running replicators."}, pair),
 		TopicsRefused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 			Name: "topics_refused", Help: "Topics not replicated because the target disagrees (partition count mismatch)."}, pair),
+		PairProblems: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "pair_setup_problem", Help: "1 while a pair cannot replicate at all: its namespace is missing on the target, or the credentials may not administer it there (the log says which)."}, pair),
 	}
 	sub := []string{"source", "target", "topic", "subscription"}
 	m.MarkersInvalid = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
@@ -130,7 +135,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "subscription_lag_seconds", Help: "Age of the snapshot behind the remote copy of a subscription, while it trails the local one; the oldest over the topic's partitions."}, sub)
 	if reg != nil {
 		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsUnproven,
-			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused,
+			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused, m.PairProblems,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
 			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.HistoryEntriesRead, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds,
 			m.InflightBytes, m.PartitionsStopped)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
@@ -51,6 +52,49 @@ type pair struct {
 	applied *appliedPositions
 	budget  *byteBudget
 	windows *cursorWindows
+
+	// problem is why the pair cannot replicate at all, in a sentence
+	// naming the pair and what is missing (see checkTarget); nil when
+	// nothing is known to be wrong.
+	problem atomic.Pointer[string]
+}
+
+// Problem returns why the pair cannot replicate at all, "" when nothing is
+// known to be wrong.
+func (p *pair) Problem() string {
+	if s := p.problem.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
+
+// errPairSetup marks a discovery failure that stops the whole pair: the
+// target namespace is missing, or the credentials may not use it.
+var errPairSetup = errors.New("pair cannot replicate")
+
+// checkTarget asks the remote for the namespace's topics, as the pair's
+// topic checks will: a namespace that does not exist there (Pulsar answers
+// 404) or credentials that may not administer it (401, 403) stop every
+// partition of the pair. Before, a non-partitioned topic passed discovery
+// (the remote's metadata for it is simply absent until its producer
+// creates it), the partition started, and the first sign of trouble was a
+// producer retrying TopicNotFound once a message came, at debug level
+// with readiness at ok.
+func (p *pair) checkTarget(ctx context.Context) error {
+	_, _, err := p.remote.control.topics(ctx, p.rep.Namespace)
+	var re rest.Error
+	if !errors.As(err, &re) {
+		return err
+	}
+	switch re.Code {
+	case 404:
+		return fmt.Errorf("%w: namespace %s does not exist on %s (create it there, e.g. pulsar-admin namespaces create %s)",
+			errPairSetup, p.rep.Namespace, p.remote.Name, p.rep.Namespace)
+	case 401, 403:
+		return fmt.Errorf("%w: the credentials for %s may not administer namespace %s there (HTTP %d): the pair creates and checks topics on the target",
+			errPairSetup, p.remote.Name, p.rep.Namespace, re.Code)
+	}
+	return err
 }
 
 // worker is a running partition replicator that can be stopped alone.
@@ -75,12 +119,24 @@ func (p *pair) run(ctx context.Context, discoveredOnce func()) {
 			found, err := p.discover(ctx)
 			discovered = time.Now()
 			switch {
+			case errors.Is(err, errPairSetup) && ctx.Err() == nil:
+				if err.Error() != lastErr {
+					p.log.Error("pair cannot replicate; checking again every discovery", zap.Error(err))
+					lastErr = err.Error()
+				}
+				msg := fmt.Sprintf("%s->%s %s: %v", p.local.Name, p.remote.Name, p.rep.Namespace, err)
+				p.problem.Store(&msg)
+				p.m.PairProblems.WithLabelValues(p.local.Name, p.remote.Name).Set(1)
 			case err != nil && ctx.Err() == nil:
 				if err.Error() != lastErr {
 					p.log.Warn("topic discovery failed", zap.Error(err))
 					lastErr = err.Error()
 				}
 			case err == nil:
+				if p.problem.Swap(nil) != nil {
+					p.log.Info("pair can replicate again")
+					p.m.PairProblems.WithLabelValues(p.local.Name, p.remote.Name).Set(0)
+				}
 				lastErr, topics = "", found
 				if first {
 					first = false
@@ -118,6 +174,9 @@ func (p *pair) discover(ctx context.Context) ([]topicInfo, error) {
 	topics, err := listTopics(ctx, p.local.control, p.rep)
 	if err != nil {
 		return nil, fmt.Errorf("list topics of %s on %s: %w", p.rep.Namespace, p.local.Name, err)
+	}
+	if err := p.checkTarget(ctx); errors.Is(err, errPairSetup) {
+		return nil, err
 	}
 	p.noteListed(topics)
 	want := map[string]string{} // partition topic -> topic

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,7 +82,53 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 func (s *Sidecar) Metrics() *Metrics { return s.m }
 
 // Ready reports whether every pair has completed one topic discovery.
-func (s *Sidecar) Ready() bool { return s.ready.Load() }
+func (s *Sidecar) Ready() bool { return s.NotReady() == "" }
+
+// NotReady says why the sidecar is not ready, "" when it is: a pair that
+// cannot replicate at all (each named, see pair.checkTarget), or a first
+// topic discovery not completed by every pair.
+func (s *Sidecar) NotReady() string {
+	s.mu.Lock()
+	pairs := s.pairs
+	s.mu.Unlock()
+	var problems []string
+	for _, p := range pairs {
+		if msg := p.Problem(); msg != "" {
+			problems = append(problems, msg)
+		}
+	}
+	switch {
+	case len(problems) > 0:
+		return strings.Join(problems, "; ")
+	case !s.ready.Load():
+		return "topic discovery has not completed yet"
+	}
+	return ""
+}
+
+// Check asks the live clusters what every pair needs before it can
+// replicate (validate --live): the source namespace's topics can be
+// listed, and the target namespace exists and its topics can be listed
+// with the pair's credentials (pair.checkTarget). It returns one sentence
+// per problem, each naming the pair; nil when every pair can start.
+func (s *Sidecar) Check(ctx context.Context) ([]string, error) {
+	pairs, closeConns, err := s.build()
+	if err != nil {
+		return nil, err
+	}
+	defer closeConns()
+	var problems []string
+	for _, p := range pairs {
+		name := fmt.Sprintf("%s->%s %s", p.local.Name, p.remote.Name, p.rep.Namespace)
+		if _, _, err := p.local.control.topics(ctx, p.rep.Namespace); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: cannot list the topics of %s on %s: %v", name, p.rep.Namespace, p.local.Name, err))
+		}
+		if err := p.checkTarget(ctx); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+		}
+	}
+	return problems, nil
+}
 
 // Run connects to the clusters and replicates until ctx is done, then stops
 // every partition (in-flight sends finish or are abandoned, to be resent by

@@ -165,7 +165,10 @@ func findConfig() (path string, looked []string) {
 }
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	c := newFlags("validate", "Checks the config and reports every error, each with its path in the file.", stderr)
+	c := newFlags("validate", "Checks the config and reports every error, each with its path in the file.\n"+
+		"With --live, also asks the clusters what each pair needs to start: the source namespace's\n"+
+		"topics can be listed, the target namespace exists and the credentials may use it.", stderr)
+	live := c.fs.Bool("live", false, "also check the pairs against the live clusters (admin API)")
 	cfg, code := c.parse(args, stderr)
 	if code >= 0 {
 		return code
@@ -179,8 +182,34 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d clusters, %d replication entries, %d pairs)\n",
 		c.config, len(cfg.Clusters), len(cfg.Replication), pairs)
+	if !*live {
+		return exitOK
+	}
+	s, err := replicator.New(cfg, replicator.Options{})
+	if err != nil {
+		fmt.Fprintf(stderr, "geo-sidecar: %v\n", err)
+		return exitFailed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), liveCheckTimeout)
+	defer cancel()
+	problems, err := s.Check(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "geo-sidecar: %v\n", err)
+		return exitFailed
+	}
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "live: %s\n", p)
+	}
+	if len(problems) > 0 {
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "live: ok (every pair's namespaces answer on both clusters)\n")
 	return exitOK
 }
+
+// liveCheckTimeout bounds validate --live: a cluster that does not answer
+// is a finding, not a hang.
+const liveCheckTimeout = 30 * time.Second
 
 func cmdRun(args []string, stderr io.Writer) int {
 	c := newFlags("run", "Replicates until SIGTERM or SIGINT (a second signal, a second or more later, exits at once).", stderr)

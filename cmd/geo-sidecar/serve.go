@@ -36,7 +36,7 @@ func serve(ctx context.Context, cfg *config.Config, cluster string, log *zap.Log
 	if err != nil {
 		return fmt.Errorf("sidecar.listen %q: %w", cfg.Sidecar.Listen, err)
 	}
-	srv := &http.Server{Handler: handler(reg, s.Ready), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: handler(reg, s.NotReady), ReadHeaderTimeout: 5 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
 	log.Info("http endpoints listening", zap.String("addr", ln.Addr().String()))
@@ -53,16 +53,17 @@ func serve(ctx context.Context, cfg *config.Config, cluster string, log *zap.Log
 }
 
 // handler serves /metrics, /healthz (the process is alive) and /readyz
-// (every pair has discovered its topics once).
-func handler(reg *prometheus.Registry, ready func() bool) http.Handler {
+// (every pair has discovered its topics once, and none is known unable to
+// replicate; otherwise 503 with the reason: notReady).
+func handler(reg *prometheus.Registry, notReady func() string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
-			http.Error(w, "topic discovery has not completed yet", http.StatusServiceUnavailable)
+		if why := notReady(); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
