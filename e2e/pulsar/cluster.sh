@@ -33,6 +33,16 @@
 # roles), secret.key (the HS256 token key) and tokens/admin.token (the
 # super-user "admin"). The plaintext ports are off.
 #
+# north runs Pulsar's transaction coordinator (transactions are off on the
+# others): standalone creates the coordinator's assign topic itself at
+# start, so nothing else needs initialising. e2e/txn_test.go produces in
+# transactions there (e2e/pulsar/Txn.java).
+#
+# A running cluster whose configuration (standalone.conf as "up" would write
+# it now) differs from the one it was started with is restarted by "up", so
+# that a change to this script or to standalone.conf.in reaches it; the
+# changed lines are printed.
+#
 # Every broker can load geo-sidecar's marker EntryFilter ("geo-sidecar-markers",
 # built by "entryfilter" and "up" from deploy/entryfilter with Maven, cached
 # per source). It applies only to namespaces or topics whose entry-filter
@@ -84,6 +94,7 @@ wan_ports() {
   esac
 }
 secure() { [ "$1" = south ]; }
+transactions() { [ "$1" = north ]; }
 broker_port() { set -- $(ports "$1"); echo "$1"; }
 web_port()    { set -- $(ports "$1"); echo "$2"; }
 bk_port()     { set -- $(ports "$1"); echo "$3"; }
@@ -218,6 +229,55 @@ internalListenerName=internal
 CONF
 }
 
+# txn_conf NAME: the lines appended to the standalone.conf of a cluster
+# with transactions. Standalone creates the coordinator's assign topic
+# (pulsar/system/transaction_coordinator_assign, one partition) at start
+# when it is missing; the transaction buffers' snapshots live in system
+# topics (systemTopicEnabled, on everywhere).
+txn_conf() {
+  cat <<CONF
+
+# Transactions (cluster.sh transactions): one coordinator; the brokers hold
+# back open transactions' messages and those after them from dispatch, and
+# filter aborted ones.
+transactionCoordinatorEnabled=true
+CONF
+}
+
+# write_conf NAME FILE: the standalone.conf NAME starts with.
+write_conf() {
+  local name=$1 file=$2 dir="$state/$1"
+  local filters="$state/entryfilters" # built by cmd_up (entryfilter)
+  sed -e "s/@CLUSTER@/$name/" -e "s/@BROKER_PORT@/$(broker_port "$name")/" \
+      -e "s/@WEB_PORT@/$(web_port "$name")/" -e "s|@ENTRY_FILTERS_DIR@|$filters|" \
+      -e "s|@NAR_DIR@|$dir/nar|" "$here/standalone.conf.in" >"$file"
+  if secure "$name"; then
+    secure_files "$name"
+    secure_conf "$name" >>"$file"
+  fi
+  if wan_ports "$name" >/dev/null; then
+    wan_conf "$name" >>"$file"
+  fi
+  if transactions "$name"; then
+    txn_conf "$name" >>"$file"
+  fi
+}
+
+# conf_changed NAME: whether the configuration NAME would start with now
+# differs from the one its running JVM was started with
+# ($state/NAME/standalone.conf); prints the changed settings. A cluster
+# without that file (started otherwise) counts as unchanged.
+conf_changed() {
+  local name=$1 dir="$state/$1" now
+  [ -f "$dir/standalone.conf" ] || return 1
+  now=$(mktemp "$dir/standalone.conf.XXXXXX")
+  write_conf "$name" "$now"
+  if cmp -s "$dir/standalone.conf" "$now"; then rm -f "$now"; return 1; fi
+  diff <(grep -v '^#' "$dir/standalone.conf" | grep .) <(grep -v '^#' "$now" | grep .) |
+    sed -n -e 's/^< /  was: /p' -e 's/^> /  now: /p' >&2 || true
+  rm -f "$now"
+}
+
 names() {
   if [ $# -gt 0 ]; then echo "$@"; else echo "${CLUSTERS:-east west}"; fi
 }
@@ -338,9 +398,16 @@ port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 start_one() {
   local name=$1 dir="$state/$1"
   if pid=$(pid_of "$name"); then
-    if is_ready "$name"; then say "$name already up (pid $pid)"; return 0; fi
-    say "$name running (pid $pid), waiting for it"
-    return 0
+    if ! conf_changed "$name" 2>"$dir/conf.diff"; then
+      rm -f "$dir/conf.diff"
+      if is_ready "$name"; then say "$name already up (pid $pid)"; return 0; fi
+      say "$name running (pid $pid), waiting for it"
+      return 0
+    fi
+    say "$name runs with an older configuration; restarting it. Changed settings:"
+    cat "$dir/conf.diff" >&2
+    rm -f "$dir/conf.diff"
+    stop_one "$name"
   fi
   local wan=""
   if wan_ports "$name" >/dev/null; then set -- $(wan_ports "$name"); wan=$1; fi
@@ -358,17 +425,7 @@ start_one() {
       "$here/StaleLocks.java" "$dir/data/metadata" >"$dir/stale-locks.out" 2>&1 ||
       { tail -20 "$dir/stale-locks.out" >&2; die "could not clear $name's metadata (log: $dir/stale-locks.out)"; }
   fi
-  local filters="$state/entryfilters" # built by cmd_up (entryfilter)
-  sed -e "s/@CLUSTER@/$name/" -e "s/@BROKER_PORT@/$(broker_port "$name")/" \
-      -e "s/@WEB_PORT@/$(web_port "$name")/" -e "s|@ENTRY_FILTERS_DIR@|$filters|" \
-      -e "s|@NAR_DIR@|$dir/nar|" "$here/standalone.conf.in" >"$dir/standalone.conf"
-  if secure "$name"; then
-    secure_files "$name"
-    secure_conf "$name" >>"$dir/standalone.conf"
-  fi
-  if wan_ports "$name" >/dev/null; then
-    wan_conf "$name" >>"$dir/standalone.conf"
-  fi
+  write_conf "$name" "$dir/standalone.conf"
   say "starting $name (broker $(service_url "$name"), admin $(admin_url "$name"), heap $heap)"
   # JVM flags follow Pulsar's own bin/pulsar launcher.
   (
@@ -588,7 +645,7 @@ main() {
     classpath) classpath ;;
     entryfilter) entryfilter ;;
     token) cmd_token "$@" ;;
-    -h|--help|help) sed -n '2,40p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' ;;
+    -h|--help|help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//' ;;
     *) die "unknown command '$cmd' (try: up down kill freeze thaw status wipe geo env classpath entryfilter token)" ;;
   esac
 }
