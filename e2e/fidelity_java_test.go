@@ -49,13 +49,17 @@ type javaMsg struct {
 
 func (m javaMsg) entryID() string { return fmt.Sprintf("%d:%d", m.Ledger, m.Entry) }
 
-// javaFidelity runs e2e/pulsar/Fidelity.java as a single-file program with
-// the test bed's classpath; the client's log goes to a file of the test.
-type javaFidelity struct {
+// javaProgram runs a single-file Java program of e2e/pulsar (Fidelity.java,
+// Txn.java) with the test bed's classpath; the client's log goes to a file
+// of the test.
+type javaProgram struct {
 	classpath, source, log4j, logFile string
 }
 
-func newJavaFidelity(t *testing.T) *javaFidelity {
+func newJavaFidelity(t *testing.T) *javaProgram { return newJavaProgram(t, "Fidelity.java") }
+
+// newJavaProgram runs e2e/pulsar/<file>.
+func newJavaProgram(t *testing.T, file string) *javaProgram {
 	t.Helper()
 	out, err := exec.Command(ScriptPath(), "classpath").Output()
 	if err != nil {
@@ -70,7 +74,7 @@ func newJavaFidelity(t *testing.T) *javaFidelity {
 		t.Fatalf("classpath file: %v", err)
 	}
 	dir := filepath.Dir(ScriptPath())
-	j := &javaFidelity{classpath: strings.TrimSpace(string(cp)), source: filepath.Join(dir, "Fidelity.java"),
+	j := &javaProgram{classpath: strings.TrimSpace(string(cp)), source: filepath.Join(dir, file),
 		log4j: filepath.Join(dir, "log4j2.xml"), logFile: filepath.Join(t.TempDir(), "java-client.log")}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -82,14 +86,14 @@ func newJavaFidelity(t *testing.T) *javaFidelity {
 	return j
 }
 
-// run runs Fidelity.java with args and returns the JSON lines it printed.
-func (j *javaFidelity) run(args ...string) ([][]byte, error) {
+// run runs the program with args and returns the JSON lines it printed.
+func (j *javaProgram) run(args ...string) ([][]byte, error) {
 	cmd := exec.Command("java", append([]string{"-cp", j.classpath, "-Dlog4j.configurationFile=" + j.log4j,
 		"-Dpulsar.log.file=" + j.logFile, "-XX:TieredStopAtLevel=1", j.source}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("Fidelity.java %s: %w\n%s%s", strings.Join(args, " "), err, tail(stdout.Bytes(), 2048), tail(stderr.Bytes(), 4096))
+		return nil, fmt.Errorf("%s %s: %w\n%s%s", filepath.Base(j.source), strings.Join(args, " "), err, tail(stdout.Bytes(), 2048), tail(stderr.Bytes(), 4096))
 	}
 	var lines [][]byte
 	sc := bufio.NewScanner(&stdout)
@@ -104,7 +108,7 @@ func (j *javaFidelity) run(args ...string) ([][]byte, error) {
 
 // dump reads topic on cluster from the start: until n messages or
 // timeout, then whatever else comes within 2 s.
-func (j *javaFidelity) dump(cluster, topic string, n int, timeout time.Duration) ([]javaMsg, error) {
+func (j *javaProgram) dump(cluster, topic string, n int, timeout time.Duration) ([]javaMsg, error) {
 	lines, err := j.run("dump", Get(cluster).ServiceURL, topic, fmt.Sprint(n), fmt.Sprint(int(timeout.Seconds())))
 	if err != nil {
 		return nil, err

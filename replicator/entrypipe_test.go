@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -76,7 +77,8 @@ type fakeEntryWorld struct {
 	// fails what is unconfirmed; without it Close waits for them.
 	closeFails bool
 	schemas    map[string][]byte
-	schemaSent [][]byte // schema_version of every SEND
+	schemaSent [][]byte          // schema_version of every SEND
+	mdSent     map[string][]byte // metadata of the latest SEND of each entry
 	// window, when set, makes Send wait while that many entries are
 	// unconfirmed, as the wire producer's MaxPending does.
 	window int
@@ -533,6 +535,14 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 	w.seqs = append(w.seqs, out.SequenceID)
 	w.sendLog = append(w.sendLog, sentEntry{name, out.SequenceID, t.epoch})
 	w.schemaSent = append(w.schemaSent, md.SchemaVersion)
+	if md.HasTxnID {
+		// A transaction is the origin's: it means nothing on the remote.
+		w.violationf("%s sent with a transaction id (%d:%d)", name, md.TxnIDMostBits, md.TxnIDLeastBits)
+	}
+	if w.mdSent == nil {
+		w.mdSent = map[string][]byte{}
+	}
+	w.mdSent[name] = slices.Clone(out.Metadata)
 	w.sent[t.idx] = append(w.sent[t.idx], name)
 	if w.cut {
 		if w.cutStores {
@@ -750,6 +760,76 @@ func TestEntryPipeSchemaVersions(t *testing.T) {
 		stop()
 		if len(w.schemaSent) != 2 || string(w.schemaSent[0]) != "\x00\x00\x00\x00\x00\x00\x00\x07" || w.schemaSent[1] != nil {
 			t.Errorf("schema versions sent %q, want the remote's version 7 for the first entry and none for the second", w.schemaSent)
+		}
+	})
+}
+
+// Entries written in a transaction reach the cursor only once it has
+// committed (the broker holds back open transactions and filters aborted
+// ones), with the transaction id in their metadata. The copy is sent
+// without it, as Pulsar's replicator does (the id names a transaction of
+// the origin's coordinator; on the remote it would be looked up there),
+// and with every other byte of the metadata as the origin wrote it.
+func TestEntryPipeDropsTransactionID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		batch := func(b *wire.MetadataBuilder) {
+			b.Properties = []wire.KeyValue{{Key: "app", Value: "a"}}
+			b.PartitionKey, b.EventTime, b.NullValue = "k", 1_700_000_000_123, true
+		}
+		w.add(1, nil) // e0: plain
+		// e1: a batch in transaction 1:5 (the id sits between other fields).
+		w.add(1, func(b *wire.MetadataBuilder) { batch(b); b.TxnIDMostBits, b.TxnIDLeastBits = 1, 5 })
+		// e2: a single message in transaction 0:7 of coordinator 0, whose
+		// most significant bits are present and zero.
+		txn07 := protowire.AppendVarint(protowire.AppendTag(nil, 22, protowire.VarintType), 7)
+		txn07 = protowire.AppendVarint(protowire.AppendTag(txn07, 23, protowire.VarintType), 0)
+		w.add(1, func(b *wire.MetadataBuilder) { b.NumMessagesInBatch = 0 }, txn07)
+		w.add(1, nil) // e3: plain
+		// What each copy's metadata must begin with: the origin's, minus
+		// the transaction id.
+		want := map[string][]byte{
+			"e0": wire.MetadataBuilder{ProducerName: "app", PublishTime: 1_700_000_000_000, NumMessagesInBatch: 2}.Append(nil),
+			"e1": func() []byte {
+				b := wire.MetadataBuilder{ProducerName: "app", PublishTime: 1_700_000_000_000, NumMessagesInBatch: 2}
+				batch(&b)
+				return b.Append(nil)
+			}(),
+			"e2": wire.MetadataBuilder{ProducerName: "app", PublishTime: 1_700_000_000_000}.Append(nil),
+		}
+		want["e3"] = want["e0"]
+		for i, name := range []string{"e1", "e2"} {
+			md, err := wire.ParseMetadata(w.entries[i+1].Metadata)
+			if err != nil || !md.HasTxnID {
+				t.Fatalf("%s: the test's entry has no transaction id (%v)", name, err)
+			}
+		}
+		p := newTestEntryPartition(t, w)
+		stop := runEntryPartition(t, p)
+		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
+		stop()
+		_, remote, _ := w.snapshot()
+		if want := []string{"e0", "e1", "e2", "e3"}; !slices.Equal(remote, want) {
+			t.Errorf("remote holds %v, want %v", remote, want)
+		}
+		for name, prefix := range want {
+			sent := w.mdSent[name]
+			if !bytes.HasPrefix(sent, prefix) {
+				t.Errorf("%s: metadata sent %x, want it to begin with the origin's without the transaction id, %x", name, sent, prefix)
+			}
+			md, err := wire.ParseMetadata(sent)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if md.HasTxnID || md.ReplicatedFrom != "east" {
+				t.Errorf("%s: sent with a transaction id: %v, replicated_from %q", name, md.HasTxnID, md.ReplicatedFrom)
+			}
+		}
+		if got := counter(p.m.Messages, "east", "west"); got != 7 {
+			t.Errorf("replicated messages = %v, want 7", got)
+		}
+		for _, v := range w.violations {
+			t.Error(v)
 		}
 	})
 }
