@@ -263,20 +263,23 @@ write_conf() {
   fi
 }
 
-# conf_changed NAME: whether the configuration NAME would start with now
-# differs from the one its running JVM was started with
-# ($state/NAME/standalone.conf); prints the changed settings. A cluster
-# without that file (started otherwise) counts as unchanged.
+# conf_changed NAME: whether the settings NAME would start with now differ
+# from those its running JVM was started with ($state/NAME/standalone.conf);
+# prints the changed ones. Comments and blank lines do not count. A
+# cluster without that file (started otherwise) counts as unchanged.
 conf_changed() {
-  local name=$1 dir="$state/$1" now
+  local name=$1 dir="$state/$1" now changed
   [ -f "$dir/standalone.conf" ] || return 1
   now=$(mktemp "$dir/standalone.conf.XXXXXX")
   write_conf "$name" "$now"
-  if cmp -s "$dir/standalone.conf" "$now"; then rm -f "$now"; return 1; fi
-  diff <(grep -v '^#' "$dir/standalone.conf" | grep .) <(grep -v '^#' "$now" | grep .) |
-    sed -n -e 's/^< /  was: /p' -e 's/^> /  now: /p' >&2 || true
+  changed=$(diff <(settings "$dir/standalone.conf") <(settings "$now") |
+    sed -n -e 's/^< /  was: /p' -e 's/^> /  now: /p' || true)
   rm -f "$now"
+  [ -n "$changed" ] || return 1
+  printf '%s\n' "$changed" >&2
 }
+
+settings() { grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "$1" || true; }
 
 names() {
   if [ $# -gt 0 ]; then echo "$@"; else echo "${CLUSTERS:-east west}"; fi
