@@ -545,6 +545,13 @@ func (s *subSync) follow(ctx context.Context) error {
 		}
 		snap, ok := s.planner.Next(name, md, s.machine)
 		if !ok {
+			if changed {
+				// Why the remote does not follow: most often no snapshot
+				// covers md (it lies before the partition's first one).
+				_, covered := s.machine.Covering(md)
+				s.log.Debug("no update for a subscription", zap.String("subscription", name), zap.Stringer("mark_delete", md),
+					zap.Bool("covered", covered), zap.Stringer("newest_local", newest.Local), zap.Bool("has_newest", hasNewest))
+			}
 			continue
 		}
 		up := marker.Marker{Kind: marker.KindUpdate, From: s.local, To: s.remote, Topic: s.topic,
@@ -557,6 +564,8 @@ func (s *subSync) follow(ctx context.Context) error {
 			s.sent = map[string]snapshot.Snapshot{}
 		}
 		s.sent[name] = snap
+		s.log.Debug("subscription update sent", zap.String("subscription", name), zap.Stringer("mark_delete", md),
+			zap.Stringer("snapshot_local", snap.Local), zap.Stringer("snapshot_remote", snap.Remote))
 		s.m.UpdatesSent.WithLabelValues(s.local, s.remote).Inc()
 		s.m.MarkersWritten.WithLabelValues(s.local, s.remote, marker.KindUpdate.String()).Inc()
 	}
@@ -725,6 +734,7 @@ func (s *subSync) applyLoop(ctx context.Context) {
 		s.applyMu.Unlock()
 		for sub, at := range batch {
 			out, err := subscription.Apply(ctx, s.subAdmin, s.topic, sub, at)
+			s.log.Debug("subscription update received", zap.String("subscription", sub), zap.Stringer("to", at), zap.String("outcome", string(out)))
 			s.m.UpdatesApplied.WithLabelValues(s.local, string(out)).Inc()
 			if out == subscription.Applied || out == subscription.Created {
 				s.applied.set(s.local, s.topic, sub, at)

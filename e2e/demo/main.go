@@ -205,6 +205,19 @@ func ensureNamespace(adminURL, cluster string) error {
 	if err := a.Namespaces().CreateNamespace(namespace); err != nil && !strings.Contains(err.Error(), "409") && !strings.Contains(strings.ToLower(err.Error()), "exist") {
 		return fmt.Errorf("namespace %s on %s: %w", namespace, cluster, err)
 	}
+	// The drill's topic exists before the sidecar starts, as a topic an
+	// operator drills on would: created by the drill itself, it was found
+	// by a discovery pass only after its first messages, the topic's first
+	// snapshot came after the position the drill consumes to, and no
+	// update could move the subscription's copy (1,000 duplicates, "gave
+	// up" on a fresh machine).
+	tn, err := utils.GetTopicName("persistent://" + namespace + "/" + drillTopic)
+	if err != nil {
+		return err
+	}
+	if err := a.Topics().Create(*tn, 0); err != nil && !strings.Contains(err.Error(), "409") && !strings.Contains(strings.ToLower(err.Error()), "exist") {
+		return fmt.Errorf("topic %s on %s: %w", drillTopic, cluster, err)
+	}
 	fmt.Printf("  %s: ok\n", cluster)
 	return nil
 }

@@ -230,6 +230,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 	case st.gaveUp:
 		say("gave up waiting after %.0fs: %s trails by %d backlog entries on %d of %d partitions in %s (resuming all the same)",
 			st.waited.Seconds(), sub, st.trailing, st.present, st.partitions, o.To)
+		say("  a subscription's copy follows only to the newest snapshot at or before its position in %s; one that never moves "+
+			"usually lies before the partition's first snapshot (replication of the topic began, or messages last crossed both ways, "+
+			"after that position): the sidecar's debug log says \"no update for a subscription\" with covered=false", o.From)
 	default:
 		say("%s trails by %d backlog entries in %s, as close as it got (unchanged for %s): a switch now delivers them again",
 			sub, st.trailing, o.To, settleAfterMove)
