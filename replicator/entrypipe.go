@@ -131,6 +131,15 @@ func originProps(key []byte, topic, local string, id wire.MessageID) []wire.KeyV
 	return props
 }
 
+// forwardMetadata is the metadata a copy of e carries to the remote: e's
+// own bytes (minus the transaction fields when dropTxn), replicated_from,
+// the remote's schema version when schema is set, and the origin
+// (originProps).
+func (p *entryPartition) forwardMetadata(e wire.Entry, dropTxn bool, schema []byte) ([]byte, error) {
+	patch := wire.Patch{ReplicatedFrom: p.local, Properties: originProps(p.key, p.topic, p.local, e.ID), DropTxn: dropTxn, SchemaVersion: schema}
+	return wire.PatchMetadata(make([]byte, 0, len(e.Metadata)+128), e.Metadata, patch)
+}
+
 // markerEntry recognises a geo-sidecar marker among the entries read:
 // a single message whose metadata carries marker.Property, or any entry
 // of a marker writer. body is the marker's encoded form, nil when the
@@ -694,16 +703,16 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 			skip(e, skipAlreadyCopied)
 			continue
 		}
-		patch := wire.Patch{ReplicatedFrom: p.local, Properties: originProps(p.key, p.topic, p.local, e.ID), DropTxn: md.HasTxnID}
+		var schema []byte
 		if len(md.SchemaVersion) > 0 {
 			// Schema versions are per cluster: typed consumers on the
 			// remote need the remote's version of the same schema.
-			if patch.SchemaVersion, err = p.ends.targetSchema(sctx, md.SchemaVersion); err != nil {
+			if schema, err = p.ends.targetSchema(sctx, md.SchemaVersion); err != nil {
 				cancel(fmt.Errorf("entry %s: schema: %w", e.ID, err))
 				break
 			}
 		}
-		patched, err := wire.PatchMetadata(make([]byte, 0, len(e.Metadata)+128), e.Metadata, patch)
+		patched, err := p.forwardMetadata(e, md.HasTxnID, schema)
 		if err != nil {
 			cancel(fmt.Errorf("entry %s: patch metadata: %w", e.ID, err))
 			break
