@@ -119,6 +119,12 @@ type Sidecar struct {
 	// markers is kept; at most one may be set. See [Config.MarkerKey].
 	MarkerKeyFile string `yaml:"marker_key_file"`
 	MarkerKeyEnv  string `yaml:"marker_key_env"`
+	// MarkerKeyAcceptedFile and MarkerKeyAcceptedEnv say where a second
+	// key is kept that signatures are accepted under but nothing is signed
+	// with: the other key of a rotation (see [Config.MarkerKeyAccepted]).
+	// At most one may be set, and only with a marker key.
+	MarkerKeyAcceptedFile string `yaml:"marker_key_accepted_file"`
+	MarkerKeyAcceptedEnv  string `yaml:"marker_key_accepted_env"`
 	// Snapshot tunes replicated-subscription snapshots.
 	Snapshot Snapshot `yaml:"snapshot"`
 }
@@ -386,31 +392,44 @@ func (s Sidecar) CursorName(remote string) string {
 // environment variable is used as is. It fails if the key is shorter than
 // [MinMarkerKeyLen] bytes. Errors name the file or variable, never the key.
 func (c *Config) MarkerKey() ([]byte, error) {
-	s := c.Sidecar
+	return readKey("marker key", c.Sidecar.MarkerKeyFile, c.Sidecar.MarkerKeyEnv)
+}
+
+// MarkerKeyAccepted returns the key that signatures are also accepted
+// under (marker_key_accepted_file or marker_key_accepted_env), read as
+// [Config.MarkerKey] reads the marker key; nil and a nil error when
+// neither is set.
+func (c *Config) MarkerKeyAccepted() ([]byte, error) {
+	return readKey("accepted marker key", c.Sidecar.MarkerKeyAcceptedFile, c.Sidecar.MarkerKeyAcceptedEnv)
+}
+
+// readKey reads what a key file or variable holds; what names the key in
+// errors.
+func readKey(what, file, env string) ([]byte, error) {
 	var (
 		key  []byte
 		from string
 	)
 	switch {
-	case s.MarkerKeyFile != "":
-		b, err := os.ReadFile(s.MarkerKeyFile)
+	case file != "":
+		b, err := os.ReadFile(file)
 		if err != nil {
-			return nil, fmt.Errorf("read marker key file: %w", err)
+			return nil, fmt.Errorf("read %s file: %w", what, err)
 		}
 		b = bytes.TrimSuffix(b, []byte("\n"))
 		b = bytes.TrimSuffix(b, []byte("\r"))
-		key, from = b, fmt.Sprintf("file %q", s.MarkerKeyFile)
-	case s.MarkerKeyEnv != "":
-		v, ok := os.LookupEnv(s.MarkerKeyEnv)
+		key, from = b, fmt.Sprintf("file %q", file)
+	case env != "":
+		v, ok := os.LookupEnv(env)
 		if !ok {
-			return nil, fmt.Errorf("marker key environment variable %q is not set", s.MarkerKeyEnv)
+			return nil, fmt.Errorf("%s environment variable %q is not set", what, env)
 		}
-		key, from = []byte(v), fmt.Sprintf("environment variable %q", s.MarkerKeyEnv)
+		key, from = []byte(v), fmt.Sprintf("environment variable %q", env)
 	default:
 		return nil, nil
 	}
 	if len(key) < MinMarkerKeyLen {
-		return nil, fmt.Errorf("marker key from %s is %d bytes, need at least %d", from, len(key), MinMarkerKeyLen)
+		return nil, fmt.Errorf("%s from %s is %d bytes, need at least %d", what, from, len(key), MinMarkerKeyLen)
 	}
 	return key, nil
 }

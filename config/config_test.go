@@ -77,11 +77,12 @@ func TestParseFull(t *testing.T) {
 	}
 	want := &Config{
 		Sidecar: Sidecar{
-			Listen:            "0.0.0.0:9751",
-			DiscoveryInterval: Duration{time.Minute},
-			CursorPrefix:      "geo.repl",
-			MarkerKeyFile:     "/etc/geo-sidecar/marker.key",
-			Snapshot:          Snapshot{Interval: Duration{2 * time.Second}, Timeout: Duration{90 * time.Second}, CacheSize: 20, HistoryEntries: DefaultHistoryEntries},
+			Listen:                "0.0.0.0:9751",
+			DiscoveryInterval:     Duration{time.Minute},
+			CursorPrefix:          "geo.repl",
+			MarkerKeyFile:         "/etc/geo-sidecar/marker.key",
+			MarkerKeyAcceptedFile: "/etc/geo-sidecar/marker-old.key",
+			Snapshot:              Snapshot{Interval: Duration{2 * time.Second}, Timeout: Duration{90 * time.Second}, CacheSize: 20, HistoryEntries: DefaultHistoryEntries},
 		},
 		Clusters: []Cluster{
 			{
@@ -400,6 +401,24 @@ func TestMarkerKey(t *testing.T) {
 		{"short env", "", "GEO_TEST_SHORT_KEY", "", `environment variable "GEO_TEST_SHORT_KEY" is 10 bytes`},
 		{"unset env", "", "GEO_TEST_UNSET_KEY", "", `"GEO_TEST_UNSET_KEY" is not set`},
 		{"missing file", filepath.Join(dir, "nope"), "", "", filepath.Join(dir, "nope")},
+	}
+	for _, tt := range tests {
+		t.Run("accepted/"+tt.name, func(t *testing.T) {
+			c := &Config{Sidecar: Sidecar{MarkerKeyAcceptedFile: tt.keyFile, MarkerKeyAcceptedEnv: tt.env}}
+			got, err := c.MarkerKeyAccepted()
+			if tt.wantErr == "" {
+				if err != nil || string(got) != tt.want || (tt.want == "" && got != nil) {
+					t.Fatalf("MarkerKeyAccepted() = %q, %v; want %q", got, err, tt.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "accepted marker key") {
+				t.Fatalf("MarkerKeyAccepted() error = %v, want one naming the accepted key and containing %q", err, tt.wantErr)
+			}
+			if strings.Contains(err.Error(), "tinysecret") {
+				t.Errorf("error leaks the key: %v", err)
+			}
+		})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

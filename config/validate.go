@@ -86,6 +86,25 @@ func (c *Config) validateSidecar(p *problems) {
 	if s.MarkerKeyEnv != "" && !reEnvName.MatchString(s.MarkerKeyEnv) {
 		p.add("sidecar.marker_key_env", "%q is not an environment variable name", s.MarkerKeyEnv)
 	}
+	if s.MarkerKeyAcceptedFile != "" && s.MarkerKeyAcceptedEnv != "" {
+		p.add("sidecar", "marker_key_accepted_file (%q) and marker_key_accepted_env (%q) are both set; use one", s.MarkerKeyAcceptedFile, s.MarkerKeyAcceptedEnv)
+	}
+	if s.MarkerKeyAcceptedEnv != "" && !reEnvName.MatchString(s.MarkerKeyAcceptedEnv) {
+		p.add("sidecar.marker_key_accepted_env", "%q is not an environment variable name", s.MarkerKeyAcceptedEnv)
+	}
+	if (s.MarkerKeyAcceptedFile != "" || s.MarkerKeyAcceptedEnv != "") && s.MarkerKeyFile == "" && s.MarkerKeyEnv == "" {
+		field, v := "marker_key_accepted_file", s.MarkerKeyAcceptedFile
+		if v == "" {
+			field, v = "marker_key_accepted_env", s.MarkerKeyAcceptedEnv
+		}
+		p.add("sidecar."+field, "%q is set without a marker key (marker_key_file or marker_key_env): an accepted key only verifies, something must sign", v)
+	}
+	switch {
+	case s.MarkerKeyAcceptedFile != "" && s.MarkerKeyAcceptedFile == s.MarkerKeyFile:
+		p.add("sidecar.marker_key_accepted_file", "%q is the marker key file itself", s.MarkerKeyAcceptedFile)
+	case s.MarkerKeyAcceptedEnv != "" && s.MarkerKeyAcceptedEnv == s.MarkerKeyEnv:
+		p.add("sidecar.marker_key_accepted_env", "%q is the marker key variable itself", s.MarkerKeyAcceptedEnv)
+	}
 
 	sn := s.Snapshot
 	if sn.Interval.Duration <= 0 {
