@@ -214,6 +214,63 @@ func PatchMetadata(dst, md []byte, p Patch) ([]byte, error) {
 	return dst, nil
 }
 
+// AppendProperties appends kvs to encoded MessageMetadata dst as
+// properties (field 4), after whatever dst holds: they are then the last
+// of their keys (see [LastProperties]).
+func AppendProperties(dst []byte, kvs ...KeyValue) []byte {
+	for _, kv := range kvs {
+		dst = appendMsg(dst, 4, kv.appendTo)
+	}
+	return dst
+}
+
+// Span is where one field sits in encoded bytes: b[Start:End], tag and
+// length included. The zero Span is no field.
+type Span struct{ Start, End int }
+
+// LastProperties finds, in encoded MessageMetadata md, the last property
+// (field 4) with each of keys: spans[i] is where the one for keys[i] sits,
+// the zero Span when md has none. The last one is the one
+// [Metadata.Property] returns, and the one [AppendProperties] appended
+// when nothing was appended after it. spans must be as long as keys.
+//
+// It walks the top-level fields once and decodes only the properties:
+// what the data path needs to cut properties out of metadata bytes
+// without re-encoding the rest. Malformed input, or input
+// [ParseMetadata] would refuse for its properties, gives ErrMalformed,
+// never a panic.
+func LastProperties(md []byte, keys []string, spans []Span) error {
+	if len(spans) != len(keys) {
+		return fmt.Errorf("LastProperties: %d spans for %d keys", len(spans), len(keys))
+	}
+	clear(spans)
+	at := 0
+	for at < len(md) {
+		num, typ, n := protowire.ConsumeField(md[at:])
+		if n < 0 {
+			return malformed("MessageMetadata: %v", protowire.ParseError(n))
+		}
+		if num == 4 {
+			if typ != protowire.BytesType {
+				return malformed("MessageMetadata: properties: wire type %d", typ)
+			}
+			_, _, tn := protowire.ConsumeTag(md[at:])
+			b, _ := protowire.ConsumeBytes(md[at+tn : at+n])
+			var kv KeyValue
+			if err := kv.decode(b); err != nil {
+				return fmt.Errorf("MessageMetadata: properties: %w", err)
+			}
+			for i, k := range keys {
+				if kv.Key == k {
+					spans[i] = Span{Start: at, End: at + n}
+				}
+			}
+		}
+		at += n
+	}
+	return nil
+}
+
 // MetadataBuilder encodes a MessageMetadata from scratch. The data path
 // never needs it (it forwards bytes); tests and fake brokers do.
 type MetadataBuilder struct {
