@@ -88,7 +88,7 @@ type wireEndpoints struct {
 	permits       int // the cursor's window, in messages
 	maxPending    int // the producer's window, in entries
 	windows       *cursorWindows
-	key           []byte // signs the copies' origins (PropOriginSig); nil: none
+	keys          marker.Keys // sign and check the copies' origins (PropOriginSig); zero: none
 	// readerPrefix starts the read-back's reader names: sidecar.cursor_prefix.
 	readerPrefix string
 	log          *zap.Logger
@@ -273,7 +273,7 @@ func (e *wireEndpoints) copiedSince(ctx context.Context, from marker.Position, r
 		return copySet{}, err
 	}
 	limit := max(int64(e.maxPending), min(reach, maxRecordReach)) + lookBack
-	return scanTail(ctx, r, bySignature(e.key, e.topic), e.local.Name, from, int(limit))
+	return scanTail(ctx, r, bySignature(e.keys, e.topic, e.remote.Name), e.local.Name, from, int(limit))
 }
 
 // maxRecordReach caps recordReach's widening of the read-back: the

@@ -2,7 +2,6 @@ package replicator
 
 import (
 	"context"
-	"crypto/hmac"
 	"errors"
 	"fmt"
 	"math"
@@ -118,26 +117,18 @@ func decideEntry(md *wire.Metadata, remote string) string {
 	return ""
 }
 
-// originProps are the entry-level properties a forwarded entry carries:
-// where it came from, signed (PropOriginSig), readable back through the
-// admin API (copiedSince). On a batch they are batch-level, which
-// consumers do not see; on a single message they are its properties.
-func originProps(key []byte, topic, local string, id wire.MessageID) []wire.KeyValue {
-	oid := strconv.FormatUint(id.Ledger, 10) + ":" + strconv.FormatUint(id.Entry, 10) + ":-1"
-	props := []wire.KeyValue{{Key: PropOriginCluster, Value: local}, {Key: PropOriginID, Value: oid}}
-	if len(key) > 0 {
-		props = append(props, wire.KeyValue{Key: PropOriginSig, Value: originSig(key, topic, local, oid)})
-	}
-	return props
-}
-
 // forwardMetadata is the metadata a copy of e carries to the remote: e's
 // own bytes (minus the transaction fields when dropTxn), replicated_from,
-// the remote's schema version when schema is set, and the origin
-// (originProps).
+// the remote's schema version when schema is set, and last the origin
+// (originProps), whose signature covers everything before it and the
+// payload.
 func (p *entryPartition) forwardMetadata(e wire.Entry, dropTxn bool, schema []byte) ([]byte, error) {
-	patch := wire.Patch{ReplicatedFrom: p.local, Properties: originProps(p.key, p.topic, p.local, e.ID), DropTxn: dropTxn, SchemaVersion: schema}
-	return wire.PatchMetadata(make([]byte, 0, len(e.Metadata)+128), e.Metadata, patch)
+	patch := wire.Patch{ReplicatedFrom: p.local, DropTxn: dropTxn, SchemaVersion: schema}
+	md, err := wire.PatchMetadata(make([]byte, 0, len(e.Metadata)+160), e.Metadata, patch)
+	if err != nil {
+		return nil, err
+	}
+	return wire.AppendProperties(md, originProps(p.keys, p.topic, p.local, p.remote, e.ID, md, e.Payload)...), nil
 }
 
 // markerEntry recognises a geo-sidecar marker among the entries read:
@@ -166,10 +157,13 @@ func markerEntry(md *wire.Metadata, payload []byte) (body []byte, ok bool) {
 // entryOrigin returns where an entry read on the local partition was
 // copied from: the cluster and position its origin properties name
 // (replicated_from alone for a copy without them), signed when they
-// carry a valid signature under the marker key. Only a signed origin
-// counts for the snapshot machine: what a producer without the key can
-// write must not steer where a subscription moves.
-func entryOrigin(md *wire.Metadata, key []byte, topic string) copyOrigin {
+// carry a valid version 2 signature under keys for this partition, with
+// this (local) cluster as the target and the digest of the entry's bytes
+// (md parsed from e.Metadata). Only a signed origin counts for the
+// snapshot machine: what a producer without the key can write, or
+// transplant from a copy it can read, must not steer where a
+// subscription moves.
+func entryOrigin(md *wire.Metadata, e wire.Entry, keys marker.Keys, topic, local string) copyOrigin {
 	cluster, _ := md.Property(PropOriginCluster)
 	if cluster == "" {
 		return copyOrigin{cluster: md.ReplicatedFrom}
@@ -177,7 +171,12 @@ func entryOrigin(md *wire.Metadata, key []byte, topic string) copyOrigin {
 	id, _ := md.Property(PropOriginID)
 	sig, _ := md.Property(PropOriginSig)
 	at, ok := marker.ParsePosition(id)
-	signed := ok && len(key) > 0 && hmac.Equal([]byte(sig), []byte(originSig(key, topic, cluster, id)))
+	signed := false
+	if ok && !keys.IsZero() && strings.HasPrefix(sig, originSigV2) {
+		if d, dok := copyDigest(e.Metadata, e.Payload); dok {
+			signed = verifyOrigin(keys, topic, cluster, local, id, sig, &d)
+		}
+	}
 	return copyOrigin{cluster: cluster, at: at, signed: signed}
 }
 
@@ -360,8 +359,8 @@ func (b *byteBudget) held() int64 {
 // entry. It owns its cursor and producer; Run is partition.Run's loop.
 type entryPartition struct {
 	local, remote string
-	topic         string // the partition, the same on both sides
-	key           []byte // signs the copies' origins; nil: none
+	topic         string      // the partition, the same on both sides
+	keys          marker.Keys // sign the copies' origins; zero: none
 	ends          entryEndpoints
 	budget        *byteBudget
 	maxPending    int      // the producer's window: entries sent and not confirmed
@@ -625,7 +624,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 			if !p.hasSeen || pos.Compare(p.lastSeen) > 0 {
 				p.lastSeen, p.hasSeen = pos, true
 			}
-			from := entryOrigin(&md, p.key, p.topic)
+			from := entryOrigin(&md, e, p.keys, p.topic, p.local)
 			if body, ok := markerEntry(&md, e.Payload); ok {
 				reason = skipMarker
 				if body == nil {

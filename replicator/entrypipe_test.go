@@ -231,6 +231,17 @@ func (w *fakeEntryWorld) add(n int, md func(*wire.MetadataBuilder), extra ...[]b
 
 // addPayload appends one entry with payload, like add.
 func (w *fakeEntryWorld) addPayload(payload []byte, md func(*wire.MetadataBuilder), extra ...[]byte) {
+	w.addEntry(payload, md, func(raw []byte) []byte {
+		for _, x := range extra {
+			raw = append(raw, x...)
+		}
+		return raw
+	})
+}
+
+// addEntry appends one entry with payload and the metadata built by md,
+// then passed through finish (nil: as built).
+func (w *fakeEntryWorld) addEntry(payload []byte, md func(*wire.MetadataBuilder), finish func([]byte) []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	{
@@ -239,8 +250,8 @@ func (w *fakeEntryWorld) addPayload(payload []byte, md func(*wire.MetadataBuilde
 			md(&b)
 		}
 		raw := b.Append(nil)
-		for _, x := range extra {
-			raw = append(raw, x...)
+		if finish != nil {
+			raw = finish(raw)
 		}
 		ledger := cmp.Or(w.ledger, 10)
 		var entry uint64
@@ -601,7 +612,7 @@ func (t *fakeEntryTarget) Close() error {
 
 func newTestEntryPartition(t *testing.T, w *fakeEntryWorld) *entryPartition {
 	return &entryPartition{
-		local: "east", remote: "west", topic: "persistent://t/ns/x", key: []byte("0123456789abcdef"),
+		local: "east", remote: "west", topic: "persistent://t/ns/x", keys: marker.NewKeys([]byte("0123456789abcdef")),
 		ends: w, budget: newByteBudget(1<<20, nil), maxPending: 100,
 		m: NewMetrics(nil), log: zaptest.NewLogger(t), drainTimeout: 5 * time.Second,
 	}
@@ -1010,13 +1021,16 @@ func TestEntryPipeSync(t *testing.T) {
 			}
 		}
 		own, theirs := "geo-sidecar.markers.east-->west", "geo-sidecar.markers.west-->east"
-		signedCopy := func(kind marker.Kind, originID string) func(*wire.MetadataBuilder) {
-			return func(b *wire.MetadataBuilder) {
-				single(theirs, "west", kind)(b)
-				b.Properties = append(b.Properties, wire.KeyValue{Key: PropOriginCluster, Value: "west"},
-					wire.KeyValue{Key: PropOriginID, Value: originID},
-					wire.KeyValue{Key: PropOriginSig, Value: originSig(syncKey, syncTopic, "west", originID)})
+		// signedCopy adds west's marker body as the entry pipe copies it
+		// from west (originID) to target, signed over what it sends;
+		// signedOver, when set, is the body the signature was made for.
+		signedCopy := func(body []byte, kind marker.Kind, originID, target string, signedOver []byte) {
+			if signedOver == nil {
+				signedOver = body
 			}
+			w.addEntry(body, single(theirs, "west", kind), func(raw []byte) []byte {
+				return signedCopyMD(raw, signedOver, syncKey, syncTopic, "west", target, originID)
+			})
 		}
 		req := marker.Marker{Kind: marker.KindSnapshotRequest, From: "east", To: "west", SnapshotID: "r1", Time: 5}
 		rig.s.outbox.put(mk(req)) // written by this process
@@ -1026,7 +1040,7 @@ func TestEntryPipeSync(t *testing.T) {
 		w.addPayload(enc(req, syncKey), single(own, "", marker.KindSnapshotRequest)) // e1: ours, forwarded
 		w.addPayload(enc(marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", SnapshotID: "s1", Local: pos(9, 1), Remote: pos(8, 1)}, syncKey),
 			single(own, "", marker.KindSnapshot)) // e2: stays
-		w.addPayload(enc(up, syncKey), signedCopy(marker.KindUpdate, "60:3:-1")) // e3: applied here
+		signedCopy(enc(up, syncKey), marker.KindUpdate, "60:3:-1", "east", nil) // e3: applied here
 		w.addPayload(enc(marker.Marker{Kind: marker.KindUpdate, From: "east", To: "west", Subscription: "billing",
 			Remote: pos(1, 1)}, []byte("not-the-key-0123456789")), single("mallory", "", marker.KindUpdate)) // e4: forged
 		w.add(1, func(b *wire.MetadataBuilder) { // e5: an application's batch whose first message looks like a marker
@@ -1038,21 +1052,28 @@ func TestEntryPipeSync(t *testing.T) {
 		up2 := up
 		up2.Remote, up2.Time = pos(9, 9), up.Time+1
 		w.addPayload(enc(up2, syncKey), single(theirs, "west", marker.KindUpdate)) // e8: a copy without a signed origin
-		w.addPayload(enc(up2, syncKey), signedCopy(marker.KindUpdate, "60:3:-1"))  // e9: e3's origin again: a replay
-		w.add(1, nil)                                                              // e10: data
+		signedCopy(enc(up, syncKey), marker.KindUpdate, "60:3:-1", "east", nil)    // e9: e3 published again: a replay
+		// e10: a genuine marker body (up2, as north or west holds it)
+		// under the origin of a newer copy made for another body: the
+		// issue 20 transplant, which the signature's digest refuses.
+		signedCopy(enc(up2, syncKey), marker.KindUpdate, "60:4:-1", "east", enc(up, syncKey))
+		// e11: up2 as copied to north, origin and all, republished here.
+		signedCopy(enc(up2, syncKey), marker.KindUpdate, "60:5:-1", "north", nil)
+		w.add(1, nil) // e12: data
 
 		p := newTestEntryPartition(t, w)
-		p.topic, p.key, p.sync = syncTopic, syncKey, rig.s
+		p.topic, p.keys, p.sync = syncTopic, marker.NewKeys(syncKey), rig.s
 		rig.s.signedCopies = true
 		stop := runEntryPartition(t, p)
-		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 11 })
+		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 13 })
 		stop()
 		_, remote, _ := w.snapshot()
-		if want := []string{"e0", "e1", "e5", "e10"}; !slices.Equal(remote, want) {
+		if want := []string{"e0", "e1", "e5", "e12"}; !slices.Equal(remote, want) {
 			t.Errorf("remote holds %v, want %v", remote, want)
 		}
 		// The signed update is queued, or already applied by run's loop;
-		// neither the unsigned copy nor the replay moved it on.
+		// neither the unsigned copy, the replay nor the transplants moved
+		// it on.
 		queued, calls := rig.pending(), rig.subs.takeCalls()
 		if at, ok := queued["billing"]; (ok && at != pos(7, 3)) || (!ok && len(calls) == 0) {
 			t.Errorf("queued %v, applied %v; want billing at 7:3 (not the replay's 9:9)", queued, calls)
@@ -1062,7 +1083,7 @@ func TestEntryPipeSync(t *testing.T) {
 				t.Errorf("applied %q: the replay moved the subscription", c)
 			}
 		}
-		for reason, n := range map[string]float64{"signature": 1, "batched": 1, "not-written-here": 1, "unsigned-copy": 1, "replayed": 1} {
+		for reason, n := range map[string]float64{"signature": 1, "batched": 1, "not-written-here": 1, "unsigned-copy": 3, "replayed": 1} {
 			if got := counter(rig.m.MarkersInvalid, "east", reason); got != n {
 				t.Errorf("invalid markers{reason=%q} = %v, want %v", reason, got, n)
 			}
@@ -1071,42 +1092,6 @@ func TestEntryPipeSync(t *testing.T) {
 			t.Error(v)
 		}
 	})
-}
-
-func TestEntryOrigin(t *testing.T) {
-	key, topic := []byte("0123456789abcdef"), "persistent://t/ns/x"
-	props := func(cluster, id, sig string) *wire.Metadata {
-		return &wire.Metadata{Properties: []wire.KeyValue{
-			{Key: PropOriginCluster, Value: cluster}, {Key: PropOriginID, Value: id}, {Key: PropOriginSig, Value: sig}}}
-	}
-	good := originSig(key, topic, "north", "5:6:-1")
-	tests := []struct {
-		name   string
-		md     *wire.Metadata
-		key    []byte
-		origin string
-		at     marker.Position
-	}{
-		{"signed copy", props("north", "5:6:-1", good), key, "north", pos(5, 6)},
-		{"local data", &wire.Metadata{}, key, "", marker.Position{}},
-		{"forged signature", props("north", "5:6:-1", "00"), key, "", marker.Position{}},
-		{"signature of another position", props("north", "5:7:-1", good), key, "", marker.Position{}},
-		{"signature of another cluster", props("west", "5:6:-1", good), key, "", marker.Position{}},
-		{"no key", props("north", "5:6:-1", good), nil, "", marker.Position{}},
-		{"unreadable position", props("north", "x", originSig(key, topic, "north", "x")), key, "", marker.Position{}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := entryOrigin(tt.md, tt.key, topic)
-			origin, at := "", marker.Position{}
-			if got.signed {
-				origin, at = got.cluster, got.at
-			}
-			if origin != tt.origin || at != tt.at {
-				t.Errorf("entryOrigin() = %+v; want signed %q, %v", got, tt.origin, tt.at)
-			}
-		})
-	}
 }
 
 // Receipts that arrive after the session stopped (the producer drains,
@@ -1174,7 +1159,7 @@ func TestEntryPipeTakeoverRelearns(t *testing.T) {
 					rig.s.machine.Learn("north", pos(4, 4))
 				}
 				p := newTestEntryPartition(t, w)
-				p.topic, p.key, p.sync = syncTopic, syncKey, rig.s
+				p.topic, p.keys, p.sync = syncTopic, marker.NewKeys(syncKey), rig.s
 				stop := runEntryPartition(t, p)
 				waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 10-tt.skipped })
 				synctest.Wait()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
@@ -214,7 +215,7 @@ func (w *wireTail) read(ctx context.Context, from, through marker.Position, fn f
 		return fmt.Errorf("read back from %s: %w", from.String(), err)
 	}
 	defer r.Close()
-	return readWindow(ctx, r, from, through, func(pos marker.Position, e wire.Entry) { fn(pos, w.copyOf(e)) })
+	return readWindow(ctx, r, from, through, func(pos marker.Position, e wire.Entry) { fn(pos, readBackCopy(e)) })
 }
 
 // windowReader is the read-back's non-durable reader (a wire.Consumer).
@@ -273,22 +274,24 @@ func readWindow(ctx context.Context, r windowReader, from, through marker.Positi
 	}
 }
 
-// copyOf is what an entry read back holds for the proof: the signed
+// readBackCopy is what an entry read back holds for the proof: the signed
 // origin the entry pipe put in the entry-level properties (the producer
-// name is the origin's, so it proves nothing here).
-func (w *wireTail) copyOf(e wire.Entry) entryCopy {
+// name is the origin's, so it proves nothing here), with the digest of
+// the bytes read that its signature must cover (copyDigest).
+func readBackCopy(e wire.Entry) entryCopy {
 	md, err := wire.ParseMetadata(e.Metadata)
 	if err != nil {
 		return entryCopy{origins: []origin{{}}}
 	}
-	props := map[string]string{}
-	for _, k := range []string{PropOriginCluster, PropOriginID, PropOriginSig} {
-		if v, ok := md.Property(k); ok {
-			props[k] = v
+	cluster, _ := md.Property(PropOriginCluster)
+	id, _ := md.Property(PropOriginID)
+	o := originOf(map[string]string{PropOriginCluster: cluster, PropOriginID: id})
+	o.sig, _ = md.Property(PropOriginSig)
+	if o.ok && strings.HasPrefix(o.sig, originSigV2) {
+		if d, ok := copyDigest(e.Metadata, e.Payload); ok {
+			o.digest = &d
 		}
 	}
-	o := originOf(props)
-	o.sig = props[PropOriginSig]
 	return entryCopy{producer: md.ProducerName, origins: []origin{o}}
 }
 

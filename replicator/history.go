@@ -293,7 +293,7 @@ func (r *historyRead) message(msg pulsar.Message, pos marker.Position) {
 	if k != marker.KindSnapshot && (k != marker.KindSnapshotResponse || !r.learn) {
 		return
 	}
-	mk, err := marker.Decode(msg.Payload(), s.key)
+	mk, err := s.keys.Decode(msg.Payload())
 	if err != nil || mk.Topic != s.topic || mk.From != s.local || mk.To != s.remote {
 		return
 	}

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
@@ -48,7 +49,7 @@ type pair struct {
 	setup map[string]bool
 
 	cfg     *config.Config
-	key     []byte
+	keys    marker.Keys
 	applied *appliedPositions
 	budget  *byteBudget
 	windows *cursorWindows
@@ -329,10 +330,10 @@ func (p *pair) entryPartition(partitionTopic string) *entryPartition {
 			producerName: "geo-sidecar." + p.local.Name + "-->" + p.remote.Name,
 			start:        start, permits: cursorPermitsPerPending * p.maxPending, maxPending: p.maxPending,
 			windows: p.windows,
-			key:     p.key, log: log,
+			keys:    p.keys, log: log,
 			readerPrefix: p.cfg.Sidecar.CursorPrefix,
 		},
-		topic: partitionTopic, key: p.key,
+		topic: partitionTopic, keys: p.keys,
 		budget: p.budget, maxPending: p.maxPending, skipRefused: p.rep.OnRefused == config.OnRefusedSkip,
 		msgRate: p.msgRate, byteRate: p.byteRate,
 		m: p.m, log: log, drainTimeout: entryDrainTimeout,
@@ -345,7 +346,7 @@ func shortName(topic string) string { return topic[strings.LastIndex(topic, "/")
 // newSync returns the subscription sync of one partition, or nil when the
 // entry keeps no subscription in step.
 func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subSync {
-	if p.key == nil || (len(p.rep.Subscriptions) == 0 && len(p.rep.SubscriptionPatterns) == 0) {
+	if p.keys.IsZero() || (len(p.rep.Subscriptions) == 0 && len(p.rep.SubscriptionPatterns) == 0) {
 		return nil
 	}
 	layout, err := p.local.control.layout(ctx, partitionTopic)
@@ -374,7 +375,7 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *partitionLayout) *s
 	// reads every message: the watermarks are exact from the start.
 	fresh := !p.startsLatest(partitionTopic) && cursors != nil && !slices.Contains(cursors, p.subscription)
 	return &subSync{
-		local: p.local.Name, remote: p.remote.Name, topic: partitionTopic, key: p.key,
+		local: p.local.Name, remote: p.remote.Name, topic: partitionTopic, keys: p.keys,
 		interval: sc.Interval.Duration,
 		tracked:  func(sub string) bool { return p.rep.Tracks(p.cfg.Sidecar, sub) },
 		machine: snapshot.New(snapshot.Config{
@@ -385,7 +386,7 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *partitionLayout) *s
 			NewID:        newSnapshotID, Now: time.Now,
 		}),
 		planner: subscription.NewPlanner(),
-		writer: &markerWriter{client: p.local.Client, topic: partitionTopic, key: p.key,
+		writer: &markerWriter{client: p.local.Client, topic: partitionTopic, keys: p.keys,
 			name: markerProducers + p.local.Name + "-->" + p.remote.Name},
 		localAdmin:     p.local.control,
 		remoteAdmin:    p.remote.control,

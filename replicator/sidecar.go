@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/marker"
 )
 
 // Options are what the embedding program supplies. No globals: two
@@ -39,7 +40,7 @@ type Sidecar struct {
 	log     *zap.Logger
 	m       *Metrics
 	cluster string
-	key     []byte // marker key; nil when no subscription is kept in step
+	keys    marker.Keys // marker keys; zero when none is configured
 	applied appliedPositions
 	// budgets bound the bytes the entry pipe holds in flight, a share of
 	// the process's budget per target cluster.
@@ -67,6 +68,10 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 	if err != nil {
 		return nil, err
 	}
+	accepted, err := cfg.MarkerKeyAccepted()
+	if err != nil {
+		return nil, err
+	}
 	m := NewMetrics(opts.Registry)
 	var targets []string
 	for _, r := range cfg.Replication {
@@ -74,7 +79,7 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 			targets = append(targets, r.Targets...)
 		}
 	}
-	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, key: key,
+	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, keys: marker.NewKeys(key, accepted),
 		budgets: newTargetBudgets(inflightBudget, targets, m.InflightBytes.Set), windows: newCursorWindows()}, nil
 }
 
@@ -211,7 +216,7 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				msgRate:      msgRate, byteRate: byteRate,
 				m:       s.m,
 				cfg:     s.cfg,
-				key:     s.key,
+				keys:    s.keys,
 				applied: &s.applied,
 				budget:  s.budgets.of(t),
 				windows: s.windows,

@@ -25,7 +25,7 @@ import (
 type subSync struct {
 	local, remote string
 	topic         string // partition topic name, the same on both sides
-	key           []byte
+	keys          marker.Keys
 	interval      time.Duration
 	tracked       func(sub string) bool
 	machine       *snapshot.Machine
@@ -327,7 +327,7 @@ func (s *subSync) marker(ctx context.Context, msg pulsar.Message) (forward bool)
 // (HA, or before a restart) and is dropped without being counted.
 func (s *subSync) markerAt(ctx context.Context, pos marker.Position, payload []byte, from copyOrigin, producer string) (forward bool) {
 	defer s.poke()
-	mk, err := marker.Decode(payload, s.key)
+	mk, err := s.keys.Decode(payload)
 	if err != nil {
 		s.invalidMarker(pos, marker.Reason(err))
 		return false

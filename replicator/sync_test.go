@@ -1034,7 +1034,7 @@ func TestSyncFor(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rep := cfg.Replication[tt.entry]
 			rep.Start = tt.start
-			p := &pair{rep: rep, cfg: cfg, key: syncKey,
+			p := &pair{rep: rep, cfg: cfg, keys: marker.NewKeys(syncKey),
 				local: &Conn{Name: "east"}, remote: &Conn{Name: "west"},
 				subscription: own, m: NewMetrics(nil), log: zaptest.NewLogger(t), applied: &appliedPositions{},
 				setup: map[string]bool{syncTopic: tt.atSetup}}
@@ -1096,7 +1096,7 @@ func TestSyncForTracked(t *testing.T) {
 	}
 	rep := cfg.Replication[0]
 	rep.SubscriptionPatterns = []string{".*"}
-	p := &pair{rep: rep, cfg: cfg, key: syncKey, local: &Conn{Name: "east"}, remote: &Conn{Name: "west"},
+	p := &pair{rep: rep, cfg: cfg, keys: marker.NewKeys(syncKey), local: &Conn{Name: "east"}, remote: &Conn{Name: "west"},
 		subscription: cfg.Sidecar.CursorName("west"), m: NewMetrics(nil), log: zaptest.NewLogger(t), applied: &appliedPositions{}}
 	s := p.syncFor(syncTopic, "orders", nil)
 	for sub, want := range map[string]bool{
@@ -1109,11 +1109,11 @@ func TestSyncForTracked(t *testing.T) {
 		}
 	}
 	// No sync without a key or without subscriptions (and no admin call).
-	p.key = nil
+	p.keys = marker.Keys{}
 	if s := p.newSync(context.Background(), syncTopic, "orders"); s != nil {
 		t.Error("newSync without a marker key returned a sync")
 	}
-	p.key = syncKey
+	p.keys = marker.NewKeys(syncKey)
 	p.rep = cfg.Replication[2]
 	if s := p.newSync(context.Background(), syncTopic, "orders"); s != nil {
 		t.Error("newSync for an entry without subscriptions returned a sync")

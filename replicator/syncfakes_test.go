@@ -301,7 +301,7 @@ func newSyncRig(t *testing.T, rc rigConfig) *syncRig {
 		sink: &fakeSink{}, hist: &fakeHistory{}, applied: &appliedPositions{}, m: NewMetrics(nil),
 	}
 	r.s = &subSync{
-		local: "east", remote: "west", topic: syncTopic, key: syncKey,
+		local: "east", remote: "west", topic: syncTopic, keys: marker.NewKeys(syncKey),
 		interval: 1e9, // 1 s
 		tracked:  syncTracked,
 		machine: snapshot.New(snapshot.Config{

@@ -34,14 +34,14 @@ type markerWriter struct {
 	client pulsar.Client
 	topic  string
 	name   string
-	key    []byte
+	keys   marker.Keys
 
 	mu sync.Mutex
 	p  pulsar.Producer
 }
 
 func (w *markerWriter) write(ctx context.Context, mk marker.Marker) error {
-	payload, err := marker.Encode(mk, w.key)
+	payload, err := w.keys.Encode(mk)
 	if err != nil {
 		return err
 	}

@@ -2,10 +2,8 @@ package replicator
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,6 +60,10 @@ type origin struct {
 	// sig is the entry pipe's signature of the origin (PropOriginSig), on
 	// an entry-level origin; empty on the message path's copies.
 	sig string
+	// digest is the entry's digest as the signature covers it
+	// (copyDigest), computed from the bytes read; nil where they are not
+	// at hand (the admin API), and then the signature proves nothing.
+	digest *[sha256.Size]byte
 }
 
 // entryReader reads single entries of a topic through the admin API
@@ -122,13 +124,16 @@ func restPath(t *utils.TopicName) string {
 func parseEntryCopy(h http.Header, body []byte) entryCopy {
 	e := entryCopy{producer: h.Get("X-Pulsar-Producer-Name")}
 	// A copy of the entry pipe: the whole entry's origin, signed, in the
-	// entry-level properties (the producer name is the origin's).
+	// entry-level properties (the producer name is the origin's). The
+	// admin API hands back neither the metadata's bytes nor, for a batch,
+	// the payload as stored, so the signature's digest cannot be checked
+	// here: the origin is read, its signature left out, and it proves
+	// nothing (bySignature). The entry pipe reads back over the binary
+	// protocol instead (wireTail).
 	if j := h.Get("X-Pulsar-Property"); j != "" && strings.Contains(j, PropOriginSig) {
 		props := map[string]string{}
 		if json.Unmarshal([]byte(j), &props) == nil && props[PropOriginSig] != "" {
-			o := originOf(props)
-			o.sig = props[PropOriginSig]
-			return entryCopy{producer: e.producer, origins: []origin{o}}
+			return entryCopy{producer: e.producer, origins: []origin{originOf(props)}}
 		}
 	}
 	if n, err := strconv.Atoi(h.Get("X-Pulsar-Num-Batch-Message")); err == nil && n > 0 &&
@@ -332,39 +337,6 @@ func scanCopies(ctx context.Context, r entryLister, ours func(entryCopy) bool, l
 // message path's copies, whose metadata its own producer wrote.
 func byProducer(name string) func(entryCopy) bool {
 	return func(e entryCopy) bool { return e.producer == name }
-}
-
-// PropOriginSig, on an entry the entry pipe forwarded, signs its origin
-// (HMAC-SHA256 with the marker key over the partition, the origin cluster
-// and PropOriginID). The entry pipe keeps the origin's producer name, so
-// the name proves nothing there; the signature does, and no producer
-// without the key can forge it.
-const PropOriginSig = "geo-sidecar.origin-sig"
-
-// originSig signs an entry's origin for PropOriginSig.
-func originSig(key []byte, topic, cluster, id string) string {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(topic))
-	m.Write([]byte{0})
-	m.Write([]byte(cluster))
-	m.Write([]byte{0})
-	m.Write([]byte(id))
-	return hex.EncodeToString(m.Sum(nil)[:16])
-}
-
-// bySignature accepts the entries whose one origin carries a valid
-// signature for this partition (the entry pipe's copies). Without a key
-// nothing is accepted: every entry is sent again after a crash
-// (duplicates, never loss).
-func bySignature(key []byte, topic string) func(entryCopy) bool {
-	return func(e entryCopy) bool {
-		if len(key) == 0 || len(e.origins) != 1 || !e.origins[0].ok {
-			return false
-		}
-		o := e.origins[0]
-		want := originSig(key, topic, o.cluster, o.pos.String())
-		return hmac.Equal([]byte(want), []byte(o.sig))
-	}
 }
 
 // adminEntries lists one remote partition through the admin API.
