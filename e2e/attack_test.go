@@ -143,10 +143,16 @@ func TestReplayedUpdateAfterRewind(t *testing.T) {
 	if b := backlogOf(t, "west", topic, "victim"); b < 100 {
 		t.Fatalf("after the replay the victim's backlog on west is %d, want at least 100 (the rewind undone)", b)
 	}
-	for _, reason := range []string{"replayed", "not-written-here"} {
-		if v := s.Metric("geo_sidecar_markers_invalid_total", `reason="`+reason+`"`); v == 0 {
-			t.Errorf("no invalid marker counted as %q", reason)
-		}
+	if v := s.Metric("geo_sidecar_markers_invalid_total", `reason="not-written-here"`); v == 0 {
+		t.Errorf("no invalid marker counted as %q", "not-written-here")
+	}
+	// A copy published again by a client has other metadata than the
+	// entry its origin was signed for, so its signature's digest fails
+	// (unsigned-copy, since issue 20 item 2); only a byte-identical
+	// redelivery is a replay.
+	if v := s.Metric("geo_sidecar_markers_invalid_total", `reason="replayed"`) +
+		s.Metric("geo_sidecar_markers_invalid_total", `reason="unsigned-copy"`); v == 0 {
+		t.Errorf("no replayed copy counted (as replayed or unsigned-copy)")
 	}
 }
 
