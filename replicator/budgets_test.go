@@ -70,7 +70,7 @@ func TestSidecarBudgetPerTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Sidecar.MarkerKeyFile = "" // not on this machine; no budget depends on it
+	cfg.Sidecar.MarkerKeyFile, cfg.Sidecar.MarkerKeyAcceptedFile = "", "" // not on this machine; no budget depends on them
 	for _, tt := range []struct {
 		cluster string
 		targets []string
