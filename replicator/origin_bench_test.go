@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -64,4 +65,12 @@ func BenchmarkEntryReadBack(b *testing.B) {
 			}
 		})
 	}
+}
+
+func benchPartition() *entryPartition {
+	return &entryPartition{local: "east", remote: "west", topic: "persistent://t/ns/x-partition-0", keys: marker.NewKeys([]byte("0123456789abcdef"))}
+}
+
+func benchProof(p *entryPartition) func(entryCopy) bool {
+	return bySignature(p.keys, p.topic, p.remote)
 }
