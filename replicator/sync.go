@@ -74,9 +74,11 @@ type subSync struct {
 	// before it is the cursor delivering again what was judged already.
 	lastCopy, lastCopyAt marker.Position
 	hasLastCopy          bool
-	// updateTimes is the write time of the newest update taken per
-	// subscription (applyMu).
-	updateTimes map[string]int64
+	// updateFrom is the origin position of the newest update taken per
+	// subscription, and writerTime the newest write time (the writer's
+	// clock) of any copy taken from the remote (applyMu).
+	updateFrom map[string]marker.Position
+	writerTime int64
 
 	// remoteSubs creates, on the remote, tracked subscriptions it lacks
 	// (createOnRemote); nil: never. seenOnRemote are those found there.
@@ -183,10 +185,15 @@ type copyOrigin struct {
 	signed  bool            // the origin carries a valid signature under the marker key
 }
 
-// maxUpdateAge bounds how old (by its writer's clock) an update may be
-// when it is applied. An older one was replayed, or waited out a long
-// outage in a backlog: skipping it only delays the sync until the next
-// update, which comes after the next snapshot.
+// maxUpdateAge bounds how far an update's write time may lie behind the
+// newest write time of any copy taken from the same writer: an update that
+// much older than what the writer has sent since waited out a long outage
+// in a backlog (or is a replay), and skipping it only delays the sync
+// until the next update. Both times are the writer's clock, so a writer
+// whose clock is behind or ahead of this host's is judged the same as one
+// in step: compared with this host's clock, a writer 10 minutes behind had
+// every update refused as stale, and one briefly ahead (an NTP step back)
+// every later update as replayed until real time caught up.
 const maxUpdateAge = 10 * time.Minute
 
 // outbox is a bounded set of the markers this process wrote, each with
@@ -317,8 +324,8 @@ func (s *subSync) marker(ctx context.Context, msg pulsar.Message) (forward bool)
 // is forwarded only if this process wrote it and has not forwarded it
 // yet; a copy of the remote's counts only with a signed origin (entry
 // path) at a position after the last copy taken; and an update only when
-// it is newer than the last one taken for its subscription and younger
-// than maxUpdateAge. What fails these checks is counted as an invalid
+// its origin is after the last one taken for its subscription and its
+// write time not maxUpdateAge behind the newest copy from its writer. What fails these checks is counted as an invalid
 // marker and has no effect: at worst a snapshot or an update comes again
 // later.
 //
@@ -366,8 +373,11 @@ func (s *subSync) markerAt(ctx context.Context, pos marker.Position, payload []b
 			return false
 		}
 		s.lastCopy, s.lastCopyAt, s.hasLastCopy = from.at, pos, true
+		s.applyMu.Lock()
+		s.writerTime = max(s.writerTime, mk.Time) // every kind: the writer's clock now
+		s.applyMu.Unlock()
 		if mk.Kind == marker.KindUpdate {
-			if reason := s.enqueueApply(mk); reason != "" {
+			if reason := s.enqueueApply(mk, from.at); reason != "" {
 				s.invalidMarker(pos, reason)
 			}
 			return false
@@ -688,23 +698,29 @@ func (s *subSync) createOnRemote(ctx context.Context, sub string) {
 		zap.String("subscription", sub))
 }
 
-// enqueueApply queues a received update, unless it is not newer than the
-// last one taken for its subscription or older than maxUpdateAge; it
-// returns the reason when it does not.
-func (s *subSync) enqueueApply(up marker.Marker) (refused string) {
+// enqueueApply queues a received update copied from origin (its position
+// in the writer's partition), unless an update from at or after that
+// origin was taken for its subscription already (replayed), or its write
+// time lies more than maxUpdateAge behind the newest copy taken from its
+// writer (stale-update); it returns the reason when it does not. Origins
+// grow with every marker the writer's partition holds, so the order needs
+// no clock; the age compares the writer's clock only with itself.
+func (s *subSync) enqueueApply(up marker.Marker, origin marker.Position) (refused string) {
 	sub, at := up.Subscription, up.Remote
-	if age := time.Since(time.UnixMilli(up.Time)); age > maxUpdateAge {
+	s.applyMu.Lock()
+	s.writerTime = max(s.writerTime, up.Time)
+	if time.Duration(s.writerTime-up.Time)*time.Millisecond > maxUpdateAge {
+		s.applyMu.Unlock()
 		return "stale-update"
 	}
-	s.applyMu.Lock()
-	if s.updateTimes == nil {
-		s.updateTimes = map[string]int64{}
+	if s.updateFrom == nil {
+		s.updateFrom = map[string]marker.Position{}
 	}
-	if last, ok := s.updateTimes[sub]; ok && up.Time <= last {
+	if last, ok := s.updateFrom[sub]; ok && origin.Compare(last) <= 0 {
 		s.applyMu.Unlock()
 		return "replayed"
 	}
-	s.updateTimes[sub] = up.Time
+	s.updateFrom[sub] = origin
 	if s.toApply == nil {
 		s.toApply = map[string]marker.Position{}
 	}
