@@ -277,6 +277,11 @@ func epochProducerName(base string, epoch uint64) string {
 // new epoch's name.
 var errEpochChanged = errors.New("ledger ids reached another sequence id epoch")
 
+// errRefusedSkipped ends a session whose remote refused an entry for good
+// with on_refused: skip: the entry was skipped, but the producer gave up
+// with the refusal, so the next session (at once) sends what follows.
+var errRefusedSkipped = errors.New("an entry the remote refuses for good was skipped (on_refused: skip)")
+
 // recordReach is how many entries from pos on the remote's record for
 // the producer name of pos's epoch (an id entrySeq packed) says the pair
 // may have copied: the read-back must look back that far from the
@@ -707,6 +712,15 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 			// Schema versions are per cluster: typed consumers on the
 			// remote need the remote's version of the same schema.
 			if schema, err = p.ends.targetSchema(sctx, md.SchemaVersion); err != nil {
+				if reason := refusal(err); reason != "" {
+					if p.skipRefused {
+						p.log.Error("remote refused an entry's schema for good; skipped (on_refused: skip)", zap.Stringer("id", e.ID), zap.Error(err))
+						skip(e, reason)
+						continue
+					}
+					cancel(&refusedError{pos: pos, reason: reason, err: fmt.Errorf("schema: %w", err)})
+					break
+				}
 				cancel(fmt.Errorf("entry %s: schema: %w", e.ID, err))
 				break
 			}
@@ -991,7 +1005,25 @@ func (p *entryPartition) acker(src entrySource, results <-chan *entryInflight, s
 		case f.err != nil:
 			failed = true
 			p.m.SendErrors.WithLabelValues(p.local, p.remote).Inc()
-			fail(fmt.Errorf("send: %w", f.err))
+			// The first failure in send order is the entry the broker
+			// answered with SEND_ERROR; the wire producer fails the
+			// ones behind it with the same error when it gives up.
+			reason := refusal(f.err)
+			switch {
+			case reason != "" && p.skipRefused:
+				p.log.Error("remote refused an entry for good; skipped (on_refused: skip)", zap.Stringer("id", f.e.ID), zap.String("reason", reason), zap.Error(f.err))
+				p.m.Skipped.WithLabelValues(p.local, p.remote, reason).Add(float64(max(f.e.NumMessages, 1)))
+				_ = src.Ack(f.e.ID)
+				_ = src.Release(f.e)
+				progress.Store(true)
+				// The producer gave up with the refusal: the next session
+				// sends what came after the skipped entry.
+				fail(errRefusedSkipped)
+			case reason != "":
+				fail(&refusedError{pos: entryPos(f.e.ID), reason: reason, err: f.err})
+			default:
+				fail(fmt.Errorf("send: %w", f.err))
+			}
 		case isDuplicate(f.r):
 			failed = true
 			p.m.DupsUnproven.WithLabelValues(p.local, p.remote).Inc()

@@ -58,6 +58,8 @@ type fakeEntryWorld struct {
 	sendErr map[string]error
 	// receipt, when set, decides the receipt of the named entry.
 	receipt func(name string) (dup bool, err error)
+	// schemaErr, when set, is targetSchema's answer for every version.
+	schemaErr error
 	// copied is what copiedSince finds on the remote.
 	copied copySet
 	// aheadFirst, when set, makes the next cursor opened deliver that
@@ -383,6 +385,9 @@ func (w *fakeEntryWorld) copiedSince(_ context.Context, from marker.Position, re
 func (w *fakeEntryWorld) targetSchema(_ context.Context, v []byte) ([]byte, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.schemaErr != nil {
+		return nil, w.schemaErr
+	}
 	t, ok := w.schemas[string(v)]
 	if !ok {
 		return nil, errors.New("unknown schema version")
@@ -756,6 +761,79 @@ func TestEntryPipeRefusedEntry(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// The target broker's permanent refusals (issue 21, item 4): NotAllowed
+// on a send and IncompatibleSchema when registering the schema take the
+// on_refused route like an entry too large: the partition stops at the
+// entry, or with skip the entry is skipped and counted and what follows is
+// copied. Before, both ended the session with an ordinary error, retried
+// every 10 s for ever with partitions_stopped at 0 and skip without effect.
+func TestEntryPipeBrokerRefusals(t *testing.T) {
+	v3 := []byte("\x00\x00\x00\x00\x00\x00\x00\x03")
+	tests := []struct {
+		name   string
+		reason string
+		setup  func(w *fakeEntryWorld)
+	}{
+		{"NotAllowed on send", skipRejectedNotAllowed, func(w *fakeEntryWorld) {
+			w.add(2, nil)
+			w.add(1, nil)
+			w.add(1, nil)
+			w.receipt = func(name string) (bool, error) {
+				if name == "e2" {
+					return false, &wire.BrokerError{Op: "send", Code: wire.NotAllowedError, Message: "Encryption is required"}
+				}
+				return false, nil
+			}
+		}},
+		{"IncompatibleSchema on the target", skipRejectedSchema, func(w *fakeEntryWorld) {
+			w.add(2, nil)
+			w.add(1, nil, schemaVersion(v3))
+			w.add(1, nil)
+			w.schemaErr = &wire.BrokerError{Op: "get or create schema", Code: wire.IncompatibleSchema, Message: "incompatible"}
+		}},
+	}
+	for _, tt := range tests {
+		for _, skip := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/skip=%v", tt.name, skip), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					w := newFakeEntryWorld()
+					tt.setup(w)
+					p := newTestEntryPartition(t, w)
+					p.skipRefused = skip
+					stop := runEntryPartition(t, p)
+					if skip {
+						waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
+					} else {
+						waitFor(t, "the partition stopped", func() bool {
+							return gauge(p.m.PartitionsStopped, "east", "west", tt.reason) == 1
+						})
+						time.Sleep(time.Minute)
+						synctest.Wait()
+					}
+					acks, remote, _ := w.snapshot()
+					stop()
+					slices.Sort(acks)
+					if !skip {
+						if !slices.Equal(acks, []string{"e0", "e1"}) {
+							t.Errorf("acknowledged %v, want e0 e1 (stopped at e2)", acks)
+						}
+						return
+					}
+					if got := counter(p.m.Skipped, "east", "west", tt.reason); got != 2 {
+						t.Errorf("skipped{reason=%s} = %v messages, want e2's 2", tt.reason, got)
+					}
+					if slices.Contains(remote, "e2") || !slices.Contains(remote, "e3") {
+						t.Errorf("remote holds %v, want e3 and not e2", remote)
+					}
+					for _, v := range w.violations {
+						t.Error(v)
+					}
+				})
+			})
+		}
 	}
 }
 

@@ -35,6 +35,11 @@ const (
 	skipReplicateTo     = "replicate-to"
 	skipRejectedTooBig  = "rejected-too-large"
 	skipRejectedInvalid = "rejected-invalid"
+	// The target's broker refuses the entry for good: NotAllowed (a
+	// namespace maxMessageSize below the broker's, encryption required)
+	// or IncompatibleSchema (the schema cannot be registered there).
+	skipRejectedNotAllowed = "rejected-not-allowed"
+	skipRejectedSchema     = "rejected-schema"
 	skipAlreadyCopied   = "already-copied"
 )
 

@@ -149,7 +149,7 @@ func runSessions(ctx context.Context, log *zap.Logger, m *Metrics, local, remote
 		if progress {
 			bo.reset()
 		}
-		if err == nil || errors.Is(err, errStandby) || errors.Is(err, errRedelivered) || errors.Is(err, errSteppedDown) || errors.Is(err, errStartAhead) || errors.Is(err, errEpochChanged) {
+		if err == nil || errors.Is(err, errStandby) || errors.Is(err, errRedelivered) || errors.Is(err, errSteppedDown) || errors.Is(err, errStartAhead) || errors.Is(err, errEpochChanged) || errors.Is(err, errRefusedSkipped) {
 			log.Debug("partition session ended, starting the next", zap.Error(err))
 			continue
 		}
@@ -171,7 +171,7 @@ var errStandby = errors.New("cursor became a standby")
 // such messages (on_refused: stop, the default).
 type refusedError struct {
 	pos    marker.Position
-	reason string // skipRejectedTooBig or skipRejectedInvalid
+	reason string // a refusal's skip reason (see refusal)
 	err    error
 }
 
@@ -183,12 +183,24 @@ func (e *refusedError) Unwrap() error { return e.err }
 
 // refusal classifies a send error: the skip reason of a message the
 // remote can never take, or "" for any other error (retried).
+//
+// The broker's own codes classify the entry path's refusals: NotAllowed
+// and IncompatibleSchema answer the same entry the same way however often
+// it is sent (before, they ended the session with an ordinary error,
+// retried every 10 s for ever, and on_refused had no say). Authentication
+// and authorization are not refusals of the entry: a grant or a new token
+// lets it through, and the sidecar reports those by name (noteOpen).
 func refusal(err error) string {
+	var be *wire.BrokerError
 	switch {
 	case errors.Is(err, pulsar.ErrMessageTooLarge), errors.Is(err, wire.ErrTooLarge):
 		return skipRejectedTooBig
 	case errors.Is(err, pulsar.ErrInvalidMessage):
 		return skipRejectedInvalid
+	case errors.As(err, &be) && be.Code == wire.NotAllowedError:
+		return skipRejectedNotAllowed
+	case errors.As(err, &be) && be.Code == wire.IncompatibleSchema:
+		return skipRejectedSchema
 	}
 	return ""
 }
