@@ -40,7 +40,7 @@ const (
 	// or IncompatibleSchema (the schema cannot be registered there).
 	skipRejectedNotAllowed = "rejected-not-allowed"
 	skipRejectedSchema     = "rejected-schema"
-	skipAlreadyCopied   = "already-copied"
+	skipAlreadyCopied      = "already-copied"
 )
 
 // positionOf is where a message read by pulsar-client-go sits in its
