@@ -788,6 +788,17 @@ func TestEntryPipeBrokerRefusals(t *testing.T) {
 				return false, nil
 			}
 		}},
+		{"encryption required (MetadataError on send)", skipRejectedNotAllowed, func(w *fakeEntryWorld) {
+			w.add(2, nil)
+			w.add(1, nil)
+			w.add(1, nil)
+			w.receipt = func(name string) (bool, error) {
+				if name == "e2" {
+					return false, &wire.BrokerError{Op: "send to t", Code: wire.MetadataError, Message: "Messages must be encrypted"}
+				}
+				return false, nil
+			}
+		}},
 		{"IncompatibleSchema on the target", skipRejectedSchema, func(w *fakeEntryWorld) {
 			w.add(2, nil)
 			w.add(1, nil, schemaVersion(v3))

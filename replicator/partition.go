@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"strings"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -197,7 +198,9 @@ func refusal(err error) string {
 		return skipRejectedTooBig
 	case errors.Is(err, pulsar.ErrInvalidMessage):
 		return skipRejectedInvalid
-	case errors.As(err, &be) && be.Code == wire.NotAllowedError:
+	case errors.As(err, &be) && (be.Code == wire.NotAllowedError || be.Code == wire.MetadataError && strings.HasPrefix(be.Op, "send")):
+		// MetadataError on a send: the entry's metadata refused by
+		// policy, e.g. "Messages must be encrypted".
 		return skipRejectedNotAllowed
 	case errors.As(err, &be) && be.Code == wire.IncompatibleSchema:
 		return skipRejectedSchema

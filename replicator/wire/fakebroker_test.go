@@ -516,6 +516,7 @@ func TestProducerSendErrors(t *testing.T) {
 	}{
 		{"checksum fails that entry only", ChecksumError, 1},
 		{"terminated topic fails everything", TopicTerminatedError, 3},
+		{"metadata refused (encryption required) fails everything", MetadataError, 3},
 		{"retryable error resends", PersistenceError, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

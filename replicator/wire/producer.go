@@ -380,7 +380,10 @@ func (s *producerSession) handleSendError(e *SendError) {
 		// That entry is corrupt; the ones after it are unaffected.
 		failed = []*pendingSend{p.pending[0]}
 		p.pending = p.pending[1:]
-	case !err.Retryable():
+	case !err.Retryable() || e.Error == MetadataError:
+		// On a send, MetadataError is the broker refusing the entry's
+		// metadata by policy ("Messages must be encrypted" on a topic
+		// that requires encryption): sent again, it is refused again.
 		failed = p.pending
 		p.pending = nil
 		p.err = err
