@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 )
 
@@ -87,5 +89,64 @@ func TestTargetNamespaceMissing(t *testing.T) {
 	got := Payloads(Consume(t, Client(t, "west"), topic, "check", 10, 60*time.Second))
 	if len(got) != 10 || fmt.Sprint(got[5:]) != fmt.Sprint(want) {
 		t.Fatalf("west has %v, want the 5 earlier messages then %v", got, want)
+	}
+}
+
+// TestTargetRefusesForGood (issue 21, item 4): a target namespace that
+// requires encryption. Before, it refused the sidecar's producer ("Encryption
+// is required", MetadataError), and the session was retried with backoff
+// for ever with partitions_stopped at 0, encrypted messages included. Now
+// the producer declares that entries may be encrypted, the broker checks
+// each entry, and the first plain one stops the partition at that message
+// with one error line and the metric (on_refused: stop).
+func TestTargetRefusesForGood(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	nsName, err := utils.GetNamespaceName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Admin(t, "west").Namespaces().SetEncryptionRequiredStatus(*nsName, true); err != nil {
+		t.Fatal(err)
+	}
+	topic := Topic(ns, "plain")
+	keys := rsaKeys(t)
+	var sealed []*pulsar.ProducerMessage
+	for i := range 5 {
+		sealed = append(sealed, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("sealed-%d", i))})
+	}
+	ProduceWith(t, Client(t, "east"), pulsar.ProducerOptions{Topic: topic, DisableBatching: true,
+		Encryption: &pulsar.ProducerEncryptionInfo{KeyReader: keys, Keys: []string{"e2e"}}}, sealed...)
+	ProduceN(t, Client(t, "east"), topic, "m", 5)
+	s := StartSidecar(t, []string{"east", "west"}, entry("east", ns, "topics: [plain]", "west"))
+	// The encrypted messages cross; the first plain one stops the partition.
+	cons, err := Client(t, "west").Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "check",
+		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, Decryption: &pulsar.MessageDecryptionInfo{KeyReader: keys}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		m, err := cons.Receive(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("encrypted message %d on west: %v", i, err)
+		}
+		if got, want := string(m.Payload()), fmt.Sprintf("sealed-%d", i); got != want {
+			t.Fatalf("west has %q, want %q", got, want)
+		}
+	}
+	Eventually(t, 60*time.Second, func() error {
+		if v := s.Metric("geo_sidecar_partitions_stopped", `reason="rejected-not-allowed"`); v != 1 {
+			return fmt.Errorf("partitions_stopped{reason=rejected-not-allowed} = %v", v)
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // no retries meanwhile
+	if n := countLines(t, s.LogPath, "refuses a message for good"); n != 1 {
+		t.Errorf("%d 'refuses a message for good' lines, want 1", n)
+	}
+	if n := countLines(t, s.LogPath, "partition session failed"); n != 0 {
+		t.Errorf("%d 'partition session failed' lines, want none (a refusal is not retried)", n)
 	}
 }

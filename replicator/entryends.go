@@ -237,6 +237,11 @@ func (e *wireEndpoints) producerOptions(epoch uint64, onLink func(up bool)) wire
 	return wire.ProducerOptions{
 		Topic: e.topic, Name: epochProducerName(e.producerName, epoch), MaxPending: e.maxPending, Logger: e.log,
 		OnLinkChange: onLink,
+		// The entry pipe forwards what applications wrote, encrypted or
+		// not: a target topic that requires encryption then takes the
+		// encrypted entries and refuses each plain one (on_refused),
+		// where undeclared it refused the producer and so everything.
+		Encrypted: true,
 	}
 }
 

@@ -104,6 +104,7 @@ func TestCommandRoundTrip(t *testing.T) {
 		&Connected{ServerVersion: "Pulsar 4", ProtocolVersion: 20, MaxMessageSize: 5 << 20},
 		&SubscribeCommand{Topic: "t", Subscription: "s", SubType: Failover, ConsumerID: 1, RequestID: 2, ConsumerName: "c", PriorityLevel: 1, InitialPosition: Earliest, NoTopicCreation: true},
 		&ProducerCommand{Topic: "t", ProducerID: 1, RequestID: 2, ProducerName: "p"},
+		&ProducerCommand{Topic: "t", ProducerID: 1, RequestID: 2, ProducerName: "p", Encrypted: true},
 		&ProducerSuccess{RequestID: 2, ProducerName: "p", LastSequenceID: -1, SchemaVersion: []byte{1}},
 		&ProducerSuccess{RequestID: 2, ProducerName: "p", LastSequenceID: 1 << 40, NotReady: true},
 		&Send{ProducerID: 1, SequenceID: 5, NumMessages: 10, HighestSequenceID: 14, IsChunk: true, Marker: true},

@@ -501,6 +501,9 @@ type ProducerCommand struct {
 	ProducerID   uint64
 	RequestID    uint64
 	ProducerName string
+	// Encrypted declares that the producer may send encrypted entries: a
+	// topic that requires encryption refuses a producer without it.
+	Encrypted bool
 }
 
 func (*ProducerCommand) Type() CommandType { return TypeProducer }
@@ -511,6 +514,11 @@ func (p *ProducerCommand) appendTo(b []byte) []byte {
 	b = appendU64(b, 3, p.RequestID)
 	if p.ProducerName != "" {
 		b = appendStr(b, 4, p.ProducerName)
+	}
+	if p.Encrypted {
+		b = appendBool(b, 5, true)
+	}
+	if p.ProducerName != "" {
 		b = appendBool(b, 9, true) // user_provided_producer_name
 	}
 	return b
@@ -527,6 +535,8 @@ func (p *ProducerCommand) decode(b []byte) error {
 			return setU64(&p.RequestID, f)
 		case 4:
 			return setStr(&p.ProducerName, f)
+		case 5:
+			return setBool(&p.Encrypted, f)
 		}
 		return nil
 	})

@@ -23,6 +23,11 @@ type ProducerOptions struct {
 	// MaxPending bounds the entries sent and not yet confirmed; Send blocks
 	// beyond it. Default 1000.
 	MaxPending int
+	// Encrypted declares that entries may arrive encrypted. A topic that
+	// requires encryption refuses a producer that does not declare it;
+	// with it, the broker checks each entry instead and refuses plain
+	// ones (SEND_ERROR MetadataError).
+	Encrypted bool
 	// SendTimeout: when the oldest unconfirmed entry has waited this long,
 	// the producer is re-created and the unconfirmed entries sent again.
 	// Checked at the connection's keep-alive ticks (no timer per
@@ -167,6 +172,7 @@ func (p *Producer) connect(ctx context.Context) error {
 		ProducerID:   s.id,
 		RequestID:    reqID,
 		ProducerName: p.opts.Name,
+		Encrypted:    p.opts.Encrypted,
 	})
 	if err == nil {
 		var ps *ProducerSuccess
