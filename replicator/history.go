@@ -283,7 +283,16 @@ func (r *historyRead) message(msg pulsar.Message, pos marker.Position) {
 	props := msg.Properties()
 	k, isMarker := marker.KindOf(props)
 	if !isMarker {
-		if origin := props[PropOriginCluster]; origin != "" && r.learn {
+		// A copy's origin properties as pulsar-client-go shows them
+		// cannot be checked against the signature (it covers the entry's
+		// bytes, which this reader does not return): anyone who can
+		// write here could name a third origin's watermark far ahead,
+		// and a snapshot dated by it would move a remote subscription
+		// past messages not copied there yet. Where copies are signed
+		// (the entry path), only this sidecar's own signed responses
+		// and, live, signed copies teach watermarks; one learned too low
+		// dates a snapshot early, which costs duplicates, not messages.
+		if origin := props[PropOriginCluster]; origin != "" && r.learn && !s.signedCopies {
 			if p, ok := marker.ParsePosition(props[PropOriginID]); ok {
 				s.machine.Learn(origin, p)
 			}

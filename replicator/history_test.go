@@ -127,6 +127,7 @@ func TestRebuildBounded(t *testing.T) {
 		covering map[marker.Position]string
 		wm       marker.Position // north's watermark after ("" if unknown)
 		unknown  bool
+		signed   bool // copies are signed (entry path): the reader cannot check them
 	}{
 		{name: "tail and the subscription's window",
 			froms: []marker.Position{pos(2, 40), pos(1, 2)}, read: 10 + 21,
@@ -144,6 +145,12 @@ func TestRebuildBounded(t *testing.T) {
 			extra: map[marker.Position]*fakeMsg{pos(1, 5): copyMsg(1, 5, "north", pos(40, 2))},
 			froms: []marker.Position{pos(2, 40), pos(2, 30), pos(2, 10), pos(1, 20), pos(1, 0)},
 			read:  10 + 10 + 20 + 40 + 20, wm: pos(40, 2)},
+		{name: "an unverifiable copy teaches nothing where copies are signed", third: []string{"north"}, signed: true,
+			// Its origin properties could be anyone's: a watermark named
+			// far ahead would date snapshots past uncopied messages.
+			extra: map[marker.Position]*fakeMsg{pos(2, 42): copyMsg(2, 42, "north", pos(40, 9))},
+			froms: []marker.Position{pos(2, 40), pos(2, 30), pos(2, 10), pos(1, 20), pos(1, 0)},
+			read:  100, unknown: true},
 		{name: "watermark nowhere: the whole partition once", third: []string{"north"},
 			froms: []marker.Position{pos(2, 40), pos(2, 30), pos(2, 10), pos(1, 20), pos(1, 0)},
 			read:  100, unknown: true},
@@ -152,6 +159,7 @@ func TestRebuildBounded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{third: tt.third, cursors: []string{"billing", "other-app"}})
 			r.s.historyEntries = 10
+			r.s.signedCopies = tt.signed
 			layout := build(t, r, tt.extra)
 			r.s.rebuild(context.Background(), layout)
 			if !slices.Equal(r.hist.froms, tt.froms) {
