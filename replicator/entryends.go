@@ -106,6 +106,19 @@ type wireEndpoints struct {
 	// health takes the partition off connected_partitions while its
 	// links are down or silent.
 	health linkHealth
+
+	// Seams for unit tests; nil: the wire client's (subscribeWire,
+	// newWireTail).
+	subscribe func(ctx context.Context, c *wire.Client, o wire.ConsumerOptions) (entrySource, error)
+	readBack  func() (tailReader, error)
+}
+
+func subscribeWire(ctx context.Context, c *wire.Client, o wire.ConsumerOptions) (entrySource, error) {
+	cons, err := wire.Subscribe(ctx, c, o)
+	if err != nil {
+		return nil, err // an untyped nil
+	}
+	return cons, nil
 }
 
 // healthGauge is the pair's connected_partitions, or nil without
@@ -151,7 +164,7 @@ func (t *healthyTarget) Close() error {
 
 // healthySource is the cursor as the entry pipe sees it.
 type healthySource struct {
-	*wire.Consumer
+	entrySource
 	h      *linkHealth
 	leave  func() // the cursor's share of cursorWindows
 	mu     sync.Mutex
@@ -172,7 +185,7 @@ func (s *healthySource) Close() error {
 	s.mu.Unlock()
 	s.h.update(func(h *linkHealth) { h.consDown = false })
 	s.leave()
-	return s.Consumer.Close()
+	return s.entrySource.Close()
 }
 
 func newConsumerName() string { return "geo-sidecar-" + uuid.NewString()[:8] }
@@ -194,7 +207,11 @@ func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (en
 	}
 	e.health.update(func(h *linkHealth) { h.gauge = e.healthGauge() })
 	src := &healthySource{h: &e.health, leave: e.windows.join()}
-	cons, err := wire.Subscribe(ctx, c, wire.ConsumerOptions{
+	subscribe := e.subscribe
+	if subscribe == nil {
+		subscribe = subscribeWire
+	}
+	cons, err := subscribe(ctx, c, wire.ConsumerOptions{
 		Topic: e.topic, Subscription: e.subscription, Name: instanceConsumerName,
 		InitialPosition: e.start, Permits: e.permits, MaxBytes: e.windows.bytes, OnActiveChange: onActive, Logger: e.log,
 		// Every Release comes after the target confirmed the entry, or
@@ -208,7 +225,7 @@ func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (en
 		src.leave()
 		return nil, err
 	}
-	src.Consumer = cons
+	src.entrySource = cons
 	return src, nil
 }
 
@@ -273,7 +290,11 @@ func (e *wireEndpoints) reachTarget(ctx context.Context) error {
 // reach (recordReach) widens the window past max_pending_messages when
 // the remote's record says more of the pair's copies may be there.
 func (e *wireEndpoints) copiedSince(ctx context.Context, from marker.Position, reach int64) (copySet, error) {
-	r, err := e.newWireTail()
+	newTail := func() (tailReader, error) { return e.newWireTail() }
+	if e.readBack != nil {
+		newTail = e.readBack
+	}
+	r, err := newTail()
 	if err != nil {
 		return copySet{}, err
 	}
