@@ -56,12 +56,24 @@ type fakeEntryWorld struct {
 	// sendErr, when set, fails Send for the named entry (synchronously,
 	// like the wire producer's size check).
 	sendErr map[string]error
+	// sendErrOnce: each sendErr fails one send only.
+	sendErrOnce bool
+	// settle makes Send return only once its receipt was delivered (a
+	// fast link: the callback may run before Send returns).
+	settle bool
 	// receipt, when set, decides the receipt of the named entry.
 	receipt func(name string) (dup bool, err error)
 	// schemaErr, when set, is targetSchema's answer for every version.
 	schemaErr error
 	// copied is what copiedSince finds on the remote.
 	copied copySet
+	// readBack, when set, bounds copiedSince like the real read-back:
+	// of what the remote holds, only the last max(readBack, reach) +
+	// lookBack entries are read (0: all of it).
+	readBack int64
+	// repeat makes the cursor deliver the entry at index repeat-1 twice
+	// in a row, once (a redelivery of the entry just received).
+	repeat int
 	// aheadFirst, when set, makes the next cursor opened deliver that
 	// entry (by index) before the first unacknowledged one, as a Failover
 	// subscription does when its active consumer changes during a read.
@@ -371,7 +383,11 @@ func (w *fakeEntryWorld) copiedSince(_ context.Context, from marker.Position, re
 	out := copySet{}
 	all := copySet{}
 	maps.Copy(all, w.copied)
-	for _, n := range w.remote {
+	remote := w.remote
+	if w.readBack > 0 {
+		remote = remote[len(remote)-int(min(int64(len(remote)), max(w.readBack, reach)+lookBack)):]
+	}
+	for _, n := range remote {
 		all[namePos(n)] = struct{}{}
 	}
 	for p := range all {
@@ -417,6 +433,12 @@ func (s *fakeEntrySource) Receive(ctx context.Context) (wire.Entry, error) {
 		if s.ahead >= 0 && s.ahead < len(s.w.entries) {
 			e := s.w.entries[s.ahead]
 			s.ahead = -1
+			s.w.mu.Unlock()
+			return e, nil
+		}
+		if s.w.repeat > 0 && s.next == s.w.repeat {
+			e := s.w.entries[s.next-1]
+			s.w.repeat = 0
 			s.w.mu.Unlock()
 			return e, nil
 		}
@@ -535,6 +557,9 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 		}
 	}
 	if err := w.sendErr[name]; err != nil {
+		if w.sendErrOnce {
+			delete(w.sendErr, name)
+		}
 		w.mu.Unlock()
 		return err
 	}
@@ -580,9 +605,10 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 	if dup {
 		r.MessageID = wire.EntryID(math.MaxUint64, math.MaxUint64)
 	}
-	hold := w.hold
+	hold, settle := w.hold, w.settle
 	w.mu.Unlock()
 	t.pending.Add(1)
+	settled := make(chan struct{})
 	t.queue <- func() {
 		if hold != nil {
 			select {
@@ -592,6 +618,10 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 			}
 		}
 		done(r, rerr)
+		close(settled)
+	}
+	if settle {
+		<-settled
 	}
 	return nil
 }

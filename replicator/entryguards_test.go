@@ -1,0 +1,153 @@
+package replicator
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"testing/synctest"
+
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
+)
+
+// Tests of the entry pipe's guards against loss and stalls that a hand
+// mutation audit found untested (issue 20, "Tests that would have caught
+// these"); each names the mutation it fails for.
+
+// entryNames is e<first>..e<first+n-1>.
+func entryNames(first, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("e%d", first+i)
+	}
+	return out
+}
+
+// The remote's record for the producer name runs ahead of the cursor. With
+// deduplication on the remote, the pipe neither stores an entry twice
+// (the read-back reaches as far back as the record says: recordReach, not
+// the usual window) nor stalls (an entry the read-back does not find is
+// sent above the record: the floor, not its packed id, which the remote
+// would answer as a duplicate in every session for ever).
+//
+// Fails for: recordReach(...) replaced by 0 in the session (copies beyond
+// the usual window sent again), and `seq = 0` instead of the record + 1
+// (halts on a duplicate receipt, restarts, halts again).
+func TestEntryPipeRecordAhead(t *testing.T) {
+	tests := []struct {
+		name   string
+		remote []string // on the remote before the start, stored in order
+		record int64    // the remote's record for the producer name
+		local  int      // entries e0.. on the local partition, none acknowledged
+	}{
+		// An instance ran 300 entries ahead of the cursor (its
+		// acknowledgements were lost): the usual window (100 + look back
+		// 100) sees only the last 200 of them.
+		{"copies beyond the usual window", entryNames(0, 300), 10<<32 | 299, 310},
+		// The record says e0..e5 were stored, the read-back finds none
+		// (retention, a truncated topic): sent again, above the record.
+		{"record ahead of the copies", nil, 10<<32 | 5, 10},
+		{"record in an older ledger", nil, 9<<32 | 50_000, 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newFakeEntryWorld()
+				w.dedup, w.readBack = true, 100
+				w.remote, w.lastSeq = slices.Clone(tt.remote), tt.record
+				w.add(tt.local, nil)
+				p := newTestEntryPartition(t, w)
+				stop := runEntryPartition(t, p)
+				waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == tt.local })
+				stop()
+				_, remote, _ := w.snapshot()
+				if want := entryNames(0, tt.local); !slices.Equal(remote, want) {
+					t.Errorf("remote holds %d entries %v, want %d, each once, in order", len(remote), remote, tt.local)
+				}
+				if got := counter(p.m.DupsUnproven, "east", "west"); got != 0 {
+					t.Errorf("unproven duplicates = %v, want 0", got)
+				}
+				for _, v := range w.violations {
+					t.Error(v)
+				}
+			})
+		})
+	}
+}
+
+// Every byte taken from the process-wide budget for a send comes back,
+// whichever way the send ends: confirmed, refused and skipped, failed
+// synchronously, or never made because the session was halting. A leak
+// grows with every failure until each partition of the process waits for
+// budget for ever.
+//
+// Fails for: no budget.release when Send fails synchronously, or on the
+// halted path.
+func TestEntryPipeBudgetReturned(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(w *fakeEntryWorld, p *entryPartition)
+	}{
+		{"refused and skipped", func(w *fakeEntryWorld, p *entryPartition) {
+			w.sendErr = map[string]error{"e2": fmt.Errorf("x: %w", wire.ErrTooLarge)}
+			p.skipRefused = true
+		}},
+		{"send fails synchronously", func(w *fakeEntryWorld, _ *entryPartition) {
+			w.sendErr, w.sendErrOnce = map[string]error{"e2": errors.New("producer is reconnecting")}, true
+		}},
+		// e0's duplicate receipt arrives before its Send returns: e1 has
+		// its bytes when the session finds itself halted.
+		{"halted after a duplicate receipt", func(w *fakeEntryWorld, _ *entryPartition) {
+			w.settle = true
+			first := true
+			w.receipt = func(name string) (bool, error) {
+				dup := name == "e0" && first
+				first = first && !dup
+				return dup, nil
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newFakeEntryWorld()
+				w.add(6, nil)
+				p := newTestEntryPartition(t, w)
+				tt.setup(w, p)
+				stop := runEntryPartition(t, p)
+				waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 6 })
+				stop()
+				if got := p.budget.held(); got != 0 {
+					t.Errorf("the budget holds %d bytes after the stop, want 0", got)
+				}
+				for _, v := range w.violations {
+					t.Error(v)
+				}
+			})
+		})
+	}
+}
+
+// The cursor delivers the entry it just delivered again (its client
+// reconnected between the two): the session starts over rather than send
+// it twice.
+//
+// Fails for: the redelivery check `pos.Compare(last) <= 0` → `< 0`.
+func TestEntryPipeSameEntryAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		w.add(6, nil)
+		w.repeat = 3 // e2, twice in a row
+		p := newTestEntryPartition(t, w)
+		stop := runEntryPartition(t, p)
+		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 6 })
+		stop()
+		_, remote, _ := w.snapshot()
+		if want := entryNames(0, 6); !slices.Equal(remote, want) {
+			t.Errorf("remote holds %v, want %v: each once", remote, want)
+		}
+		for _, v := range w.violations {
+			t.Error(v)
+		}
+	})
+}
