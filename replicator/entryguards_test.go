@@ -1,12 +1,14 @@
 package replicator
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
 
+	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -155,4 +157,98 @@ func TestEntryPipeSameEntryAgain(t *testing.T) {
 			t.Error(v)
 		}
 	})
+}
+
+// On the entry path (signedCopies) a copy of the remote's marker counts
+// only with a signed origin naming the remote itself: in an aggregate
+// topology (west→east and north→east) north's signed copy of a marker
+// claiming to come from west proves nothing about west.
+//
+// Fails for: the `from.cluster != s.remote` check removed from markerAt.
+func TestSyncSignedCopyFromTheRemote(t *testing.T) {
+	tests := []struct {
+		name    string
+		from    copyOrigin
+		applied bool
+	}{
+		{"signed, from the remote", copyOrigin{cluster: "west", at: pos(90, 4), signed: true}, true},
+		{"unsigned, from the remote", copyOrigin{cluster: "west", at: pos(90, 4)}, false},
+		{"signed, from a third cluster", copyOrigin{cluster: "north", at: pos(90, 4), signed: true}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newSyncRig(t, rigConfig{})
+			r.s.signedCopies = true
+			payload, err := marker.Encode(update("west", "east", syncTopic), syncKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.s.markerAt(context.Background(), pos(3, 4), payload, tt.from, "geo-sidecar.markers.west-->east") {
+				t.Error("a copy of the remote's update forwarded")
+			}
+			_, queued := r.pending()["billing"]
+			if queued != tt.applied {
+				t.Errorf("update queued = %v, want %v", queued, tt.applied)
+			}
+			want := 1.0
+			if tt.applied {
+				want = 0
+			}
+			if got := counter(r.m.MarkersInvalid, "east", "unsigned-copy"); got != want {
+				t.Errorf("markers_invalid_total{reason=\"unsigned-copy\"} = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// entrySeq and recordReach at the edges of the packing: ledger 0 (a
+// fresh BookKeeper, or a test cluster, starts there), entry and ledger
+// ids just past what fits, the floor itself.
+//
+// Fails for: `pos.Ledger < 0` → `<= 0` in either (a ledger 0 entry sent
+// under a counted id, or its record ignored); `record < 0` → `<= 0`.
+func TestEntrySeqEdges(t *testing.T) {
+	at := func(l, e int64) marker.Position { return marker.Position{Ledger: l, Entry: e, Batch: -1} }
+	for _, tt := range []struct {
+		name   string
+		pos    marker.Position
+		floor  uint64
+		want   uint64
+		packed bool
+	}{
+		{"ledger 0, fresh producer", at(0, 12), 0, 12, true},
+		{"ledger 0, entry 0", at(0, 0), 0, 0, true},
+		{"ledger 0, at the floor", at(0, 12), 12, 12, true},
+		{"ledger 0, below the floor", at(0, 12), 13, 13, false},
+		{"entry 2^32, fresh producer", at(10, 1<<32), 0, 0, false},
+		{"entry 2^32-1, fresh producer", at(10, 1<<32-1), 0, 10<<32 | (1<<32 - 1), true},
+		{"ledger 2^31, fresh producer", at(1<<31, 0), 0, 0, false},
+		{"negative ledger", at(-1, 5), 7, 7, false},
+		{"negative entry", at(10, -1), 7, 7, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, packed := entrySeq(tt.pos, tt.floor)
+			if got != tt.want || packed != tt.packed {
+				t.Errorf("entrySeq(%v, %d) = %d, %v; want %d, %v", tt.pos, tt.floor, got, packed, tt.want, tt.packed)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		name   string
+		record int64
+		pos    marker.Position
+		want   int64
+	}{
+		{"ledger 0", 0<<32 | 7, at(0, 3), 5},
+		{"ledger 0, the record is entry 0", 0, at(0, 0), 1},
+		{"ledger 0, a later ledger's entry", 0<<32 | 7, at(1, 3), 0},
+		{"negative ledger", 7, at(-1, 3), 0},
+		{"ledger 2^31-1", (1<<31-1)<<32 | 9, at(1<<31-1, 0), 10},
+	} {
+		t.Run("recordReach "+tt.name, func(t *testing.T) {
+			if got := recordReach(tt.record, tt.pos); got != tt.want {
+				t.Errorf("recordReach(%d, %v) = %d, want %d", tt.record, tt.pos, got, tt.want)
+			}
+		})
+	}
 }
