@@ -196,3 +196,49 @@ func TestReadBackOnlyLocalOrigins(t *testing.T) {
 		}
 	}
 }
+
+// A partition whose cursor link is down leaves connected_partitions while
+// its producer is open, and comes back with the link; the local cluster's
+// wire client exports its oldest unconfirmed send.
+func TestWireEndpointsLinkHealth(t *testing.T) {
+	m := NewMetrics(nil)
+	local, remote := testConn("east"), testConn("west")
+	local.m = m
+	e := &wireEndpoints{
+		local: local, remote: remote, topic: "persistent://t/ns/x-partition-0", windows: newCursorWindows(), log: zap.NewNop(),
+		subscribe: func(context.Context, *wire.Client, wire.ConsumerOptions) (entrySource, error) {
+			return &fakeEntrySource{w: newFakeEntryWorld(), closed: make(chan struct{})}, nil
+		},
+	}
+	src, err := e.openCursor(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	connected := func() float64 { return gauge(m.Connected, "east", "west") }
+	m.Connected.WithLabelValues("east", "west").Inc() // the entry pipe counts the open producer
+	e.health.update(func(h *linkHealth) { h.open = true })
+	hs := src.(*healthySource)
+	hs.linkChanged(false)
+	if got := connected(); got != 0 {
+		t.Errorf("connected_partitions = %v with the cursor's link down, want 0", got)
+	}
+	hs.linkChanged(true)
+	if got := connected(); got != 1 {
+		t.Errorf("connected_partitions = %v with the link back, want 1", got)
+	}
+	hs.linkChanged(false)
+	_ = src.Close()
+	if got := connected(); got != 1 {
+		t.Errorf("connected_partitions = %v after the cursor closed, want 1 (the producer's count is the entry pipe's)", got)
+	}
+	hs.linkChanged(false) // a report after Close is ignored
+	if got := connected(); got != 1 {
+		t.Errorf("connected_partitions = %v after a late report, want 1", got)
+	}
+	m.Links.unconfirmed.mu.Lock()
+	_, watched := m.Links.unconfirmed.ages["east"]
+	m.Links.unconfirmed.mu.Unlock()
+	if !watched {
+		t.Error("the local cluster's oldest unconfirmed send is not exported")
+	}
+}
