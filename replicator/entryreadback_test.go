@@ -211,3 +211,51 @@ func smallLedgers(n, size int) *fakeTail {
 	}
 	return tailOf(sizes, ids, copies(0, n*size)...)
 }
+
+// scanTail's windows at their edges: a window that ends on a ledger's
+// entry 1 (the next one is that ledger's entry 0, not the ledger before),
+// a limit reached in listed windows (exactly the limit read: the copies
+// before them are not proof the read was paid for), entries holding
+// several origins (each one counts on its own).
+func TestScanTailEdges(t *testing.T) {
+	ours := func(e entryCopy) bool { return e.producer == "ours" }
+	at := func(e int64) marker.Position { return marker.Position{Ledger: 1, Entry: e, Batch: -1} }
+	mixed := tailOf([]int{10}, []int64{7}, copies(0, 10)...)
+	north := origin{cluster: "north", pos: at(50), ok: true}
+	mixed.entries[0][4].origins = []origin{north, {cluster: "east", pos: at(40), ok: true}}
+	mixed.entries[0][6].origins = []origin{{cluster: "east", pos: at(1), ok: true}, {cluster: "east", pos: at(41), ok: true}}
+	tests := []struct {
+		name      string
+		tail      *fakeTail
+		from      int64
+		limit     int
+		want      []int64
+		wantReads int // entries read; 0: not checked
+	}{
+		{name: "a window ending on entry 1", tail: tailOf([]int{5, 65}, []int64{1, 2}, copies(0, 70)...),
+			from: 0, limit: 1100, want: seq(0, 70)},
+		{name: "the limit reached in listed windows", tail: smallLedgers(40, 30),
+			from: 0, limit: 1000, want: seq(200, 1000), wantReads: 1000},
+		{name: "several origins in one entry", tail: mixed, from: 3,
+			limit: 1100, want: []int64{3, 5, 7, 8, 9, 40, 41}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set, err := scanTail(context.Background(), tt.tail, ours, "east", at(tt.from), tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			for p := range set {
+				got = append(got, p.Entry)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("found %d copies %v, want %d %v", len(got), got[:min(len(got), 8)], len(tt.want), tt.want[:min(len(tt.want), 8)])
+			}
+			if tt.wantReads > 0 && tt.tail.readEntries != tt.wantReads {
+				t.Errorf("%d entries read, want %d", tt.tail.readEntries, tt.wantReads)
+			}
+		})
+	}
+}
