@@ -60,6 +60,11 @@ func (f *fakeTail) read(_ context.Context, from, through marker.Position, fn fun
 	if f.failRead {
 		return errors.New("link down")
 	}
+	if from.Entry < 0 || through.Entry < 0 {
+		// A reader cannot start at, nor wait for, an entry -1: the
+		// broker's would wait out its idle timeout.
+		return fmt.Errorf("read %v..%v: no such entry", from, through)
+	}
 	for i, id := range f.ledgerIDs {
 		for e, c := range f.entries[i] {
 			p := marker.Position{Ledger: id, Entry: int64(e), Batch: -1}
@@ -236,6 +241,8 @@ func TestScanTailEdges(t *testing.T) {
 			from: 0, limit: 1100, want: seq(0, 70)},
 		{name: "the limit reached in listed windows", tail: smallLedgers(40, 30),
 			from: 0, limit: 1000, want: seq(200, 1000), wantReads: 1000},
+		{name: "a window starting right after an empty ledger", tail: tailOf([]int{40, 0, 64}, []int64{3, 5, 8}, copies(0, 104)...),
+			from: 0, limit: 1100, want: seq(0, 104), wantReads: 104},
 		{name: "several origins in one entry", tail: mixed, from: 3,
 			limit: 1100, want: []int64{3, 5, 7, 8, 9, 40, 41}},
 	}
