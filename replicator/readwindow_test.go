@@ -100,6 +100,9 @@ func TestReadWindowEnds(t *testing.T) {
 		{"dispatched entries arrive before the answer", []int64{0}, []int64{1, 2}, []int64{3}, false, false, 3, 2 * readbackQuiet},
 		{"broker without mark-delete", []int64{0, 1}, nil, []int64{2, 3}, true, true, 2, readbackIdleTimeout + 2*readbackQuiet},
 		{"an entry still to come", []int64{0, 1}, nil, nil, false, true, 2, readbackIdleTimeout + 2*readbackQuiet},
+		// The window's last entry never dispatched, the one after it
+		// delivered: the window is read, the entry past it not taken.
+		{"an entry past the window", []int64{0, 1, 2, 4}, nil, []int64{3}, false, false, 3, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
