@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
@@ -250,5 +251,109 @@ func TestEntrySeqEdges(t *testing.T) {
 				t.Errorf("recordReach(%d, %v) = %d, want %d", tt.record, tt.pos, got, tt.want)
 			}
 		})
+	}
+}
+
+// takeover drops the third origins' watermarks and asks run to learn them
+// again; without third origins there is nothing to learn.
+//
+// Fails for: `len(s.machine.Unknown()) == 0` → `!= 0` (gremlins survivor
+// sync.go:149: a takeover with third origins never re-read the history,
+// and requests went unanswered until the next restart).
+func TestSyncTakeover(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		third []string
+		asked bool
+	}{
+		{"third origins", []string{"north"}, true},
+		{"none", nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newSyncRig(t, rigConfig{third: tt.third})
+			r.s.relearn = make(chan struct{}, 1)
+			for _, o := range tt.third {
+				r.s.machine.Learn(o, pos(4, 4))
+			}
+			r.s.takeover()
+			if got := len(r.s.relearn) == 1; got != tt.asked {
+				t.Errorf("history re-read asked = %v, want %v", got, tt.asked)
+			}
+			if got := len(r.s.machine.Unknown()); got != len(tt.third) {
+				t.Errorf("%d watermarks unknown after the takeover, want %d", got, len(tt.third))
+			}
+			r.s.takeover() // a second one while the first is pending does not block
+		})
+	}
+}
+
+// followDue at its bounds: a new snapshot is followed half an interval
+// after the last follow, an idle partition every idleFollow.
+//
+// Fails for the gremlins survivors sync.go:171 (`since > s.interval/2`,
+// `s.interval*2`: updates after a new snapshot go out late) and :175
+// (`since > idleFollow`).
+func TestSyncFollowDueBounds(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	for _, tt := range []struct {
+		name   string
+		since  time.Duration
+		every  time.Duration
+		newest string // the newest snapshot at the last follow ("": the machine's, none yet)
+		want   bool
+	}{
+		{"new snapshot, half an interval on", 500 * time.Millisecond, idleFollow, "snap-old", true},
+		{"new snapshot, just before", 499 * time.Millisecond, idleFollow, "snap-old", false},
+		{"idle, idleFollow on", idleFollow, time.Second, "", true},
+		{"idle, just before", idleFollow - time.Millisecond, time.Second, "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newSyncRig(t, rigConfig{}) // interval 1 s
+			r.s.fl = followState{once: true, at: now.Add(-tt.since), every: tt.every, newestID: tt.newest}
+			if got := r.s.followDue(now); got != tt.want {
+				t.Errorf("followDue %v after the last follow = %v, want %v", tt.since, got, tt.want)
+			}
+		})
+	}
+}
+
+// The outbox holds outboxSize markers: the oldest goes when one more is
+// written (gremlins survivor sync.go:213, `>`: one more held).
+func TestOutboxBound(t *testing.T) {
+	var o outbox
+	mk := func(i int) marker.Marker {
+		return marker.Marker{Kind: marker.KindSnapshotRequest, SnapshotID: fmt.Sprint(i), From: "east", To: "west", Time: 1}
+	}
+	for i := range outboxSize + 1 {
+		o.put(mk(i))
+	}
+	if o.take(mk(0), pos(1, 1)) {
+		t.Error("the oldest marker still held past outboxSize")
+	}
+	if !o.take(mk(1), pos(1, 2)) {
+		t.Error("the second oldest marker evicted")
+	}
+}
+
+// A signed copy of the remote's marker delivered again at the same
+// position (a new session reads from the cursor) was judged the first
+// time: it is neither acted on again nor counted as a replay (gremlins
+// survivor sync.go:359, `< 0`).
+func TestSyncCopyDeliveredAgain(t *testing.T) {
+	r := newSyncRig(t, rigConfig{})
+	r.s.signedCopies = true
+	payload, err := marker.Encode(update("west", "east", syncTopic), syncKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := copyOrigin{cluster: "west", at: pos(90, 4), signed: true}
+	for range 2 {
+		r.s.markerAt(context.Background(), pos(3, 4), payload, from, "geo-sidecar.markers.west-->east")
+	}
+	if got := counter(r.m.MarkersInvalid, "east", "replayed"); got != 0 {
+		t.Errorf("markers_invalid_total{reason=\"replayed\"} = %v, want 0 (delivered again, not replayed)", got)
+	}
+	if _, queued := r.pending()["billing"]; !queued {
+		t.Error("the update is not queued")
 	}
 }
