@@ -357,3 +357,34 @@ func TestSyncCopyDeliveredAgain(t *testing.T) {
 		t.Error("the update is not queued")
 	}
 }
+
+// A stale copy of the remote's update is counted as such, and not queued
+// (gremlins survivor sync.go:370, `reason == ""`).
+func TestSyncStaleCopyCounted(t *testing.T) {
+	r := newSyncRig(t, rigConfig{})
+	r.s.signedCopies = true
+	up := update("west", "east", syncTopic)
+	up.Time = time.Now().Add(-2 * maxUpdateAge).UnixMilli()
+	payload, err := marker.Encode(up, syncKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.s.markerAt(context.Background(), pos(3, 4), payload, copyOrigin{cluster: "west", at: pos(90, 4), signed: true}, "geo-sidecar.markers.west-->east")
+	if got := counter(r.m.MarkersInvalid, "east", "stale-update"); got != 1 {
+		t.Errorf("markers_invalid_total{reason=\"stale-update\"} = %v, want 1", got)
+	}
+	if got := r.pending(); len(got) != 0 {
+		t.Errorf("queued %v, want nothing", got)
+	}
+}
+
+// A marker that cannot be written does not stop the ones after it
+// (gremlins survivor sync.go:396, `continue` → `break`).
+func TestSyncWriteGoesOn(t *testing.T) {
+	r := newSyncRig(t, rigConfig{})
+	r.sink.failNext(1)
+	r.s.write(context.Background(), []marker.Marker{request("east", "west", syncTopic), response("east", "west", syncTopic)})
+	if got := kindsOf(r.sink.take()); len(got) != 1 || got[0] != marker.KindSnapshotResponse {
+		t.Errorf("wrote %v, want the response after the failed request", got)
+	}
+}
