@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -386,5 +387,36 @@ func TestSyncWriteGoesOn(t *testing.T) {
 	r.s.write(context.Background(), []marker.Marker{request("east", "west", syncTopic), response("east", "west", syncTopic)})
 	if got := kindsOf(r.sink.take()); len(got) != 1 || got[0] != marker.KindSnapshotResponse {
 		t.Errorf("wrote %v, want the response after the failed request", got)
+	}
+}
+
+// follow looks at every subscription of the partition, whatever the order
+// the map hands them out: the ones it passes over (untracked, moved here
+// by a remote's update, nothing to send yet) never end the round.
+// Several rounds with many of each, so that the one to update comes
+// after some of them in one round at least.
+//
+// Fails for the gremlins survivors sync.go:534, :541, :548 (`continue` →
+// `break`: killed by TestSyncFollowSendsUpdates only when the map's
+// order happened to put billing after another subscription).
+func TestSyncFollowSeesEverySubscription(t *testing.T) {
+	for round := range 5 {
+		r := newSyncRig(t, rigConfig{})
+		r.s.tracked = func(sub string) bool { return strings.HasPrefix(sub, "t-") }
+		cacheSnapshot(t, r, "s1", pos(1, 10), pos(7, 20))
+		r.local.md = map[string]marker.Position{"t-go": pos(1, 12)}
+		for i := range 8 {
+			r.local.md[fmt.Sprintf("untracked-%d", i)] = pos(1, 12)
+			r.local.md[fmt.Sprintf("t-waiting-%d", i)] = pos(1, 5) // before the snapshot
+			moved := fmt.Sprintf("t-moved-%d", i)
+			r.local.md[moved] = pos(1, 12)
+			r.applied.set("east", syncTopic, moved, pos(1, 20)) // set by a remote's update: still before it
+		}
+		if err := r.s.follow(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := updatesWritten(r.sink.take()); len(got) != 1 || got["t-go"].Remote != pos(7, 20) {
+			t.Fatalf("round %d: updates %v, want one, t-go to 7:20", round, got)
+		}
 	}
 }
