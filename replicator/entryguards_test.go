@@ -420,3 +420,21 @@ func TestSyncFollowSeesEverySubscription(t *testing.T) {
 		}
 	}
 }
+
+// An update no newer than the last one taken for its subscription is a
+// replay, even at the same millisecond (gremlins survivor sync.go:694,
+// `up.Time < last`).
+func TestSyncUpdateSameTimeReplayed(t *testing.T) {
+	r := newSyncRig(t, rigConfig{})
+	up := update("west", "east", syncTopic)
+	if reason := r.s.enqueueApply(up); reason != "" {
+		t.Fatalf("first update refused: %s", reason)
+	}
+	up.Remote = pos(9, 9)
+	if reason := r.s.enqueueApply(up); reason != "replayed" {
+		t.Errorf("an update at the same time refused as %q, want replayed", reason)
+	}
+	if got := r.pending()["billing"]; got != pos(5, 7) {
+		t.Errorf("billing queued at %v, want 5:7", got)
+	}
+}
