@@ -438,3 +438,42 @@ func TestSyncUpdateSameTimeReplayed(t *testing.T) {
 		t.Errorf("billing queued at %v, want 5:7", got)
 	}
 }
+
+// The origin properties a forwarded entry carries: signed under the key,
+// never without one; and an origin "signed" under an empty key is not
+// taken as signed.
+//
+// Fails for the gremlins survivors entrypipe.go:126 (`len(key) == 0`:
+// entries sent unsigned, so no read-back finds them and every session
+// start sends the in-flight window again; `>= 0`) and :169 (`>= 0`:
+// without a key, anyone could sign an origin with the empty key).
+func TestOriginPropsSigned(t *testing.T) {
+	const topic = "persistent://t/ns/x-partition-0"
+	id := wire.EntryID(10, 7)
+	key := []byte("0123456789abcdef")
+	for _, tt := range []struct {
+		name string
+		key  []byte
+	}{{"with a key", key}, {"without", nil}, {"empty key", []byte{}}} {
+		t.Run(tt.name, func(t *testing.T) {
+			props := originProps(tt.key, topic, "east", id)
+			md := &wire.Metadata{Properties: props}
+			sig, hasSig := md.Property(PropOriginSig)
+			if hasSig != (len(tt.key) > 0) {
+				t.Fatalf("origin properties %v: signature present = %v, want %v", props, hasSig, len(tt.key) > 0)
+			}
+			if hasSig && sig != originSig(tt.key, topic, "east", "10:7:-1") {
+				t.Errorf("signature %q does not verify", sig)
+			}
+			if o := entryOrigin(md, tt.key, topic); o.cluster != "east" || o.at != pos(10, 7) || o.signed != hasSig {
+				t.Errorf("entryOrigin() = %+v, want east at 10:7, signed %v", o, hasSig)
+			}
+		})
+	}
+	// An origin signed with the empty key, read by a sidecar without one.
+	forged := &wire.Metadata{Properties: []wire.KeyValue{{Key: PropOriginCluster, Value: "west"}, {Key: PropOriginID, Value: "5:6:-1"},
+		{Key: PropOriginSig, Value: originSig(nil, topic, "west", "5:6:-1")}}}
+	if o := entryOrigin(forged, nil, topic); o.signed {
+		t.Errorf("entryOrigin() without a key = %+v, want unsigned", o)
+	}
+}
