@@ -10,8 +10,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
+	"github.com/geo-sidecar/geo-sidecar/snapshot"
 )
 
 // Tests of the entry pipe's guards against loss and stalls that a hand
@@ -475,5 +479,58 @@ func TestOriginPropsSigned(t *testing.T) {
 		{Key: PropOriginSig, Value: originSig(nil, topic, "west", "5:6:-1")}}}
 	if o := entryOrigin(forged, nil, topic); o.signed {
 		t.Errorf("entryOrigin() without a key = %+v, want unsigned", o)
+	}
+}
+
+// A marker the sync writes (a request, a response, an update) is
+// forwarded when the replicator reads it back: send remembers it first.
+// Fails for the gremlins survivor sync.go:651 (`mk.Kind == KindSnapshot`:
+// nothing this process writes would ever reach the remote).
+func TestSyncSentMarkerForwarded(t *testing.T) {
+	for i, mk := range []marker.Marker{request("east", "west", syncTopic), response("east", "west", syncTopic), update("east", "west", syncTopic)} {
+		r := newSyncRig(t, rigConfig{})
+		if err := r.s.send(context.Background(), mk); err != nil {
+			t.Fatal(err)
+		}
+		payload, err := marker.Encode(mk, syncKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.s.markerAt(context.Background(), pos(3, int64(i)), payload, copyOrigin{}, "geo-sidecar.markers.east-->west") {
+			t.Errorf("%v written by the sync and read back: not forwarded", mk.Kind)
+		}
+	}
+}
+
+// countStats adds what the machine counted since the last call, and
+// observes the round trip only when a snapshot completed meanwhile. The
+// machine's counts start at 0 here; a last reading below them stands for
+// counts the machine made.
+//
+// Fails for the gremlins survivors sync.go:483, :484 (`+`: a counter
+// decreasing panics) and :485 (`>=`, `<=`: the round trip observed
+// without a completion, or not at all).
+func TestSyncCountStats(t *testing.T) {
+	r := newSyncRig(t, rigConfig{})
+	r.s.last = snapshot.Stats{Started: -4, Completed: -1, TimedOut: -2, Unanswered: -3}
+	r.s.countStats()
+	r.s.countStats() // nothing new
+	for name, c := range map[string]struct {
+		v    *prometheus.CounterVec
+		want float64
+	}{
+		"started": {r.m.SnapshotsStarted, 4}, "completed": {r.m.SnapshotsCompleted, 1},
+		"timed out": {r.m.SnapshotsTimedOut, 2}, "unanswered": {r.m.SnapshotsUnanswered, 3},
+	} {
+		if got := counter(c.v, "east", "west"); got != c.want {
+			t.Errorf("snapshots %s = %v, want %v", name, got, c.want)
+		}
+	}
+	var m dto.Metric
+	if err := r.m.SnapshotRTT.WithLabelValues("east", "west").(prometheus.Histogram).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetHistogram().GetSampleCount(); got != 1 {
+		t.Errorf("round trips observed %d times, want once (one snapshot completed)", got)
 	}
 }
