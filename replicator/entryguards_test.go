@@ -534,3 +534,14 @@ func TestSyncCountStats(t *testing.T) {
 		t.Errorf("round trips observed %d times, want once (one snapshot completed)", got)
 	}
 }
+
+// The entry the sync saw last, delivered again, follows it (gremlins
+// survivor entrypipe.go:417, `< 0`: a redelivery of the last entry was
+// taken for a takeover, and the third origins' watermarks re-learned).
+func TestEntryContinuesSameEntry(t *testing.T) {
+	rig := newSyncRig(t, rigConfig{third: []string{"north"}, fresh: true})
+	p := &entryPartition{sync: rig.s, lastSeen: pos(10, 4), hasSeen: true}
+	if !p.continues(pos(10, 4)) {
+		t.Error("continues(10:4) after 10:4 = false, want true")
+	}
+}
