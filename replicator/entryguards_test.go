@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
@@ -543,5 +544,56 @@ func TestEntryContinuesSameEntry(t *testing.T) {
 	p := &entryPartition{sync: rig.s, lastSeen: pos(10, 4), hasSeen: true}
 	if !p.continues(pos(10, 4)) {
 		t.Error("continues(10:4) after 10:4 = false, want true")
+	}
+}
+
+// mdSource is a cursor that only says its mark-delete position.
+type mdSource struct {
+	entrySource
+	md wire.MessageID
+}
+
+func (s mdSource) MarkDelete(context.Context) (wire.MessageID, bool, error) { return s.md, true, nil }
+
+// startAt against the mark-delete position 10:4: the next entry of the
+// ledger and the first entry of a later one start the session; what was
+// acknowledged is passed over; any later entry starts the session again,
+// until the same one came first maxStartAhead times in a row.
+//
+// Fails for the gremlins survivors entrypipe.go:452 (`&&` between the two
+// next cases: every session start wasted three sessions first; `!=
+// 0`: a later ledger's later entry sent first, out of order; `<=`) and
+// :460 (`pos == p.aheadAt`: runs of different entries counted as one,
+// so a later entry was taken as the start).
+func TestStartAt(t *testing.T) {
+	src := mdSource{md: wire.EntryID(10, 4)}
+	names := map[int]string{startNext: "next", startAcknowledged: "acknowledged", startAhead: "ahead"}
+	for _, tt := range []struct {
+		name string
+		seq  []marker.Position // first entries of successive sessions
+		want []int
+	}{
+		{"the next entry", []marker.Position{pos(10, 5)}, []int{startNext}},
+		{"a later ledger's first entry", []marker.Position{pos(11, 0)}, []int{startNext}},
+		{"acknowledged", []marker.Position{pos(10, 4), pos(10, 0), pos(9, 0)}, []int{startAcknowledged, startAcknowledged, startAcknowledged}},
+		{"a later entry", []marker.Position{pos(10, 7)}, []int{startAhead}},
+		{"a later ledger's later entry", []marker.Position{pos(11, 3)}, []int{startAhead}},
+		{"the same later entry, again and again", []marker.Position{pos(10, 7), pos(10, 7), pos(10, 7), pos(10, 7)},
+			[]int{startAhead, startAhead, startAhead, startNext}},
+		{"different later entries", []marker.Position{pos(10, 7), pos(10, 7), pos(10, 8), pos(10, 8), pos(10, 7)},
+			[]int{startAhead, startAhead, startAhead, startAhead, startAhead}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &entryPartition{log: zap.NewNop()}
+			for i, at := range tt.seq {
+				got, err := p.startAt(context.Background(), src, at)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != tt.want[i] {
+					t.Errorf("session %d starting at %v: %s, want %s", i+1, at, names[got], names[tt.want[i]])
+				}
+			}
+		})
 	}
 }
