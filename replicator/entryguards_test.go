@@ -515,7 +515,8 @@ func TestSyncCountStats(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
 	r.s.last = snapshot.Stats{Started: -4, Completed: -1, TimedOut: -2, Unanswered: -3}
 	r.s.countStats()
-	r.s.countStats() // nothing new
+	r.s.countStats() // nothing new, twice
+	r.s.countStats()
 	for name, c := range map[string]struct {
 		v    *prometheus.CounterVec
 		want float64
