@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -597,4 +598,40 @@ func TestStartAt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A receipt is a duplicate only when the broker answers -1:-1: a copy
+// stored in a remote's ledger 0 (a fresh cluster) is not (gremlins
+// survivor entrypipe.go:490, `<= 0`: every session on such a remote
+// halted on its first receipt, for ever).
+func TestIsDuplicate(t *testing.T) {
+	for _, tt := range []struct {
+		id   wire.MessageID
+		want bool
+	}{
+		{wire.EntryID(math.MaxUint64, math.MaxUint64), true},
+		{wire.EntryID(0, 0), false},
+		{wire.EntryID(0, 7), false},
+		{wire.EntryID(500, 3), false},
+	} {
+		if got := isDuplicate(wire.Receipt{MessageID: tt.id}); got != tt.want {
+			t.Errorf("isDuplicate(%d:%d) = %v, want %v", tt.id.Ledger, tt.id.Entry, got, tt.want)
+		}
+	}
+}
+
+// A cursor that fails to receive ends the session with that error, so
+// that runSessions backs off and says so (gremlins survivor
+// entrypipe.go:566, `sctx.Err() != nil`: the session ended as if
+// stopped, and the next started at once).
+func TestEntryPipeReceiveError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		gone := errors.New("consumer closed by the broker")
+		w.recvErr = gone
+		p := newTestEntryPartition(t, w)
+		if _, err := p.session(context.Background()); !errors.Is(err, gone) {
+			t.Errorf("session() = %v, want the receive error", err)
+		}
+	})
 }

@@ -74,6 +74,8 @@ type fakeEntryWorld struct {
 	// repeat makes the cursor deliver the entry at index repeat-1 twice
 	// in a row, once (a redelivery of the entry just received).
 	repeat int
+	// recvErr, when set, fails the next Receive (once).
+	recvErr error
 	// aheadFirst, when set, makes the next cursor opened deliver that
 	// entry (by index) before the first unacknowledged one, as a Failover
 	// subscription does when its active consumer changes during a read.
@@ -430,6 +432,11 @@ type fakeEntrySource struct {
 func (s *fakeEntrySource) Receive(ctx context.Context) (wire.Entry, error) {
 	for {
 		s.w.mu.Lock()
+		if err := s.w.recvErr; err != nil {
+			s.w.recvErr = nil
+			s.w.mu.Unlock()
+			return wire.Entry{}, err
+		}
 		if s.ahead >= 0 && s.ahead < len(s.w.entries) {
 			e := s.w.entries[s.ahead]
 			s.ahead = -1
