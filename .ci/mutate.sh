@@ -30,9 +30,9 @@ cd "$(dirname "$0")/.."
 
 GREMLINS_VERSION=${GREMLINS_VERSION:-v0.6.0}
 # The entry and message data paths of replicator/, the read-back, the
-# endpoints and the subscription sync: what loss, duplicates and stalls
-# depend on.
-DATA_PATH=entrypipe.go,entryreadback.go,entryends.go,message.go,partition.go,tail.go,sync.go
+# endpoints, the byte budgets and the subscription sync: what loss,
+# duplicates and stalls depend on.
+DATA_PATH=entrypipe.go,entryreadback.go,entryends.go,budgets.go,message.go,partition.go,tail.go,sync.go
 pkgs=("$@")
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(marker snapshot subscription "replicator:$DATA_PATH" replicator/wire)
 
