@@ -635,3 +635,25 @@ func TestEntryPipeReceiveError(t *testing.T) {
 		}
 	})
 }
+
+// Entries skipped (copies, markers, replicate_to) do not end the session
+// (gremlins survivor entrypipe.go:635, `break`: a session restart, and a
+// read-back, after every skipped entry).
+func TestEntryPipeSkipsInOneSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		w.add(1, nil)
+		w.add(3, func(b *wire.MetadataBuilder) { b.ReplicatedFrom = "north" })
+		w.add(1, nil, replicateTo("east"))
+		w.add(1, nil)
+		p := newTestEntryPartition(t, w)
+		stop := runEntryPartition(t, p)
+		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 6 })
+		stop()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.sources) != 1 || w.opens != 1 {
+			t.Errorf("%d cursors and %d producers opened, want one session", len(w.sources), w.opens)
+		}
+	})
+}
