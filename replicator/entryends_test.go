@@ -98,9 +98,11 @@ func TestWireEndpointsCopiedSince(t *testing.T) {
 	const topic = "persistent://t/ns/x-partition-0"
 	key := []byte("0123456789abcdef")
 	at := func(e int64) marker.Position { return marker.Position{Ledger: 10, Entry: e, Batch: -1} }
+	digest := originDigest([]byte("metadata"), []byte("payload")) // as if computed from the bytes read
 	copyOf := func(cluster string, e int64, key []byte) entryCopy {
 		p := at(e)
-		return entryCopy{producer: "app", origins: []origin{{cluster: cluster, pos: p, ok: true, sig: originSig(key, topic, cluster, p.String())}}}
+		sig := originSig(key, topic, cluster, "west", p.String(), &digest)
+		return entryCopy{producer: "app", origins: []origin{{cluster: cluster, pos: p, ok: true, sig: sig, digest: &digest}}}
 	}
 	// The remote: east's copies of 10:0..10:1499 in ledger 7, but for two
 	// entries at 10:1450 and 10:1460 that are not east's.
@@ -137,7 +139,7 @@ func TestWireEndpointsCopiedSince(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tail := remote()
-			e := &wireEndpoints{local: testConn("east"), remote: testConn("west"), topic: topic, maxPending: 100, key: key,
+			e := &wireEndpoints{local: testConn("east"), remote: testConn("west"), topic: topic, maxPending: 100, keys: marker.NewKeys(key),
 				readBack: func() (tailReader, error) { return tail, nil }}
 			set, err := e.copiedSince(context.Background(), at(tt.from), tt.reach)
 			if err != nil {

@@ -370,18 +370,23 @@ func TestSyncCopyDeliveredAgain(t *testing.T) {
 func TestSyncStaleCopyCounted(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
 	r.s.signedCopies = true
-	up := update("west", "east", syncTopic)
-	up.Time = time.Now().Add(-2 * maxUpdateAge).UnixMilli()
-	payload, err := marker.Encode(up, syncKey)
-	if err != nil {
-		t.Fatal(err)
+	newer := update("west", "east", syncTopic)
+	newer.Subscription = "audit"
+	old := update("west", "east", syncTopic)
+	old.Time = newer.Time - (2 * maxUpdateAge).Milliseconds() // far behind the writer's newest
+	for i, up := range []marker.Marker{newer, old} {
+		payload, err := marker.Encode(up, syncKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		from := copyOrigin{cluster: "west", at: pos(90, int64(4+i)), signed: true}
+		r.s.markerAt(context.Background(), pos(3, int64(4+i)), payload, from, "geo-sidecar.markers.west-->east")
 	}
-	r.s.markerAt(context.Background(), pos(3, 4), payload, copyOrigin{cluster: "west", at: pos(90, 4), signed: true}, "geo-sidecar.markers.west-->east")
 	if got := counter(r.m.MarkersInvalid, "east", "stale-update"); got != 1 {
 		t.Errorf("markers_invalid_total{reason=\"stale-update\"} = %v, want 1", got)
 	}
-	if got := r.pending(); len(got) != 0 {
-		t.Errorf("queued %v, want nothing", got)
+	if got := r.pending(); len(got) != 1 {
+		t.Errorf("queued %v, want audit only", got)
 	}
 }
 
@@ -427,60 +432,52 @@ func TestSyncFollowSeesEverySubscription(t *testing.T) {
 	}
 }
 
-// An update no newer than the last one taken for its subscription is a
-// replay, even at the same millisecond (gremlins survivor sync.go:694,
-// `up.Time < last`).
-func TestSyncUpdateSameTimeReplayed(t *testing.T) {
+// An update copied from the same origin as the last one taken for its
+// subscription is a replay (gremlins survivor sync.go:694 before main
+// ordered updates by origin: `up.Time < last`; now `origin.Compare(last)
+// < 0`).
+func TestSyncUpdateSameOriginReplayed(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
 	up := update("west", "east", syncTopic)
-	if reason := r.s.enqueueApply(up); reason != "" {
+	if reason := r.s.enqueueApply(up, pos(90, 4)); reason != "" {
 		t.Fatalf("first update refused: %s", reason)
 	}
 	up.Remote = pos(9, 9)
-	if reason := r.s.enqueueApply(up); reason != "replayed" {
-		t.Errorf("an update at the same time refused as %q, want replayed", reason)
+	if reason := r.s.enqueueApply(up, pos(90, 4)); reason != "replayed" {
+		t.Errorf("an update from the same origin refused as %q, want replayed", reason)
 	}
 	if got := r.pending()["billing"]; got != pos(5, 7) {
 		t.Errorf("billing queued at %v, want 5:7", got)
 	}
 }
 
-// The origin properties a forwarded entry carries: signed under the key,
-// never without one; and an origin "signed" under an empty key is not
-// taken as signed.
+// The origin properties a forwarded entry carries: signed under the
+// current key, for the target, over the entry's digest; never without a
+// key.
 //
-// Fails for the gremlins survivors entrypipe.go:126 (`len(key) == 0`:
-// entries sent unsigned, so no read-back finds them and every session
-// start sends the in-flight window again; `>= 0`) and :169 (`>= 0`:
-// without a key, anyone could sign an origin with the empty key).
+// Fails for the gremlins survivor entrypipe.go:126 before main's version
+// 2 signatures (`len(key) == 0`: entries sent unsigned, so no read-back
+// finds them and every session start sends the in-flight window again);
+// now origin.go's `!keys.IsZero()` negated.
 func TestOriginPropsSigned(t *testing.T) {
 	const topic = "persistent://t/ns/x-partition-0"
 	id := wire.EntryID(10, 7)
-	key := []byte("0123456789abcdef")
+	md, payload := []byte("metadata"), []byte("payload")
 	for _, tt := range []struct {
 		name string
-		key  []byte
-	}{{"with a key", key}, {"without", nil}, {"empty key", []byte{}}} {
+		keys marker.Keys
+	}{{"with a key", marker.NewKeys([]byte("0123456789abcdef"))}, {"without", marker.Keys{}}} {
 		t.Run(tt.name, func(t *testing.T) {
-			props := originProps(tt.key, topic, "east", id)
-			md := &wire.Metadata{Properties: props}
-			sig, hasSig := md.Property(PropOriginSig)
-			if hasSig != (len(tt.key) > 0) {
-				t.Fatalf("origin properties %v: signature present = %v, want %v", props, hasSig, len(tt.key) > 0)
+			props := originProps(tt.keys, topic, "east", "west", id, md, payload)
+			sig, hasSig := (&wire.Metadata{Properties: props}).Property(PropOriginSig)
+			if hasSig == tt.keys.IsZero() {
+				t.Fatalf("origin properties %v: signature present = %v, want %v", props, hasSig, !tt.keys.IsZero())
 			}
-			if hasSig && sig != originSig(tt.key, topic, "east", "10:7:-1") {
+			d := originDigest(md, payload)
+			if hasSig && !verifyOrigin(tt.keys, topic, "east", "west", "10:7:-1", sig, &d) {
 				t.Errorf("signature %q does not verify", sig)
 			}
-			if o := entryOrigin(md, tt.key, topic); o.cluster != "east" || o.at != pos(10, 7) || o.signed != hasSig {
-				t.Errorf("entryOrigin() = %+v, want east at 10:7, signed %v", o, hasSig)
-			}
 		})
-	}
-	// An origin signed with the empty key, read by a sidecar without one.
-	forged := &wire.Metadata{Properties: []wire.KeyValue{{Key: PropOriginCluster, Value: "west"}, {Key: PropOriginID, Value: "5:6:-1"},
-		{Key: PropOriginSig, Value: originSig(nil, topic, "west", "5:6:-1")}}}
-	if o := entryOrigin(forged, nil, topic); o.signed {
-		t.Errorf("entryOrigin() without a key = %+v, want unsigned", o)
 	}
 }
 
