@@ -654,3 +654,38 @@ func TestEntryPipeSkipsInOneSession(t *testing.T) {
 		}
 	})
 }
+
+// An entry in flight holds its bytes, metadata and payload, in the budget
+// (gremlins survivor entrypipe.go:715, `len(patched) - len(payload)`: the
+// bound counted the wrong size, even a negative one).
+func TestEntryPipeBudgetHoldsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		w.hold = make(chan struct{})
+		w.addPayload(make([]byte, 1000), nil)
+		p := newTestEntryPartition(t, w)
+		stop := runEntryPartition(t, p)
+		waitFor(t, "e0 sent", func() bool { w.mu.Lock(); defer w.mu.Unlock(); return len(w.seqs) == 1 })
+		if got := p.budget.held(); got <= 1000 {
+			t.Errorf("the budget holds %d bytes for an entry of 1,000 payload bytes in flight, want its metadata too", got)
+		}
+		close(w.hold)
+		stop()
+	})
+}
+
+// A send that fails at once ends the session with that error (gremlins
+// survivor entrypipe.go:759, `sctx.Err() != nil`: the session ended as if
+// stopped, and the next started at once, without backoff).
+func TestEntryPipeSendError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		w.add(2, nil)
+		boom := errors.New("producer is reconnecting")
+		w.sendErr = map[string]error{"e1": boom}
+		p := newTestEntryPartition(t, w)
+		if _, err := p.session(context.Background()); !errors.Is(err, boom) {
+			t.Errorf("session() = %v, want the send error", err)
+		}
+	})
+}
