@@ -64,10 +64,10 @@ wipe:
 
 # Benchmark (not a test): geo-sidecar side by side with Pulsar's built-in
 # geo-replication on the same two clusters, plus the direct-produce limit
-# and a 1,000-topic scale run. About 8 minutes on 2 cores; writes
+# and a 1,000-topic scale run. About 25 minutes on 2 cores; writes
 # e2e/bench/RESULTS.md and the README's Benchmark section.
 bench: build
-	@echo "== benchmark: geo-sidecar vs Pulsar's built-in geo-replication (about 8 minutes)"
+	@echo "== benchmark: geo-sidecar vs Pulsar's built-in geo-replication (about 25 minutes)"
 	$(CLUSTER) up east west
 	go run ./e2e/bench --binary $(BIN) --out e2e/bench/RESULTS.md --readme README.md
 
