@@ -568,11 +568,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 	var epoch uint64  // the producer's epoch (entrySeq)
 	var unpacked bool // an entry of this producer got a counted id (logged once)
 	var halted atomic.Bool
-	skip := func(e wire.Entry, reason string) {
-		p.m.Skipped.WithLabelValues(p.local, p.remote, reason).Add(float64(max(e.NumMessages, 1)))
-		_ = src.Ack(e.ID)
-		_ = src.Release(e)
-	}
+	skip := func(e wire.Entry, reason string) { p.skip(src, e, reason) }
 	for {
 		e, err := src.Receive(sctx)
 		if err != nil {
@@ -990,6 +986,14 @@ func (s *stepDown) lastError() error {
 	return s.lastErr
 }
 
+// skip acknowledges an entry that is not copied, by a rule the README
+// states (reason: a skip reason), and counts its messages.
+func (p *entryPartition) skip(src entrySource, e wire.Entry, reason string) {
+	p.m.Skipped.WithLabelValues(p.local, p.remote, reason).Add(float64(max(e.NumMessages, 1)))
+	_ = src.Ack(e.ID)
+	_ = src.Release(e)
+}
+
 // acker acknowledges entries in send order as the remote confirms them,
 // and hands their permits and bytes back. After the first failure (or a
 // duplicate receipt, which is no proof) nothing more is acknowledged.
@@ -1012,9 +1016,7 @@ func (p *entryPartition) acker(src entrySource, results <-chan *entryInflight, s
 			switch {
 			case reason != "" && p.skipRefused:
 				p.log.Error("remote refused an entry for good; skipped (on_refused: skip)", zap.Stringer("id", f.e.ID), zap.String("reason", reason), zap.Error(f.err))
-				p.m.Skipped.WithLabelValues(p.local, p.remote, reason).Add(float64(max(f.e.NumMessages, 1)))
-				_ = src.Ack(f.e.ID)
-				_ = src.Release(f.e)
+				p.skip(src, f.e, reason)
 				progress.Store(true)
 				// The producer gave up with the refusal: the next session
 				// sends what came after the skipped entry.

@@ -807,6 +807,16 @@ func TestEntryPipeRefusedEntry(t *testing.T) {
 // entry, or with skip the entry is skipped and counted and what follows is
 // copied. Before, both ended the session with an ordinary error, retried
 // every 10 s for ever with partitions_stopped at 0 and skip without effect.
+// refuseE2 is a fake receipt: entry e2 refused with err, the rest stored.
+func refuseE2(err error) func(name string) (bool, error) {
+	return func(name string) (bool, error) {
+		if name == "e2" {
+			return false, err
+		}
+		return false, nil
+	}
+}
+
 func TestEntryPipeBrokerRefusals(t *testing.T) {
 	v3 := []byte("\x00\x00\x00\x00\x00\x00\x00\x03")
 	tests := []struct {
@@ -818,23 +828,13 @@ func TestEntryPipeBrokerRefusals(t *testing.T) {
 			w.add(2, nil)
 			w.add(1, nil)
 			w.add(1, nil)
-			w.receipt = func(name string) (bool, error) {
-				if name == "e2" {
-					return false, &wire.BrokerError{Op: "send", Code: wire.NotAllowedError, Message: "Encryption is required"}
-				}
-				return false, nil
-			}
+			w.receipt = refuseE2(&wire.BrokerError{Op: "send", Code: wire.NotAllowedError, Message: "maxMessageSize"})
 		}},
 		{"encryption required (MetadataError on send)", skipRejectedNotAllowed, func(w *fakeEntryWorld) {
 			w.add(2, nil)
 			w.add(1, nil)
 			w.add(1, nil)
-			w.receipt = func(name string) (bool, error) {
-				if name == "e2" {
-					return false, &wire.BrokerError{Op: "send to t", Code: wire.MetadataError, Message: "Messages must be encrypted"}
-				}
-				return false, nil
-			}
+			w.receipt = refuseE2(&wire.BrokerError{Op: "send to t", Code: wire.MetadataError, Message: "Messages must be encrypted"})
 		}},
 		{"IncompatibleSchema on the target", skipRejectedSchema, func(w *fakeEntryWorld) {
 			w.add(2, nil)
