@@ -41,9 +41,10 @@ deploycheck:
 
 e2e:
 	@echo "== e2e tests against real Pulsar clusters (started if not up; first run resolves Pulsar from Maven Central)"
-	@# -p 1: the e2e tests and the benchmark's smoke test share the clusters
-	@# (and some tests kill and restart them), so one package at a time.
-	go test -p 1 -count=1 -timeout 40m ./e2e/...
+	@# Two lanes at once, the tests that need cluster far beside the others
+	@# (.ci/e2e.sh says how they keep out of each other's way);
+	@# E2E_LANES=1 runs one test at a time.
+	.ci/e2e.sh
 
 demo: build
 	@echo "== demo: two local clusters, the sidecar active-active between them"

@@ -86,6 +86,7 @@ func ensureEntryFilterLoaded(t *testing.T, names ...string) {
 	if len(stale) == 0 {
 		return
 	}
+	DisruptClusters(t, stale...)
 	t.Logf("restarting %v: started before cluster.sh configured the entry filter", stale)
 	if err := Down(stale...); err != nil {
 		t.Fatal(err)

@@ -183,6 +183,7 @@ func missingRanges(got []pulsar.Message, prefix string, n int) string {
 }
 
 func TestKillNineUnderLoad(t *testing.T) {
+	DisruptClusters(t, "west")
 	for _, tc := range []struct {
 		dedup bool
 		path  string
@@ -255,6 +256,7 @@ func TestKillNineUnderLoad(t *testing.T) {
 }
 
 func TestTargetOutage(t *testing.T) {
+	DisruptClusters(t, "west")
 	ns := NewNamespace(t, "east", "west")
 	topic := Topic(ns, "outage")
 	east := Client(t, "east")

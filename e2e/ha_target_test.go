@@ -27,6 +27,7 @@ import (
 // far's keep_alive is 10 s here (step-down after 20 s): with the default
 // 30 s the bound (60 s) would equal the cut.
 func TestHATargetUnreachableFromActive(t *testing.T) {
+	UseClusters(t, "west")
 	UpFar(t)
 	awaitClusters(t, "west")
 	links, farViaWAN := FarWAN(t)

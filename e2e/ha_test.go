@@ -17,6 +17,7 @@ import (
 // HA case, and issue 13's source cut with an instance on each side). Every
 // message reaches west once (deduplication on), in order per partition.
 func TestHASourceUnreachableFromActive(t *testing.T) {
+	UseClusters(t, "west")
 	UpFar(t)
 	awaitClusters(t, "west")
 	links, farViaWAN := FarWAN(t)

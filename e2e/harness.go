@@ -15,8 +15,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -306,4 +308,41 @@ func mustTopicName(t testing.TB, topic string) *utils.TopicName {
 		t.Fatal(err)
 	}
 	return tn
+}
+
+// The suite runs in two processes at once (lanes; .ci/e2e.sh): the tests
+// that need cluster far beside all the others. A test that kills, freezes
+// or restarts a cluster holds that cluster exclusively (DisruptClusters),
+// and a test of one lane that uses a cluster the other lane disrupts
+// holds it shared (UseClusters), so neither sees the other's fault. The
+// locks are flock(2) on files in the temporary directory, one per
+// cluster and test bed, released when the test ends (or its process dies).
+
+// UseClusters holds the named clusters' locks shared until t ends.
+func UseClusters(t testing.TB, names ...string) { lockClusters(t, syscall.LOCK_SH, names) }
+
+// DisruptClusters holds the named clusters' locks exclusively until t
+// ends: no test of the other lane uses them meanwhile.
+func DisruptClusters(t testing.TB, names ...string) { lockClusters(t, syscall.LOCK_EX, names) }
+
+func lockClusters(t testing.TB, how int, names []string) {
+	t.Helper()
+	names = append([]string(nil), names...)
+	sort.Strings(names) // one order for every test: no deadlock between lanes
+	for _, n := range names {
+		path := filepath.Join(os.TempDir(), fmt.Sprintf("geo-sidecar-testbed%d-%s.lock", portOffset, n))
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatalf("lock cluster %s: %v", n, err)
+		}
+		waited := time.Now()
+		if err := syscall.Flock(int(f.Fd()), how); err != nil {
+			f.Close()
+			t.Fatalf("lock cluster %s: %v", n, err)
+		}
+		if d := time.Since(waited); d > time.Second {
+			t.Logf("waited %s for cluster %s (the other lane's test held it)", d.Round(time.Second), n)
+		}
+		t.Cleanup(func() { f.Close() }) // closing the file releases the lock
+	}
 }

@@ -21,6 +21,7 @@ import (
 // too, and 50 ms of round trip added on the link shows in a client's round
 // trip and in the copy's delay.
 func TestWANProxyCarriesSidecar(t *testing.T) {
+	UseClusters(t, "east")
 	UpFar(t)
 	links, far := FarWAN(t)
 	ns := NewNamespace(t, "east", "far")
@@ -148,6 +149,7 @@ type wanFault struct {
 // the time from the link being whole again until the sidecar's count of
 // replicated messages moved, and what the metrics and logs showed.
 func runWANFault(t *testing.T, f wanFault) {
+	UseClusters(t, "east")
 	UpFar(t)
 	links, far := FarWAN(t)
 	ns := NewNamespace(t, "east", "far")

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The e2e tests against real Pulsar clusters (`make e2e`), in two lanes at
+# once: the tests that need cluster far and the WAN proxy in front of it
+# (its addresses are fixed, so they run one at a time) beside all the
+# others. Most of each lane's time is waiting on fault windows and
+# brokers, so together they take about the time of the longer lane.
+# Tests of one lane that kill, freeze or restart a cluster the other
+# lane uses hold that cluster's lock (e2e.DisruptClusters, UseClusters).
+#
+#   E2E_LANES=1 .ci/e2e.sh   one process, one test at a time (as before)
+#   extra arguments go to both `go test` runs (e.g. -v)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The far lane: every test that opens e2e.FarWAN or the benchmark's WAN rows.
+far='^(TestWAN.*|TestHATargetUnreachableFromActive|TestHASourceUnreachableFromActive|TestBenchWANSmoke)$'
+timeout=40m
+
+# Both lanes' TestMain bring up east and west if they are down; start them
+# here first so that two cluster.sh runs never start the same cluster.
+e2e/pulsar/cluster.sh up east west
+
+if [ "${E2E_LANES:-2}" = 1 ]; then
+	# -p 1: the e2e tests and the benchmark's smoke test share the clusters
+	# (and some tests kill and restart them), so one package at a time.
+	exec go test -p 1 -count=1 -timeout "$timeout" "$@" ./e2e/...
+fi
+
+start=$(date +%s)
+go test -p 1 -count=1 -timeout "$timeout" -run "$far" "$@" ./e2e/ ./e2e/bench/ 2>&1 | sed -u 's/^/[far] /' &
+farpid=$!
+rc=0
+go test -p 1 -count=1 -timeout "$timeout" -skip "$far" "$@" ./e2e/... || rc=$?
+echo "== e2e: the lane without far ended (exit $rc) after $(( $(date +%s) - start )) s; waiting for the far lane"
+farrc=0
+wait "$farpid" || farrc=$?
+echo "== e2e: the far lane ended (exit $farrc) after $(( $(date +%s) - start )) s"
+[ "$rc" = 0 ] && [ "$farrc" = 0 ]
