@@ -66,11 +66,11 @@ wipe:
 # Benchmark (not a test): geo-sidecar side by side with Pulsar's built-in
 # geo-replication on the same two clusters, plus the direct-produce limit
 # and a 1,000-topic scale run. About 25 minutes on 2 cores; writes
-# e2e/bench/RESULTS.md and the README's Benchmark section.
+# e2e/bench/RESULTS.md and the latest tables in docs/benchmark.md.
 bench: build
 	@echo "== benchmark: geo-sidecar vs Pulsar's built-in geo-replication (about 25 minutes)"
 	$(CLUSTER) up east west
-	go run ./e2e/bench --binary $(BIN) --out e2e/bench/RESULTS.md --readme README.md
+	go run ./e2e/bench --binary $(BIN) --out e2e/bench/RESULTS.md --page docs/benchmark.md
 
 # The same targets for longer: FUZZTIME=5m make fuzz.
 FUZZTIME ?= 30s

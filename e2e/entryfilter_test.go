@@ -443,7 +443,7 @@ func TestReaderMarkDeletePassesFilteredEntries(t *testing.T) {
 }
 
 // TestReadBackBehindFilteredMarker (issue 20, item 5): with the marker
-// filter on the target (as the README recommends) and the target's newest
+// filter on the target (as docs/replicated-subscriptions.md recommends) and the target's newest
 // entry a marker, a session start's read-back finishes at once. Its
 // readers were named outside the cursor prefix the filter exempts, so they
 // waited 30 s for the marker, logged "cannot read back every copy" and

@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// TestMarkerKeyRotation follows the README's three rotation steps on
-// real clusters (east->west, deduplication off on west, so a copy not
-// recognised shows up as a duplicate) and checks what each step promises
-// of the copies' signed origins:
+// TestMarkerKeyRotation follows the three rotation steps of
+// docs/guarantees.md on real clusters (east->west, deduplication off on
+// west, so a copy not recognised shows up as a duplicate) and checks what
+// each step promises of the copies' signed origins:
 //
 //   - old key signing: 100 "old" messages are copied;
 //   - step 2, the new key signs and the old one is accepted: with east's
@@ -20,7 +20,7 @@ import (
 //     all of them (none arrives twice), and copies 100 "new" messages;
 //   - step 3, the old key dropped: rewound again, the new copies are
 //     recognised and the old ones, whose signature nothing accepts any
-//     more, are sent once more, as the README says.
+//     more, are sent once more, as docs/guarantees.md says.
 //
 // Without the accepted key in step 2 the old copies would be sent again
 // there too; the third step shows that it is the accepted key, not some

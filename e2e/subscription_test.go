@@ -51,8 +51,8 @@ func syncEntries(ns, sub string, clusters ...string) string {
 	return syncEntriesWith(ns, "subscriptions: ["+sub+"]", clusters...)
 }
 
-// drillPatterns keeps the drill's own subscriptions in step, as the README
-// tells operators to.
+// drillPatterns keeps the drill's own subscriptions in step, as
+// docs/replicated-subscriptions.md tells operators to.
 const drillPatterns = `subscription_patterns: ["geo-sidecar-drill-.*"]`
 
 // syncEntriesWith is an active-active configuration with the given
@@ -72,7 +72,7 @@ func syncEntriesWith(ns, subs string, clusters ...string) string {
 	return b.String()
 }
 
-// TestFailoverDrill: the drill as the README runs it, on a subscription
+// TestFailoverDrill: the drill as docs/replicated-subscriptions.md runs it, on a subscription
 // of its own (kept in step by subscription_patterns), once per type. It
 // deletes that subscription on both clusters afterwards.
 func TestFailoverDrill(t *testing.T) {

@@ -986,8 +986,9 @@ func (s *stepDown) lastError() error {
 	return s.lastErr
 }
 
-// skip acknowledges an entry that is not copied, by a rule the README
-// states (reason: a skip reason), and counts its messages.
+// skip acknowledges an entry that is not copied, by a rule docs/data-paths.md
+// and docs/guarantees.md state (reason: a skip reason), and counts its
+// messages.
 func (p *entryPartition) skip(src entrySource, e wire.Entry, reason string) {
 	p.m.Skipped.WithLabelValues(p.local, p.remote, reason).Add(float64(max(e.NumMessages, 1)))
 	_ = src.Ack(e.ID)

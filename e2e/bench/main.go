@@ -81,7 +81,7 @@ type options struct {
 	Binary  string
 	Versus  string // a second geo-sidecar binary, measured as an extra arm
 	Out     string
-	Readme  string
+	Page    string // docs/benchmark.md: its generated sections are replaced
 	Profile string // directory for pprof profiles; empty: no profiling
 	// ProfileSeconds is the length of each CPU profile.
 	ProfileSeconds time.Duration
@@ -102,8 +102,8 @@ func main() {
 	var subIdle time.Duration
 	flag.StringVar(&o.Binary, "binary", "bin/geo-sidecar", "geo-sidecar binary to measure")
 	flag.StringVar(&o.Versus, "versus", "", "also measure this second geo-sidecar binary as an extra throughput arm (A/B test of a change)")
-	flag.StringVar(&o.Out, "out", "e2e/bench/RESULTS.md", "write the markdown report here (empty: print only)")
-	flag.StringVar(&o.Readme, "readme", "", "also replace the Benchmark section of this README with the table")
+	flag.StringVar(&o.Out, "out", defaultOut, "write the markdown report here (empty: print only)")
+	flag.StringVar(&o.Page, "page", "", "also replace the generated sections (the latest tables) of this page, e.g. docs/benchmark.md")
 	flag.StringVar(&o.Profile, "profile", "", "run the sidecar with --pprof and save CPU, allocation and blocking profiles of each workload here (perturbs the measurement)")
 	flag.DurationVar(&o.ProfileSeconds, "profile-seconds", 15*time.Second, "length of each CPU profile")
 	flag.BoolVar(&o.Quick, "quick", false, "small sizes, one round (a minute or two)")
@@ -166,12 +166,12 @@ func main() {
 			}
 			fmt.Fprintf(os.Stderr, "bench: report written to %s\n", o.Out)
 		}
-		if o.Readme != "" && err == nil {
-			if werr := updateReadmeAll(o.Readme, o, rep); werr != nil {
+		if o.Page != "" && err == nil {
+			if werr := updatePageAll(o.Page, o, rep); werr != nil {
 				fmt.Fprintf(os.Stderr, "bench: %v\n", werr)
 				os.Exit(1)
 			}
-			fmt.Fprintf(os.Stderr, "bench: %s updated\n", o.Readme)
+			fmt.Fprintf(os.Stderr, "bench: %s updated\n", o.Page)
 		}
 	}
 	if err != nil {

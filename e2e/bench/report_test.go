@@ -25,7 +25,9 @@ func TestCompressible(t *testing.T) {
 }
 
 // TestReportZstdAndTargets renders a report without clusters and checks
-// the ZSTD rows, the new targets and the README replacement.
+// the ZSTD rows, the new targets and the replacement of the benchmark
+// page's generated section, whose link to RESULTS.md is relative to the
+// page.
 func TestReportZstdAndTargets(t *testing.T) {
 	rep := &report{
 		Date: time.Date(2026, 12, 2, 18, 0, 0, 0, time.UTC), Machine: "test", Pulsar: "4.0.7", Sizes: quickSizes, Quick: true,
@@ -57,12 +59,16 @@ func TestReportZstdAndTargets(t *testing.T) {
 		}
 	}
 
-	path := filepath.Join(t.TempDir(), "README.md")
-	old := "# x\n\n" + readmeBegin + "\nold table\n" + readmeEnd + "\n\nafter\n"
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path, results := filepath.Join(dir, "docs", "benchmark.md"), filepath.Join(dir, "e2e", "bench", "RESULTS.md")
+	old := "# x\n\n" + pageBegin + "\nold table\n" + pageEnd + "\n\nafter\n"
 	if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := updateReadme(path, rep); err != nil {
+	if err := updatePage(path, results, rep); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -70,8 +76,9 @@ func TestReportZstdAndTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := string(b)
-	if strings.Contains(got, "old table") || !strings.HasSuffix(got, readmeEnd+"\n\nafter\n") ||
-		!strings.Contains(got, "bytes into the target per byte stored at the origin ≤ 1.05: 1.020") {
-		t.Errorf("README after updateReadme:\n%s", got)
+	if strings.Contains(got, "old table") || !strings.HasSuffix(got, pageEnd+"\n\nafter\n") ||
+		!strings.Contains(got, "bytes into the target per byte stored at the origin ≤ 1.05: 1.020") ||
+		!strings.Contains(got, "(../e2e/bench/RESULTS.md).") {
+		t.Errorf("page after updatePage:\n%s", got)
 	}
 }

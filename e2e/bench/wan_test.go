@@ -11,7 +11,7 @@ import (
 )
 
 // TestWANSections checks that a run of the WAN rows alone replaces only
-// the WAN section of RESULTS.md and the README, and that a run without
+// the WAN section of RESULTS.md and the benchmark page, and that a run without
 // them keeps the WAN section RESULTS.md had.
 func TestWANSections(t *testing.T) {
 	rep := &report{Date: time.Date(2026, 12, 3, 1, 0, 0, 0, time.UTC), Machine: "test", Pulsar: "4.0.7", Sizes: sizes{Rounds: 1, LatDuration: time.Second}}
@@ -22,29 +22,33 @@ func TestWANSections(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	results, readme := filepath.Join(dir, "RESULTS.md"), filepath.Join(dir, "README.md")
+	results, page := filepath.Join(dir, "RESULTS.md"), filepath.Join(dir, "docs", "benchmark.md")
+	if err := os.Mkdir(filepath.Dir(page), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(results, []byte("main report\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(readme, []byte("# x\n"+readmeBegin+"\nmain table\n"+readmeEnd+"\n\n"+wanBegin+"\nold\n"+wanEnd+"\n\n## Layout\n"), 0o644); err != nil {
+	if err := os.WriteFile(page, []byte("# x\n"+pageBegin+"\nmain table\n"+pageEnd+"\n\n"+wanBegin+"\nold\n"+wanEnd+"\n\n## Layout\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	wanOnly := options{Only: parseOnly("wan")}
+	wanOnly := options{Only: parseOnly("wan"), Out: results}
 	for i := range 2 { // twice: the second run replaces the first's section
 		if err := writeResults(results, wanOnly, rep); err != nil {
 			t.Fatal(err)
 		}
-		if err := updateReadmeAll(readme, wanOnly, rep); err != nil {
+		if err := updatePageAll(page, wanOnly, rep); err != nil {
 			t.Fatal(err)
 		}
 		b, _ := os.ReadFile(results)
 		if s := string(b); !strings.HasPrefix(s, "main report\n") || strings.Count(s, wanBegin) != 1 || !strings.Contains(s, "| throughput, 150 ms RTT | msg/s | 10 | 10 | 1.00× | |") {
 			t.Fatalf("run %d: RESULTS.md:\n%s", i, s)
 		}
-		b, _ = os.ReadFile(readme)
+		b, _ = os.ReadFile(page)
 		if s := string(b); !strings.Contains(s, "main table") || strings.Contains(s, "\nold\n") || strings.Count(s, wanBegin) != 1 ||
-			!strings.HasSuffix(s, wanEnd+"\n\n## Layout\n") || !strings.Contains(s, "Target: sidecar throughput at 150 ms RTT ≥ 0.80 of its 0 ms figure: 1.00: met") {
-			t.Fatalf("run %d: README:\n%s", i, s)
+			!strings.HasSuffix(s, wanEnd+"\n\n## Layout\n") || !strings.Contains(s, "Target: sidecar throughput at 150 ms RTT ≥ 0.80 of its 0 ms figure: 1.00: met") ||
+			!strings.Contains(s, "(../RESULTS.md#between-regions-wan-rows).") {
+			t.Fatalf("run %d: page:\n%s", i, s)
 		}
 	}
 	// A run without the WAN rows writes the main report and keeps the
