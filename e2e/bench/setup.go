@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -582,15 +583,37 @@ func (e *env) pulsarVersion() string {
 }
 
 // adminDo sends a JSON request to a cluster's admin API; 2xx and 204 are
-// success.
+// success. Its callers' requests (create a topic or subscription, delete
+// one) are idempotent, so an answer that only says the broker is not
+// ready for the topic yet (errTransient) is retried for a few seconds:
+// a loaded broker still assigning a new namespace's bundle answers 412
+// "Failed to find ownership", and that failed a smoke run once.
 func (e *env) adminDo(cluster, method, path string, body any) error {
-	var r io.Reader
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
 			return err
 		}
-		r = strings.NewReader(string(b))
+	}
+	var err error
+	for wait := 100 * time.Millisecond; ; wait *= 2 {
+		err = e.adminDoOnce(cluster, method, path, b)
+		if !errors.Is(err, errTransient) || wait > 5*time.Second {
+			return err
+		}
+		time.Sleep(wait)
+	}
+}
+
+// errTransient marks an admin answer that a later attempt may not get:
+// 503, or 412/500 about a topic's ownership not being settled yet.
+var errTransient = errors.New("the broker is not ready for the topic yet")
+
+func (e *env) adminDoOnce(cluster, method, path string, body []byte) error {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
 	}
 	req, err := http.NewRequest(method, e2e.Get(cluster).AdminURL+path, r)
 	if err != nil {
@@ -604,7 +627,12 @@ func (e *env) adminDo(cluster, method, path string, body any) error {
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s %s on %s: %s: %s", method, path, cluster, resp.Status, b)
+		err := fmt.Errorf("%s %s on %s: %s: %s", method, path, cluster, resp.Status, b)
+		ownership := bytes.Contains(b, []byte("ownership")) || bytes.Contains(b, []byte("ServiceUnitNotReady"))
+		if resp.StatusCode == http.StatusServiceUnavailable || (ownership && (resp.StatusCode == http.StatusPreconditionFailed || resp.StatusCode == http.StatusInternalServerError)) {
+			err = fmt.Errorf("%w: %w", errTransient, err)
+		}
+		return err
 	}
 	return nil
 }
