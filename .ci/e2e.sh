@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # The e2e tests against real Pulsar clusters (`make e2e`), in two lanes at
-# once: the tests that need cluster far and the WAN proxy in front of it
-# (its addresses are fixed, so they run one at a time) beside all the
-# others. Most of each lane's time is waiting on fault windows and
-# brokers, so together they take about the time of the longer lane.
-# Tests of one lane that kill, freeze or restart a cluster the other
-# lane uses hold that cluster's lock (e2e.DisruptClusters, UseClusters).
+# once. The second lane holds the tests that need cluster far and the WAN
+# proxy in front of it (its addresses are fixed, so they run one at a
+# time), plus east/west-only tests chosen to even the lanes' lengths (the
+# drills, a deep restart); the first lane holds all the others, and every
+# test of north and south (each of those clusters is started by one lane
+# only). Most of each lane's time is waiting on fault windows and brokers,
+# so together they take about the time of the longer lane. Tests of one
+# lane that kill, freeze or restart a cluster the other lane uses hold
+# that cluster's lock (e2e.DisruptClusters, UseClusters).
 #
-#   E2E_LANES=1 .ci/e2e.sh   one process, one test at a time (as before)
+#   E2E_LANES=1 .ci/e2e.sh   one process, one test at a time
 #   extra arguments go to both `go test` runs (e.g. -v)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The far lane: every test that opens e2e.FarWAN or the benchmark's WAN rows.
-far='^(TestWAN.*|TestHATargetUnreachableFromActive|TestHASourceUnreachableFromActive|TestBenchWANSmoke)$'
+# The second lane: every test that opens e2e.FarWAN or the benchmark's WAN
+# rows, then the evening-out tests (about 190 s of the first lane's ~1,150).
+far='TestWAN.*|TestHATargetUnreachableFromActive|TestHASourceUnreachableFromActive|TestBenchWANSmoke'
+even='TestFailoverDrill|TestDrillLeavesOtherSubscriptionsAlone|TestFailoverDrillPartitioned|TestMarkersOnBusyTopic|TestFailoverCheckSyncOff|TestDrillSidecarRestartedMidway|TestRestartDeepInLedgerWithDedup'
+lane2="^($far|$even)\$"
 timeout=40m
 
 # Both lanes' TestMain bring up east and west if they are down; start them
@@ -27,12 +33,12 @@ if [ "${E2E_LANES:-2}" = 1 ]; then
 fi
 
 start=$(date +%s)
-go test -p 1 -count=1 -timeout "$timeout" -run "$far" "$@" ./e2e/ ./e2e/bench/ 2>&1 | sed -u 's/^/[far] /' &
+go test -p 1 -count=1 -timeout "$timeout" -run "$lane2" "$@" ./e2e/ ./e2e/bench/ 2>&1 | sed -u 's/^/[lane2] /' &
 farpid=$!
 rc=0
-go test -p 1 -count=1 -timeout "$timeout" -skip "$far" "$@" ./e2e/... || rc=$?
-echo "== e2e: the lane without far ended (exit $rc) after $(( $(date +%s) - start )) s; waiting for the far lane"
+go test -p 1 -count=1 -timeout "$timeout" -skip "$lane2" "$@" ./e2e/... || rc=$?
+echo "== e2e: the first lane ended (exit $rc) after $(( $(date +%s) - start )) s; waiting for the second"
 farrc=0
 wait "$farpid" || farrc=$?
-echo "== e2e: the far lane ended (exit $farrc) after $(( $(date +%s) - start )) s"
+echo "== e2e: the second lane ended (exit $farrc) after $(( $(date +%s) - start )) s"
 [ "$rc" = 0 ] && [ "$farrc" = 0 ]
