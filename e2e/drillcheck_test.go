@@ -25,10 +25,10 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
-	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/subscription/drill"
 )
 
 // snapshotInterval is the snapshot interval of the test sidecars' configs
@@ -486,8 +486,8 @@ func awaitInStep(t *testing.T, fromA, toA pulsaradmin.Client, topic, sub string,
 	start := time.Now()
 	best, bestAt := int64(-1), start
 	for time.Since(start) < timeout {
-		fb, fok := backlogs(fromA, *tn, sub)
-		tb, tok := backlogs(toA, *tn, sub)
+		fb, fok := drill.Backlogs(fromA, *tn, sub)
+		tb, tok := drill.Backlogs(toA, *tn, sub)
 		if fok && tok && len(tb) > 0 && len(tb) == len(fb) {
 			var lag int64
 			for p, f := range fb {
@@ -503,36 +503,6 @@ func awaitInStep(t *testing.T, fromA, toA pulsaradmin.Client, topic, sub string,
 		time.Sleep(200 * time.Millisecond)
 	}
 	return time.Since(start), false
-}
-
-// backlogs returns sub's precise backlog per partition where sub exists.
-func backlogs(a pulsaradmin.Client, tn utils.TopicName, sub string) (map[string]int64, bool) {
-	md, err := a.Topics().GetMetadata(tn)
-	if err != nil {
-		return nil, false
-	}
-	opt := utils.GetStatsOptions{GetPreciseBacklog: true, ExcludePublishers: true, ExcludeConsumers: true}
-	out := map[string]int64{}
-	if md.Partitions == 0 {
-		st, err := a.Topics().GetStatsWithOption(tn, opt)
-		if err != nil {
-			return nil, false
-		}
-		if s, ok := st.Subscriptions[sub]; ok {
-			out[tn.String()] = s.MsgBacklog
-		}
-		return out, true
-	}
-	st, err := a.Topics().GetPartitionedStatsWithOption(tn, true, opt)
-	if err != nil {
-		return nil, false
-	}
-	for p, ps := range st.Partitions {
-		if s, ok := ps.Subscriptions[sub]; ok {
-			out[p] = s.MsgBacklog
-		}
-	}
-	return out, true
 }
 
 // fmtBreaks prints per-origin order breaks, "none" when there are none.
