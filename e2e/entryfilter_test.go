@@ -28,18 +28,10 @@ import (
 // entryFilterName is the name in deploy/entryfilter's entry_filter.yaml.
 const entryFilterName = "geo-sidecar-markers"
 
-// propOriginCluster is the property the message path puts on its copies
-// (replicator.PropOriginCluster).
+// propOriginCluster is the origin property the sidecar puts on its copies
+// (replicator.PropOriginCluster): on a marker's copy, a single message,
+// consumers see it among the message's properties.
 const propOriginCluster = "geo-sidecar.origin-cluster"
-
-// entryFilterDataPath is the data path of TestEntryFilterHidesMarkers:
-// GEO_E2E_DATA_PATH, else entries (the path the filter is made for).
-func entryFilterDataPath() string {
-	if p := os.Getenv("GEO_E2E_DATA_PATH"); p != "" && p != "auto" {
-		return p
-	}
-	return "entries"
-}
 
 // errFilterNotLoaded: the broker does not know the marker filter.
 var errFilterNotLoaded = errors.New("the broker has not loaded the entry filter")
@@ -125,7 +117,7 @@ func setNamespaceEntryFilter(t *testing.T, cluster, ns string) {
 type seen struct {
 	data      []string
 	local     int // markers written in this cluster
-	forwarded int // copies of another cluster's markers (message path)
+	forwarded int // copies of another cluster's markers
 }
 
 func (s seen) markers() int { return s.local + s.forwarded }
@@ -238,23 +230,18 @@ func (a *appConsumer) close() error {
 // in west (the sidecar's cursors and history reader are let through).
 // The control namespace, without the filter, shows the same consumers
 // receiving markers.
-//
-// On the message path (GEO_E2E_DATA_PATH=messages) the sidecar forwards
-// markers through a batching producer: a copy that shares a batch with
-// data is invisible to the filter, and the test reports how many came.
 func TestEntryFilterHidesMarkers(t *testing.T) {
 	awaitClusters(t, "east", "west")
 	ensureEntryFilterLoaded(t, "east", "west")
-	path := entryFilterDataPath()
 	for _, filtered := range []bool{true, false} {
 		name := map[bool]string{true: "filtered", false: "control"}[filtered]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			res := runEntryFilterScenario(t, filtered, path)
-			t.Logf("%s, data path %s: east orders-sub (replicated, consumed in east): %s; west audit: %s; "+
+			res := runEntryFilterScenario(t, filtered)
+			t.Logf("%s: east orders-sub (replicated, consumed in east): %s; west audit: %s; "+
 				"west orders-sub after the switch: %s; in step %v after %.1fs; updates applied in west: %.0f; "+
 				"east geo-sidecar-testbed.tap (let through by the broker setting): %s",
-				name, path, res.east, res.audit, res.after, res.inStep, res.inStepAfter.Seconds(), res.updates, res.tap)
+				name, res.east, res.audit, res.after, res.inStep, res.inStepAfter.Seconds(), res.updates, res.tap)
 			if !res.inStep {
 				t.Errorf("orders-sub never got in step in west")
 			}
@@ -288,11 +275,7 @@ func TestEntryFilterHidesMarkers(t *testing.T) {
 					t.Errorf("%s received %d markers written in its cluster through the filter", c.where, c.s.local)
 				}
 				if c.s.forwarded != 0 {
-					if path == "messages" {
-						t.Logf("%s received %d forwarded markers: the message path batches them with data, out of the filter's sight", c.where, c.s.forwarded)
-					} else {
-						t.Errorf("%s received %d forwarded markers through the filter", c.where, c.s.forwarded)
-					}
+					t.Errorf("%s received %d forwarded markers through the filter", c.where, c.s.forwarded)
 				}
 			}
 		})
@@ -312,7 +295,7 @@ type entryFilterResult struct {
 // orders-sub in step, publishes in both regions while an application
 // consumes orders-sub in east and its own audit subscription in west, then
 // switches orders-sub to west.
-func runEntryFilterScenario(t *testing.T, filtered bool, path string) entryFilterResult {
+func runEntryFilterScenario(t *testing.T, filtered bool) entryFilterResult {
 	const (
 		perRegion  = 1000
 		over       = 10 * time.Second
@@ -330,7 +313,7 @@ func runEntryFilterScenario(t *testing.T, filtered bool, path string) entryFilte
 	var cfg strings.Builder
 	for _, d := range [][2]string{{"east", "west"}, {"west", "east"}} {
 		fmt.Fprintf(&cfg, "  - source: %s\n    namespace: %s\n    topics: [orders]\n    targets: [%s]\n"+
-			"    subscriptions: [orders-sub]\n    data_path: %s\n", d[0], ns, d[1], path)
+			"    subscriptions: [orders-sub]\n", d[0], ns, d[1])
 	}
 	east, west := Client(t, "east"), Client(t, "west")
 	eastApp := startAppConsumer(t, east, topic, "orders-sub")

@@ -18,12 +18,6 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar/crypto"
 )
 
-// entries is entry() on the entry data path (data_path: entries).
-func entries(source, ns, topics string, targets ...string) string {
-	return fmt.Sprintf("  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n    data_path: entries\n",
-		source, ns, topics, strings.Join(targets, ", "))
-}
-
 // sent is what the test wrote on the origin, to compare with the copy.
 type sent struct {
 	payload     []byte
@@ -131,7 +125,7 @@ func TestEntryPipeFidelity(t *testing.T) {
 	for _, m := range readAll(t, east, topic, keys, len(want)+2) {
 		origin[string(m.Payload())] = m
 	}
-	s := StartSidecar(t, []string{"east", "west"}, entries("east", ns, all, "west"))
+	s := StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
 	got := readAll(t, west, topic, keys, len(want))
 	if len(got) != len(want) {
 		t.Fatalf("west has %d messages, want %d", len(got), len(want))
@@ -249,56 +243,47 @@ func rsaKeys(t *testing.T) *crypto.FileKeyReader {
 // TestForgedOriginOnTarget: a producer other than the sidecar writes, on
 // the target, messages that claim to be copies of every source entry not
 // yet replicated (origin cluster and position, a made-up signature). The
-// sidecar must skip none of them: on both data paths, proof of a copy is
-// the pair's producer name (messages) or a valid signature (entries).
+// sidecar must skip none of them: proof of a copy is a valid signature.
 func TestForgedOriginOnTarget(t *testing.T) {
-	for _, path := range []string{"messages", "entries"} {
-		t.Run(path, func(t *testing.T) {
-			ns := NewNamespace(t, "east", "west")
-			topic := Topic(ns, "forged")
-			east, west := Client(t, "east"), Client(t, "west")
-			p, err := east.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ids []pulsar.MessageID
-			for i := range 20 {
-				id, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("m-%d", i))})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids = append(ids, id)
-			}
-			p.Close()
-			forger, err := west.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "geo-sidecar-impostor"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, id := range ids {
-				for _, batch := range []int32{-1, 0} {
-					oid := fmt.Sprintf("%d:%d:%d", id.LedgerID(), id.EntryID(), batch)
-					forger.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte("forged"), Properties: map[string]string{
-						"geo-sidecar.origin-cluster": "east", "geo-sidecar.origin-id": oid,
-						"geo-sidecar.origin-sig": "00112233445566778899aabbccddeeff"}}, nil)
-				}
-			}
-			if err := forger.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			forger.Close()
-			rep := entry("east", ns, all, "west")
-			if path == "entries" {
-				rep = entries("east", ns, all, "west")
-			}
-			s := StartSidecar(t, []string{"east", "west"}, rep)
-			got := drain(t, west, topic, "check", 60, 30*time.Second, 2*time.Second)
-			missing, dups, breaks := checkCopies(t, onlyPrefix(got, "m-"), "m", 20, false)
-			t.Logf("forged origin data on the target, data path %s: 20 messages, %d missing, %d duplicates, %d out of order; %.0f skipped as already copied",
-				path, missing, dups, breaks, s.Metric("geo_sidecar_skipped_messages_total", `reason="already-copied"`))
-			if v := s.Metric("geo_sidecar_skipped_messages_total", `reason="already-copied"`); v != 0 {
-				t.Errorf("%v messages skipped as already copied on the strength of forged data", v)
-			}
-		})
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "forged")
+	east, west := Client(t, "east"), Client(t, "west")
+	p, err := east.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []pulsar.MessageID
+	for i := range 20 {
+		id, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("m-%d", i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	p.Close()
+	forger, err := west.CreateProducer(pulsar.ProducerOptions{Topic: topic, Name: "geo-sidecar-impostor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		for _, batch := range []int32{-1, 0} {
+			oid := fmt.Sprintf("%d:%d:%d", id.LedgerID(), id.EntryID(), batch)
+			forger.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte("forged"), Properties: map[string]string{
+				"geo-sidecar.origin-cluster": "east", "geo-sidecar.origin-id": oid,
+				"geo-sidecar.origin-sig": "00112233445566778899aabbccddeeff"}}, nil)
+		}
+	}
+	if err := forger.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	forger.Close()
+	s := StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
+	got := drain(t, west, topic, "check", 60, 30*time.Second, 2*time.Second)
+	missing, dups, breaks := checkCopies(t, onlyPrefix(got, "m-"), "m", 20, false)
+	t.Logf("forged origin data on the target: 20 messages, %d missing, %d duplicates, %d out of order; %.0f skipped as already copied",
+		missing, dups, breaks, s.Metric("geo_sidecar_skipped_messages_total", `reason="already-copied"`))
+	if v := s.Metric("geo_sidecar_skipped_messages_total", `reason="already-copied"`); v != 0 {
+		t.Errorf("%v messages skipped as already copied on the strength of forged data", v)
 	}
 }
 
@@ -354,7 +339,7 @@ func TestEntryPipeSchemas(t *testing.T) {
 		}
 		p.Close()
 	}
-	StartSidecar(t, []string{"east", "west"}, entries("east", ns, all, "west"))
+	StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
 	got := Consume(t, west, topic, "check", 10, time.Minute)
 	if len(got) != 10 {
 		t.Fatalf("west has %d messages, want 10", len(got))

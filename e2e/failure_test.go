@@ -184,12 +184,8 @@ func missingRanges(got []pulsar.Message, prefix string, n int) string {
 
 func TestKillNineUnderLoad(t *testing.T) {
 	DisruptClusters(t, "west")
-	for _, tc := range []struct {
-		dedup bool
-		path  string
-	}{{true, "messages"}, {false, "messages"}, {true, "entries"}, {false, "entries"}} {
-		dedup := tc.dedup
-		t.Run(fmt.Sprintf("dedup=%v/data_path=%s", dedup, tc.path), func(t *testing.T) {
+	for _, dedup := range []bool{true, false} {
+		t.Run(fmt.Sprintf("dedup=%v", dedup), func(t *testing.T) {
 			ns := NewNamespace(t, "east", "west")
 			if dedup {
 				if err := Admin(t, "west").Namespaces().SetDeduplicationStatus(ns, true); err != nil {
@@ -198,11 +194,7 @@ func TestKillNineUnderLoad(t *testing.T) {
 			}
 			topic := Topic(ns, "crash")
 			east, west := Client(t, "east"), Client(t, "west")
-			rep := entry("east", ns, all, "west")
-			if tc.path == "entries" {
-				rep = entries("east", ns, all, "west")
-			}
-			s := StartSidecar(t, []string{"east", "west"}, rep)
+			s := StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
 
 			const n = 20000
 			load := startLoad(t, east, topic, "m", n, 4000)
@@ -236,8 +228,8 @@ func TestKillNineUnderLoad(t *testing.T) {
 
 			got := drain(t, west, topic, "check", n, 90*time.Second, 3*time.Second)
 			missing, dups, breaks := checkCopies(t, got, "m", n, dedup)
-			t.Logf("kill -9 under load, dedup=%v, data path %s: %d messages (%.0f replicated before the kill), %d missing, %d duplicates, %d out of order; after restart %.0f skipped as already on the target, %.0f unproven duplicate receipts",
-				dedup, tc.path, n, before, missing, dups, breaks, s.Metric("geo_sidecar_skipped_messages_total", `reason="already-copied"`),
+			t.Logf("kill -9 under load, dedup=%v: %d messages (%.0f replicated before the kill), %d missing, %d duplicates, %d out of order; after restart %.0f skipped as already on the target, %.0f unproven duplicate receipts",
+				dedup, n, before, missing, dups, breaks, s.Metric("geo_sidecar_skipped_messages_total", `reason="already-copied"`),
 				s.Metric("geo_sidecar_duplicates_unproven_total"))
 			if !dedup && dups > 5000 {
 				t.Fatalf("%d duplicates: more than could have been in flight", dups)
@@ -245,10 +237,10 @@ func TestKillNineUnderLoad(t *testing.T) {
 			// The entry path reads every copy back (signed origins): with
 			// deduplication off on the target nothing hides a read-back
 			// that found too little, so none may come twice.
-			if tc.path == "entries" && dups > 0 {
+			if dups > 0 {
 				t.Errorf("%d duplicates on the entry path with a marker key: the read-back missed copies", dups)
 			}
-			if tc.path == "entries" && s.Metric("geo_sidecar_skipped_messages_total", `reason="already-copied"`) == 0 {
+			if s.Metric("geo_sidecar_skipped_messages_total", `reason="already-copied"`) == 0 {
 				t.Errorf("the restart found no copy on west: the kill caught nothing in flight, so the read-back was not tested")
 			}
 		})
@@ -365,7 +357,7 @@ func TestTwoInstancesActiveKilled(t *testing.T) {
 // sends again started.
 func noReadBackDuplicates(t *testing.T, dups int) {
 	t.Helper()
-	if dataPath() == "entries" && dups > 0 {
+	if dups > 0 {
 		t.Errorf("%d duplicates on the entry path: the read-back missed copies on the target", dups)
 	}
 }

@@ -149,7 +149,7 @@ func TestEntryPipeJavaFidelity(t *testing.T) {
 	// The sidecar runs before anything is written, so that copies follow
 	// their originals within seconds (the delivery-time check needs them
 	// on west well before they are due).
-	StartSidecar(t, []string{"east", "west"}, entries("east", ns, all, "west"))
+	StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
 	shared := watchShared(t, topic)
 
 	var produced struct{ Produced, LocalOnly int }

@@ -37,7 +37,7 @@ func TestHATargetUnreachableFromActive(t *testing.T) {
 	}
 	topic := Topic(ns, "ha")
 	CreatePartitioned(t, topic, 2, "west", "far")
-	repl := entries("west", ns, all, "far")
+	repl := entry("west", ns, all, "far")
 	start := func(far Cluster) *Sidecar {
 		listen := FreeAddr(t)
 		cfg := ConfigFor(listen, []Cluster{Get("west"), far}, repl)

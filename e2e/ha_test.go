@@ -27,7 +27,7 @@ func TestHASourceUnreachableFromActive(t *testing.T) {
 	}
 	topic := Topic(ns, "ha")
 	CreatePartitioned(t, topic, 2, "far", "west") // on west too: the arrivals watcher subscribes there first
-	repl := entries("far", ns, all, "west")
+	repl := entry("far", ns, all, "west")
 	arrivals := watchArrivals(t, Client(t, "west"), topic)
 	a := StartSidecarFor(t, []Cluster{farViaWAN, Get("west")}, repl)
 

@@ -53,7 +53,7 @@ func TestHAStartTogetherAtLedgerStart(t *testing.T) { haStartTogether(t, true) }
 // links can run in a process of its own.
 func haStartEntries(ns string) (full string, northTo func(target string) string) {
 	northTo = func(target string) string {
-		return fmt.Sprintf("  - source: north\n    namespace: %s\n    %s\n    targets: [%s]\n%s", ns, all, target, pathLine())
+		return fmt.Sprintf("  - source: north\n    namespace: %s\n    %s\n    targets: [%s]\n", ns, all, target)
 	}
 	return northTo("east") + northTo("west") + syncEntriesWith(ns, "subscriptions: [app-east, app-west]", "east", "west"), northTo
 }

@@ -38,8 +38,8 @@ type opsRequirement struct {
 // silently blank a panel or disarm an alert. The expressions are parsed
 // with Prometheus's own PromQL parser (promqlnames, built by
 // deploy/tools/tool.sh); the names are compared with a scrape of a sidecar
-// that has replicated on both data paths, kept a subscription in step
-// both ways and skipped a forged marker. A metric without a series in
+// that has replicated two namespaces, kept a subscription in step both
+// ways and skipped a forged marker. A metric without a series in
 // that run (one that counts failures this test does not cause) is checked
 // against the sidecar's own declarations instead, and named in the log.
 func TestOpsKitMetricNames(t *testing.T) {
@@ -50,7 +50,7 @@ func TestOpsKitMetricNames(t *testing.T) {
 	ns := NewNamespace(t, "east", "west")
 	entryNS := NewNamespace(t, "east", "west")
 	entries := syncEntries(ns, "billing", "east", "west") +
-		fmt.Sprintf("  - source: east\n    namespace: %s\n    %s\n    targets: [west]\n    data_path: entries\n", entryNS, all)
+		fmt.Sprintf("  - source: east\n    namespace: %s\n    %s\n    targets: [west]\n", entryNS, all)
 	s := StartSidecar(t, []string{"east", "west"}, entries)
 	east, west := Client(t, "east"), Client(t, "west")
 

@@ -11,33 +11,12 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
-
-	"github.com/geo-sidecar/geo-sidecar/replicator"
 )
 
-// entry is one replication list item for Config, on the default data
-// path (auto: the entry pipe); GEO_E2E_DATA_PATH=messages runs the
-// scenarios that use it (or pathLine) on the message path instead.
+// entry is one replication list item for Config.
 func entry(source, ns, topics string, targets ...string) string {
 	return fmt.Sprintf("  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n",
-		source, ns, topics, strings.Join(targets, ", ")) + pathLine()
-}
-
-// pathLine is the data_path line of a replication list item that
-// GEO_E2E_DATA_PATH asks for, or "".
-func pathLine() string {
-	if p := os.Getenv("GEO_E2E_DATA_PATH"); p != "" {
-		return "    data_path: " + p + "\n"
-	}
-	return ""
-}
-
-// dataPath is the data path entry() selects.
-func dataPath() string {
-	if p := os.Getenv("GEO_E2E_DATA_PATH"); p != "" && p != "auto" {
-		return p
-	}
-	return "entries"
+		source, ns, topics, strings.Join(targets, ", "))
 }
 
 // all selects every topic of the namespace.
@@ -84,16 +63,8 @@ func TestFailoverEastToWest(t *testing.T) {
 		t.Errorf("key/ordering key/properties/event time not preserved: key=%q ok=%q props=%v event=%v",
 			props.Key(), props.OrderingKey(), props.Properties(), props.EventTime())
 	}
-	switch dataPath() {
-	case "messages":
-		if props.Properties()[replicator.PropOriginCluster] != "east" ||
-			props.Properties()[replicator.PropOriginID] == "" || props.Properties()[replicator.PropOriginPublishTime] == "" {
-			t.Errorf("origin properties missing: %v", props.Properties())
-		}
-	default:
-		if !props.IsReplicated() || props.GetReplicatedFrom() != "east" {
-			t.Errorf("copy not marked replicated from east: replicated %v from %q", props.IsReplicated(), props.GetReplicatedFrom())
-		}
+	if !props.IsReplicated() || props.GetReplicatedFrom() != "east" {
+		t.Errorf("copy not marked replicated from east: replicated %v from %q", props.IsReplicated(), props.GetReplicatedFrom())
 	}
 	if !got[0].EventTime().IsZero() && got[0].EventTime().UnixMilli() != 0 {
 		t.Errorf("unset event time came back as %v", got[0].EventTime())
@@ -164,33 +135,23 @@ func TestReplicateToHonoured(t *testing.T) {
 	east, west := Client(t, "east"), Client(t, "west")
 	StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
 
-	if dataPath() == "messages" {
-		// The message path honours geo-sidecar's per-message property.
-		Produce(t, east, topic,
-			&pulsar.ProducerMessage{Payload: []byte("to-west"), Properties: map[string]string{replicator.PropReplicateTo: "north,west"}},
-			&pulsar.ProducerMessage{Payload: []byte("to-north"), Properties: map[string]string{replicator.PropReplicateTo: "north"}},
-			&pulsar.ProducerMessage{Payload: []byte("nowhere"), Properties: map[string]string{replicator.PropReplicateTo: ""}},
-			&pulsar.ProducerMessage{Payload: []byte("everywhere")},
-		)
-	} else {
-		// The entry pipe honours Pulsar's own replicate_to, which is
-		// per entry: one message per entry here.
-		p, err := east.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
-		if err != nil {
+	// The entry pipe honours Pulsar's own replicate_to, which is per
+	// entry: one message per entry here.
+	p, err := east.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*pulsar.ProducerMessage{
+		{Payload: []byte("to-west"), ReplicationClusters: []string{"north", "west"}},
+		{Payload: []byte("to-north"), ReplicationClusters: []string{"north"}},
+		{Payload: []byte("nowhere"), DisableReplication: true},
+		{Payload: []byte("everywhere")},
+	} {
+		if _, err := p.Send(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range []*pulsar.ProducerMessage{
-			{Payload: []byte("to-west"), ReplicationClusters: []string{"north", "west"}},
-			{Payload: []byte("to-north"), ReplicationClusters: []string{"north"}},
-			{Payload: []byte("nowhere"), DisableReplication: true},
-			{Payload: []byte("everywhere")},
-		} {
-			if _, err := p.Send(context.Background(), m); err != nil {
-				t.Fatal(err)
-			}
-		}
-		p.Close()
 	}
+	p.Close()
 	got := Payloads(drain(t, west, topic, "check", 2, 30*time.Second, 3*time.Second))
 	if want := []string{"to-west", "everywhere"}; !slices.Equal(got, want) {
 		t.Fatalf("west got %q, want %q", got, want)

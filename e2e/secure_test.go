@@ -448,23 +448,17 @@ func TestSecureExpiredToken(t *testing.T) {
 // the permission_denied metric while south->east keeps going, and resumes
 // once the grant is made. A topic that does not exist on south yet needs
 // a tenant administrator to be created: named the same way, and created
-// once the role is made one. Both data paths: pulsar-client-go's
-// (messages) and the entry pipe's own client (entries).
+// once the role is made one. The producer that is refused is the entry
+// pipe's own client's.
 func TestSecureMissingPermission(t *testing.T) {
-	for _, path := range []string{"messages", "entries"} {
-		t.Run(path, func(t *testing.T) { testMissingPermission(t, path) })
-	}
-}
-
-func testMissingPermission(t *testing.T, dataPath string) {
 	s := newSecureSetup(t, 1)
 	Grant(t, s.ns, s.role, "consume")
 	s.writeToken(t, time.Hour)
 	newTopic := Topic(s.ns, "invoices") // on east only
 	CreatePartitioned(t, newTopic, 2, "east")
 	listen := FreeAddr(t)
-	repl := fmt.Sprintf("  - {source: east, namespace: %s, topics: [orders, invoices], targets: [south], data_path: %s}\n"+
-		"  - {source: south, namespace: %s, topics: [orders], targets: [east], data_path: %s}\n", s.ns, dataPath, s.ns, dataPath)
+	repl := fmt.Sprintf("  - {source: east, namespace: %s, topics: [orders, invoices], targets: [south]}\n"+
+		"  - {source: south, namespace: %s, topics: [orders], targets: [east]}\n", s.ns, s.ns)
 	cfg := filepath.Join(s.dir, "geo.yaml")
 	if err := os.WriteFile(cfg, []byte(SecureConfig(listen, "east", South, s.tokenAuth(), repl)), 0o600); err != nil {
 		t.Fatal(err)
@@ -524,17 +518,17 @@ func testMissingPermission(t *testing.T, dataPath string) {
 }
 
 // TestSecureFailedSendLogsNoProperties: a message too large for south
-// (maxMessageSize 2 MB there, 5 MB on east) fails to send; pulsar-client-go
-// logs such a failure with the message's properties, which must not reach
-// the sidecar's log, and neither may the payload.
+// (maxMessageSize 2 MB there, 5 MB on east) cannot be sent; the sidecar
+// logs the refusal naming the position and the reason, and neither the
+// message's properties nor its payload may reach the sidecar's log. (The
+// first data path's producer, pulsar-client-go's, logged such a failure
+// with the message's properties.)
 func TestSecureFailedSendLogsNoProperties(t *testing.T) {
 	s := newSecureSetup(t, 1)
 	Grant(t, s.ns, s.role, "produce", "consume")
 	s.writeToken(t, time.Hour)
 	listen := FreeAddr(t)
-	// The message path: its producer is pulsar-client-go's, which logs
-	// the failed send with the message's properties.
-	repl := fmt.Sprintf("  - {source: east, namespace: %s, topics: [orders], targets: [south], data_path: messages}\n", s.ns)
+	repl := fmt.Sprintf("  - {source: east, namespace: %s, topics: [orders], targets: [south]}\n", s.ns)
 	cfg := filepath.Join(s.dir, "geo.yaml")
 	if err := os.WriteFile(cfg, []byte(SecureConfig(listen, "east", South, s.tokenAuth(), repl)), 0o600); err != nil {
 		t.Fatal(err)
@@ -545,8 +539,8 @@ func TestSecureFailedSendLogsNoProperties(t *testing.T) {
 	Produce(t, s.east, s.topic, &pulsar.ProducerMessage{Payload: bytes.Repeat([]byte("x"), 3<<20),
 		Properties: map[string]string{"customer-email": email}})
 	Eventually(t, 30*time.Second, func() error {
-		if countLines(t, sc.LogPath, "MaxMessageSize") == 0 {
-			return fmt.Errorf("pulsar-client-go has not logged the failed send yet")
+		if countLines(t, sc.LogPath, "refuses a message for good", `"reason":"rejected-too-large"`) == 0 {
+			return fmt.Errorf("the sidecar has not logged the refused send yet")
 		}
 		return nil
 	})

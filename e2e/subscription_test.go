@@ -66,8 +66,8 @@ func syncEntriesWith(ns, subs string, clusters ...string) string {
 				targets = append(targets, o)
 			}
 		}
-		fmt.Fprintf(&b, "  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n    %s\n%s",
-			c, ns, all, strings.Join(targets, ", "), subs, pathLine())
+		fmt.Fprintf(&b, "  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n    %s\n",
+			c, ns, all, strings.Join(targets, ", "), subs)
 	}
 	return b.String()
 }
@@ -462,7 +462,7 @@ func TestMarkersOnBusyTopic(t *testing.T) {
 func northLaggingEntries(ns, sub string, northToEast int) string {
 	e := func(source, targets, extra string) string {
 		return fmt.Sprintf("  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n    subscriptions: [%s]\n%s",
-			source, ns, all, targets, sub, pathLine()+extra)
+			source, ns, all, targets, sub, extra)
 	}
 	return e("east", "west, north", "") + e("west", "east, north", "") + e("north", "west", "") +
 		e("north", "east", fmt.Sprintf("    rate_limit: {messages_per_second: %d}\n", northToEast))

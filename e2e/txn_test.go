@@ -196,7 +196,7 @@ func TestTransactionsNorthToEast(t *testing.T) {
 	north, east := Client(t, "north"), Client(t, "east")
 	onNorth, onEast := watchTxn(t, north, topic, "app"), watchTxn(t, east, topic, "app")
 	goNorth, goEast := watchTxn(t, north, goTopic, "app"), watchTxn(t, east, goTopic, "app")
-	s := StartSidecar(t, []string{"north", "east"}, entries("north", ns, all, "east"))
+	s := StartSidecar(t, []string{"north", "east"}, entry("north", ns, all, "east"))
 	// Both cursors open before anything is written, so that arrival times
 	// on east tell when north's broker let the sidecar read.
 	Eventually(t, 30*time.Second, func() error {

@@ -26,7 +26,7 @@ func TestWANProxyCarriesSidecar(t *testing.T) {
 	links, far := FarWAN(t)
 	ns := NewNamespace(t, "east", "far")
 	topic := Topic(ns, "via")
-	s := StartSidecarFor(t, []Cluster{Get("east"), far}, entries("east", ns, all, "far"))
+	s := StartSidecarFor(t, []Cluster{Get("east"), far}, entry("east", ns, all, "far"))
 
 	const n, size = 2000, 1024
 	msgs := make([]*pulsar.ProducerMessage, n)
@@ -158,7 +158,7 @@ func runWANFault(t *testing.T, f wanFault) {
 	}
 	topic := Topic(ns, "wan")
 	CreatePartitioned(t, topic, 2, "east")
-	s := StartSidecarFor(t, []Cluster{Get("east"), far}, entries("east", ns, all, "far"))
+	s := StartSidecarFor(t, []Cluster{Get("east"), far}, entry("east", ns, all, "far"))
 	links.SetLatency(10*time.Millisecond, 2*time.Millisecond)
 
 	n := f.rate * int(f.load/time.Second)
