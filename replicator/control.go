@@ -3,8 +3,8 @@ package replicator
 // The control plane: every question discovery, the subscription sync
 // and start-up ask a cluster's admin API, behind one small interface, so
 // that they are unit-tested with fakes (control_test.go, sync_test.go).
-// The data plane (cursors, producers, the read-back in tail.go) is not
-// here.
+// The data plane (cursors, producers, the read-back in entryreadback.go)
+// is not here.
 
 import (
 	"context"

@@ -240,7 +240,9 @@ func (e *wireEndpoints) openProducer(ctx context.Context, epoch uint64, onLink f
 	p, err := wire.CreateProducer(ctx, c, e.producerOptions(epoch, dst.linkChanged))
 	e.remote.noteOpen("producer", e.topic, err)
 	if err != nil {
-		return nil, err // an untyped nil target (see pulsarEndpoints.openTarget)
+		// An untyped nil: a typed nil pointer as an entryTarget is a
+		// non-nil interface, and the session would call Close on it.
+		return nil, err
 	}
 	dst.Producer = p
 	// Counted by the entry pipe from here; the link's state decides.
@@ -301,6 +303,11 @@ func (e *wireEndpoints) copiedSince(ctx context.Context, from marker.Position, r
 	limit := max(int64(e.maxPending), min(reach, maxRecordReach)) + lookBack
 	return scanTail(ctx, r, bySignature(e.keys, e.topic, e.remote.Name), e.local.Name, from, int(limit))
 }
+
+// lookBack is how many entries beyond the in-flight window copiedSince
+// reads back from the end of the remote partition, for entries written by
+// others (active-active) between the copies.
+const lookBack = 100
 
 // maxRecordReach caps recordReach's widening of the read-back: the
 // windows double, so reading back this far costs a handful of readers
@@ -365,7 +372,7 @@ func (w *cursorWindows) join() (leave func()) {
 const cursorPermitsPerPending = 64
 
 // entryDrainTimeout bounds how long a stopping entry session waits for
-// its producer (see partition.drainTimeout).
+// its producer (see entryPartition.drainTimeout).
 const entryDrainTimeout = 4 * time.Second
 
 // producerLink wraps the entry pipe's onLink for the producer: a link

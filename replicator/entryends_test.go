@@ -102,7 +102,7 @@ func TestWireEndpointsCopiedSince(t *testing.T) {
 	copyOf := func(cluster string, e int64, key []byte) entryCopy {
 		p := at(e)
 		sig := originSig(key, topic, cluster, "west", p.String(), &digest)
-		return entryCopy{producer: "app", origins: []origin{{cluster: cluster, pos: p, ok: true, sig: sig, digest: &digest}}}
+		return entryCopy{origins: []origin{{cluster: cluster, pos: p, ok: true, sig: sig, digest: &digest}}}
 	}
 	// The remote: east's copies of 10:0..10:1499 in ledger 7, but for two
 	// entries at 10:1450 and 10:1460 that are not east's.
@@ -167,35 +167,28 @@ func TestWireEndpointsCopiedSince(t *testing.T) {
 	}
 }
 
-// Both read-backs (scanTail, and scanCopies on the message path) take only
-// copies of local's entries as proof: another origin's copy at a colliding
-// position is not.
+// The read-back takes only copies of local's entries as proof: another
+// origin's copy at a colliding position is not.
 //
-// Fails for: the `o.cluster != local` filter removed from either.
+// Fails for: the `o.cluster != local` filter removed from scanTail.
 func TestReadBackOnlyLocalOrigins(t *testing.T) {
 	at := func(e int64) marker.Position { return marker.Position{Ledger: 1, Entry: e, Batch: -1} }
 	entries := copies(0, 20)
 	entries[12] = "x12" // north's copy of its 1:12
 	f := tailOf([]int{20}, []int64{7}, entries...)
-	f.entries[0][12] = entryCopy{producer: "ours", origins: []origin{{cluster: "north", pos: at(12), ok: true}}}
-	ours := func(e entryCopy) bool { return e.producer == "ours" }
+	f.entries[0][12] = entryCopy{origins: []origin{{cluster: "north", pos: at(12), ok: true, sig: fakeSig}}}
 	want := []int64{5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19}
-	for name, scan := range map[string]func() (copySet, error){
-		"scanTail":   func() (copySet, error) { return scanTail(context.Background(), f, ours, "east", at(5), 1100) },
-		"scanCopies": func() (copySet, error) { return scanCopies(context.Background(), f, ours, "east", at(5), 1100) },
-	} {
-		set, err := scan()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []int64
-		for p := range set {
-			got = append(got, p.Entry)
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			t.Errorf("%s found %v, want %v (not north's 1:12)", name, got, want)
-		}
+	set, err := scanTail(context.Background(), f, fakeOurs, "east", at(5), 1100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for p := range set {
+		got = append(got, p.Entry)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("scanTail found %v, want %v (not north's 1:12)", got, want)
 	}
 }
 
@@ -242,5 +235,26 @@ func TestWireEndpointsLinkHealth(t *testing.T) {
 	m.Links.unconfirmed.mu.Unlock()
 	if !watched {
 		t.Error("the local cluster's oldest unconfirmed send is not exported")
+	}
+}
+
+// The entry pipe's producer: the partition, its window, and the producer
+// name of the epoch of the entries it sends (see entrySeq), epoch 0's
+// being the name of the versions before epochs.
+func TestEntryProducerOptions(t *testing.T) {
+	e := &wireEndpoints{topic: "persistent://t/ns/x-partition-1", producerName: "geo-sidecar.east-->west", maxPending: 500}
+	for _, tt := range []struct {
+		epoch uint64
+		name  string
+	}{
+		{0, "geo-sidecar.east-->west"},
+		{1, "geo-sidecar.east-->west.epoch1"},
+		{2, "geo-sidecar.east-->west.epoch2"},
+		{512, "geo-sidecar.east-->west.epoch512"},
+	} {
+		o := e.producerOptions(tt.epoch, nil)
+		if o.Name != tt.name || o.Topic != e.topic || o.MaxPending != 500 {
+			t.Errorf("epoch %d: producer %q on %q with %d pending, want %q on %q with 500", tt.epoch, o.Name, o.Topic, o.MaxPending, tt.name, e.topic)
+		}
 	}
 }

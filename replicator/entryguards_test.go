@@ -167,10 +167,10 @@ func TestEntryPipeSameEntryAgain(t *testing.T) {
 	})
 }
 
-// On the entry path (signedCopies) a copy of the remote's marker counts
-// only with a signed origin naming the remote itself: in an aggregate
-// topology (west→east and north→east) north's signed copy of a marker
-// claiming to come from west proves nothing about west.
+// A copy of the remote's marker counts only with a signed origin naming
+// the remote itself: in an aggregate topology (west→east and north→east)
+// north's signed copy of a marker claiming to come from west proves
+// nothing about west.
 //
 // Fails for: the `from.cluster != s.remote` check removed from markerAt.
 func TestSyncSignedCopyFromTheRemote(t *testing.T) {
@@ -186,7 +186,6 @@ func TestSyncSignedCopyFromTheRemote(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{})
-			r.s.signedCopies = true
 			payload, err := marker.Encode(update("west", "east", syncTopic), syncKey)
 			if err != nil {
 				t.Fatal(err)
@@ -348,7 +347,6 @@ func TestOutboxBound(t *testing.T) {
 // survivor sync.go:359, `< 0`).
 func TestSyncCopyDeliveredAgain(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
-	r.s.signedCopies = true
 	payload, err := marker.Encode(update("west", "east", syncTopic), syncKey)
 	if err != nil {
 		t.Fatal(err)
@@ -369,7 +367,6 @@ func TestSyncCopyDeliveredAgain(t *testing.T) {
 // (gremlins survivor sync.go:370, `reason == ""`).
 func TestSyncStaleCopyCounted(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
-	r.s.signedCopies = true
 	newer := update("west", "east", syncTopic)
 	newer.Subscription = "audit"
 	old := update("west", "east", syncTopic)

@@ -26,9 +26,10 @@ import (
 // count. A batch stays one batch; compression, encryption, chunks, keys,
 // event and publish times, producer name, delivery times and schema
 // versions pass through untouched, as with Pulsar's own replicator. The
-// rules that keep nothing lost are the message path's (partition.go):
-// acknowledge in order after the remote confirmed, end the session at
-// the first failure, skip only what is read back from the remote.
+// rules that keep nothing lost: acknowledge in order after the remote
+// confirmed, end the session at the first failure (the next one starts
+// from the cursor: entrysessions.go), skip only what is read back from
+// the remote (entryreadback.go).
 
 // entrySource is a partition's cursor in the entry pipe (a wire.Consumer):
 // Receive from one goroutine, Ack and Release from another.
@@ -56,7 +57,7 @@ type entryTarget interface {
 }
 
 // entryEndpoints opens a partition's cursor and producer for the entry
-// pipe; copiedSince is the same proof as on the message path.
+// pipe, and reads the remote back (copiedSince).
 type entryEndpoints interface {
 	openCursor(ctx context.Context, onActive func(active bool)) (entrySource, error)
 	// openProducer opens the producer; onLink is told, from the
@@ -81,10 +82,26 @@ type entryEndpoints interface {
 }
 
 // sidecarProducers is the prefix of every producer name geo-sidecar
-// writes under: copies of the message path ("geo-sidecar.<src>--><dst>")
-// and markers ("geo-sidecar.markers.…"). An entry written under it is never
+// writes under: markers ("geo-sidecar.markers.…"), and the copies of the
+// message path of earlier versions ("geo-sidecar.<src>--><dst>"), which
+// may still sit in a backlog. An entry written under it is never
 // forwarded; applications must not use the prefix.
 const sidecarProducers = "geo-sidecar."
+
+// Skip reasons, the bounded label values of the skipped-messages metric.
+const (
+	skipRemoteOrigin = "remote-origin"
+	skipMarker       = "marker"
+	skipReplicateTo  = "replicate-to"
+	// The target refuses the entry for good (see refusal): over its size
+	// limit, NotAllowed (a namespace maxMessageSize below the broker's,
+	// encryption required) or IncompatibleSchema (the schema cannot be
+	// registered there).
+	skipRejectedTooBig     = "rejected-too-large"
+	skipRejectedNotAllowed = "rejected-not-allowed"
+	skipRejectedSchema     = "rejected-schema"
+	skipAlreadyCopied      = "already-copied"
+)
 
 // markerProducers is the prefix of the marker writers' producer names
 // ("geo-sidecar.markers.<local>--><remote>").
@@ -361,7 +378,8 @@ func (b *byteBudget) held() int64 {
 }
 
 // entryPartition replicates one local partition to one remote, entry by
-// entry. It owns its cursor and producer; Run is partition.Run's loop.
+// entry: the unit of work. It owns its cursor and producer; one partition
+// failing never stops another.
 type entryPartition struct {
 	local, remote string
 	topic         string      // the partition, the same on both sides
@@ -369,19 +387,22 @@ type entryPartition struct {
 	ends          entryEndpoints
 	budget        *byteBudget
 	maxPending    int      // the producer's window: entries sent and not confirmed
-	skipRefused   bool     // on_refused: skip (see partition.skipRefused)
+	skipRefused   bool     // on_refused: skip (an entry the remote refuses for good), not stop
 	msgRate       *limiter // shared by the pair's partitions; nil = unlimited
 	byteRate      *limiter
 	m             *Metrics
 	log           *zap.Logger
-	drainTimeout  time.Duration
+	// drainTimeout bounds how long a stopping session waits for in-flight
+	// sends, so that SIGTERM exits within 10 s even when the remote is down.
+	drainTimeout time.Duration
 	// stepDownAfter is how long an active session may go without a
 	// working link to the remote before it steps down (see
 	// stepDownAfter); 0: never.
 	stepDownAfter time.Duration
 
-	// closing is closed when the last producer has finished closing; a
-	// new producer waits for it (see partition.closing).
+	// closing is closed when the last producer has finished closing. A new
+	// producer waits for it: an abandoned producer that reconnected later
+	// could otherwise write old entries after the new one's (closeWithin).
 	closing chan struct{}
 
 	// sync keeps subscriptions in step; nil when none are configured. It

@@ -22,10 +22,26 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
-// Fakes of the entry pipe's endpoints, in the style of fakes_test.go: one
-// local partition of entries with a durable cursor, and the remote
-// partition. Entries are named "e<entry>" and sit in ledger 10, unless
-// ledger says another one ("L<ledger>:e<entry>" then).
+// Fakes of the entry pipe's endpoints: one local partition of entries with
+// a durable cursor, and the remote partition. They are meant to run inside
+// a testing/synctest bubble: every wait is on a channel made in the
+// bubble, so synctest.Wait tells when the pipeline is idle and backoff
+// sleeps cost no real time. Entries are named "e<entry>" and sit in
+// ledger 10, unless ledger says another one ("L<ledger>:e<entry>" then).
+
+// waitFor lets the pipeline run, advancing the fake clock in small steps,
+// until cond holds; it fails after a minute of fake time.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 1200 {
+		synctest.Wait()
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("gave up (after a minute of fake time) waiting for %s", what)
+}
 
 type fakeEntryWorld struct {
 	mu      sync.Mutex
@@ -1124,10 +1140,10 @@ func TestEntryPipeByteRateAlone(t *testing.T) {
 	})
 }
 
-// The entry pipe keeps subscriptions in step as the message path does:
-// its own markers for the remote are forwarded (snapshots stay), copies
-// of the remote's markers feed the machine or the update queue, and
-// nothing that only looks like a marker is trusted or lost.
+// The entry pipe keeps subscriptions in step: its own markers for the
+// remote are forwarded (snapshots stay), copies of the remote's markers
+// feed the machine or the update queue, and nothing that only looks like
+// a marker is trusted or lost.
 func TestEntryPipeSync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeEntryWorld()
@@ -1189,7 +1205,6 @@ func TestEntryPipeSync(t *testing.T) {
 
 		p := newTestEntryPartition(t, w)
 		p.topic, p.keys, p.sync = syncTopic, marker.NewKeys(syncKey), rig.s
-		rig.s.signedCopies = true
 		stop := runEntryPartition(t, p)
 		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 13 })
 		stop()

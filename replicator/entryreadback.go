@@ -2,11 +2,13 @@ package replicator
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/google/uuid"
 
@@ -14,17 +16,59 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
-// The entry pipe's read-back of the remote partition (copiedSince): the
-// same proof as tail.go's scanCopies (a position is skipped only when a
-// signed copy of it was read on the remote), read in windows instead of
-// entry by entry. scanCopies makes one admin GET per entry: after a link
-// cut with a full in-flight window that was about a thousand calls per
-// partition, one round trip each (26.6 s to resume at 20 ms RTT). Here a
-// window of entries comes through one short-lived non-durable reader on
-// the binary protocol, streamed; windows double going back from the end,
-// so the whole read costs a handful of readers, at most one admin call
-// (the ledger list, only when a window reaches past the newest ledger),
-// and no more than twice the entries the proof needs.
+// The entry pipe's read-back of the remote partition (copiedSince): which
+// entries are on the remote already, with proof, the only ground on which
+// a session skips an entry instead of sending it (see copySet).
+//
+// Why not trust the newest copy alone: a copy on the remote proves that
+// one entry is there, not that every earlier one is. A send that failed
+// while a later one landed (a broker error that fails the pending queue,
+// then a send made before the session noticed) leaves a gap, and "skip
+// everything up to the newest copy" acknowledged the missing entry. Why
+// not trust the remote's deduplication: a "duplicate" receipt says that
+// the broker recorded a sequence id at or above the one sent, which a
+// later entry of the same producer can have set.
+//
+// How it reads, and why: reading an entry at a time through the admin API
+// (as the first version did) was, after a link cut with a full in-flight
+// window, about a thousand calls per partition, one round trip each
+// (26.6 s to resume at 20 ms RTT). Here a window of entries
+// comes through one short-lived non-durable reader on the binary
+// protocol, streamed; windows double going back from the end, so the
+// whole read costs a handful of readers, at most one admin call (the
+// ledger list, only when a window reaches past the newest ledger), and no
+// more than twice the entries the proof needs.
+
+// copySet holds the origin positions of the copies found on the remote
+// partition: each one read back from an entry there and accepted as the
+// pair's own (bySignature). A position not in the set is sent again (at
+// worst a duplicate, never a loss).
+type copySet map[marker.Position]struct{}
+
+func (s copySet) has(p marker.Position) bool {
+	_, ok := s[p]
+	return ok
+}
+
+// entryCopy is what the remote holds in one entry, as far as the proof
+// needs it: the origin of each message in it, in batch order (the entry
+// pipe's copies carry one, for the whole entry).
+type entryCopy struct {
+	origins []origin
+}
+
+// origin is where a copy on the remote says it came from.
+type origin struct {
+	cluster string
+	pos     marker.Position
+	ok      bool // the origin id (PropOriginID) is there and parses
+	// sig is the entry pipe's signature of the origin (PropOriginSig).
+	sig string
+	// digest is the entry's digest as the signature covers it
+	// (copyDigest), computed from the bytes read; nil where they are not
+	// at hand, and then the signature proves nothing.
+	digest *[sha256.Size]byte
+}
 
 // tailReader reads a remote partition for the read-back.
 type tailReader interface {
@@ -39,15 +83,17 @@ type tailReader interface {
 	read(ctx context.Context, from, through marker.Position, fn func(marker.Position, entryCopy)) error
 }
 
+type ledgerInfo struct{ id, entries int64 }
+
 // firstWindow is the read-back's first window, in entries; each next one
 // is twice as large.
 const firstWindow = 64
 
-// scanTail collects, like scanCopies, the origin positions of local's
-// messages in the entries ours accepts, from the remote partition's end
-// back until a window holds a copy of a message before from (older copies
-// are older still: the pair writes in origin order) or limit entries were
-// read. The set is proof even when err is not nil.
+// scanTail collects the origin positions of local's messages in the
+// entries ours accepts, from the remote partition's end back until a
+// window holds a copy of a message before from (older copies are older
+// still: the pair writes in origin order) or limit entries were read. The
+// set is proof even when err is not nil.
 func scanTail(ctx context.Context, r tailReader, ours func(entryCopy) bool, local string, from marker.Position, limit int) (copySet, error) {
 	set := copySet{}
 	end, ok, err := r.last(ctx)
@@ -148,7 +194,7 @@ func (l *tailLayout) back(ctx context.Context, p marker.Position, k int64) (mark
 // its admin API (the ledger list).
 type wireTail struct {
 	client *wire.Client
-	admin  adminEntries
+	admin  adminLedgers
 	topic  string
 	// subPrefix starts the readers' subscription names: the sidecar's own
 	// cursor prefix (sidecar.cursor_prefix), which the marker entry filter
@@ -276,23 +322,25 @@ func readWindow(ctx context.Context, r windowReader, from, through marker.Positi
 
 // readBackCopy is what an entry read back holds for the proof: the signed
 // origin the entry pipe put in the entry-level properties (the producer
-// name is the origin's, so it proves nothing here), with the digest of
-// the bytes read that its signature must cover (copyDigest).
+// name is the origin's, so it proves nothing here and is not kept), with
+// the digest of the bytes read that its signature must cover
+// (copyDigest).
 func readBackCopy(e wire.Entry) entryCopy {
 	md, err := wire.ParseMetadata(e.Metadata)
 	if err != nil {
 		return entryCopy{origins: []origin{{}}}
 	}
-	cluster, _ := md.Property(PropOriginCluster)
+	o := origin{}
+	o.cluster, _ = md.Property(PropOriginCluster)
 	id, _ := md.Property(PropOriginID)
-	o := originOf(map[string]string{PropOriginCluster: cluster, PropOriginID: id})
+	o.pos, o.ok = marker.ParsePosition(id)
 	o.sig, _ = md.Property(PropOriginSig)
 	if o.ok && strings.HasPrefix(o.sig, originSigV2) {
 		if d, ok := copyDigest(e.Metadata, e.Payload); ok {
 			o.digest = &d
 		}
 	}
-	return entryCopy{producer: md.ProducerName, origins: []origin{o}}
+	return entryCopy{origins: []origin{o}}
 }
 
 // newWireTail is the read-back of e's remote partition.
@@ -305,6 +353,25 @@ func (e *wireEndpoints) newWireTail() (*wireTail, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wireTail{client: c, admin: adminEntries{admin: e.remote.Admin, reader: e.remote.entries, topic: tn}, topic: e.topic,
+	return &wireTail{client: c, admin: adminLedgers{admin: e.remote.Admin, topic: tn}, topic: e.topic,
 		subPrefix: e.readerPrefix}, nil
+}
+
+// adminLedgers lists one remote partition's ledgers through the admin API
+// (internal stats): the one thing the binary protocol does not tell.
+type adminLedgers struct {
+	admin pulsaradmin.Client
+	topic *utils.TopicName
+}
+
+func (a adminLedgers) ledgers(ctx context.Context) ([]ledgerInfo, error) {
+	st, err := a.admin.Topics().GetInternalStatsWithContext(ctx, *a.topic)
+	if err != nil {
+		return nil, fmt.Errorf("internal stats: %w", err)
+	}
+	out := make([]ledgerInfo, 0, len(st.Ledgers))
+	for _, l := range st.Ledgers {
+		out = append(out, ledgerInfo{id: l.LedgerID, entries: l.Entries})
+	}
+	return out, nil
 }

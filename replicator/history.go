@@ -3,15 +3,15 @@ package replicator
 // The start-up re-read of a partition's history (subSync.rebuild): which
 // entries it reads, and the Pulsar reader it reads them with.
 //
-// Snapshot markers are the snapshot cache's durable form, and the copies
-// and responses in the partition are the third origins' watermarks'; a
-// restarted sidecar learns both again by reading the partition. Reading
-// all of it costs a partition's whole retention, once per remote, at
-// every start: with 1,000 partitions and days of retention that is the
-// start. So the read is bounded by sidecar.snapshot.history_entries:
+// Snapshot markers are the snapshot cache's durable form, and the
+// responses this sidecar wrote in the partition are the third origins'
+// watermarks'; a restarted sidecar learns both again by reading the
+// partition. Reading all of it costs a partition's whole retention, once
+// per remote, at every start: with 1,000 partitions and days of retention
+// that is the start. So the read is bounded by sidecar.snapshot.history_entries:
 //
-//   - the newest entries (the tail), where the newest snapshots, copies
-//     and responses are;
+//   - the newest entries (the tail), where the newest snapshots and
+//     responses are;
 //   - around each tracked subscription's position at start, where the
 //     snapshot it needs next is (the newest one at or before it) and the
 //     ones it will need after;
@@ -174,12 +174,12 @@ type historyReader interface {
 // rebuild refills the snapshot cache after a start by re-reading this
 // pair's snapshot markers, and teaches the machine the third origins'
 // watermarks when the cursor did not start fresh
-// (snapshot.Machine.Learn): from every copy of a third origin's message,
-// and from the responses this sidecar wrote for the remote before it
-// stopped, which name every third origin (NoneSeen for one that never
-// published). Without them a restarted sidecar could not answer requests
-// until each third origin published again, and one that never publishes
-// on a partition kept that pair's subscriptions out of step for good.
+// (snapshot.Machine.Learn): from the responses this sidecar wrote for the
+// remote before it stopped, which name every third origin (NoneSeen for
+// one that never published), signed under the marker key. Without them a
+// restarted sidecar could not answer requests until each third origin
+// published again, and one that never publishes on a partition kept that
+// pair's subscriptions out of step for good.
 //
 // What it reads is bounded (see the top of this file) when the
 // partition's layout at start is known; otherwise it reads from the
@@ -280,23 +280,17 @@ func (r *historyRead) read(ctx context.Context, w entrySpan) bool {
 // message feeds one message read from the history to the machine.
 func (r *historyRead) message(msg pulsar.Message, pos marker.Position) {
 	s := r.s
-	props := msg.Properties()
-	k, isMarker := marker.KindOf(props)
+	k, isMarker := marker.KindOf(msg.Properties())
 	if !isMarker {
-		// A copy's origin properties as pulsar-client-go shows them
-		// cannot be checked against the signature (it covers the entry's
-		// bytes, which this reader does not return): anyone who can
-		// write here could name a third origin's watermark far ahead,
-		// and a snapshot dated by it would move a remote subscription
-		// past messages not copied there yet. Where copies are signed
-		// (the entry path), only this sidecar's own signed responses
-		// and, live, signed copies teach watermarks; one learned too low
-		// dates a snapshot early, which costs duplicates, not messages.
-		if origin := props[PropOriginCluster]; origin != "" && r.learn && !s.signedCopies {
-			if p, ok := marker.ParsePosition(props[PropOriginID]); ok {
-				s.machine.Learn(origin, p)
-			}
-		}
+		// Data teaches nothing here, copies neither: their origin
+		// properties as pulsar-client-go shows them cannot be checked
+		// against the signature (it covers the entry's bytes, which this
+		// reader does not return), and anyone who can write here could
+		// name a third origin's watermark far ahead, so that a snapshot
+		// dated by it would move a remote subscription past messages not
+		// copied there yet. Only this sidecar's own signed responses and,
+		// live, signed copies teach watermarks; one learned too low dates
+		// a snapshot early, which costs duplicates, not messages.
 		return
 	}
 	if k != marker.KindSnapshot && (k != marker.KindSnapshotResponse || !r.learn) {
@@ -351,6 +345,12 @@ func (h pulsarHistory) open(from marker.Position) (historyReader, error) {
 		StartMessageIDInclusive: true,
 		SubscriptionName:        h.subscriptionName(),
 	})
+}
+
+// positionOf is where a message read by pulsar-client-go sits in its
+// partition.
+func positionOf(id pulsar.MessageID) marker.Position {
+	return marker.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
 }
 
 // partitionIndex is a partition topic's index, -1 for a topic that is not

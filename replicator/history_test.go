@@ -118,6 +118,13 @@ func TestRebuildBounded(t *testing.T) {
 			markDeletes: map[string]marker.Position{"billing": pos(1, 12), "other-app": pos(1, 30)},
 			cursors:     []string{"billing", "other-app"}}
 	}
+	// resp is this sidecar's own response at (ledger, entry) naming wm as
+	// north's watermark: what teaches a watermark in the re-read.
+	resp := func(ledger, entry int64, wm marker.Position) *fakeMsg {
+		mk := response("east", "west", syncTopic)
+		mk.Watermarks = map[string]marker.Position{"north": wm}
+		return markerMsg(t, ledger, entry, mk, syncKey, "")
+	}
 	tests := []struct {
 		name     string
 		third    []string
@@ -127,25 +134,24 @@ func TestRebuildBounded(t *testing.T) {
 		covering map[marker.Position]string
 		wm       marker.Position // north's watermark after ("" if unknown)
 		unknown  bool
-		signed   bool // copies are signed (entry path): the reader cannot check them
 	}{
 		{name: "tail and the subscription's window",
 			froms: []marker.Position{pos(2, 40), pos(1, 2)}, read: 10 + 21,
 			covering: map[marker.Position]string{pos(1, 12): "old", pos(2, 49): "new"}},
 		{name: "watermark in the tail: no further back", third: []string{"north"},
-			extra: map[marker.Position]*fakeMsg{pos(2, 42): copyMsg(2, 42, "north", pos(40, 9))},
+			extra: map[marker.Position]*fakeMsg{pos(2, 42): resp(2, 42, pos(40, 9))},
 			froms: []marker.Position{pos(2, 40), pos(1, 2)}, read: 10 + 21, wm: pos(40, 9)},
 		{name: "watermark further back: read back in doubling steps", third: []string{"north"},
-			extra: map[marker.Position]*fakeMsg{pos(1, 45): copyMsg(1, 45, "north", pos(40, 5))},
+			extra: map[marker.Position]*fakeMsg{pos(1, 45): resp(1, 45, pos(40, 5))},
 			// tail (2,40); back 10 to (2,30); back 20 to (2,10); back 40 to (1,20): found.
 			froms: []marker.Position{pos(2, 40), pos(2, 30), pos(2, 10), pos(1, 20), pos(1, 2)},
 			read:  10 + 10 + 20 + 40 + 18, wm: pos(40, 5)},
-		{name: "a copy inside a subscription's window counts once the suffix reaches it", third: []string{"north"},
+		{name: "a response inside a subscription's window counts once the suffix reaches it", third: []string{"north"},
 			// The window is not read on its own: the suffix covers it.
-			extra: map[marker.Position]*fakeMsg{pos(1, 5): copyMsg(1, 5, "north", pos(40, 2))},
+			extra: map[marker.Position]*fakeMsg{pos(1, 5): resp(1, 5, pos(40, 2))},
 			froms: []marker.Position{pos(2, 40), pos(2, 30), pos(2, 10), pos(1, 20), pos(1, 0)},
 			read:  10 + 10 + 20 + 40 + 20, wm: pos(40, 2)},
-		{name: "an unverifiable copy teaches nothing where copies are signed", third: []string{"north"}, signed: true,
+		{name: "an unverifiable copy teaches nothing", third: []string{"north"},
 			// Its origin properties could be anyone's: a watermark named
 			// far ahead would date snapshots past uncopied messages.
 			extra: map[marker.Position]*fakeMsg{pos(2, 42): copyMsg(2, 42, "north", pos(40, 9))},
@@ -159,7 +165,6 @@ func TestRebuildBounded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{third: tt.third, cursors: []string{"billing", "other-app"}})
 			r.s.historyEntries = 10
-			r.s.signedCopies = tt.signed
 			layout := build(t, r, tt.extra)
 			r.s.rebuild(context.Background(), layout)
 			if !slices.Equal(r.hist.froms, tt.froms) {
@@ -177,7 +182,7 @@ func TestRebuildBounded(t *testing.T) {
 				t.Errorf("unknown watermarks = %v, want unknown %v", got, tt.unknown)
 			}
 			if !tt.unknown && len(tt.third) > 0 {
-				r.s.marker(context.Background(), markerMsg(t, 3, 1, request("west", "east", syncTopic), syncKey, "west"))
+				readMarker(context.Background(), r.s, markerMsg(t, 3, 1, request("west", "east", syncTopic), syncKey, "west"))
 				w := r.sink.take()
 				if len(w) != 1 || w[0].Watermarks["north"] != tt.wm {
 					t.Errorf("response = %+v, want north's watermark %v", w, tt.wm)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // gauges returns the value of every series of the named metric in reg,
@@ -75,4 +76,22 @@ func TestSubscriptionLagCombinesPartitions(t *testing.T) {
 	if n := len(gauges(t, reg, "geo_sidecar_subscription_lag_entries")); n != 0 {
 		t.Fatalf("%d series left after every partition stopped, want 0", n)
 	}
+}
+
+// counter and gauge read one metric. (prometheus/testutil would need a
+// module go.mod does not list.)
+func counter(c *prometheus.CounterVec, labels ...string) float64 {
+	var m dto.Metric
+	if err := c.WithLabelValues(labels...).Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func gauge(g *prometheus.GaugeVec, labels ...string) float64 {
+	var m dto.Metric
+	if err := g.WithLabelValues(labels...).Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetGauge().GetValue()
 }

@@ -31,6 +31,18 @@ import (
 // digest of the entry as forwarded, and a copy counts only where the
 // reader can recompute that digest from the bytes it read.
 
+// The origin properties the entry pipe appends to each entry it forwards
+// (originProps). They keep topologies loop-free and let the read-back
+// recognise the copies: replicated_from already stops a copy from being
+// forwarded again, and these say from which entry it was made.
+const (
+	// PropOriginCluster names the cluster where the entry was produced.
+	PropOriginCluster = "geo-sidecar.origin-cluster"
+	// PropOriginID is the entry's position in the origin partition,
+	// "ledger:entry:-1".
+	PropOriginID = "geo-sidecar.origin-id"
+)
+
 // PropOriginSig, on an entry the entry pipe forwarded, signs its origin:
 // "v2." and the hex of the first 16 bytes of HMAC-SHA256 under the marker
 // key (see originSig). The entry pipe keeps the origin's producer name, so

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
 	"go.uber.org/zap"
 
@@ -275,40 +274,10 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 	wctx, cancel := context.WithCancel(ctx)
 	w := &worker{topic: topic, cancel: cancel, done: make(chan struct{})}
 	p.running[partitionTopic] = w
-	if p.rep.Path() == config.DataPathEntries {
-		p.log.Info("replicating partition", zap.String("partition", partitionTopic), zap.String("data_path", config.DataPathEntries))
-		pt := p.entryPartition(partitionTopic)
-		pt.received = &w.received
-		if pt.sync = p.newSync(ctx, partitionTopic, topic); pt.sync != nil {
-			pt.sync.signedCopies = true
-		}
-		go func() {
-			defer close(w.done)
-			_ = pt.Run(wctx)
-		}()
-		return
-	}
-	start := pulsar.SubscriptionPositionEarliest
-	if p.startsLatest(partitionTopic) {
-		start = pulsar.SubscriptionPositionLatest
-	}
-	pt := &partition{
-		local: p.local.Name, remote: p.remote.Name,
-		ends: &pulsarEndpoints{
-			local: p.local, remote: p.remote, topic: partitionTopic,
-			subscription: p.subscription,
-			producerName: "geo-sidecar." + p.local.Name + "-->" + p.remote.Name,
-			start:        start, maxPending: p.maxPending,
-			tickDelay: batchDelayFor(p.msgRate, p.byteRate),
-		},
-		maxPending: p.maxPending, msgRate: p.msgRate, byteRate: p.byteRate,
-		skipRefused: p.rep.OnRefused == config.OnRefusedSkip,
-		m:           p.m, log: p.log.With(zap.String("partition", partitionTopic)),
-		drainTimeout: 4 * time.Second,
-	}
+	p.log.Info("replicating partition", zap.String("partition", partitionTopic))
+	pt := p.entryPartition(partitionTopic)
 	pt.received = &w.received
 	pt.sync = p.newSync(ctx, partitionTopic, topic)
-	p.log.Info("replicating partition", zap.String("partition", partitionTopic))
 	go func() {
 		defer close(w.done)
 		_ = pt.Run(wctx)

@@ -1,21 +1,17 @@
 package replicator
 
 // Fuzz targets for the replicator's parsers of outside input: the origin-id
-// property (any producer on a replicated topic can set it), Pulsar's
-// mark-delete position (from the admin API) and the replicate-to property
-// (set by applications). Each checks a property of the result, not only
-// that nothing panics. They run for a few seconds each in `make test` and
-// longer in `make fuzz`; .ci/fuzz.sh finds them by name.
+// property (any producer on a replicated topic can set it) and Pulsar's
+// mark-delete position (from the admin API). Each checks a property of the
+// result, not only that nothing panics. They run for a few seconds each in
+// `make test` and longer in `make fuzz`; .ci/fuzz.sh finds them by name.
 
 import (
 	"math"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
@@ -118,125 +114,6 @@ func FuzzParseEntry(f *testing.F) {
 // entryForm is the grammar of a mark-delete position, written apart from
 // parseEntry's own strings.Cut and strconv calls.
 var entryForm = regexp.MustCompile(`^[+-]?[0-9]+:[+-]?[0-9]+$`)
-
-// FuzzReplicateTo checks listHas and decide on the replicate-to property,
-// which applications write by hand. The list is split at commas; listHas
-// matches an element, with surrounding white space trimmed, against the
-// remote's exact name:
-//   - a name is in a list built from names exactly when it is one of them,
-//     whatever white space surrounds the elements and whatever empty
-//     elements sit between them (never by prefix, suffix or case);
-//   - listHas(list, name) is listHas on the list with every element
-//     trimmed (white-space insensitive);
-//   - decide forwards a plain message carrying the property exactly when
-//     listHas says so, and skips it as replicate-to otherwise; a copy (an
-//     origin-cluster property) or a marker is never forwarded, whatever
-//     the list says.
-func FuzzReplicateTo(f *testing.F) {
-	f.Add("west", "west", " \t", uint8(0))
-	f.Add("north,west", "west", " ", uint8(1))
-	f.Add(" north , west ", "west", "\n", uint8(2))
-	f.Add("wes,west2", "west", "", uint8(3))
-	f.Add("WEST", "west", "", uint8(0))
-	f.Add("", "west", "", uint8(0))
-	f.Add(" , ", "west", "  ", uint8(5))
-	f.Add("west,,east", "east", "\u00a0", uint8(7))
-	f.Add("a\u2003,b", "a", "\u3000", uint8(4))
-	f.Fuzz(func(t *testing.T, list, remote, pad string, shape uint8) {
-		// Remote names come from the config: non-empty, no commas, no
-		// surrounding white space. Keep pad to white space only.
-		remote = strings.TrimSpace(strings.ReplaceAll(remote, ",", ""))
-		if remote == "" || !utf8.ValidString(remote) {
-			remote = "west"
-		}
-		pad = strings.Map(func(r rune) rune {
-			if unicode.IsSpace(r) {
-				return r
-			}
-			return -1
-		}, pad)
-
-		// 1. Lists built from names: membership is exact.
-		var names []string
-		for _, e := range strings.Split(list, ",") {
-			if n := strings.TrimSpace(e); n != "" {
-				names = append(names, n)
-			}
-		}
-		if shape&1 != 0 {
-			names = append(names, remote) // sometimes named
-		}
-		if shape&2 != 0 && len(names) > 0 {
-			names = append(names[1:], names[0])
-		}
-		var b strings.Builder
-		for i, n := range names {
-			if i > 0 {
-				b.WriteString(",")
-				if shape&4 != 0 {
-					b.WriteString(pad + ",") // an empty element
-				}
-			}
-			b.WriteString(pad + n + pad)
-		}
-		built := b.String()
-		if got, want := listHas(built, remote), slices.Contains(names, remote); got != want {
-			t.Fatalf("listHas(%q, %q) = %v; the list's names are %q", built, remote, got, names)
-		}
-		for _, near := range []string{remote + "x", "x" + remote, strings.ToUpper(remote), strings.ToLower(remote)} {
-			if near == remote {
-				continue
-			}
-			if got, want := listHas(built, near), slices.Contains(names, near); got != want {
-				t.Fatalf("listHas(%q, %q) = %v; the list's names are %q", built, near, got, names)
-			}
-		}
-
-		// 2. White space around the elements of any list is ignored.
-		elems := strings.Split(list, ",")
-		for i := range elems {
-			elems[i] = strings.TrimSpace(elems[i])
-		}
-		trimmed := strings.Join(elems, ",")
-		if listHas(list, remote) != listHas(trimmed, remote) {
-			t.Fatalf("listHas(%q, %q) = %v but listHas(%q, %q) = %v", list, remote, listHas(list, remote), trimmed, remote, listHas(trimmed, remote))
-		}
-		if got, want := listHas(list, remote), slices.Contains(elems, remote); got != want {
-			t.Fatalf("listHas(%q, %q) = %v, want %v", list, remote, got, want)
-		}
-
-		// 3. decide follows listHas for a local message, and never forwards
-		// a copy or a marker.
-		for _, l := range []string{list, built} {
-			m := &parseFuzzMsg{props: map[string]string{PropReplicateTo: l}}
-			want := skipReplicateTo
-			if listHas(l, remote) {
-				want = ""
-			}
-			if got := decide(m, remote); got != want {
-				t.Fatalf("decide(replicate-to %q, %q) = %q, want %q", l, remote, got, want)
-			}
-			m.props[PropOriginCluster] = "north"
-			if got := decide(m, remote); got != skipRemoteOrigin {
-				t.Fatalf("decide(copy, replicate-to %q, %q) = %q, want %q", l, remote, got, skipRemoteOrigin)
-			}
-			m.props[marker.Property] = l
-			if got := decide(m, remote); got != skipMarker {
-				t.Fatalf("decide(marker, replicate-to %q, %q) = %q, want %q", l, remote, got, skipMarker)
-			}
-		}
-	})
-}
-
-// parseFuzzMsg is the least pulsar.Message decide needs; any other method
-// panics on the nil embedded interface.
-type parseFuzzMsg struct {
-	pulsar.Message
-	props map[string]string
-}
-
-func (m *parseFuzzMsg) Properties() map[string]string { return m.props }
-func (m *parseFuzzMsg) IsReplicated() bool            { return false }
 
 // decimalIn reports whether s is an optionally signed run of ASCII digits
 // whose value fits a signed integer of the given bit size. It compares

@@ -1,11 +1,32 @@
 // Package replicator is the only part of geo-sidecar that reads and writes
-// Pulsar topics. For every replication entry in the config, every target
-// cluster and every partition of every matching topic, it runs one
-// partition replicator: a durable Failover subscription on the local
-// partition (the cursor) and a producer to the same partition on the remote.
-// Messages are forwarded in order and the cursor is acknowledged only after
-// the remote confirmed, so a remote outage grows the backlog and a crash
-// resumes from the cursor; nothing is lost.
+// Pulsar topics; marker, snapshot and subscription stay pure, and the
+// rules that keep messages from being lost live here, beside the I/O they
+// govern.
+//
+// A Sidecar runs one pair per replication entry and target cluster
+// (pair.go). A pair discovers the entry's topics, creates them on the
+// target with the same partitions (topics.go, over the admin calls of
+// control.go) and runs one replicator per partition, so that partitions
+// come and go and fail without touching the others.
+//
+// The replicator of a partition is the entry pipe (entrypipe.go): a
+// durable Failover subscription on the local partition, which instances
+// beside one cluster share, and a producer to the same partition on the
+// remote, both over the project's binary-protocol client (wire,
+// entryends.go). It forwards each stored entry whole with a signed origin
+// (origin.go) and acknowledges the cursor only after the remote
+// confirmed, in order. Any failure ends the session and the next one
+// starts from the cursor (entrysessions.go), skipping only the copies it
+// reads back from the remote with a valid signature (entryreadback.go):
+// an outage grows the backlog, a crash costs duplicates at worst, never a
+// message.
+//
+// Beside each partition, subscription sync (sync.go, syncio.go,
+// history.go) feeds what the pipe reads to the snapshot machine and
+// writes the markers it returns. Metrics, status and security events
+// (metrics.go, linkmetrics.go, stats.go, security.go) tell operators what
+// they need in bounded labels; tokens and message contents never reach a
+// log.
 package replicator
 
 import (

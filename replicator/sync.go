@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
@@ -60,10 +59,6 @@ type subSync struct {
 	last     snapshot.Stats
 	sent     map[string]snapshot.Snapshot // last update sent per subscription
 
-	// signedCopies makes copies of the remote's markers count only when
-	// their origin carries a valid signature (the entry pipe's copies do;
-	// the message path's do not).
-	signedCopies bool
 	// outbox holds the markers this process wrote and has not forwarded
 	// yet: only those are forwarded (a marker of ours published again by
 	// someone else is not).
@@ -273,17 +268,6 @@ func (s *subSync) lagLabels(sub string) [4]string {
 // lagKey names this sync among the reporters of subscription lag.
 func (s *subSync) lagKey() string { return s.remote + " " + s.topic }
 
-// data feeds a data message read from the local partition (message path).
-func (s *subSync) data(ctx context.Context, msg pulsar.Message) {
-	props := msg.Properties()
-	origin := props[PropOriginCluster]
-	opos, ok := marker.ParsePosition(props[PropOriginID])
-	if !ok {
-		origin = "" // not a copy we can place; count it as local data
-	}
-	s.dataAt(ctx, positionOf(msg.ID()), origin, opos)
-}
-
 // dataAt feeds data read from the local partition at pos: a copy of
 // origin's message at opos, or local data when origin is "".
 func (s *subSync) dataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
@@ -303,15 +287,6 @@ func (s *subSync) poke() {
 	}
 }
 
-// marker handles a marker message read from the local partition (message
-// path, whose copies carry no signed origin); see markerAt.
-func (s *subSync) marker(ctx context.Context, msg pulsar.Message) (forward bool) {
-	props := msg.Properties()
-	from := copyOrigin{cluster: props[PropOriginCluster]}
-	from.at, _ = marker.ParsePosition(props[PropOriginID])
-	return s.markerAt(ctx, positionOf(msg.ID()), msg.Payload(), from, msg.ProducerName())
-}
-
 // markerAt handles a marker read from the local partition at pos, copied
 // from another cluster or not, and reports whether the replicator
 // forwards it to the remote: only markers this process wrote for that
@@ -322,9 +297,9 @@ func (s *subSync) marker(ctx context.Context, msg pulsar.Message) (forward bool)
 // read it (a replay), or a copy published early on this side (an
 // injected response), carries the same signature. So a marker of ours
 // is forwarded only if this process wrote it and has not forwarded it
-// yet; a copy of the remote's counts only with a signed origin (entry
-// path) at a position after the last copy taken; and an update only when
-// its origin is after the last one taken for its subscription and its
+// yet; a copy of the remote's counts only with a signed origin naming
+// the remote, at a position after the last copy taken; and an update
+// only when its origin is after the last one taken for its subscription and its
 // write time not maxUpdateAge behind the newest copy from its writer. What fails these checks is counted as an invalid
 // marker and has no effect: at worst a snapshot or an update comes again
 // later.
@@ -359,7 +334,7 @@ func (s *subSync) markerAt(ctx context.Context, pos marker.Position, payload []b
 		}
 		return true
 	case from.cluster != "" && mk.From == s.remote && mk.To == s.local:
-		if s.signedCopies && (!from.signed || from.cluster != s.remote) {
+		if !from.signed || from.cluster != s.remote {
 			s.invalidMarker(pos, "unsigned-copy")
 			return false
 		}

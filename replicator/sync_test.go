@@ -131,8 +131,8 @@ func TestSyncMarkerRouting(t *testing.T) {
 			}
 			msg := markerMsg(t, 3, 4, tt.mk, syncKey, tt.copiedFrom)
 			msg.producer = tt.producer
-			if got := r.s.marker(context.Background(), msg); got != tt.forward {
-				t.Errorf("marker() forward = %v, want %v", got, tt.forward)
+			if got := readMarker(context.Background(), r.s, msg); got != tt.forward {
+				t.Errorf("markerAt() forward = %v, want %v", got, tt.forward)
 			}
 			if got := r.pending(); !maps.Equal(got, tt.apply) {
 				t.Errorf("queued updates = %v, want %v", got, tt.apply)
@@ -178,17 +178,17 @@ func TestSyncWriteFailure(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
 	r.sink.failNext(1)
 	req := markerMsg(t, 3, 4, request("west", "east", syncTopic), syncKey, "west")
-	r.s.marker(context.Background(), req)
+	readMarker(context.Background(), r.s, req)
 	if got := counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 0 {
 		t.Errorf("markers_written_total{kind=snapshot-response} = %v after a failed write, want 0", got)
 	}
 	// Delivered again (a new session): judged already, not answered again.
-	r.s.marker(context.Background(), req)
+	readMarker(context.Background(), r.s, req)
 	if got := counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 0 {
 		t.Errorf("markers_written_total{kind=snapshot-response} = %v after a redelivery, want 0", got)
 	}
 	// The remote's next request is answered.
-	r.s.marker(context.Background(), markerMsg(t, 3, 5, request("west", "east", syncTopic), syncKey, "west"))
+	readMarker(context.Background(), r.s, markerMsg(t, 3, 5, request("west", "east", syncTopic), syncKey, "west"))
 	if got := counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 1 {
 		t.Errorf("markers_written_total{kind=snapshot-response} = %v, want 1", got)
 	}
@@ -245,7 +245,7 @@ func TestSyncInvalidMarkers(t *testing.T) {
 				msg := markerMsg(t, 3, 4, c.mk, syncKey, c.copiedFrom)
 				msg.payload = tt.payload(t, c.mk)
 				for range 2 {
-					if r.s.marker(context.Background(), msg) {
+					if readMarker(context.Background(), r.s, msg) {
 						t.Errorf("%v from %q: forwarded", c.mk.Kind, c.copiedFrom)
 					}
 				}
@@ -259,7 +259,7 @@ func TestSyncInvalidMarkers(t *testing.T) {
 				// The sync carries on: a valid marker after it is handled.
 				r.s.outbox.put(request("east", "west", syncTopic))
 				ok := markerMsg(t, 3, 5, request("east", "west", syncTopic), syncKey, "")
-				if !r.s.marker(context.Background(), ok) {
+				if !readMarker(context.Background(), r.s, ok) {
 					t.Errorf("a valid request after an invalid marker is not forwarded")
 				}
 			}
@@ -300,7 +300,7 @@ func TestSyncPendingUpdateFurthest(t *testing.T) {
 				for i, u := range tt.seq {
 					mk := update("west", "east", syncTopic)
 					mk.Subscription, mk.Remote, mk.Time = u.sub, u.at, mk.Time+int64(i) // written in this order
-					r.s.marker(context.Background(), markerMsg(t, 3, int64(10+i), mk, syncKey, "west"))
+					readMarker(context.Background(), r.s, markerMsg(t, 3, int64(10+i), mk, syncKey, "west"))
 				}
 				if got := r.pending(); !maps.Equal(got, tt.want) {
 					t.Errorf("queued = %v, want %v", got, tt.want)
@@ -370,7 +370,7 @@ func TestSyncApplyUpdate(t *testing.T) {
 				go r.s.applyLoop(ctx)
 				mk := update("west", "east", syncTopic)
 				mk.Remote = at
-				r.s.marker(ctx, markerMsg(t, 3, 4, mk, syncKey, "west"))
+				readMarker(ctx, r.s, markerMsg(t, 3, 4, mk, syncKey, "west"))
 				synctest.Wait()
 				if got := r.subs.takeCalls(); !slices.Equal(got, tt.calls) {
 					t.Errorf("admin calls = %v, want %v", got, tt.calls)
@@ -400,7 +400,7 @@ func cacheSnapshot(t *testing.T, r *syncRig, id string, a, b marker.Position) {
 	t.Helper()
 	mk := marker.Marker{Kind: marker.KindSnapshot, SnapshotID: id, From: "east", To: "west", Topic: syncTopic,
 		Local: a, Remote: b, Time: time.Now().UnixMilli()}
-	if r.s.marker(context.Background(), markerMsg(t, a.Ledger, a.Entry+1, mk, syncKey, "")) {
+	if readMarker(context.Background(), r.s, markerMsg(t, a.Ledger, a.Entry+1, mk, syncKey, "")) {
 		t.Fatal("a snapshot marker was forwarded")
 	}
 }
@@ -519,7 +519,7 @@ func TestSyncReceivedPositionNotEchoed(t *testing.T) {
 		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: pos(1, 3)})
 		mk := update("west", "east", syncTopic)
 		mk.Remote = pos(1, 15) // where billing on west was, mapped here
-		r.s.marker(ctx, markerMsg(t, 3, 4, mk, syncKey, "west"))
+		readMarker(ctx, r.s, markerMsg(t, 3, 4, mk, syncKey, "west"))
 		synctest.Wait()
 		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 1:15:-1"}) {
 			t.Fatalf("admin calls = %v, want the reset to 1:15", got)
@@ -702,7 +702,7 @@ func TestSyncDataFeedsMachine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{third: []string{"north"}})
-			r.s.data(context.Background(), tt.msg)
+			readData(context.Background(), r.s, tt.msg)
 			if got := r.s.machine.Unknown(); !slices.Equal(got, tt.wantUnknown) {
 				t.Errorf("unknown watermarks = %v, want %v", got, tt.wantUnknown)
 			}
@@ -717,8 +717,8 @@ func TestSyncDataFeedsMachine(t *testing.T) {
 // TestSyncRebuild: at start, the partition's history is re-read when a
 // tracked subscription is there or a watermark is unknown: this pair's own
 // snapshot markers refill the cache, and this sidecar's own earlier
-// responses and the third origins' copies teach the watermarks, so that
-// requests are answered at once. Nothing else counts.
+// responses teach the watermarks, so that requests are answered at once.
+// Nothing else counts.
 func TestSyncRebuild(t *testing.T) {
 	third := []string{"north"}
 	ownSnap := func(id string, a, b marker.Position) marker.Marker {
@@ -793,15 +793,6 @@ func TestSyncRebuild(t *testing.T) {
 			rc:      rigConfig{third: third},
 			history: []hmsg{mk(ownResp(marker.NoneSeen))},
 			opened:  true, wm: marker.NoneSeen},
-		{name: "unknown watermark learned from copies, the highest",
-			rc: rigConfig{third: third},
-			history: []hmsg{{data: copyMsg(1, 1, "north", pos(40, 1))}, {data: copyMsg(1, 2, "north", pos(40, 5))},
-				{data: copyMsg(1, 3, "north", pos(40, 3))}},
-			opened: true, wm: pos(40, 5)},
-		{name: "own response then later copies",
-			rc:      rigConfig{third: third},
-			history: []hmsg{mk(ownResp(pos(40, 2))), {data: copyMsg(1, 2, "north", pos(40, 7))}},
-			opened:  true, wm: pos(40, 7)},
 		{name: "the remote's response does not count",
 			rc:      rigConfig{third: third},
 			history: []hmsg{{mk: new(with(ownResp(pos(40, 9)), func(m *marker.Marker) { m.From, m.To = "west", "east" })), copiedFrom: "west"}},
@@ -824,7 +815,7 @@ func TestSyncRebuild(t *testing.T) {
 			opened:  true, unanswered: true},
 		{name: "tracked and unknown: both",
 			rc:      rigConfig{third: third, cursors: []string{"billing"}},
-			history: []hmsg{mk(ownSnap("own", pos(1, 4), pos(7, 4))), {data: copyMsg(1, 6, "north", pos(40, 3))}},
+			history: []hmsg{mk(ownSnap("own", pos(1, 4), pos(7, 4))), mk(ownResp(pos(40, 3)))},
 			opened:  true, cached: "own", wm: pos(40, 3)},
 	}
 	for _, tt := range tests {
@@ -863,7 +854,7 @@ func TestSyncRebuild(t *testing.T) {
 				t.Errorf("cached snapshot = %+v, %v; want %q", s, ok, tt.cached)
 			}
 			// A request from the remote read now.
-			r.s.marker(context.Background(), markerMsg(t, 2, 1, request("west", "east", syncTopic), syncKey, "west"))
+			readMarker(context.Background(), r.s, markerMsg(t, 2, 1, request("west", "east", syncTopic), syncKey, "west"))
 			written := r.sink.take()
 			switch {
 			case tt.unanswered && len(written) > 0:
@@ -904,7 +895,7 @@ func TestSyncRun(t *testing.T) {
 		if got := r.hist.opens(); got != 1 {
 			t.Errorf("history read %d times at start, want once", got)
 		}
-		r.s.data(ctx, msgAt(1, 2, -1, "x"))
+		readData(ctx, r.s, msgAt(1, 2, -1, "x"))
 
 		// Link down: no request.
 		time.Sleep(3 * time.Second)
@@ -930,7 +921,7 @@ func TestSyncRun(t *testing.T) {
 		resp := response("west", "east", syncTopic)
 		resp.SnapshotID = written[0].SnapshotID
 		time.Sleep(40 * time.Millisecond)
-		r.s.marker(ctx, markerMsg(t, 1, 3, resp, syncKey, "west"))
+		readMarker(ctx, r.s, markerMsg(t, 1, 3, resp, syncKey, "west"))
 		written = r.sink.take()
 		if len(written) != 1 || written[0].Kind != marker.KindSnapshot || written[0].Local != pos(1, 3) || written[0].Remote != pos(7, 3) {
 			t.Fatalf("after the response: wrote %+v, want the snapshot (1:3, 7:3)", written)
@@ -947,7 +938,7 @@ func TestSyncRun(t *testing.T) {
 		}
 		// Received updates are applied.
 		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: pos(1, 1)})
-		r.s.marker(ctx, markerMsg(t, 1, 4, update("west", "east", syncTopic), syncKey, "west"))
+		readMarker(ctx, r.s, markerMsg(t, 1, 4, update("west", "east", syncTopic), syncKey, "west"))
 		synctest.Wait()
 		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 5:7:-1"}) {
 			t.Errorf("admin calls = %v, want the reset to 5:7", got)
@@ -1057,7 +1048,7 @@ func TestSyncFor(t *testing.T) {
 			// A request from west, read now.
 			fw := &fakeSink{}
 			s.writer = fw
-			s.marker(context.Background(), markerMsg(t, 2, 1, request("west", "east", syncTopic), syncKey, "west"))
+			readMarker(context.Background(), s, markerMsg(t, 2, 1, request("west", "east", syncTopic), syncKey, "west"))
 			got := fw.take()
 			if len(wantUnknown) > 0 {
 				if len(got) > 0 {
@@ -1065,9 +1056,9 @@ func TestSyncFor(t *testing.T) {
 				}
 				// A copy from each third origin makes it answer.
 				for i, c := range tt.third {
-					s.data(context.Background(), copyMsg(2, int64(2+i), c, pos(40, 1)))
+					readData(context.Background(), s, copyMsg(2, int64(2+i), c, pos(40, 1)))
 				}
-				s.marker(context.Background(), markerMsg(t, 2, 9, request("west", "east", syncTopic), syncKey, "west"))
+				readMarker(context.Background(), s, markerMsg(t, 2, 9, request("west", "east", syncTopic), syncKey, "west"))
 				got = fw.take()
 			}
 			if len(got) != 1 || got[0].Kind != marker.KindSnapshotResponse {

@@ -332,6 +332,60 @@ func (r *syncRig) pending() map[string]marker.Position {
 	return maps.Clone(r.s.toApply)
 }
 
+// fakeMsg is a pulsar.Message read from the local cluster (the start-up
+// re-read's reader returns them). Only the methods the sync uses are
+// implemented; any other call panics on the nil embedded interface, which
+// flags an unexpected dependency.
+type fakeMsg struct {
+	pulsar.Message
+
+	id       pulsar.MessageID
+	payload  []byte
+	props    map[string]string
+	producer string
+}
+
+func (m *fakeMsg) ID() pulsar.MessageID          { return m.id }
+func (m *fakeMsg) Payload() []byte               { return m.payload }
+func (m *fakeMsg) Properties() map[string]string { return m.props }
+func (m *fakeMsg) ProducerName() string          { return m.producer }
+
+// msgAt is a plain message at position (ledger, entry, batch) of partition 0.
+func msgAt(ledger, entry int64, batch int32, payload string) *fakeMsg {
+	return &fakeMsg{
+		id:      pulsar.NewMessageID(ledger, entry, batch, 0),
+		payload: []byte(payload),
+		props:   map[string]string{},
+	}
+}
+
+// readOrigin is where msg says it was copied from, as the entry pipe hands
+// a copy's origin to the sync after checking it (entryOrigin): a copy
+// whose origin id parses counts as signed here, so that these tests judge
+// the sync's rules, not the signature (entryguards_test.go does that).
+func readOrigin(msg *fakeMsg) copyOrigin {
+	at, ok := marker.ParsePosition(msg.props[PropOriginID])
+	cluster := msg.props[PropOriginCluster]
+	return copyOrigin{cluster: cluster, at: at, signed: cluster != "" && ok}
+}
+
+// readMarker gives s a marker message read from the local partition, as
+// the entry pipe does (subSync.markerAt).
+func readMarker(ctx context.Context, s *subSync, msg *fakeMsg) (forward bool) {
+	return s.markerAt(ctx, positionOf(msg.ID()), msg.Payload(), readOrigin(msg), msg.ProducerName())
+}
+
+// readData gives s a data message read from the local partition, as the
+// entry pipe does (subSync.dataAt): a copy with a signed origin as a copy,
+// anything else as local data.
+func readData(ctx context.Context, s *subSync, msg *fakeMsg) {
+	if from := readOrigin(msg); from.signed {
+		s.dataAt(ctx, positionOf(msg.ID()), from.cluster, from.at)
+		return
+	}
+	s.dataAt(ctx, positionOf(msg.ID()), "", marker.Position{})
+}
+
 // markerMsg is a message at (ledger, entry) of the local partition holding
 // mk signed with key. A non-empty copiedFrom makes it a copy from that
 // cluster (origin properties set), as a remote's markers arrive.

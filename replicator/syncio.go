@@ -84,6 +84,33 @@ func (w *markerWriter) write(ctx context.Context, mk marker.Marker) error {
 	return nil
 }
 
+// callCtx runs open, which cannot be cancelled (pulsar-client-go's
+// CreateProducer), and returns early when ctx ends; a result that arrives
+// after that is closed, so that no producer is left open unowned.
+func callCtx[T any](ctx context.Context, open func() (T, error), closeLate func(T)) (T, error) {
+	type res struct {
+		v   T
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		v, err := open()
+		ch <- res{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.err == nil {
+				closeLate(r.v)
+			}
+		}()
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
 func (w *markerWriter) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
