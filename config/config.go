@@ -60,22 +60,23 @@ const (
 	OnRefusedSkip = "skip"
 )
 
-// Values of [Replication.DataPath].
+// Values of [Replication.DataPath]. There is one data path: the entry
+// path forwards each stored entry whole (a batch stays one batch,
+// compressed and encrypted payloads untouched), over the sidecar's own
+// binary-protocol client. The field stays so that configs that name it
+// keep working, and so that a later release may add a path again.
 const (
-	// DataPathAuto is DataPathEntries (see [Replication.Path]); it is
-	// the default so that a later release may choose differently.
+	// DataPathAuto is the default: DataPathEntries.
 	DataPathAuto = "auto"
-	// DataPathMessages consumes each message with pulsar-client-go and
-	// produces a copy: the first version's path, kept for comparison and
-	// as a fallback. It cannot carry what the Go client cannot express
-	// (encryption, chunks, compression, schemas, delivery times).
-	DataPathMessages = "messages"
-	// DataPathEntries forwards each stored entry whole (a batch stays one
-	// batch, compressed and encrypted payloads untouched), over the
-	// sidecar's own binary-protocol client. Subscriptions are not kept in
-	// step on this path yet.
+	// DataPathEntries is the entry path.
 	DataPathEntries = "entries"
 )
+
+// dataPathMessages is the first version's data path (consume each message
+// with pulsar-client-go, produce a copy), removed: Validate refuses it
+// with an error that says what replaces it, rather than as an unknown
+// value.
+const dataPathMessages = "messages"
 
 // Values of [Replication.Start].
 const (
@@ -287,8 +288,8 @@ type Replication struct {
 	// patterns are anchored like TopicPatterns.
 	Subscriptions        []string `yaml:"subscriptions"`
 	SubscriptionPatterns []string `yaml:"subscription_patterns"`
-	// DataPath is [DataPathAuto] (the default), [DataPathEntries] or
-	// [DataPathMessages]; [Replication.Path] resolves it.
+	// DataPath is [DataPathAuto] (the default) or [DataPathEntries]:
+	// both mean the entry path.
 	DataPath string `yaml:"data_path"`
 
 	// topicRE and subRE are the compiled, anchored patterns, index for
@@ -367,15 +368,6 @@ func (c *Config) Cluster(name string) (Cluster, bool) {
 		}
 	}
 	return Cluster{}, false
-}
-
-// Path is the data path the entry runs on: DataPath, with auto (or
-// unset) resolved to entries.
-func (r Replication) Path() string {
-	if r.DataPath == DataPathMessages {
-		return DataPathMessages
-	}
-	return DataPathEntries
 }
 
 // CursorName returns the durable subscription geo-sidecar uses on a source

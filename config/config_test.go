@@ -501,25 +501,6 @@ func TestWarnings(t *testing.T) {
 	}
 }
 
-func TestReplicationPath(t *testing.T) {
-	tests := []struct {
-		r    Replication
-		want string
-	}{
-		{Replication{}, DataPathEntries},
-		{Replication{DataPath: DataPathAuto}, DataPathEntries},
-		{Replication{DataPath: DataPathAuto, Subscriptions: []string{"billing"}}, DataPathEntries},
-		{Replication{SubscriptionPatterns: []string{"team-.*"}}, DataPathEntries},
-		{Replication{DataPath: DataPathMessages}, DataPathMessages},
-		{Replication{DataPath: DataPathEntries}, DataPathEntries},
-	}
-	for _, tt := range tests {
-		if got := tt.r.Path(); got != tt.want {
-			t.Errorf("%+v.Path() = %q, want %q", tt.r, got, tt.want)
-		}
-	}
-}
-
 func TestWarningEntryPathWithoutKey(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -528,7 +509,6 @@ func TestWarningEntryPathWithoutKey(t *testing.T) {
 	}{
 		{"entry path, no key", Config{Replication: []Replication{{}}}, true},
 		{"entry path, key file", Config{Sidecar: Sidecar{MarkerKeyFile: "/k"}, Replication: []Replication{{}}}, false},
-		{"message path, no key", Config{Replication: []Replication{{DataPath: DataPathMessages}}}, false},
 	} {
 		got := false
 		for _, w := range tt.cfg.Warnings() {

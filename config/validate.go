@@ -235,10 +235,8 @@ func (c *Config) Warnings() []Warning {
 		}
 	}
 	if c.Sidecar.MarkerKeyFile == "" && c.Sidecar.MarkerKeyEnv == "" {
-		for i, r := range c.Replication {
-			if r.Path() == DataPathEntries {
-				add(WarnNoMarkerKey, "replication[%d]: the entry data path without a marker key (sidecar.marker_key_file or marker_key_env) recognises none of its copies on the target: whenever a partition's session starts again (a restart or crash, a takeover by another instance, a lost connection, a failed send) the entries it had in flight are copied again, with or without deduplication on the target (duplicates, not loss)", i)
-			}
+		for i := range c.Replication {
+			add(WarnNoMarkerKey, "replication[%d]: the entry data path without a marker key (sidecar.marker_key_file or marker_key_env) recognises none of its copies on the target: whenever a partition's session starts again (a restart or crash, a takeover by another instance, a lost connection, a failed send) the entries it had in flight are copied again, with or without deduplication on the target (duplicates, not loss)", i)
 		}
 	}
 	return w
@@ -359,9 +357,12 @@ func (c *Config) validateReplication(p *problems, clusters map[string]bool) {
 		}
 
 		switch r.DataPath {
-		case DataPathAuto, DataPathMessages, DataPathEntries, "":
+		case DataPathAuto, DataPathEntries, "":
+		case dataPathMessages:
+			p.add(path+".data_path", "%q was removed; the entry path (%q, the default) replaces it: remove data_path or set it to %q",
+				r.DataPath, DataPathEntries, DataPathEntries)
 		default:
-			p.add(path+".data_path", "%q must be %q, %q or %q", r.DataPath, DataPathAuto, DataPathEntries, DataPathMessages)
+			p.add(path+".data_path", "%q must be %q or %q", r.DataPath, DataPathAuto, DataPathEntries)
 		}
 
 		if r.OnRefused != OnRefusedStop && r.OnRefused != OnRefusedSkip && r.OnRefused != "" {
