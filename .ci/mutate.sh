@@ -29,10 +29,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 GREMLINS_VERSION=${GREMLINS_VERSION:-v0.6.0}
-# The entry and message data paths of replicator/, the read-back, the
-# endpoints, the byte budgets and the subscription sync: what loss,
-# duplicates and stalls depend on.
-DATA_PATH=entrypipe.go,entryreadback.go,entryends.go,budgets.go,message.go,partition.go,tail.go,sync.go
+# The data path of replicator/ (the entry pipe and its sessions), the
+# read-back, the endpoints, the byte budgets and the subscription sync:
+# what loss, duplicates and stalls depend on.
+DATA_PATH=entrypipe.go,entrysessions.go,entryreadback.go,entryends.go,budgets.go,sync.go
 pkgs=("$@")
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(marker snapshot subscription "replicator:$DATA_PATH" replicator/wire)
 

@@ -37,8 +37,9 @@ import org.slf4j.LoggerFactory;
  * <p>An entry holding a batch of more than one message is always ACCEPTed:
  * the entry's metadata says nothing reliable about the messages inside (the
  * Go client copies the first message's properties to the batch's metadata,
- * so a batch that starts with a marker copied by the "messages" data path
- * would look like a marker, and rejecting it would hide the data after it).
+ * so a batch that starts with a marker, as the "messages" data path of
+ * earlier versions wrote them among data, would look like a marker, and
+ * rejecting it would hide the data after it).
  * Markers inside such batches reach applications.
  *
  * <p>Configuration: the broker property {@value #PREFIXES_KEY} (broker.conf,
