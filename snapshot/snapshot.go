@@ -24,8 +24,8 @@
 // is also how the cache is rebuilt after a restart.
 //
 // Third origins are only those whose messages reach both clusters
-// ([Config.ThirdOrigins]). A message that reaches B but not A (a
-// replicate-to property, or a topology in which its origin copies to B only)
+// ([Config.ThirdOrigins]). A message that reaches B but not A (Pulsar's
+// replicate_to, or a topology in which its origin copies to B only)
 // is never covered by a snapshot: a subscription moved on B may skip it,
 // since A never had it to consume.
 //
