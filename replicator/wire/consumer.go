@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -53,6 +54,20 @@ type ConsumerOptions struct {
 	// budget among consumers whose number changes; a window that shrinks
 	// grants nothing until what is held falls below it. Nil: no bound.
 	MaxBytes func() int64
+	// Budget, when set, is a pool of bytes shared with other consumers:
+	// no permit is granted before what it may bring is reserved there,
+	// and entries received count there until released, so that what the
+	// consumers of one budget hold (of any session) and may still be sent
+	// stays within it, at the size estimates of MaxBytes (see potential;
+	// an entry larger than they are is held whatever the room). A
+	// consumer that holds nothing waits in the budget's line for one
+	// entry's worth at least; one that holds something never waits: it
+	// grants more only when the budget has room at once and no one is
+	// waiting, else it lets what it holds drain and then waits in line.
+	// What a lost session's permits could bring goes back at once, what
+	// its entries hold as the caller releases them, everything at Close.
+	// Nil: no budget.
+	Budget ByteBudget
 	// RecycleOnRelease: Release hands an entry's bytes back for later
 	// entries, so a large entry costs no allocation. The caller must then
 	// not use the entry's Metadata and Payload (nor anything they were
@@ -70,6 +85,39 @@ type ConsumerOptions struct {
 	// silent) and when it is up again. Called with the consumer's lock
 	// held: it must not block nor call the consumer.
 	OnLinkChange func(up bool)
+}
+
+// ByteBudget is the pool of bytes of ConsumerOptions.Budget, shared by
+// consumers so that what they hold and may still be sent together stays
+// within it. It counts bytes reserved for permits (what they may bring)
+// and, apart, bytes of entries received and not released (Hold): a
+// policy can then tell permits that may never be used (Pulsar cannot
+// take them back from a partition gone idle) from entries that will be
+// released. Implementations must be safe for concurrent use. Consumers
+// call TryAcquire, Acquire, the cancel func and Hold with n > 0 with
+// their own lock held: those must never call an admit func.
+type ByteBudget interface {
+	// TryAcquire reserves n bytes if they fit now and no one is waiting
+	// in line; it never waits.
+	TryAcquire(n int64) bool
+	// Acquire reserves between least and most bytes, as many as fit. When
+	// no one is waiting and least fits (or nothing at all is held, so
+	// that an entry larger than the whole budget still passes alone), got
+	// is what was reserved. Otherwise got is 0 and the caller waits in
+	// line: waiters are served in the order they came, and admit is
+	// called once with what was reserved, from a goroutine releasing
+	// bytes and with no lock of the budget held; it must not block.
+	// cancel leaves the line; it reports false when admit has been or is
+	// being called (the admit func then owns the bytes).
+	Acquire(least, most int64, admit func(got int64)) (got int64, cancel func() bool)
+	// Release hands n reserved bytes back and admits the waiters that
+	// now fit; it may call their admit funcs before it returns.
+	Release(n int64)
+	// Hold counts n bytes of entries received (n > 0) or released
+	// (n < 0). Entries received count whatever the room (the consumer
+	// releases its permits' reservation as they arrive); releasing admits
+	// waiters as Release does.
+	Hold(n int64)
 }
 
 // Entry is one stored entry, whole: a batch stays packed and compressed.
@@ -109,12 +157,22 @@ type Consumer struct {
 	granted, received, held int64
 	heldBytes               int64
 	msgBytes                float64
-	redeliverEpoch          uint64 // consumer epoch: bumped by RedeliverUnacknowledged
-	closed                  bool
-	err                     error // terminal: the consumer gave up
-	stop                    chan struct{}
-	wg                      sync.WaitGroup
-	retrying                bool
+	// With opts.Budget: reserved is what the consumer has reserved for
+	// its permits outstanding (potential); staleBytes the bytes of
+	// entries earlier sessions delivered and the caller has not released
+	// (they count in the budget with heldBytes); entryBytes the size of
+	// the largest recent entries, as msgBytes is per message (for the
+	// broker's batch overdraft); wait is set while waiting in the
+	// budget's line.
+	reserved, staleBytes int64
+	entryBytes           float64
+	wait                 *budgetWait
+	redeliverEpoch       uint64 // consumer epoch: bumped by RedeliverUnacknowledged
+	closed               bool
+	err                  error // terminal: the consumer gave up
+	stop                 chan struct{}
+	wg                   sync.WaitGroup
+	retrying             bool
 	// churn counts the sessions in a row that ended young (see
 	// stableAfter), for the next reconnect's first wait.
 	churn int
@@ -225,10 +283,21 @@ func (c *Consumer) connect(ctx context.Context) error {
 	s.ready = true
 	s.silent = conn.Silent()
 	c.tellLink()
+	// Entries queued by the session before are dropped; those the caller
+	// received keep their bytes until it releases them.
+	queued := int64(0)
+	for _, e := range c.queue[c.head:] {
+		queued += int64(len(e.Metadata) + len(e.Payload))
+	}
+	c.staleBytes += c.heldBytes - queued
 	c.queue, c.head = nil, 0
 	c.granted, c.received, c.held, c.heldBytes = 0, 0, 0, 0
-	n := c.room(true)
+	n, back := c.grant(true)
 	c.mu.Unlock()
+	c.settle(queued, back)
+	if n == 0 {
+		return nil // waiting for the budget
+	}
 	return conn.writeCommand(&Flow{ConsumerID: s.id, Permits: uint32(n)})
 }
 
@@ -244,7 +313,18 @@ func (c *Consumer) subType() SubType {
 // minPermits is the window while no entry size is known, with MaxBytes.
 const minPermits = 4
 
-// window is the current receive window in messages (c.mu held).
+// unknownMsgBytes is the size per message and per entry assumed, with a
+// Budget, before any entry arrived: at most a quarter of MaxBytes, so
+// that the first window (minPermits) fits in it. A larger first entry is
+// held whatever the room when it arrives. A consumer idle from the start
+// keeps its first window reserved; with MaxBytes a share of the budget,
+// no more than its share.
+const unknownMsgBytes = 64 << 10
+
+// window is the current receive window in messages (c.mu held). The
+// broker's batch overdraft (one entry past the last permit, see room)
+// comes out of MaxBytes, so that what the window may bring stays within
+// it.
 func (c *Consumer) window() int64 {
 	w := int64(c.opts.Permits)
 	if c.opts.MaxBytes == nil {
@@ -257,13 +337,14 @@ func (c *Consumer) window() int64 {
 	if c.msgBytes <= 0 {
 		return min(w, minPermits)
 	}
-	return min(w, max(minPermits, int64(float64(maxBytes)/c.msgBytes)))
+	room := float64(maxBytes) - max(c.entryBytes-c.msgBytes, 0)
+	return min(w, max(minPermits, int64(room/c.msgBytes)))
 }
 
-// room returns the permits to grant now, and counts them as granted
-// (c.mu held): the window less what is held and what the broker may
-// still send. Unless now, permits are granted in batches of half the
-// window (or when nothing at all is held or outstanding).
+// want returns the permits to grant now, not counting them (c.mu held):
+// the window less what is held and what the broker may still send.
+// Unless now, permits are granted in batches of half the window (or when
+// nothing at all is held or outstanding).
 //
 // What the broker may still send can be negative: it dispatches a whole
 // batch while it has any permit left and counts the messages past its
@@ -272,15 +353,210 @@ func (c *Consumer) window() int64 {
 // and nothing held whose release could grant more: the cursor would
 // stall for good (e2e TestWireReconnectAndFailover, 50 permits and
 // batches of 100, stalled that way after a Failover switch).
-func (c *Consumer) room(now bool) int64 {
+func (c *Consumer) want(now bool) int64 {
 	w := c.window()
 	out := c.granted - c.received
 	n := w - c.held - out
 	if n <= 0 || (!now && n < (w+1)/2 && (c.held > 0 || out > 0)) {
 		return 0
 	}
-	c.granted += n
 	return n
+}
+
+// grant returns the permits to grant now, counted as granted, and the
+// bytes of reservation to hand back to the budget (c.mu held). The caller
+// writes the FLOW and then settles, after unlocking: releasing may admit
+// waiters, which take their own consumer's lock.
+//
+// With a budget, permits are granted only against bytes reserved for
+// what they may bring (potential), and the reservation shrinks to what
+// is still needed at every call, so bytes freed go back at once to
+// whoever waits. A consumer that holds something (entries, or permits
+// out) takes more only when the budget has room and no one waits
+// (TryAcquire); otherwise it grants nothing now, and once it holds
+// nothing (its entries released, its permits used) it waits in line for
+// one entry's worth at least, asking for its whole window. So a waiter
+// holds nothing (no cycle of consumers waiting for each other), and a
+// busy consumer cannot keep bytes from a waiting one by granting again
+// what its releases free.
+func (c *Consumer) grant(now bool) (n, back int64) {
+	out := c.granted - c.received
+	if !c.ready() {
+		return 0, c.shrink(out)
+	}
+	b := c.opts.Budget
+	if b == nil {
+		n = c.want(now)
+		c.granted += n
+		return n, 0
+	}
+	back = c.shrink(out)
+	if n = c.want(now); n == 0 {
+		return 0, back
+	}
+	need := c.potential(out + n)
+	switch {
+	case need <= c.reserved:
+	case c.holds(out):
+		if !b.TryAcquire(need - c.reserved) {
+			return 0, back
+		}
+		c.reserved = need
+	case c.wait != nil:
+		return 0, back
+	default:
+		got := c.enqueue(need)
+		if got == 0 {
+			return 0, back
+		}
+		c.reserved = got
+		n = c.admit(out, n)
+		back += c.shrink(out + n)
+	}
+	c.granted += n
+	return n, back
+}
+
+// ready reports whether the current session can be granted permits
+// (c.mu held).
+func (c *Consumer) ready() bool {
+	return !c.closed && c.session != nil && c.session.ready && c.epoch == c.session.epoch
+}
+
+// holds reports whether the consumer holds entries or has permits out
+// (c.mu held).
+func (c *Consumer) holds(out int64) bool {
+	return out > 0 || c.heldBytes+c.staleBytes > 0
+}
+
+// potential is what out permits outstanding may bring, at the size
+// estimates (c.mu held): out messages at msgBytes each, and the
+// overdraft: the broker sends the whole entry its last permit falls in,
+// at most entryBytes of which that permit paid msgBytes.
+func (c *Consumer) potential(out int64) int64 {
+	if out <= 0 {
+		return 0
+	}
+	m, e := c.estimates()
+	return int64(math.Ceil(float64(out)*m + max(e-m, 0)))
+}
+
+// estimates are the sizes per message and per entry potential counts
+// with (c.mu held): the largest recent ones, or unknownMsgBytes (at most
+// a quarter of MaxBytes) for both before any entry arrived.
+func (c *Consumer) estimates() (msg, entry float64) {
+	if c.msgBytes > 0 {
+		return c.msgBytes, max(c.entryBytes, c.msgBytes)
+	}
+	d := int64(unknownMsgBytes)
+	if c.opts.MaxBytes != nil {
+		if mb := c.opts.MaxBytes(); mb > 0 {
+			d = min(d, max(mb/minPermits, 1))
+		}
+	}
+	return float64(d), float64(d)
+}
+
+// admit returns how many of n permits a consumer that holds nothing but
+// its fresh reservation grants (c.mu held): as many as the reservation
+// covers, and one entry at least; 0 when it does not cover one entry at
+// today's estimates (a smaller MaxBytes since it asked).
+func (c *Consumer) admit(out, n int64) int64 {
+	m, e := c.estimates()
+	k := min(n, int64((float64(c.reserved)-max(e-m, 0))/m)-out)
+	if out+k < 1 {
+		return 0
+	}
+	return k
+}
+
+// enqueue asks the budget for most bytes, one entry's worth at least, for
+// a consumer that holds nothing (c.mu held): got is what it reserved at
+// once, or 0 when it now waits in line (c.wait).
+func (c *Consumer) enqueue(most int64) (got int64) {
+	least := c.potential(1)
+	w := &budgetWait{}
+	got, cancel := c.opts.Budget.Acquire(least, max(most, least), func(got int64) { c.admitted(w, got) })
+	if got > 0 {
+		return got
+	}
+	w.cancel = cancel
+	c.wait = w
+	return 0
+}
+
+// budgetWait is a consumer's place in its budget's line.
+type budgetWait struct {
+	cancel func() bool
+}
+
+// admitted is the budget's admission of w with got bytes: the consumer
+// grants what they cover, unless it stopped waiting meanwhile (closed,
+// its session lost), when they go back.
+func (c *Consumer) admitted(w *budgetWait, got int64) {
+	c.mu.Lock()
+	if c.wait != w {
+		c.mu.Unlock()
+		c.opts.Budget.Release(got)
+		return
+	}
+	c.wait = nil
+	c.reserved += got
+	out := c.granted - c.received
+	var n int64
+	if c.ready() && !c.holds(out) {
+		n = c.admit(out, max(c.want(true), 1-out))
+		c.granted += n
+	}
+	back := c.shrink(out + n)
+	if n == 0 {
+		// Not enough at today's estimates: back in line.
+		var more int64
+		n, more = c.grant(true)
+		back += more
+	}
+	s := c.session
+	c.mu.Unlock()
+	if n > 0 {
+		_ = s.flow(n)
+	}
+	c.settle(0, back)
+}
+
+// unwait leaves the budget's line (c.mu held); bytes the budget reserved
+// for the consumer meanwhile come back through admitted.
+func (c *Consumer) unwait() {
+	if c.wait != nil {
+		c.wait.cancel()
+		c.wait = nil
+	}
+}
+
+// shrink lowers the reservation to what out permits outstanding may
+// still bring and returns what it no longer needs (c.mu held).
+func (c *Consumer) shrink(out int64) int64 {
+	x := c.potential(out)
+	if c.reserved <= x {
+		return 0
+	}
+	back := c.reserved - x
+	c.reserved = x
+	return back
+}
+
+// settle tells the budget, with c.mu not held, of released bytes of
+// entries and of back bytes of reservation handed back.
+func (c *Consumer) settle(released, back int64) {
+	b := c.opts.Budget
+	if b == nil {
+		return
+	}
+	if released > 0 {
+		b.Hold(-released)
+	}
+	if back > 0 {
+		b.Release(back)
+	}
 }
 
 // flow grants n permits on s (n > 0).
@@ -330,9 +606,10 @@ func (s *consumerSession) handleMessage(m *Message, md, payload []byte, fb *fram
 	if m.HasConsumerEpoch && m.ConsumerEpoch < c.redeliverEpoch {
 		// Dispatched before RedeliverUnacknowledged: it comes again.
 		// Its permits are granted back at once.
-		n := c.room(true)
+		n, back := c.grant(true)
 		c.mu.Unlock()
 		_ = s.flow(n)
+		c.settle(0, back)
 		return false
 	}
 	size := int64(len(e.Metadata) + len(e.Payload))
@@ -348,8 +625,21 @@ func (s *consumerSession) handleMessage(m *Message, md, payload []byte, fb *fram
 	} else {
 		c.msgBytes += (per - c.msgBytes) / 64
 	}
+	if float64(size) > c.entryBytes {
+		c.entryBytes = float64(size)
+	} else {
+		c.entryBytes += (float64(size) - c.entryBytes) / 64
+	}
+	var back int64
+	if c.opts.Budget != nil {
+		// Held before the permits' reservation goes, so the budget never
+		// counts less than there is.
+		c.opts.Budget.Hold(size)
+		back = c.shrink(c.granted - c.received)
+	}
 	c.queue = append(c.queue, e)
 	c.mu.Unlock()
+	c.settle(0, back)
 	c.wake()
 	return true
 }
@@ -372,6 +662,12 @@ func (s *consumerSession) handleClose(err error) {
 		return
 	}
 	c.session = nil
+	// The session's permits died with it: what they could bring goes
+	// back, and a place in the budget's line is left (the next session
+	// asks again).
+	c.granted = c.received
+	c.unwait()
+	_, back := c.grant(false)
 	closed := c.closed
 	if !closed {
 		c.tellLink()
@@ -383,6 +679,7 @@ func (s *consumerSession) handleClose(err error) {
 	}
 	churn := c.churn
 	c.mu.Unlock()
+	c.settle(0, back)
 	if closed {
 		return
 	}
@@ -598,8 +895,9 @@ func entryOnly(id MessageID) MessageID { return EntryID(id.Ledger, id.Entry) }
 // Release hands the permits of e (its message count) back to the broker.
 // Call it when e is done with (confirmed by the target), not when it
 // arrives, so the window bounds what is in flight. Permits are granted in
-// batches of half the window. Entries from before a reconnect are ignored
-// (the new subscription got a full window).
+// batches of half the window. Entries from before a reconnect grant no
+// permits (the new subscription got a full window); with a Budget their
+// bytes go back.
 //
 // With RecycleOnRelease, e's bytes go back for later entries (once, however
 // often e is released).
@@ -607,17 +905,29 @@ func (c *Consumer) Release(e Entry) error {
 	if c.opts.RecycleOnRelease {
 		frames.put(e.fb, e.fbGen)
 	}
+	size := int64(len(e.Metadata) + len(e.Payload))
 	c.mu.Lock()
-	if c.session == nil || e.epoch != c.epoch {
+	if c.closed {
 		c.mu.Unlock()
 		return nil
 	}
-	c.held -= int64(max(e.NumMessages, 1))
-	c.heldBytes -= int64(len(e.Metadata) + len(e.Payload))
-	n := c.room(false)
+	switch {
+	case e.epoch == c.epoch:
+		c.held -= int64(max(e.NumMessages, 1))
+		c.heldBytes -= size
+	case e.epoch < c.epoch:
+		size = min(size, c.staleBytes)
+		c.staleBytes -= size
+	}
+	n, back := c.grant(false)
 	s := c.session
 	c.mu.Unlock()
-	return s.flow(n)
+	var err error
+	if n > 0 {
+		err = s.flow(n)
+	}
+	c.settle(size, back)
+	return err
 }
 
 // RedeliverUnacknowledged asks the broker to deliver again every entry not
@@ -632,15 +942,18 @@ func (c *Consumer) RedeliverUnacknowledged() error {
 		c.mu.Unlock()
 		return errNoConn
 	}
+	queued := int64(0)
 	for _, e := range c.queue[c.head:] {
 		c.held -= int64(max(e.NumMessages, 1))
-		c.heldBytes -= int64(len(e.Metadata) + len(e.Payload))
+		queued += int64(len(e.Metadata) + len(e.Payload))
 	}
+	c.heldBytes -= queued
 	c.queue, c.head = nil, 0
 	c.redeliverEpoch++
 	epoch := c.redeliverEpoch
-	n := c.room(true)
+	n, back := c.grant(true)
 	c.mu.Unlock()
+	defer c.settle(queued, back)
 	if err := s.conn.writeCommand(&RedeliverUnacknowledged{ConsumerID: s.id, ConsumerEpoch: epoch}); err != nil {
 		return err
 	}
@@ -658,8 +971,14 @@ func (c *Consumer) Close() error {
 	c.closed = true
 	s := c.session
 	c.session = nil
+	// Everything goes back: entries the caller still holds are no longer
+	// counted.
+	c.unwait()
+	released, back := c.heldBytes+c.staleBytes, c.reserved
+	c.heldBytes, c.staleBytes, c.reserved = 0, 0, 0
 	close(c.stop)
 	c.mu.Unlock()
+	c.settle(released, back)
 	var err error
 	if s != nil {
 		s.conn.removeConsumer(s.id)
