@@ -87,8 +87,10 @@ type wireEndpoints struct {
 	start         wire.InitialPosition
 	permits       int // the cursor's window, in messages
 	maxPending    int // the producer's window, in entries
-	windows       *cursorWindows
-	keys          marker.Keys // sign and check the copies' origins (PropOriginSig); zero: none
+	// pool is the target's share of the receive budget, which the
+	// cursor reserves from before it grants permits.
+	pool *receivePool
+	keys marker.Keys // sign and check the copies' origins (PropOriginSig); zero: none
 	// readerPrefix starts the read-back's reader names: sidecar.cursor_prefix.
 	readerPrefix string
 	log          *zap.Logger
@@ -166,7 +168,7 @@ func (t *healthyTarget) Close() error {
 type healthySource struct {
 	entrySource
 	h      *linkHealth
-	leave  func() // the cursor's share of cursorWindows
+	leave  func() // the cursor's place among the pool's open cursors
 	mu     sync.Mutex
 	closed bool
 }
@@ -206,14 +208,15 @@ func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (en
 		return nil, err
 	}
 	e.health.update(func(h *linkHealth) { h.gauge = e.healthGauge() })
-	src := &healthySource{h: &e.health, leave: e.windows.join()}
+	src := &healthySource{h: &e.health, leave: e.pool.join()}
 	subscribe := e.subscribe
 	if subscribe == nil {
 		subscribe = subscribeWire
 	}
 	cons, err := subscribe(ctx, c, wire.ConsumerOptions{
 		Topic: e.topic, Subscription: e.subscription, Name: instanceConsumerName,
-		InitialPosition: e.start, Permits: e.permits, MaxBytes: e.windows.bytes, OnActiveChange: onActive, Logger: e.log,
+		InitialPosition: e.start, Permits: e.permits, MaxBytes: e.pool.window, Budget: e.pool,
+		OnActiveChange: onActive, Logger: e.log,
 		// Every Release comes after the target confirmed the entry, or
 		// for an entry skipped or not sent: nothing reads its bytes later.
 		RecycleOnRelease: true,
@@ -313,55 +316,6 @@ const lookBack = 100
 // windows double, so reading back this far costs a handful of readers
 // more, and a record further ahead than this is no in-flight window.
 const maxRecordReach = 100_000
-
-// cursorWindowBytes bounds, per partition, the entries received from the
-// cursor and not yet confirmed by the target plus what the broker may
-// still send (wire.ConsumerOptions.MaxBytes); the sends among them also
-// count in the process-wide byte budget. It is what one partition can
-// have on the way to the target in one round trip, so it caps throughput
-// at about three quarters of it per round trip (permits come back in
-// batches of half the window): 8 MiB held a partition to about 35 MB/s at
-// 150 ms (0.36 of its 0 ms figure in make bench's WAN rows); 32 MiB keeps
-// it near the link's own limit there. With many cursors open it is less
-// (cursorWindows).
-const cursorWindowBytes = 32 << 20
-
-// receiveBudget is what the open cursors of the process may hold and be
-// sent together, shared out by cursorWindows: a drain after an outage
-// over a thousand partitions at cursorWindowBytes each would hold 32 GiB.
-// Up to 16 cursors each get the whole cursorWindowBytes.
-const receiveBudget = 512 << 20
-
-// minCursorWindowBytes is the least a cursor's window is cut to, however
-// many are open: about 3 MB/s at 150 ms of round trip per partition.
-const minCursorWindowBytes = 512 << 10
-
-// cursorWindows shares receiveBudget among the open replication cursors
-// of the process: each window is the budget over the number open, between
-// minCursorWindowBytes and cursorWindowBytes, asked again at every grant
-// of the cursor (so windows shrink as partitions open, and widen as they
-// close). Safe for concurrent use.
-type cursorWindows struct {
-	total, least, most int64
-	open               atomic.Int64
-}
-
-func newCursorWindows() *cursorWindows {
-	return &cursorWindows{total: receiveBudget, least: minCursorWindowBytes, most: cursorWindowBytes}
-}
-
-// bytes is one cursor's window now.
-func (w *cursorWindows) bytes() int64 {
-	return min(w.most, max(w.least, w.total/max(w.open.Load(), 1)))
-}
-
-// join counts one more open cursor until leave (which may be called more
-// than once).
-func (w *cursorWindows) join() (leave func()) {
-	w.open.Add(1)
-	var once sync.Once
-	return func() { once.Do(func() { w.open.Add(-1) }) }
-}
 
 // cursorPermitsPerPending is the cursor's window in messages per entry the
 // producer may have unconfirmed (max_pending_messages): batched entries

@@ -22,24 +22,25 @@ func testConn(name string) *Conn {
 	return &Conn{Name: name, cluster: config.Cluster{Name: name, ServiceURL: "pulsar://127.0.0.1:6650"}, log: zap.NewNop()}
 }
 
-// The replication cursor takes its share of the receive budget
-// (cursorWindows): its window in bytes is asked again at every grant, so
-// it shrinks as other cursors open and widens as they close; a cursor
-// closed, or one that could not be opened, gives its share back.
+// The replication cursor reserves from its target's receive pool before
+// it grants permits (Budget), and takes its share of the pool as its
+// window: asked again at every grant, so it shrinks as other cursors
+// open and widens as they close; a cursor closed, or one that could not
+// be opened, gives its share back.
 //
-// Fails for: `MaxBytes: nil` on the replication cursor, leave() not
-// called on Close or on a failed subscribe.
+// Fails for: `Budget: nil` or `MaxBytes: nil` on the replication cursor,
+// leave() not called on Close or on a failed subscribe.
 func TestWireEndpointsCursorWindow(t *testing.T) {
-	windows := newCursorWindows()
+	pool := newReceivePool(receiveBudget, nil)
 	var others []func()
 	for range 31 {
-		others = append(others, windows.join())
+		others = append(others, pool.join())
 	}
 	var opts wire.ConsumerOptions
 	var refuse error
 	e := &wireEndpoints{
 		local: testConn("east"), remote: testConn("west"), topic: "persistent://t/ns/x-partition-0",
-		subscription: "geo-sidecar.west", permits: 6400, windows: windows, log: zap.NewNop(),
+		subscription: "geo-sidecar.west", permits: 6400, pool: pool, log: zap.NewNop(),
 		subscribe: func(_ context.Context, c *wire.Client, o wire.ConsumerOptions) (entrySource, error) {
 			if c == nil {
 				t.Error("subscribed without the local cluster's wire client")
@@ -61,6 +62,9 @@ func TestWireEndpointsCursorWindow(t *testing.T) {
 	if opts.MaxBytes == nil {
 		t.Fatal("the replication cursor has no byte window (MaxBytes nil): a drain over many partitions holds cursorWindowBytes each")
 	}
+	if opts.Budget != wire.ByteBudget(pool) {
+		t.Fatalf("the replication cursor reserves from %v, want its target's pool: nothing bounds what all cursors hold", opts.Budget)
+	}
 	if got, want := opts.MaxBytes(), int64(receiveBudget/32); got != want {
 		t.Errorf("window with 32 cursors open = %d, want %d (the budget shared)", got, want)
 	}
@@ -73,14 +77,14 @@ func TestWireEndpointsCursorWindow(t *testing.T) {
 	if err := src.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := windows.open.Load(); n != 0 {
+	if n := pool.open.Load(); n != 0 {
 		t.Errorf("%d cursors counted open after the last closed, want 0", n)
 	}
 	refuse = errors.New("not authorized")
 	if _, err := e.openCursor(context.Background(), nil); !errors.Is(err, refuse) {
 		t.Fatalf("openCursor() = %v, want the refusal", err)
 	}
-	if n := windows.open.Load(); n != 0 {
+	if n := pool.open.Load(); n != 0 {
 		t.Errorf("%d cursors counted open after a refused subscribe, want 0", n)
 	}
 }
@@ -200,7 +204,7 @@ func TestWireEndpointsLinkHealth(t *testing.T) {
 	local, remote := testConn("east"), testConn("west")
 	local.m = m
 	e := &wireEndpoints{
-		local: local, remote: remote, topic: "persistent://t/ns/x-partition-0", windows: newCursorWindows(), log: zap.NewNop(),
+		local: local, remote: remote, topic: "persistent://t/ns/x-partition-0", pool: newReceivePool(receiveBudget, nil), log: zap.NewNop(),
 		subscribe: func(context.Context, *wire.Client, wire.ConsumerOptions) (entrySource, error) {
 			return &fakeEntrySource{w: newFakeEntryWorld(), closed: make(chan struct{})}, nil
 		},

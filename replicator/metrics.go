@@ -34,6 +34,11 @@ type Metrics struct {
 	// InflightBytes is what the entry pipe holds in flight, process-wide
 	// (bounded by its byte budget).
 	InflightBytes prometheus.Gauge
+	// ReceiveBytes and ReceiveWaiting are each target's receive pool:
+	// what its pairs' cursors hold and may still be sent, and how many
+	// wait for room (see receivePool).
+	ReceiveBytes   *prometheus.GaugeVec
+	ReceiveWaiting *prometheus.GaugeVec
 
 	// Replicated subscriptions.
 	MarkersInvalid         *prometheus.CounterVec
@@ -71,6 +76,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"source", "target", "reason"}),
 		InflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns,
 			Name: "inflight_bytes", Help: "Bytes of entries sent and not yet confirmed by their target, all pairs of the entry data path together."}),
+		ReceiveBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "receive_reserved_bytes", Help: "Bytes the cursors of the pairs to this target cluster hold (entries received, not yet confirmed) and have reserved for what their permits may bring, against the target's share of the receive budget."},
+			[]string{"cluster"}),
+		ReceiveWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "receive_waiting_cursors", Help: "Cursors of the pairs to this target cluster waiting for room in its share of the receive budget before they may be sent more."},
+			[]string{"cluster"}),
 		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 			Name: "replicated_messages_total", Help: "Messages copied to the target and confirmed by it."}, pair),
 		Bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
@@ -138,7 +149,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused, m.PairProblems,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
 			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.HistoryEntriesRead, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds,
-			m.InflightBytes, m.PartitionsStopped)
+			m.InflightBytes, m.ReceiveBytes, m.ReceiveWaiting, m.PartitionsStopped)
 	}
 	m.Links = newLinkMetrics()
 	if reg != nil {

@@ -51,7 +51,7 @@ type pair struct {
 	keys    marker.Keys
 	applied *appliedPositions
 	budget  *byteBudget
-	windows *cursorWindows
+	pool    *receivePool // the target's share of the receive budget
 
 	// problem is why the pair cannot replicate at all, in a sentence
 	// naming the pair and what is missing (see checkTarget); nil when
@@ -298,8 +298,8 @@ func (p *pair) entryPartition(partitionTopic string) *entryPartition {
 			subscription: p.subscription,
 			producerName: "geo-sidecar." + p.local.Name + "-->" + p.remote.Name,
 			start:        start, permits: cursorPermitsPerPending * p.maxPending, maxPending: p.maxPending,
-			windows: p.windows,
-			keys:    p.keys, log: log,
+			pool: p.pool,
+			keys: p.keys, log: log,
 			readerPrefix: p.cfg.Sidecar.CursorPrefix,
 		},
 		topic: partitionTopic, keys: p.keys,

@@ -66,8 +66,9 @@ type Sidecar struct {
 	// budgets bound the bytes the entry pipe holds in flight, a share of
 	// the process's budget per target cluster.
 	budgets *targetBudgets
-	// windows shares the receive budget among the open cursors.
-	windows *cursorWindows
+	// pools bound what the cursors hold and may be sent, a share of the
+	// receive budget per target cluster.
+	pools *receivePools
 
 	ready atomic.Bool
 	mu    sync.Mutex
@@ -101,7 +102,7 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 		}
 	}
 	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, keys: marker.NewKeys(key, accepted),
-		budgets: newTargetBudgets(inflightBudget, targets, m.InflightBytes.Set), windows: newCursorWindows()}, nil
+		budgets: newTargetBudgets(inflightBudget, targets, m.InflightBytes.Set), pools: newReceivePools(receiveBudget, targets, m)}, nil
 }
 
 // Metrics returns the sidecar's metrics.
@@ -240,7 +241,7 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				keys:    s.keys,
 				applied: &s.applied,
 				budget:  s.budgets.of(t),
-				windows: s.windows,
+				pool:    s.pools.of(t),
 				log:     s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
 				running: map[string]*worker{},
 				quiet:   map[string]time.Time{},

@@ -107,8 +107,9 @@ type ByteBudget interface {
 	// line: waiters are served in the order they came, and admit is
 	// called once with what was reserved, from a goroutine releasing
 	// bytes and with no lock of the budget held; it must not block.
-	// cancel leaves the line; it reports false when admit has been or is
-	// being called (the admit func then owns the bytes).
+	// cancel leaves the line; it reports false when the waiter was
+	// served already (admit has been or will be called, and owns the
+	// bytes).
 	Acquire(least, most int64, admit func(got int64)) (got int64, cancel func() bool)
 	// Release hands n reserved bytes back and admits the waiters that
 	// now fit; it may call their admit funcs before it returns.
