@@ -123,6 +123,9 @@ func TestReceivePoolLine(t *testing.T) {
 		if o := a.order(); len(o) != 0 {
 			t.Fatalf("admitted %v with 15 free, want no one (big first, least 20)", o)
 		}
+		if p.TryAcquire(10) {
+			t.Fatal("TryAcquire(10) took room that the first waiter waits for")
+		}
 		p.Hold(-10) // entries confirmed: 25 free
 		if o := a.order(); !slices.Equal(o, []string{"big"}) || a.bytes("big") != 25 {
 			t.Fatalf("admitted %v (big %d), want big with the 25 free", o, a.bytes("big"))
