@@ -688,3 +688,43 @@ func (bb *backlogBroker) set(f func()) {
 	defer bb.mu.Unlock()
 	f()
 }
+
+// A budget with room narrows no window: a consumer alone in it is
+// granted its whole MaxBytes (the WAN rows need 32 MiB per partition),
+// overdraft included, as it would be without a budget.
+func TestConsumerBudgetKeepsTheWindow(t *testing.T) {
+	const window = 1 << 20
+	for _, msgs := range []int32{1, 10} {
+		t.Run(fmt.Sprintf("%d messages an entry", msgs), func(t *testing.T) {
+			bb := newBacklogBroker(t)
+			e := backlogEntry{msgs: msgs, size: 10 << 10}
+			bb.backlogs["t"] = uniform(1000, msgs, e.size)
+			budget := newTestBudget(t, 64<<20)
+			c := newTestClient(t, bb.b.url(), ConnOptions{})
+			ctx, cancel := context.WithTimeout(context.Background(), stallAfter)
+			defer cancel()
+			cons, err := Subscribe(ctx, c, ConsumerOptions{Topic: "t", Subscription: "s", Permits: 100_000,
+				MaxBytes: func() int64 { return window }, Budget: budget})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cons.Close()
+			if err := drain(ctx, bb, cons, 200, nil); err != nil {
+				t.Fatal(err)
+			}
+			cons.mu.Lock()
+			w, granted, received := cons.window(), cons.granted, cons.received
+			cons.mu.Unlock()
+			// The window in messages, less the overdraft's entry.
+			if want := int64((window - float64(e.bytes()) + float64(e.bytes())/float64(msgs)) / (float64(e.bytes()) / float64(msgs))); w != want {
+				t.Errorf("window %d messages, want %d", w, want)
+			}
+			if out := granted - received; out < w/2 {
+				t.Errorf("%d permits out of a window of %d after releasing every entry, want at least half", out, w)
+			}
+			if _, peak := bb.outstanding(); peak < window/2 || peak > window {
+				t.Errorf("held and still to be sent reached %d bytes with a window of %d, want between half and all of it", peak, window)
+			}
+		})
+	}
+}
