@@ -72,15 +72,20 @@ func (p *receivePools) of(target string) *receivePool { return p.byTarget[target
 // replication cursors of its pairs reserve from it before they grant
 // permits (wire.ConsumerOptions.Budget), and count in it the entries they
 // received until the target confirms them. So what they hold plus what
-// their brokers may still send them stays within limit, at the size
-// estimates of the cursors (see wire.Consumer's potential), but for:
+// their brokers may still send them stays within limit, at the cursors'
+// size estimates (each permit at the size per message of its partition's
+// largest recent entries, plus one whole entry past the last permit: the
+// broker's batch overdraft), but for:
 //
-//   - entries larger than their cursor's estimates were when it granted
-//     their permits (a partition's first entries, or one larger than its
-//     recent ones): held whatever the room, they keep others waiting
-//     until released;
-//   - a waiter admitted while nothing at all is reserved or held (an
-//     entry larger than the whole pool passes alone);
+//   - entries larger than the estimates were when their permits were
+//     granted: the first window of a partition (4 permits at 64 KiB, at
+//     most a quarter of its window, until an entry arrives) or permits
+//     granted before a larger entry came. Each such permit can bring up
+//     to the broker's maximum message size (5 MB by default) more than
+//     was reserved; what arrives is held whatever the room, and keeps
+//     waiters out until released;
+//   - a waiter let in while nothing at all is reserved or held, with one
+//     entry larger than the whole pool;
 //   - permits out on partitions gone idle. Pulsar has no way to take
 //     permits back, so a partition that drained its backlog keeps its
 //     window reserved until new entries use it, and enough of them would
@@ -88,11 +93,13 @@ func (p *receivePools) of(target string) *receivePool { return p.byTarget[target
 //     admitIdleAfter and the entries held leave room for the first
 //     waiter's least (what is reserved beyond them is only permits that
 //     may never be used), it is let in past limit with what the entries
-//     leave, its window at most. A pool full of entries that cannot be
+//     leave, its window at most. Partitions let in that way that go idle
+//     too add their windows; a pool full of entries that cannot be
 //     released (a target that confirms nothing) lets no one in.
 //
-// Waiters are served in the order they came (FIFO: no partition starves
-// behind busy ones). Safe for concurrent use.
+// Waiters are served in the order they came (no partition starves behind
+// busy ones), and a cursor holding something takes no room while one
+// waits (wire.Consumer's grant). Safe for concurrent use.
 type receivePool struct {
 	limit int64
 	// open counts the cursors open on the pool (join), for window.
