@@ -30,9 +30,9 @@ cd "$(dirname "$0")/.."
 
 GREMLINS_VERSION=${GREMLINS_VERSION:-v0.6.0}
 # The data path of replicator/ (the entry pipe and its sessions), the
-# read-back, the endpoints, the byte budgets and the subscription sync:
-# what loss, duplicates and stalls depend on.
-DATA_PATH=entrypipe.go,entrysessions.go,entryreadback.go,entryends.go,budgets.go,sync.go
+# read-back, the endpoints, the byte budgets, the receive pools and the
+# subscription sync: what loss, duplicates and stalls depend on.
+DATA_PATH=entrypipe.go,entrysessions.go,entryreadback.go,entryends.go,budgets.go,receivepool.go,sync.go
 pkgs=("$@")
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(marker snapshot subscription "replicator:$DATA_PATH" replicator/wire)
 
