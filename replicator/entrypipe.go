@@ -425,7 +425,21 @@ type entryPartition struct {
 	// aheadRuns how many in a row (see maxStartAhead).
 	aheadAt   marker.Position
 	aheadRuns int
+	// readBackFails counts the sessions in a row whose read-back of the
+	// remote failed on a link error (see maxReadBackRetries).
+	readBackFails int
 }
+
+// maxReadBackRetries is how many sessions in a row may end on a read-back
+// of the remote that failed on a link error (a reset, a lost connection)
+// before a session sends without it. Sending without it sends again
+// every entry in flight when the session before ended, under counted
+// sequence ids: with deduplication on the target those are stored twice
+// and after later ones (e2e TestWANLinkResetRepeatedly, a link reset every
+// 3 s: 24 duplicates, out of order). A new session a backoff later almost
+// always reads back whole; the bound keeps a read-back that never works
+// (a reader the remote keeps closing) from stopping the partition.
+const maxReadBackRetries = 5
 
 // continues reports whether pos, the next entry the sync sees, follows
 // the entries it saw: the next entry of the same ledger, or one seen
@@ -715,8 +729,17 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 			seq = uint64(dst.LastSequenceID() + 1)
 			unpacked = false
 			if copied, err = p.ends.copiedSince(sctx, pos, recordReach(dst.LastSequenceID(), pos)); err != nil {
+				if sctx.Err() != nil {
+					break
+				}
+				if wire.IsRetryable(err) && p.readBackFails < maxReadBackRetries {
+					p.readBackFails++
+					cancel(fmt.Errorf("read back the remote: %w", err))
+					break
+				}
 				p.log.Warn("cannot read back every copy on the remote; entries it may hold are sent again (duplicates, not loss)", zap.Error(err))
 			}
+			p.readBackFails = 0
 			p.log.Debug("producer open", zap.Uint64("epoch", epoch), zap.Int64("last_sequence_id", dst.LastSequenceID()), zap.Int("copies_found", len(copied)))
 		}
 		if copied.has(pos) {

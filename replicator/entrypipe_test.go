@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"slices"
@@ -134,6 +135,8 @@ type fakeEntryWorld struct {
 	// copiedSince starts (without w.mu).
 	inLink         []linkedSend
 	beforeReadBack func()
+	// readBackErrs fail the next read-backs, one each, in order.
+	readBackErrs []error
 }
 
 // sentEntry is one SEND: the entry, its id, its producer's epoch.
@@ -397,6 +400,11 @@ func (w *fakeEntryWorld) copiedSince(_ context.Context, from marker.Position, re
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if len(w.readBackErrs) > 0 {
+		err := w.readBackErrs[0]
+		w.readBackErrs = w.readBackErrs[1:]
+		return nil, err
+	}
 	w.reaches = append(w.reaches, reach)
 	out := copySet{}
 	all := copySet{}
@@ -778,6 +786,52 @@ func TestEntryPipeProof(t *testing.T) {
 			t.Error(v)
 		}
 	})
+}
+
+// A read-back of the remote that fails on a link error ends the session,
+// and the next one reads back again before it sends: what the remote holds
+// is not sent again (with deduplication on, such copies went out under
+// counted ids and were stored twice, after later entries). A read-back
+// that keeps failing is given up on after maxReadBackRetries sessions:
+// duplicates, not a partition that never moves.
+func TestEntryPipeReadBackRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		fails      int
+		wantRemote []string
+	}{
+		{"fails twice", 2, []string{"e0", "e1", "e2", "e3"}},
+		{"fails for good", maxReadBackRetries + 1, []string{"e0", "e0", "e1", "e1", "e2", "e3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newFakeEntryWorld()
+				w.add(4, nil)
+				w.remote = []string{"e0", "e1"} // copied by an earlier session
+				for range tc.fails {
+					w.readBackErrs = append(w.readBackErrs, &wire.ConnError{Addr: "west:6650", Err: io.ErrUnexpectedEOF})
+				}
+				p := newTestEntryPartition(t, w)
+				stop := runEntryPartition(t, p)
+				waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
+				stop()
+				_, remote, _ := w.snapshot()
+				slices.Sort(remote)
+				if !slices.Equal(remote, tc.wantRemote) {
+					t.Errorf("remote holds %v, want %v", remote, tc.wantRemote)
+				}
+				// Each entry holds 2 messages; e0 and e1 are proven copies
+				// only when a read-back went through.
+				want := 4.0
+				if tc.fails > maxReadBackRetries {
+					want = 0
+				}
+				if got := counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != want {
+					t.Errorf("skipped as already copied = %v messages, want %v", got, want)
+				}
+			})
+		})
+	}
 }
 
 func TestEntryPipeRefusedEntry(t *testing.T) {
