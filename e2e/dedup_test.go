@@ -50,6 +50,7 @@ func produceUnbatched(t *testing.T, c pulsar.Client, topic, prefix string, from,
 // the sidecar's producer name, and the target dropped every new message as
 // a duplicate while the source was acknowledged.
 func TestRestartDeepInLedgerWithDedup(t *testing.T) {
+	UseClusters(t, "east", "west") // the second lane (.ci/e2e.sh): the first one kills and restarts west
 	ns := NewNamespace(t, "east", "west")
 	if err := Admin(t, "west").Namespaces().SetDeduplicationStatus(ns, true); err != nil {
 		t.Fatal(err)

@@ -76,6 +76,7 @@ func syncEntriesWith(ns, subs string, clusters ...string) string {
 // of its own (kept in step by subscription_patterns), once per type. It
 // deletes that subscription on both clusters afterwards.
 func TestFailoverDrill(t *testing.T) {
+	UseClusters(t, "east", "west") // the second lane (.ci/e2e.sh): the first one kills and restarts west
 	for _, typ := range []string{"exclusive", "failover", "shared", "key_shared"} {
 		t.Run(typ, func(t *testing.T) {
 			awaitClusters(t, "east", "west")
@@ -144,6 +145,7 @@ func trySubs(t *testing.T, cluster, topic string) ([]string, error) {
 // deletes only that one, on both clusters. billing keeps its position in
 // east and exists in both throughout.
 func TestDrillLeavesOtherSubscriptionsAlone(t *testing.T) {
+	UseClusters(t, "east", "west") // the second lane (.ci/e2e.sh): the first one kills and restarts west
 	awaitClusters(t, "east", "west")
 	ns := NewNamespace(t, "east", "west")
 	s := StartSidecar(t, []string{"east", "west"},
@@ -233,6 +235,7 @@ func TestDrillLeavesOtherSubscriptionsAlone(t *testing.T) {
 // subscription starts at the earliest message in west and the duplicates
 // exceed the bound.
 func TestFailoverDrillPartitioned(t *testing.T) {
+	UseClusters(t, "east", "west") // the second lane (.ci/e2e.sh): the first one kills and restarts west
 	awaitClusters(t, "east", "west")
 	ns := NewNamespace(t, "east", "west")
 	topic := Topic(ns, "orders")
@@ -389,6 +392,7 @@ func TestDrillAfterRestartThirdOriginSilent(t *testing.T) {
 // the time without a sidecar lies after the position.
 // Counted by the test's own consumers, as TestFailoverDrillPartitioned.
 func TestDrillSidecarRestartedMidway(t *testing.T) {
+	UseClusters(t, "east", "west") // the second lane (.ci/e2e.sh): the first one kills and restarts west
 	awaitClusters(t, "east", "west")
 	ns := NewNamespace(t, "east", "west")
 	s := StartSidecar(t, []string{"east", "west"}, checkedEntries(ns, "orders-sub", "east", "west"))
@@ -422,6 +426,7 @@ func TestDrillSidecarRestartedMidway(t *testing.T) {
 // subscription starts at the earliest message in west, nothing is lost, and
 // it delivers again everything consumed in east: more than the bound.
 func TestFailoverCheckSyncOff(t *testing.T) {
+	UseClusters(t, "east", "west") // the second lane (.ci/e2e.sh): the first one kills and restarts west
 	awaitClusters(t, "east", "west")
 	ns := NewNamespace(t, "east", "west")
 	StartSidecar(t, []string{"east", "west"}, withoutSync(syncEntries(ns, "orders-sub", "east", "west")))
@@ -440,6 +445,7 @@ func TestFailoverCheckSyncOff(t *testing.T) {
 // TestMarkersOnBusyTopic reports how many markers a steadily busy topic
 // gets per minute (for the notes; no assertion on the figure).
 func TestMarkersOnBusyTopic(t *testing.T) {
+	UseClusters(t, "east", "west") // the second lane (.ci/e2e.sh): the first one kills and restarts west
 	ns := NewNamespace(t, "east", "west")
 	topic := Topic(ns, "busy")
 	east := Client(t, "east")
