@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire/internal/cmdgen"
 )
 
 // The command codec's golden test pins the bytes of every command and the
@@ -25,6 +27,33 @@ import (
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/commands.golden")
 
 const goldenPath = "testdata/commands.golden"
+
+// TestCommandGenUpToDate fails when command_gen.go is not what the
+// generator writes from commands.txt.
+func TestCommandGenUpToDate(t *testing.T) {
+	src, err := os.ReadFile("commands.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := cmdgen.Generate(src, "commands.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("command_gen.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(got, want) {
+		return
+	}
+	gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+	i := 0
+	for i < len(gl) && i < len(wl) && gl[i] == wl[i] {
+		i++
+	}
+	t.Fatalf("command_gen.go is stale: line %d is %q, commands.txt makes it %q; run go generate ./replicator/wire",
+		i+1, line(gl, i), line(wl, i))
+}
 
 // goldenCases are representative values of every command: all fields set
 // (the first case of a type, also the base of the decode sweep) and the

@@ -13,7 +13,8 @@
 // pulsar/auth providers (token, TLS, OAuth2, Athenz, basic).
 //
 // Layers, from the bottom: frame.go (frames, CRC-32C, size limits),
-// proto.go and command.go (BaseCommand and the commands used), metadata.go
+// proto.go and command.go (BaseCommand and the commands used, most of them
+// generated from the table commands.txt into command_gen.go), metadata.go
 // (MessageMetadata: parse the fields that matter, patch by appending),
 // schema.go, conn.go (one multiplexed connection per broker: reader,
 // writer and keep-alive goroutines), client.go (connection pool, lookup

@@ -6,9 +6,10 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// This file holds the protobuf plumbing shared by command.go and
-// metadata.go: a field iterator that validates wire types, and append
-// helpers. Decoders keep the first error and never panic on any input.
+// This file holds the protobuf plumbing shared by the commands
+// (command.go, command_gen.go) and metadata.go: a field iterator that
+// validates wire types, and append helpers. Decoders keep the first error
+// and never panic on any input.
 
 // field is one decoded protobuf field. For varint and fixed fields v holds
 // the value; for length-delimited fields b aliases the input.
