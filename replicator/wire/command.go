@@ -192,6 +192,17 @@ const (
 	KeyShared SubType = 3
 )
 
+// KeySharedMode is how a Key_Shared subscription shares the key hashes
+// among its consumers.
+type KeySharedMode int32
+
+// Key_Shared modes. AUTO_SPLIT gives every consumer a share of the hash
+// space whatever its permits; STICKY consumers bring fixed hash ranges.
+const (
+	KeySharedAutoSplit KeySharedMode = 0
+	KeySharedSticky    KeySharedMode = 1
+)
+
 // InitialPosition is where a new subscription starts.
 type InitialPosition int32
 

@@ -255,6 +255,9 @@ type SubscribeCommand struct {
 	// StartMessageID positions a non-durable subscription: reading starts
 	// after it, or at its entry when it has a batch index.
 	StartMessageID *MessageID
+	// KeySharedMeta is a Key_Shared consumer's settings; nil sends none
+	// (the broker's default: AUTO_SPLIT, in order).
+	KeySharedMeta *KeySharedMeta
 }
 
 func (*SubscribeCommand) Type() CommandType { return TypeSubscribe }
@@ -278,6 +281,9 @@ func (s *SubscribeCommand) appendTo(b []byte) []byte {
 	b = appendI32(b, 13, int32(s.InitialPosition))
 	if s.NoTopicCreation {
 		b = appendBool(b, 15, false)
+	}
+	if s.KeySharedMeta != nil {
+		b = appendMsg(b, 17, s.KeySharedMeta.appendTo)
 	}
 	b = appendU64(b, 19, s.ConsumerEpoch)
 	return b
@@ -315,6 +321,9 @@ func (s *SubscribeCommand) decode(b []byte) error {
 			err := setBool(&v, f)
 			s.NoTopicCreation = !v
 			return err
+		case 17:
+			s.KeySharedMeta = &KeySharedMeta{}
+			return decodeSub(f, "key_shared_meta", s.KeySharedMeta.decode)
 		case 19:
 			return setU64(&s.ConsumerEpoch, f)
 		}
@@ -324,6 +333,39 @@ func (s *SubscribeCommand) decode(b []byte) error {
 		return err
 	}
 	return need("CommandSubscribe", seen, 1, 2, 3, 4, 5)
+}
+
+// KeySharedMeta configures a Key_Shared consumer (KeySharedMeta). The
+// broker admits a consumer to a subscription that has others only with
+// their mode and AllowOutOfOrderDelivery. Hash ranges (STICKY) are not
+// described: nothing here subscribes STICKY.
+type KeySharedMeta struct {
+	Mode                    KeySharedMode
+	AllowOutOfOrderDelivery bool
+}
+
+func (k *KeySharedMeta) appendTo(b []byte) []byte {
+	b = appendI32(b, 1, int32(k.Mode))
+	if k.AllowOutOfOrderDelivery {
+		b = appendBool(b, 4, true)
+	}
+	return b
+}
+
+func (k *KeySharedMeta) decode(b []byte) error {
+	seen, err := forEachField(b, func(f field) error {
+		switch f.num {
+		case 1:
+			return setI32((*int32)(&k.Mode), f)
+		case 4:
+			return setBool(&k.AllowOutOfOrderDelivery, f)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return need("KeySharedMeta", seen, 1)
 }
 
 // ProducerCommand creates a producer (CommandProducer). With a ProducerName the
