@@ -46,6 +46,12 @@ type ConnOptions struct {
 	// Events, optional, are told what an operator watches on a cluster's
 	// links.
 	Events Events
+
+	// dial, when set, replaces the TCP dial to addr: the tests that wait
+	// on backoff and keep-alive run their links in memory under
+	// testing/synctest, whose fake clock stands still while a goroutine
+	// waits on a real socket.
+	dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // Events are told about what makes a link to a cluster unhealthy, for
@@ -225,8 +231,13 @@ func Dial(ctx context.Context, logical, physical string, useTLS bool, opts ConnO
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", physical)
+	var nc net.Conn
+	if opts.dial != nil {
+		nc, err = opts.dial(ctx, physical)
+	} else {
+		var d net.Dialer
+		nc, err = d.DialContext(ctx, "tcp", physical)
+	}
 	if err != nil {
 		return nil, &ConnError{Addr: physical, Err: err}
 	}

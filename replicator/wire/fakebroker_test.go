@@ -42,7 +42,8 @@ type fakeBroker struct {
 	lastSeq int64
 	// silent: do not answer PING (to test keep-alive).
 	silent bool
-	tls    bool // behind TLS (newFakeTLSBroker)
+	tls    bool         // behind TLS (newFakeTLSBroker)
+	mem    *memListener // in memory (newFakeMemBroker)
 }
 
 type fakeConn struct {
@@ -92,6 +93,70 @@ func newFakeTLSBroker(t *testing.T) (*fakeBroker, *tls.Config) {
 	b := serveFakeBroker(t, ln)
 	b.tls = true
 	return b, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+}
+
+// newFakeMemBroker is a fake broker listening in memory, for tests run
+// under testing/synctest: the bubble's clock only moves while every
+// goroutine in it waits on something of the bubble's, which a loopback
+// socket is not, and a pipe is. Clients reach it through b.dial only
+// (ConnOptions.dial); its URL names no real host.
+func newFakeMemBroker(t *testing.T) *fakeBroker {
+	t.Helper()
+	ln := &memListener{addr: "fake-broker:6650", conns: make(chan net.Conn), done: make(chan struct{})}
+	b := serveFakeBroker(t, ln)
+	b.mem = ln
+	return b
+}
+
+// dial connects to the in-memory broker (newFakeMemBroker), for
+// ConnOptions.dial.
+func (b *fakeBroker) dial(ctx context.Context, addr string) (net.Conn, error) {
+	return b.mem.dial(ctx, addr)
+}
+
+// memListener accepts connections over net.Pipe, dialled by dial.
+type memListener struct {
+	addr  string
+	conns chan net.Conn
+	once  sync.Once
+	done  chan struct{}
+}
+
+type memAddr string
+
+func (a memAddr) Network() string { return "mem" }
+func (a memAddr) String() string  { return string(a) }
+
+func (l *memListener) Accept() (net.Conn, error) {
+	select {
+	case nc := <-l.conns:
+		return nc, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *memListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *memListener) Addr() net.Addr { return memAddr(l.addr) }
+
+func (l *memListener) dial(ctx context.Context, addr string) (net.Conn, error) {
+	refused := &net.OpError{Op: "dial", Net: "mem", Addr: memAddr(addr), Err: errors.New("connection refused")}
+	if addr != l.addr {
+		return nil, refused
+	}
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.done:
+		return nil, refused
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func serveFakeBroker(t *testing.T, ln net.Listener) *fakeBroker {
