@@ -1,0 +1,211 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestConsumerWindowAndRoom pins the permit arithmetic: the window (by
+// messages, narrowed by MaxBytes at the size of the largest recent
+// entries) and what room grants of it: the window less what is held and
+// what the broker may still send, in batches of half the window unless
+// now, with the broker's overdraft (received beyond granted) on top.
+func TestConsumerWindowAndRoom(t *testing.T) {
+	bytesOf := func(n int64) func() int64 { return func() int64 { return n } }
+	for _, tt := range []struct {
+		name                    string
+		permits                 int
+		maxBytes                func() int64
+		msgBytes                float64
+		granted, received, held int64
+		now                     bool
+		wantWindow, wantRoom    int64
+		wantGrantedAfter        int64
+	}{
+		{name: "no byte bound", permits: 10, wantWindow: 10, wantRoom: 10, wantGrantedAfter: 10},
+		{name: "byte bound of 0 is none", permits: 10, maxBytes: bytesOf(0), msgBytes: 100, wantWindow: 10, wantRoom: 10, wantGrantedAfter: 10},
+		{name: "negative byte bound is none", permits: 10, maxBytes: bytesOf(-1), msgBytes: 100, wantWindow: 10, wantRoom: 10, wantGrantedAfter: 10},
+		{name: "no size known yet", permits: 10, maxBytes: bytesOf(1000), wantWindow: minPermits, wantRoom: minPermits, wantGrantedAfter: minPermits},
+		{name: "no size known, window below the floor", permits: 2, maxBytes: bytesOf(1000), wantWindow: 2, wantRoom: 2, wantGrantedAfter: 2},
+		{name: "bytes over size", permits: 100, maxBytes: bytesOf(1000), msgBytes: 100, wantWindow: 10, wantRoom: 10, wantGrantedAfter: 10},
+		{name: "bytes over size, at most the permits", permits: 8, maxBytes: bytesOf(1000), msgBytes: 100, wantWindow: 8, wantRoom: 8, wantGrantedAfter: 8},
+		{name: "entries larger than the budget keep the floor", permits: 100, maxBytes: bytesOf(1000), msgBytes: 5000, wantWindow: minPermits, wantRoom: minPermits, wantGrantedAfter: minPermits},
+
+		// Window 10: grants come once half of it (5) is free.
+		{name: "half the window held back", permits: 10, granted: 10, received: 10, held: 5, wantWindow: 10, wantRoom: 5, wantGrantedAfter: 15},
+		{name: "less than half free: nothing yet", permits: 10, granted: 10, received: 10, held: 6, wantWindow: 10},
+		{name: "less than half free, now", permits: 10, granted: 10, received: 10, held: 6, now: true, wantWindow: 10, wantRoom: 4, wantGrantedAfter: 14},
+		{name: "outstanding with the broker, nothing held: nothing yet", permits: 10, granted: 6, wantWindow: 10},
+		{name: "outstanding and held", permits: 10, granted: 10, received: 7, held: 4, wantWindow: 10},
+		{name: "nothing free", permits: 10, granted: 10, received: 10, held: 10, now: true, wantWindow: 10},
+		{name: "more held than the window", permits: 10, granted: 10, received: 12, held: 12, now: true, wantWindow: 10},
+		// The broker sent a batch of 25 on 10 permits: 15 overdrawn,
+		// granted on top once the batch is released.
+		{name: "overdraft granted back", permits: 10, granted: 10, received: 25, wantWindow: 10, wantRoom: 25, wantGrantedAfter: 35},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Consumer{opts: ConsumerOptions{Permits: tt.permits, MaxBytes: tt.maxBytes}, msgBytes: tt.msgBytes,
+				granted: tt.granted, received: tt.received, held: tt.held}
+			if tt.wantGrantedAfter == 0 {
+				tt.wantGrantedAfter = tt.granted
+			}
+			if w := c.window(); w != tt.wantWindow {
+				t.Errorf("window %d, want %d", w, tt.wantWindow)
+			}
+			if n := c.room(tt.now); n != tt.wantRoom {
+				t.Errorf("room(%v) %d, want %d", tt.now, n, tt.wantRoom)
+			}
+			if c.granted != tt.wantGrantedAfter {
+				t.Errorf("granted %d after, want %d", c.granted, tt.wantGrantedAfter)
+			}
+		})
+	}
+}
+
+// TestRequiredOptions: a consumer needs a topic and a subscription, a
+// producer a topic and a name; either missing fails before anything is
+// asked of the broker.
+func TestRequiredOptions(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.url(), ConnOptions{})
+	ctx := context.Background()
+	for _, o := range []ConsumerOptions{{Subscription: "s"}, {Topic: "t"}} {
+		if cons, err := Subscribe(ctx, c, o); err == nil {
+			cons.Close()
+			t.Errorf("Subscribe(%+v) succeeded", o)
+		}
+	}
+	for _, o := range []ProducerOptions{{Name: "n"}, {Topic: "t"}} {
+		if p, err := CreateProducer(ctx, c, o); err == nil {
+			p.Close()
+			t.Errorf("CreateProducer(%+v) succeeded", o)
+		}
+	}
+	if n := len(b.commands(TypeSubscribe)) + len(b.commands(TypeProducer)); n != 0 {
+		t.Errorf("%d SUBSCRIBE or PRODUCER commands sent", n)
+	}
+}
+
+// memSubscribe subscribes a consumer through the in-memory broker b and
+// returns it with its broker-side connection and consumer id.
+func memSubscribe(t *testing.T, b *fakeBroker, c *Client, o ConsumerOptions) (*Consumer, *fakeConn, uint64) {
+	t.Helper()
+	cons, err := Subscribe(context.Background(), c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cons.Close() })
+	subs := b.commands(TypeSubscribe)
+	b.mu.Lock()
+	fc := b.conns[len(b.conns)-1]
+	b.mu.Unlock()
+	return cons, fc, subs[len(subs)-1].(*SubscribeCommand).ConsumerID
+}
+
+// TestConsumerActiveChangeWithoutCallback: OnActiveChange is optional.
+func TestConsumerActiveChangeWithoutCallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		cons, fc, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+		fc.send(&ActiveConsumerChange{ConsumerID: id, IsActive: true})
+		fc.sendPayload(&Message{ConsumerID: id, MessageID: EntryID(1, 1)}, testMetadata(1), []byte("x"))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := cons.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestConsumerLinkChange: OnLinkChange hears the link go up at subscribe,
+// down when the session is lost, and up again when it is back; an
+// unchanged state is not told again.
+func TestConsumerLinkChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		var mu sync.Mutex
+		var told []bool
+		_, fc, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s",
+			OnLinkChange: func(up bool) { mu.Lock(); told = append(told, up); mu.Unlock() }})
+		fc.send(&ActiveConsumerChange{ConsumerID: id, IsActive: true})
+		fc.send(&CloseConsumer{ConsumerID: id})
+		waitFor(t, "the resubscription", func() bool { return len(b.commands(TypeSubscribe)) == 2 })
+		time.Sleep(time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []bool{true, false, true}; !slices.Equal(told, want) {
+			t.Fatalf("OnLinkChange told %v, want %v", told, want)
+		}
+	})
+}
+
+// TestConsumerAckWhileReconnecting: acknowledging while the consumer has
+// no session (the broker refuses it back for now) is errNoConn: the entry
+// comes again on the next session, where it is acknowledged.
+func TestConsumerAckWhileReconnecting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		cons, fc, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				if s, ok := cmd.Body.(*SubscribeCommand); ok {
+					fc.send(&Error{RequestID: s.RequestID, Error: ServiceNotReady, Message: "later"})
+					return true
+				}
+				return false
+			}
+		})
+		fc.send(&CloseConsumer{ConsumerID: id})
+		waitFor(t, "a refused resubscription", func() bool { return len(b.commands(TypeSubscribe)) >= 2 })
+		for _, ack := range []func(MessageID) error{cons.Ack, cons.AckCumulative} {
+			if err := ack(EntryID(1, 1)); !errors.Is(err, errNoConn) {
+				t.Errorf("ack while reconnecting: %v, want errNoConn", err)
+			}
+		}
+		if err := cons.RedeliverUnacknowledged(); !errors.Is(err, errNoConn) {
+			t.Errorf("RedeliverUnacknowledged while reconnecting: %v, want errNoConn", err)
+		}
+		if n := len(b.commands(TypeAck)); n != 0 {
+			t.Errorf("%d ACKs sent while reconnecting", n)
+		}
+	})
+}
+
+// TestConsumerGivesUpOnTerminalError: a resubscription the broker refuses
+// for good (authorization) ends the consumer with that error instead of
+// retrying for ever.
+func TestConsumerGivesUpOnTerminalError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		cons, fc, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				if s, ok := cmd.Body.(*SubscribeCommand); ok {
+					fc.send(&Error{RequestID: s.RequestID, Error: AuthorizationError, Message: "no"})
+					return true
+				}
+				return false
+			}
+		})
+		fc.send(&CloseConsumer{ConsumerID: id})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := cons.Receive(ctx)
+		var be *BrokerError
+		if !errors.As(err, &be) || be.Code != AuthorizationError {
+			t.Fatalf("Receive: %v, want the AuthorizationError", err)
+		}
+		if n := len(b.commands(TypeSubscribe)); n != 2 {
+			t.Errorf("%d SUBSCRIBEs, want 2 (no retry after a terminal error)", n)
+		}
+	})
+}
