@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -208,4 +209,95 @@ func TestConsumerGivesUpOnTerminalError(t *testing.T) {
 			t.Errorf("%d SUBSCRIBEs, want 2 (no retry after a terminal error)", n)
 		}
 	})
+}
+
+// TestConsumerRedeliverGrantsQueuedPermits: RedeliverUnacknowledged drops
+// the entries queued and not yet received, and grants their permits
+// again at once: they come again, and must find the window open.
+func TestConsumerRedeliverGrantsQueuedPermits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: time.Hour})
+		cons, fc, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s", Permits: 10})
+		for e := uint64(1); e <= 3; e++ {
+			fc.sendPayload(&Message{ConsumerID: id, MessageID: EntryID(1, e)}, testMetadata(1), []byte("x"))
+		}
+		synctest.Wait()
+		if err := cons.RedeliverUnacknowledged(); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		flows := b.commands(TypeFlow)
+		if len(flows) != 2 || flows[1].(*Flow).Permits != 3 {
+			t.Fatalf("FLOWs %+v, want 10 and then the 3 permits of the dropped entries", flows)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if e, err := cons.Receive(ctx); err == nil {
+			t.Fatalf("received %v, dropped by the redelivery request", e.ID)
+		}
+	})
+}
+
+// TestConsumerCloseTellsTheBroker: Close closes the consumer on the
+// broker (a Failover subscription would otherwise keep it, and could keep
+// it active); closing while reconnecting has nothing to close there.
+func TestConsumerCloseTellsTheBroker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: time.Hour})
+		cons, _, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+		if err := cons.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if cl := b.commands(TypeCloseConsumer); len(cl) != 1 || cl[0].(*CloseConsumer).ConsumerID != id {
+			t.Fatalf("CLOSE_CONSUMER %+v, want one for consumer %d", cl, id)
+		}
+
+		cons, fc, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t2", Subscription: "s"})
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				if s, ok := cmd.Body.(*SubscribeCommand); ok {
+					fc.send(&Error{RequestID: s.RequestID, Error: ServiceNotReady, Message: "later"})
+					return true
+				}
+				return false
+			}
+		})
+		fc.send(&CloseConsumer{ConsumerID: id})
+		synctest.Wait()
+		if err := cons.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(b.commands(TypeCloseConsumer)); n != 1 {
+			t.Fatalf("%d CLOSE_CONSUMERs, want only the first consumer's", n)
+		}
+	})
+}
+
+// TestNumMessages: num_messages_in_batch read from metadata bytes alone;
+// the last occurrence wins (protobuf), and anything unreadable or below 1
+// counts as one message.
+func TestNumMessages(t *testing.T) {
+	base := MetadataBuilder{ProducerName: "p", SequenceID: 1, PublishTime: 2}.Append(nil)
+	for _, tt := range []struct {
+		name string
+		md   []byte
+		want int32
+	}{
+		{"absent", base, 1},
+		{"batch", appendU64(bytes.Clone(base), 11, 7), 7},
+		{"twice, the last wins", appendU64(appendU64(bytes.Clone(base), 11, 7), 11, 9), 9},
+		{"followed by more fields", appendStr(appendU64(bytes.Clone(base), 11, 7), 5, "east"), 7},
+		{"followed by a truncated field", append(appendU64(bytes.Clone(base), 11, 7), 0x2a, 5, 'e'), 1},
+		{"truncated value", append(bytes.Clone(base), 11<<3), 1},
+		{"bad tag", append(bytes.Clone(base), 0x80), 1},
+		{"zero", appendU64(bytes.Clone(base), 11, 0), 1},
+		{"negative", appendI32(bytes.Clone(base), 11, -3), 1},
+		{"empty", nil, 1},
+	} {
+		if got := numMessages(tt.md); got != tt.want {
+			t.Errorf("%s: %d, want %d", tt.name, got, tt.want)
+		}
+	}
 }
