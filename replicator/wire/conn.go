@@ -561,8 +561,8 @@ func (c *Conn) writeCommand(body Body) error {
 // copied: it is written from where it lies, so it must stay unchanged
 // until confirmed (Outgoing says so).
 func (c *Conn) writePayload(body Body, md, payload []byte) error {
-	if n := PayloadFrameSize(0, len(md), len(payload)); n > c.maxFrame {
-		return fmt.Errorf("%w: entry of %d bytes, limit %d", ErrTooLarge, n, c.MaxMessageSize())
+	if err := checkSize(md, payload, c.maxFrame); err != nil {
+		return err
 	}
 	select {
 	case <-c.done:
@@ -581,6 +581,16 @@ func (c *Conn) writePayload(body Body, md, payload []byte) error {
 	}
 	c.wmu.Unlock()
 	c.wakeWriter()
+	return nil
+}
+
+// checkSize refuses (ErrTooLarge) an entry whose SEND frame would be
+// larger than maxFrame, a connection's limit: the broker would close the
+// connection on it.
+func checkSize(md, payload []byte, maxFrame int) error {
+	if n := PayloadFrameSize(0, len(md), len(payload)); n > maxFrame {
+		return fmt.Errorf("%w: entry of %d bytes, limit %d", ErrTooLarge, n, maxFrame-framePadding)
+	}
 	return nil
 }
 

@@ -42,8 +42,10 @@ type fakeBroker struct {
 	lastSeq int64
 	// silent: do not answer PING (to test keep-alive).
 	silent bool
-	tls    bool         // behind TLS (newFakeTLSBroker)
-	mem    *memListener // in memory (newFakeMemBroker)
+	// maxMessageSize is CONNECTED's max_message_size; 0: 64 KiB.
+	maxMessageSize int32
+	tls            bool         // behind TLS (newFakeTLSBroker)
+	mem            *memListener // in memory (newFakeMemBroker)
 }
 
 type fakeConn struct {
@@ -261,15 +263,18 @@ func (fc *fakeConn) serve() {
 		b := fc.b
 		b.mu.Lock()
 		b.received = append(b.received, cmd)
-		handle, lastSeq, silent := b.handle, b.lastSeq, b.silent
+		handle, lastSeq, silent, maxSize := b.handle, b.lastSeq, b.silent, b.maxMessageSize
 		b.mu.Unlock()
+		if maxSize == 0 {
+			maxSize = 1 << 16
+		}
 		if cmd.Type != TypeConnect && handle != nil && handle(fc, cmd, f) {
 			continue
 		}
 		switch c := cmd.Body.(type) {
 		case *Connect:
 			fc.connect = c
-			fc.send(&Connected{ServerVersion: "fake", ProtocolVersion: ProtocolVersion, MaxMessageSize: 1 << 16})
+			fc.send(&Connected{ServerVersion: "fake", ProtocolVersion: ProtocolVersion, MaxMessageSize: maxSize})
 		case *Lookup:
 			fc.send(&LookupResponse{RequestID: c.RequestID, Kind: LookupConnect, BrokerServiceURL: b.url(), BrokerServiceURLTLS: b.url()})
 		case *PartitionedMetadata:
