@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -149,6 +150,260 @@ func TestProducerLimitLoweredAcrossReconnect(t *testing.T) {
 			if seq != uint64(i+1) || tooLarge != errors.Is(errs[i], ErrTooLarge) || !tooLarge && errs[i] != nil {
 				t.Errorf("callback %d: sequence id %d, %v; want %d, too large %v", i, seq, errs[i], i+1, tooLarge)
 			}
+		}
+	})
+}
+
+// TestProducerDefaults: MaxPending 0 is 1000 entries in flight, and
+// SendTimeout 0 is 30 s.
+func TestProducerDefaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				_, ok := cmd.Body.(*Send)
+				return ok // never confirmed
+			}
+		})
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		p, _, _ := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		if p.opts.MaxPending != 1000 || p.opts.SendTimeout != 30*time.Second {
+			t.Fatalf("MaxPending %d, SendTimeout %s; want 1000, 30s", p.opts.MaxPending, p.opts.SendTimeout)
+		}
+		if err := p.Send(context.Background(), Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1}, nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(29 * time.Second)
+		if n := len(b.commands(TypeProducer)); n != 1 {
+			t.Fatalf("%d PRODUCERs within 29 s of an unconfirmed send, want 1", n)
+		}
+		time.Sleep(5 * time.Second) // 30 s and the next keep-alive tick (every 3.75 s)
+		if n := len(b.commands(TypeProducer)); n != 2 {
+			t.Fatalf("%d PRODUCERs 34 s after an unconfirmed send, want 2 (re-created once)", n)
+		}
+	})
+}
+
+// TestProducerMaxPending: Send blocks while MaxPending entries are
+// unconfirmed, and goes on when one is.
+func TestProducerMaxPending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		var sends []*Send
+		var mu sync.Mutex
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				s, ok := cmd.Body.(*Send)
+				if ok {
+					mu.Lock()
+					sends = append(sends, s)
+					mu.Unlock()
+				}
+				return ok // confirmed by the test
+			}
+		})
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		p, fc, id := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n", MaxPending: 2})
+		ctx := context.Background()
+		send := func(seq uint64) error {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			return p.Send(sctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: seq}, nil)
+		}
+		for seq := uint64(1); seq <= 2; seq++ {
+			if err := send(seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := send(3); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a third Send with 2 unconfirmed and MaxPending 2: %v, want it blocked", err)
+		}
+		fc.send(&SendReceipt{ProducerID: id, SequenceID: 1, MessageID: EntryID(1, 1)})
+		if err := send(3); err != nil {
+			t.Fatalf("Send after a receipt: %v", err)
+		}
+	})
+}
+
+// TestProducerIgnoresStrayAnswers: a receipt or a send error while
+// nothing is pending (a receipt again, an answer to a send already
+// failed) and an idle producer's keep-alive ticks change nothing.
+func TestProducerIgnoresStrayAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: time.Second})
+		p, fc, id := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		var log sendLog
+		ctx := context.Background()
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1}, log.done(1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fc.send(&SendReceipt{ProducerID: id, SequenceID: 1, MessageID: EntryID(1, 1)})
+		fc.send(&SendError{ProducerID: id, SequenceID: 1, Error: PersistenceError, Message: "late"})
+		time.Sleep(10 * time.Second) // keep-alive ticks with nothing pending
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 2}, log.done(2)); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(b.commands(TypeProducer)); n != 1 {
+			t.Errorf("%d PRODUCERs, want 1 (stray answers restart nothing)", n)
+		}
+		if seqs, errs := log.snapshot(); !slices.Equal(seqs, []uint64{1, 2}) || errs[0] != nil || errs[1] != nil {
+			t.Errorf("callbacks for %v with %v, want 1 and 2 confirmed", seqs, errs)
+		}
+	})
+}
+
+// TestProducerFailsEveryCallback: when the producer fails its pending
+// sends (a terminal send error), every one with a callback hears of it,
+// also behind sends without one; and the error stays: Send and Flush
+// return it.
+func TestProducerFailsEveryCallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				s, ok := cmd.Body.(*Send)
+				if ok && s.SequenceID == 3 {
+					fc.send(&SendError{ProducerID: s.ProducerID, SequenceID: 1, Error: TopicTerminatedError, Message: "terminated"})
+				}
+				return ok
+			}
+		})
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		p, _, _ := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		var log sendLog
+		ctx := context.Background()
+		for seq := uint64(1); seq <= 3; seq++ {
+			done := log.done(seq)
+			if seq == 1 {
+				done = nil
+			}
+			if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: seq}, done); err != nil {
+				t.Fatal(err)
+			}
+		}
+		isTerminated := func(err error) bool {
+			var be *BrokerError
+			return errors.As(err, &be) && be.Code == TopicTerminatedError
+		}
+		if err := p.Flush(ctx); !isTerminated(err) {
+			t.Fatalf("Flush: %v, want the terminal error", err)
+		}
+		seqs, errs := log.snapshot()
+		if !slices.Equal(seqs, []uint64{2, 3}) || !isTerminated(errs[0]) || !isTerminated(errs[1]) {
+			t.Fatalf("callbacks for %v with %v, want 2 and 3 failed", seqs, errs)
+		}
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 4}, nil); !isTerminated(err) {
+			t.Fatalf("Send after: %v, want the terminal error", err)
+		}
+	})
+}
+
+// TestProducerGivesUpOnTerminalError: a re-creation the broker refuses for
+// good ends the producer with that error: pending sends fail with it, and
+// Send returns it.
+func TestProducerGivesUpOnTerminalError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		p, fc, id := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				switch x := cmd.Body.(type) {
+				case *ProducerCommand:
+					fc.send(&Error{RequestID: x.RequestID, Error: AuthorizationError, Message: "no"})
+					return true
+				case *Send:
+					return true // never confirmed
+				}
+				return false
+			}
+		})
+		var log sendLog
+		ctx := context.Background()
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1}, log.done(1)); err != nil {
+			t.Fatal(err)
+		}
+		fc.send(&CloseProducer{ProducerID: id})
+		time.Sleep(time.Minute)
+		isDenied := func(err error) bool {
+			var be *BrokerError
+			return errors.As(err, &be) && be.Code == AuthorizationError
+		}
+		if seqs, errs := log.snapshot(); len(seqs) != 1 || !isDenied(errs[0]) {
+			t.Fatalf("callbacks for %v with %v, want 1 failed with the refusal", seqs, errs)
+		}
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 2}, nil); !isDenied(err) {
+			t.Fatalf("Send after: %v, want the refusal", err)
+		}
+		if n := len(b.commands(TypeProducer)); n != 2 {
+			t.Errorf("%d PRODUCERs, want 2 (no retry after a terminal error)", n)
+		}
+	})
+}
+
+// TestProducerLinkChange: OnLinkChange hears the link go up at creation,
+// down when the session is lost, and up again when it is back.
+func TestProducerLinkChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		var mu sync.Mutex
+		var told []bool
+		_, fc, id := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n",
+			OnLinkChange: func(up bool) { mu.Lock(); told = append(told, up); mu.Unlock() }})
+		fc.send(&CloseProducer{ProducerID: id})
+		time.Sleep(time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []bool{true, false, true}; !slices.Equal(told, want) {
+			t.Fatalf("OnLinkChange told %v, want %v", told, want)
+		}
+	})
+}
+
+// TestProducerSendTimeoutBounds: the producer is re-created (its session
+// closed on the broker first) at the first keep-alive tick at which the
+// oldest send has waited SendTimeout: not before, and not a tick later.
+func TestProducerSendTimeoutBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		var mu sync.Mutex
+		var closed time.Time
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				switch cmd.Body.(type) {
+				case *Send:
+					return true // never confirmed
+				case *CloseProducer:
+					mu.Lock()
+					if closed.IsZero() {
+						closed = time.Now()
+					}
+					mu.Unlock()
+				}
+				return false
+			}
+		})
+		// Ticks every second (KeepAlive/8) from when the connection is
+		// up, which is when the send goes.
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: 8 * time.Second})
+		p, _, _ := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n", SendTimeout: 3 * time.Second})
+		sent := time.Now()
+		if err := p.Send(context.Background(), Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1}, nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		if after := closed.Sub(sent); after != 3*time.Second {
+			t.Fatalf("session closed for the timeout %s after the send, want at the tick 3 s after it", after)
 		}
 	})
 }
