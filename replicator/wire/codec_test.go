@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -117,7 +119,9 @@ func TestCommandRoundTrip(t *testing.T) {
 		&Success{RequestID: 9},
 		&Error{RequestID: 9, Error: TopicNotFound, Message: "no"},
 		&CloseProducer{ProducerID: 1, RequestID: 2, AssignedBrokerURL: "pulsar://b:1"},
+		&CloseProducer{ProducerID: 1, RequestID: 2, AssignedBrokerURL: "pulsar://b:1", AssignedBrokerURLTLS: "pulsar+ssl://b:2"},
 		&CloseConsumer{ConsumerID: 1, RequestID: 2, AssignedBrokerURLTLS: "pulsar+ssl://b:2"},
+		&CloseConsumer{ConsumerID: 1, RequestID: 2, AssignedBrokerURL: "pulsar://b:1", AssignedBrokerURLTLS: "pulsar+ssl://b:2"},
 		&Ping{},
 		&Pong{},
 		&RedeliverUnacknowledged{ConsumerID: 1, MessageIDs: []MessageID{id}},
@@ -132,6 +136,10 @@ func TestCommandRoundTrip(t *testing.T) {
 		&AuthChallenge{ServerVersion: "s", Challenge: AuthData{MethodName: "token", Data: []byte("c")}, ProtocolVersion: 20},
 		&AuthResponse{ClientVersion: "c", Response: AuthData{MethodName: "token", Data: []byte("r")}, ProtocolVersion: 20},
 		&TopicMigrated{ResourceID: 3, ResourceType: 1, BrokerServiceURL: "pulsar://x:1"},
+		&TopicMigrated{ResourceID: 3, ResourceType: 0, BrokerServiceURL: "pulsar://x:1", BrokerServiceURLTLS: "pulsar+ssl://x:2"},
+		// Partition 0 and batch index 0 are values, not absence (a
+		// start at batch index 0 includes its entry).
+		&Ack{ConsumerID: 1, MessageIDs: []MessageID{{Ledger: 1, Entry: 2, Partition: 0, BatchIndex: 0}}},
 		&GetSchema{RequestID: 1, Topic: "t", Version: []byte{0, 0, 0, 0, 0, 0, 0, 2}},
 		&GetLastMessageID{ConsumerID: 1, RequestID: 2},
 		&GetLastMessageIDResponse{RequestID: 2, LastMessageID: id},
@@ -153,6 +161,133 @@ func TestCommandRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEntryIDIsTheWholeEntry: an entry id has neither partition nor batch
+// index (-1, not encoded): acknowledging it acknowledges every message of
+// the entry, where a batch index would acknowledge that message alone.
+func TestEntryIDIsTheWholeEntry(t *testing.T) {
+	if id := EntryID(3, 4); id != (MessageID{Ledger: 3, Entry: 4, Partition: -1, BatchIndex: -1}) {
+		t.Fatalf("EntryID(3, 4) = %+v", id)
+	}
+	if b, want := EntryID(3, 4).appendTo(nil), appendU64(appendU64(nil, 1, 3), 2, 4); !bytes.Equal(b, want) {
+		t.Fatalf("EntryID(3, 4) encodes as %x, want ledger and entry only (%x)", b, want)
+	}
+}
+
+// TestDecodeDefaults: optional fields left out decode to the protocol's
+// defaults, not Go's zero values.
+func TestDecodeDefaults(t *testing.T) {
+	decode := func(typ CommandType, sub []byte) Body {
+		t.Helper()
+		c, err := DecodeCommand(appendMsg(appendU64(nil, 1, uint64(typ)), protowire.Number(typ), func(b []byte) []byte { return append(b, sub...) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Body
+	}
+	// PRODUCER_SUCCESS without last_sequence_id: nothing persisted (-1).
+	ps := decode(TypeProducerSuccess, appendStr(appendU64(nil, 1, 7), 2, "p")).(*ProducerSuccess)
+	if ps.LastSequenceID != -1 {
+		t.Errorf("LastSequenceID %d without the field, want -1", ps.LastSequenceID)
+	}
+	// SEND_RECEIPT without message_id: neither partition nor batch index.
+	r := decode(TypeSendReceipt, appendU64(appendU64(nil, 1, 1), 2, 5)).(*SendReceipt)
+	if r.MessageID.Partition != -1 || r.MessageID.BatchIndex != -1 {
+		t.Errorf("receipt's message id %+v without the field, want partition and batch index -1", r.MessageID)
+	}
+	// SEND without num_messages: one message.
+	if s := decode(TypeSend, appendU64(appendU64(nil, 1, 1), 2, 5)).(*Send); s.NumMessages != 1 {
+		t.Errorf("NumMessages %d without the field, want 1", s.NumMessages)
+	}
+}
+
+// TestDecodeRequiredFields: a command missing any of its required fields
+// (those the protocol declares required) is ErrMalformed, and so is a
+// message id missing ledger or entry.
+func TestDecodeRequiredFields(t *testing.T) {
+	id := MessageID{Ledger: 10, Entry: 20, Partition: 3, BatchIndex: 1}
+	for _, tt := range []struct {
+		body     Body
+		required []protowire.Number
+	}{
+		{&Connect{ClientVersion: "v", ProtocolVersion: 20}, []protowire.Number{1}},
+		{&Connected{ServerVersion: "s", ProtocolVersion: 20}, []protowire.Number{1}},
+		{&SubscribeCommand{Topic: "t", Subscription: "s", SubType: Failover, ConsumerID: 1, RequestID: 2}, []protowire.Number{1, 2, 3, 4, 5}},
+		{&ProducerCommand{Topic: "t", ProducerID: 1, RequestID: 2}, []protowire.Number{1, 2, 3}},
+		{&ProducerSuccess{RequestID: 2, ProducerName: "p", LastSequenceID: 3}, []protowire.Number{1, 2}},
+		{&Send{ProducerID: 1, SequenceID: 5}, []protowire.Number{1, 2}},
+		{&SendReceipt{ProducerID: 1, SequenceID: 5, MessageID: id}, []protowire.Number{1, 2}},
+		{&SendError{ProducerID: 1, SequenceID: 5, Error: ChecksumError, Message: "m"}, []protowire.Number{1, 2}},
+		{&Message{ConsumerID: 1, MessageID: id}, []protowire.Number{1, 2}},
+		{&Ack{ConsumerID: 1, AckType: AckCumulative, MessageIDs: []MessageID{id}}, []protowire.Number{1, 2}},
+		{&Flow{ConsumerID: 1, Permits: 2}, []protowire.Number{1, 2}},
+		{&Success{RequestID: 9}, []protowire.Number{1}},
+		{&Error{RequestID: 9, Error: TopicNotFound, Message: "no"}, []protowire.Number{1}},
+		{&CloseProducer{ProducerID: 1, RequestID: 2}, []protowire.Number{1}},
+		{&CloseConsumer{ConsumerID: 1, RequestID: 2}, []protowire.Number{1}},
+		{&RedeliverUnacknowledged{ConsumerID: 1, ConsumerEpoch: 2}, []protowire.Number{1}},
+		{&PartitionedMetadata{Topic: "t", RequestID: 1}, []protowire.Number{1, 2}},
+		{&PartitionedMetadataResponse{RequestID: 1, Partitions: 4}, []protowire.Number{2}},
+		{&Lookup{Topic: "t", RequestID: 1}, []protowire.Number{1, 2}},
+		{&LookupResponse{RequestID: 1, Kind: LookupConnect, BrokerServiceURL: "pulsar://a:1"}, []protowire.Number{4}},
+		{&ReachedEndOfTopic{ConsumerID: 4}, []protowire.Number{1}},
+		{&ActiveConsumerChange{ConsumerID: 4, IsActive: true}, []protowire.Number{1}},
+		{&TopicMigrated{ResourceID: 3, ResourceType: 1, BrokerServiceURL: "pulsar://x:1"}, []protowire.Number{1, 2}},
+		{&GetLastMessageID{ConsumerID: 1, RequestID: 2}, []protowire.Number{1, 2}},
+		{&GetLastMessageIDResponse{RequestID: 2, LastMessageID: id}, []protowire.Number{1, 2}},
+		{&GetSchema{RequestID: 1, Topic: "t"}, []protowire.Number{1, 2}},
+		{&GetSchemaResponse{RequestID: 1, Version: []byte{1}}, []protowire.Number{1}},
+		{&GetOrCreateSchema{RequestID: 1, Topic: "t", Schema: Schema{Name: "n", Type: 2}}, []protowire.Number{1, 2, 3}},
+		{&GetOrCreateSchemaResponse{RequestID: 1, Version: []byte{1}}, []protowire.Number{1}},
+	} {
+		typ := tt.body.Type()
+		whole := tt.body.appendTo(nil)
+		encode := func(sub []byte) []byte {
+			return appendMsg(appendU64(nil, 1, uint64(typ)), protowire.Number(typ), func(b []byte) []byte { return append(b, sub...) })
+		}
+		if _, err := DecodeCommand(encode(whole)); err != nil {
+			t.Errorf("%v whole: %v", typ, err)
+			continue
+		}
+		for _, num := range tt.required {
+			if _, err := DecodeCommand(encode(withoutField(t, whole, num))); !errors.Is(err, ErrMalformed) {
+				t.Errorf("%v without field %d: %v, want ErrMalformed", typ, num, err)
+			}
+		}
+	}
+	// A message id (in SEND_RECEIPT, field 3) without ledger or entry.
+	for _, num := range []protowire.Number{1, 2} {
+		sub := appendMsg(appendU64(appendU64(nil, 1, 1), 2, 5), 3, func(b []byte) []byte { return append(b, withoutField(t, id.appendTo(nil), num)...) })
+		b := appendMsg(appendU64(nil, 1, uint64(TypeSendReceipt)), protowire.Number(TypeSendReceipt), func(b []byte) []byte { return append(b, sub...) })
+		if _, err := DecodeCommand(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("message id without field %d: %v, want ErrMalformed", num, err)
+		}
+	}
+}
+
+// withoutField returns the encoded message b without its top-level
+// fields numbered num; it fails the test if there were none.
+func withoutField(t *testing.T, b []byte, num protowire.Number) []byte {
+	t.Helper()
+	var out []byte
+	found := false
+	for len(b) > 0 {
+		n, _, l := protowire.ConsumeField(b)
+		if l < 0 {
+			t.Fatalf("bad encoding: %v", protowire.ParseError(l))
+		}
+		if n == num {
+			found = true
+		} else {
+			out = append(out, b[:l]...)
+		}
+		b = b[l:]
+	}
+	if !found {
+		t.Fatalf("no field %d to leave out", num)
+	}
+	return out
 }
 
 func TestAppendMsgLongSubMessage(t *testing.T) {
