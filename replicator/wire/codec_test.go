@@ -24,9 +24,11 @@ func TestFrameRoundTrip(t *testing.T) {
 		{name: "simple", frame: AppendFrame(nil, cmd)},
 		{name: "payload", frame: AppendPayloadFrame(nil, cmd, md, []byte("hello")), md: md, payload: []byte("hello"), hasPayload: true},
 		{name: "empty payload", frame: AppendPayloadFrame(nil, cmd, md, nil), md: md, payload: []byte{}, hasPayload: true},
+		{name: "empty metadata and payload", frame: AppendPayloadFrame(nil, cmd, nil, nil), md: []byte{}, payload: []byte{}, hasPayload: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, _, err := ReadFrame(bytes.NewReader(tc.frame), nil, 1<<20)
+			// The limit is the frame's size: exactly at it is allowed.
+			f, _, err := ReadFrame(bytes.NewReader(tc.frame), nil, len(tc.frame)-4)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,10 +83,13 @@ func TestFrameMalformed(t *testing.T) {
 		isErr error
 	}{
 		{"too large", binary.BigEndian.AppendUint32(nil, 1<<30), ErrMalformed},
+		{"a byte over the limit", sized(make([]byte, 1<<20+1)...), ErrMalformed},
 		{"size below 4", sized(0, 0), ErrMalformed},
 		{"command size beyond frame", sized(0, 0, 0, 9, 1, 2), ErrMalformed},
 		{"empty command", sized(0, 0, 0, 0), ErrMalformed},
 		{"checksum mismatch", corrupt, ErrChecksum},
+		{"broker entry metadata size beyond frame", sized(append(append(binary.BigEndian.AppendUint32(nil, uint32(len(cmd))), cmd...), 0x0e, 0x02, 0, 0, 0, 5, 1, 2)...), ErrMalformed},
+		{"broker entry metadata header truncated", sized(append(append(binary.BigEndian.AppendUint32(nil, uint32(len(cmd))), cmd...), 0x0e, 0x02, 0)...), ErrMalformed},
 		{"metadata size beyond frame", sized(append(append(binary.BigEndian.AppendUint32(nil, uint32(len(cmd))), cmd...), 0, 0, 0, 99)...), ErrMalformed},
 		{"payload section without metadata size", sized(append(append(binary.BigEndian.AppendUint32(nil, uint32(len(cmd))), cmd...), 1)...), ErrMalformed},
 		{"truncated", good[:len(good)-3], io.ErrUnexpectedEOF},
