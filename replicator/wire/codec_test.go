@@ -533,8 +533,13 @@ func FuzzParseMetadata(f *testing.F) {
 
 func TestSizeClass(t *testing.T) {
 	prev := 0
+	capacity := map[int]int{} // of each class: a class holds one capacity
 	for n := 1; n < 8<<20; n += 1 + n/37 {
 		class, size := sizeClass(n)
+		if c, ok := capacity[class]; ok && c != size {
+			t.Fatalf("class %d holds capacities %d and %d: a buffer of the one is handed out for the other", class, c, size)
+		}
+		capacity[class] = size
 		if size < n || size > n+n/4+1 {
 			t.Fatalf("size class of %d: capacity %d", n, size)
 		}
