@@ -261,6 +261,15 @@ func TestDecodeRequiredFields(t *testing.T) {
 			}
 		}
 	}
+	// A schema (in GET_OR_CREATE_SCHEMA, field 3) without name or type.
+	schema := Schema{Name: "n", Data: []byte("{}"), Type: 2}
+	for _, num := range []protowire.Number{1, 4} {
+		sub := appendMsg(appendStr(appendU64(nil, 1, 1), 2, "t"), 3, func(b []byte) []byte { return append(b, withoutField(t, schema.appendTo(nil), num)...) })
+		b := appendMsg(appendU64(nil, 1, uint64(TypeGetOrCreateSchema)), protowire.Number(TypeGetOrCreateSchema), func(b []byte) []byte { return append(b, sub...) })
+		if _, err := DecodeCommand(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("schema without field %d: %v, want ErrMalformed", num, err)
+		}
+	}
 	// A message id (in SEND_RECEIPT, field 3) without ledger or entry.
 	for _, num := range []protowire.Number{1, 2} {
 		sub := appendMsg(appendU64(appendU64(nil, 1, 1), 2, 5), 3, func(b []byte) []byte { return append(b, withoutField(t, id.appendTo(nil), num)...) })
@@ -296,8 +305,14 @@ func withoutField(t *testing.T, b []byte, num protowire.Number) []byte {
 }
 
 func TestAppendMsgLongSubMessage(t *testing.T) {
-	// Sub-messages of 128 bytes and more need a multi-byte length.
-	for _, n := range []int{0, 100, 127, 128, 300, 20000} {
+	// Sub-messages of 128 bytes and more need a multi-byte length: every
+	// length around 128 (the sub-message has a few bytes besides the
+	// version string), and some beyond.
+	lengths := []int{0, 300, 20000}
+	for n := 110; n <= 140; n++ {
+		lengths = append(lengths, n)
+	}
+	for _, n := range lengths {
 		c := &Connect{ClientVersion: strings.Repeat("v", n), ProtocolVersion: 20}
 		got, err := DecodeCommand(AppendCommand(nil, c))
 		if err != nil {
@@ -419,6 +434,37 @@ func TestMetadataParseAndPatch(t *testing.T) {
 	}
 }
 
+// TestMetadataBuilder: what the builder writes (for tests and fake
+// brokers) parses back; fields at their zero value are left out.
+func TestMetadataBuilder(t *testing.T) {
+	base := MetadataBuilder{ProducerName: "p", SequenceID: 1, PublishTime: 2}
+	for _, tt := range []struct {
+		name  string
+		build func(MetadataBuilder) MetadataBuilder
+		check func(Metadata) bool
+	}{
+		{"replicated from", func(m MetadataBuilder) MetadataBuilder { m.ReplicatedFrom = "east"; return m },
+			func(m Metadata) bool { return m.ReplicatedFrom == "east" }},
+		{"not a batch", func(m MetadataBuilder) MetadataBuilder { return m },
+			func(m Metadata) bool { return !m.HasNumMessagesInBatch && m.NumMessagesInBatch == 1 && !m.HasTxnID }},
+		{"txn least bits only", func(m MetadataBuilder) MetadataBuilder { m.TxnIDLeastBits = 5; return m },
+			func(m Metadata) bool { return m.HasTxnID && m.TxnIDLeastBits == 5 && m.TxnIDMostBits == 0 }},
+		{"txn most bits only", func(m MetadataBuilder) MetadataBuilder { m.TxnIDMostBits = 6; return m },
+			func(m Metadata) bool { return m.HasTxnID && m.TxnIDLeastBits == 0 && m.TxnIDMostBits == 6 }},
+	} {
+		m, err := ParseMetadata(tt.build(base).Append(nil))
+		if err != nil || !tt.check(m) {
+			t.Errorf("%s: parsed %+v, %v", tt.name, m, err)
+		}
+	}
+	// A batch of no messages is odd but well-formed; only a negative
+	// count cannot be one (TestMetadataMalformed).
+	m, err := ParseMetadata(appendI32(base.Append(nil), 11, 0))
+	if err != nil || !m.HasNumMessagesInBatch || m.NumMessagesInBatch != 0 {
+		t.Errorf("num_messages_in_batch 0: parsed %+v, %v", m, err)
+	}
+}
+
 func TestMetadataMalformed(t *testing.T) {
 	good := MetadataBuilder{ProducerName: "p", SequenceID: 1, PublishTime: 2}.Append(nil)
 	for _, tc := range []struct {
@@ -529,6 +575,22 @@ func FuzzParseMetadata(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFramePoolPut: an entry without a buffer of its own (nil) is
+// released like any other: nothing to recycle.
+func TestFramePoolPut(t *testing.T) {
+	var p framePool
+	p.put(nil, 0)
+	fb := p.get(ownAbove + 1)
+	p.put(fb, fb.gen.Load())
+	if fb.gen.Load() != 1 {
+		t.Fatalf("generation %d after one release, want 1", fb.gen.Load())
+	}
+	p.put(fb, 0) // the same entry released again: not recycled twice
+	if fb.gen.Load() != 1 {
+		t.Fatalf("generation %d after a second release of the same entry, want 1", fb.gen.Load())
+	}
 }
 
 func TestSizeClass(t *testing.T) {
