@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -299,5 +300,164 @@ func TestNumMessages(t *testing.T) {
 		if got := numMessages(tt.md); got != tt.want {
 			t.Errorf("%s: %d, want %d", tt.name, got, tt.want)
 		}
+	}
+}
+
+// lastEntryBroker makes b answer GET_LAST_MESSAGE_ID with last (and the
+// mark-delete position md, when hasMD), and feed a reader positioned by
+// StartMessageID the entries of feed, one per permit. It returns the
+// SUBSCRIBE commands it saw.
+func lastEntryBroker(b *fakeBroker, last, md MessageID, hasMD bool, feed []MessageID) func() []*SubscribeCommand {
+	var mu sync.Mutex
+	var subs []*SubscribeCommand
+	fed := map[uint64]int{}
+	b.set(func() {
+		b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+			switch x := cmd.Body.(type) {
+			case *GetLastMessageID:
+				fc.send(&GetLastMessageIDResponse{RequestID: x.RequestID, LastMessageID: last, MarkDelete: md, HasMarkDelete: hasMD})
+				return true
+			case *SubscribeCommand:
+				mu.Lock()
+				subs = append(subs, x)
+				mu.Unlock()
+			case *Flow:
+				mu.Lock()
+				var positioned bool
+				for _, s := range subs {
+					positioned = positioned || s.ConsumerID == x.ConsumerID && s.StartMessageID != nil
+				}
+				for n := uint32(0); positioned && n < x.Permits && fed[x.ConsumerID] < len(feed); n++ {
+					id := feed[fed[x.ConsumerID]]
+					fed[x.ConsumerID]++
+					fc.sendPayload(&Message{ConsumerID: x.ConsumerID, MessageID: id}, testMetadata(1), []byte(id.String()))
+				}
+				mu.Unlock()
+				return true
+			}
+			return false
+		}
+	})
+	return func() []*SubscribeCommand { mu.Lock(); defer mu.Unlock(); return slices.Clone(subs) }
+}
+
+// TestLastMessageID: the broker's last message id, ok false when the
+// topic (or its current ledger) holds none (entry or ledger -1); and the
+// subscription's mark-delete position when the broker says.
+func TestLastMessageID(t *testing.T) {
+	const none = ^uint64(0) // -1
+	for _, tt := range []struct {
+		name   string
+		last   MessageID
+		hasMD  bool
+		wantOK bool
+	}{
+		{"entry", EntryID(5, 7), true, true},
+		{"first entry of the first ledger", EntryID(0, 0), false, true},
+		{"empty topic", EntryID(none, none), true, false},
+		{"empty current ledger", EntryID(5, none), false, false},
+		{"no ledger", EntryID(none, 3), false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				md := EntryID(5, 2)
+				lastEntryBroker(b, tt.last, md, tt.hasMD, nil)
+				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+				cons, _, _ := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+				ctx := context.Background()
+				id, ok, err := cons.LastMessageID(ctx)
+				if err != nil || ok != tt.wantOK || id != tt.last {
+					t.Errorf("LastMessageID %v, %v, %v; want %v, %v", id, ok, err, tt.last, tt.wantOK)
+				}
+				got, ok, err := cons.MarkDelete(ctx)
+				if err != nil || ok != tt.hasMD || ok && got != md {
+					t.Errorf("MarkDelete %v, %v, %v; want %v, %v", got, ok, err, md, tt.hasMD)
+				}
+			})
+		})
+	}
+}
+
+// TestLastEntry: the topic's last entry is read with two non-durable
+// readers of one name (which must not create the topic): a probe for the
+// last id, and one positioned on it, inclusive (batch index 0), whose
+// earlier entries are passed over; an empty topic has none.
+func TestLastEntry(t *testing.T) {
+	const none = ^uint64(0)
+	for _, tt := range []struct {
+		name      string
+		last      MessageID
+		feed      []MessageID
+		wantOK    bool
+		wantSubs  int
+		wantError bool
+	}{
+		{name: "last entry", last: EntryID(5, 7), feed: []MessageID{EntryID(5, 6), EntryID(5, 7)}, wantOK: true, wantSubs: 2},
+		{name: "empty topic", last: EntryID(none, none), wantSubs: 1},
+		{name: "not delivered", last: EntryID(5, 7), feed: []MessageID{EntryID(5, 6)}, wantSubs: 2, wantError: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				subs := lastEntryBroker(b, tt.last, MessageID{}, false, tt.feed)
+				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+				e, ok, err := c.LastEntry(context.Background(), "t")
+				if (err != nil) != tt.wantError || ok != tt.wantOK {
+					t.Fatalf("LastEntry: %v, %v, %v; want ok %v, error %v", e.ID, ok, err, tt.wantOK, tt.wantError)
+				}
+				if ok && (e.ID != tt.last || string(e.Payload) != tt.last.String()) {
+					t.Fatalf("LastEntry read %v (%q), want %v", e.ID, e.Payload, tt.last)
+				}
+				ss := subs()
+				if len(ss) != tt.wantSubs {
+					t.Fatalf("%d readers, want %d", len(ss), tt.wantSubs)
+				}
+				for i, s := range ss {
+					if !s.NonDurable || !s.NoTopicCreation || !strings.HasPrefix(s.Subscription, "geo-sidecar-last-entry-") || s.Subscription != ss[0].Subscription {
+						t.Errorf("reader %d: %+v", i, s)
+					}
+				}
+				if len(ss) == 2 {
+					if start := ss[1].StartMessageID; start == nil || start.Ledger != tt.last.Ledger || start.Entry != tt.last.Entry || start.BatchIndex != 0 {
+						t.Errorf("positioned reader starts at %+v, want %v inclusive (batch index 0)", start, tt.last)
+					}
+				}
+				if n := len(b.commands(TypeCloseConsumer)); n != len(ss) {
+					t.Errorf("%d readers closed, want %d", n, len(ss))
+				}
+			})
+		})
+	}
+}
+
+// TestLastEntryErrors: a probe the broker refuses (no such topic) or a
+// last id it cannot give fails LastEntry.
+func TestLastEntryErrors(t *testing.T) {
+	for _, refuse := range []CommandType{TypeSubscribe, TypeGetLastMessageID} {
+		t.Run(refuse.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				b.set(func() {
+					b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+						switch x := cmd.Body.(type) {
+						case *SubscribeCommand:
+							if refuse == TypeSubscribe {
+								fc.send(&Error{RequestID: x.RequestID, Error: TopicNotFound, Message: "no topic"})
+								return true
+							}
+						case *GetLastMessageID:
+							fc.send(&Error{RequestID: x.RequestID, Error: ServiceNotReady, Message: "later"})
+							return true
+						}
+						return false
+					}
+				})
+				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+				if _, ok, err := c.LastEntry(context.Background(), "t"); err == nil || ok {
+					t.Fatalf("LastEntry: %v, %v; want the broker's error", ok, err)
+				}
+			})
+		})
 	}
 }
