@@ -57,11 +57,15 @@ func TestHandshake(t *testing.T) {
 		challenges int // AUTH_CHALLENGEs before CONNECTED
 		connected  *Connected
 		refused    bool
+		answer     []byte // raw bytes instead (nil: none; the peer closes)
+		logical    string // the broker a proxy is asked to forward to
 		// What the client does.
 		wantVersion   string
 		wantMax       int
 		wantResponses int
 		wantErr       string
+		wantFailed    int32 // connect failures counted
+		wantProxyTo   string
 	}{
 		{name: "default client version", connected: &Connected{ServerVersion: "b", MaxMessageSize: 1 << 20},
 			wantVersion: "geo-sidecar-wire", wantMax: 1 << 20},
@@ -72,9 +76,17 @@ func TestHandshake(t *testing.T) {
 		{name: "auth challenges answered", challenges: 3, connected: &Connected{ServerVersion: "b"},
 			wantVersion: "geo-sidecar-wire", wantMax: DefaultMaxMessageSize, wantResponses: 3},
 		{name: "auth challenges without end", challenges: 50, connected: &Connected{ServerVersion: "b"},
-			wantVersion: "geo-sidecar-wire", wantResponses: 11, wantErr: "too many auth challenges"},
+			wantVersion: "geo-sidecar-wire", wantResponses: 11, wantErr: "too many auth challenges", wantFailed: 1},
 		{name: "refused by the broker", refused: true,
 			wantVersion: "geo-sidecar-wire", wantErr: "bad token"},
+		{name: "through a proxy", logical: "broker-2:6650", connected: &Connected{ServerVersion: "b"},
+			wantVersion: "geo-sidecar-wire", wantMax: DefaultMaxMessageSize, wantProxyTo: "broker-2:6650"},
+		{name: "closed in the handshake",
+			wantVersion: "geo-sidecar-wire", wantErr: "handshake: EOF", wantFailed: 1},
+		{name: "garbage in the handshake", answer: AppendFrame(nil, []byte{0x80}),
+			wantVersion: "geo-sidecar-wire", wantErr: "malformed", wantFailed: 1},
+		{name: "another command than CONNECTED", answer: AppendFrame(nil, AppendCommand(nil, &Pong{})),
+			wantVersion: "geo-sidecar-wire", wantErr: "unexpected PONG", wantFailed: 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -90,6 +102,10 @@ func TestHandshake(t *testing.T) {
 				mu.Unlock()
 				if tt.refused {
 					writeCommand(nc, &Error{Error: AuthenticationError, Message: "bad token"})
+					return
+				}
+				if tt.connected == nil {
+					nc.Write(tt.answer)
 					return
 				}
 				for range tt.challenges {
@@ -110,7 +126,11 @@ func TestHandshake(t *testing.T) {
 				readCommand(nc) // until the client closes
 			}}
 			var failed atomic.Int32
-			c, err := Dial(context.Background(), "b:6650", "b:6650", false, ConnOptions{
+			logical := tt.logical
+			if logical == "" {
+				logical = "b:6650"
+			}
+			c, err := Dial(context.Background(), logical, "b:6650", false, ConnOptions{
 				ClientVersion: tt.version, dial: peer.dial, Events: Events{ConnectFailed: func() { failed.Add(1) }}})
 			if err == nil {
 				if got := c.MaxMessageSize(); got != tt.wantMax {
@@ -130,8 +150,15 @@ func TestHandshake(t *testing.T) {
 			if responses != tt.wantResponses {
 				t.Errorf("%d AUTH_RESPONSEs, want %d", responses, tt.wantResponses)
 			}
-			if n := failed.Load(); n != 0 && tt.refused {
-				t.Errorf("a broker's refusal counted as %d connect failures", n)
+			if n := failed.Load(); n != tt.wantFailed {
+				t.Errorf("%d connect failures counted, want %d", n, tt.wantFailed)
+			}
+			if connect != nil && connect.ProxyToBrokerURL != tt.wantProxyTo {
+				t.Errorf("CONNECT asks the proxy for %q, want %q", connect.ProxyToBrokerURL, tt.wantProxyTo)
+			}
+			var ce *ConnError
+			if tt.wantFailed > 0 && !errors.As(err, &ce) {
+				t.Errorf("Dial: %v, want a ConnError (retryable)", err)
 			}
 		})
 	}

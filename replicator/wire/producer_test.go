@@ -407,3 +407,96 @@ func TestProducerSendTimeoutBounds(t *testing.T) {
 		}
 	})
 }
+
+// TestProducerReceiptOrder: a receipt for a later send than the oldest
+// unconfirmed one (the broker lost one) re-creates the producer, which
+// resends from the oldest; a receipt again for a send confirmed already
+// is ignored.
+func TestProducerReceiptOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		var mu sync.Mutex
+		sessions := 0
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				switch x := cmd.Body.(type) {
+				case *ProducerCommand:
+					mu.Lock()
+					sessions++
+					mu.Unlock()
+				case *Send:
+					mu.Lock()
+					first := sessions == 1
+					mu.Unlock()
+					if !first {
+						return false // confirmed in order
+					}
+					switch x.SequenceID {
+					case 1:
+						fc.send(&SendReceipt{ProducerID: x.ProducerID, SequenceID: 1, MessageID: EntryID(1, 1)})
+						fc.send(&SendReceipt{ProducerID: x.ProducerID, SequenceID: 1, MessageID: EntryID(1, 1)}) // again
+					case 3: // 2 was lost
+						fc.send(&SendReceipt{ProducerID: x.ProducerID, SequenceID: 3, MessageID: EntryID(1, 3)})
+					}
+					return true
+				}
+				return false
+			}
+		})
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		p, _, _ := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		var log sendLog
+		ctx := context.Background()
+		for seq := uint64(1); seq <= 3; seq++ {
+			if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: seq}, log.done(seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := p.Flush(fctx); err != nil {
+			t.Fatal(err)
+		}
+		if seqs, errs := log.snapshot(); !slices.Equal(seqs, []uint64{1, 2, 3}) || errs[0] != nil || errs[1] != nil || errs[2] != nil {
+			t.Fatalf("callbacks for %v with %v, want 1, 2, 3 confirmed", seqs, errs)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if sessions != 2 {
+			t.Fatalf("%d sessions, want 2 (one re-creation for the receipt out of order)", sessions)
+		}
+		var resent []uint64
+		for _, s := range b.commands(TypeSend) {
+			resent = append(resent, s.(*Send).SequenceID)
+		}
+		if want := []uint64{1, 2, 3, 2, 3}; !slices.Equal(resent, want) {
+			t.Fatalf("SENDs %v, want %v (resent from the oldest unconfirmed)", resent, want)
+		}
+	})
+}
+
+// TestTopicMigrated: TOPIC_MIGRATED closes the producer or consumer it
+// names (resource type 0: producer, 1: consumer), which then looks the
+// topic up again and re-creates itself; the other is left alone.
+func TestTopicMigrated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		var ev eventLog
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, Events: ev.events()})
+		_, fc, pid := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		_, _, cid := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+		fc.send(&TopicMigrated{ResourceID: pid, ResourceType: 0, BrokerServiceURL: b.url()})
+		time.Sleep(time.Second)
+		if p, s := len(b.commands(TypeProducer)), len(b.commands(TypeSubscribe)); p != 2 || s != 1 {
+			t.Fatalf("%d PRODUCERs and %d SUBSCRIBEs after the producer's topic migrated, want 2 and 1", p, s)
+		}
+		fc.send(&TopicMigrated{ResourceID: cid, ResourceType: 1, BrokerServiceURL: b.url()})
+		time.Sleep(time.Second)
+		if p, s := len(b.commands(TypeProducer)), len(b.commands(TypeSubscribe)); p != 2 || s != 2 {
+			t.Fatalf("%d PRODUCERs and %d SUBSCRIBEs after the consumer's topic migrated, want 2 and 2", p, s)
+		}
+		if _, rec := ev.snapshot(); !slices.Equal(rec, []string{"producer/" + CauseBrokerClosed, "consumer/" + CauseBrokerClosed}) {
+			t.Fatalf("Reconnect events %v", rec)
+		}
+	})
+}
