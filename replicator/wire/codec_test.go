@@ -180,6 +180,30 @@ func TestEntryIDIsTheWholeEntry(t *testing.T) {
 	}
 }
 
+// TestProducerCommandNameIsTheClients: a PRODUCER with a name says the
+// name is the client's (user_provided_producer_name, field 9), so the
+// broker keeps it (deduplication keys on it) rather than taking it for
+// one it assigned; without a name it says neither.
+func TestProducerCommandNameIsTheClients(t *testing.T) {
+	for _, name := range []string{"geo-sidecar.east.t-partition-0", ""} {
+		b := (&ProducerCommand{Topic: "t", ProducerID: 1, RequestID: 2, ProducerName: name}).appendTo(nil)
+		var userProvided, has bool
+		for len(b) > 0 {
+			num, typ, n := protowire.ConsumeTag(b)
+			b = b[n:]
+			l := protowire.ConsumeFieldValue(num, typ, b)
+			if num == 9 {
+				v, _ := protowire.ConsumeVarint(b)
+				has, userProvided = true, v == 1
+			}
+			b = b[l:]
+		}
+		if userProvided != (name != "") || has != (name != "") {
+			t.Errorf("name %q: user_provided_producer_name present %v, true %v", name, has, userProvided)
+		}
+	}
+}
+
 // TestDecodeDefaults: optional fields left out decode to the protocol's
 // defaults, not Go's zero values.
 func TestDecodeDefaults(t *testing.T) {
