@@ -116,9 +116,10 @@ func TestServiceHostsTriedInTurn(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newFakeMemBroker(t)
-			var second atomic.Int32
+			var first, second atomic.Int32
 			dial := func(ctx context.Context, addr string) (net.Conn, error) {
 				if addr == "a:6650" {
+					first.Add(1)
 					return tt.first(ctx)
 				}
 				second.Add(1)
@@ -131,6 +132,9 @@ func TestServiceHostsTriedInTurn(t *testing.T) {
 				cancel()
 			}
 			_, err := c.PartitionedMetadata(ctx, "t")
+			if n := first.Load(); n != 1 {
+				t.Fatalf("first host dialled %d times, want once", n)
+			}
 			if n := int(second.Load()); n != tt.wantDials {
 				t.Fatalf("second host dialled %d times, want %d (first: %v)", n, tt.wantDials, err)
 			}
