@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar/auth"
@@ -368,27 +369,29 @@ func TestHandshakeRejected(t *testing.T) {
 }
 
 func TestKeepAliveClosesSilentConnection(t *testing.T) {
-	b := newFakeBroker(t)
-	b.set(func() { b.silent = true })
-	c := newTestClient(t, b.url(), ConnOptions{KeepAlive: 30 * time.Millisecond})
-	conn, err := c.Conn(context.Background(), c.serviceBroker())
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-conn.Done():
-	case <-time.After(2 * time.Second):
-		t.Fatal("a broker that stopped answering was not detected")
-	}
-	if len(b.commands(TypePing)) == 0 {
-		t.Fatal("no PING sent")
-	}
-	// The pool dials again.
-	b.set(func() { b.silent = false })
-	conn2, err := c.Conn(context.Background(), c.serviceBroker())
-	if err != nil || conn2 == conn {
-		t.Fatalf("redial: %v (same conn %v)", err, conn2 == conn)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		b.set(func() { b.silent = true })
+		c := newTestClient(t, b.url(), ConnOptions{KeepAlive: 30 * time.Millisecond, dial: b.dial})
+		conn, err := c.Conn(context.Background(), c.serviceBroker())
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-conn.Done():
+		case <-time.After(2 * time.Second):
+			t.Fatal("a broker that stopped answering was not detected")
+		}
+		if len(b.commands(TypePing)) == 0 {
+			t.Fatal("no PING sent")
+		}
+		// The pool dials again.
+		b.set(func() { b.silent = false })
+		conn2, err := c.Conn(context.Background(), c.serviceBroker())
+		if err != nil || conn2 == conn {
+			t.Fatalf("redial: %v (same conn %v)", err, conn2 == conn)
+		}
+	})
 }
 
 func TestLookupRedirectAndProxy(t *testing.T) {
@@ -954,44 +957,46 @@ func TestServiceURLFailsOverToNextHost(t *testing.T) {
 // them gets them again on a new producer after SendTimeout, checked at the
 // connection's keep-alive ticks.
 func TestProducerSendTimeout(t *testing.T) {
-	b := newFakeBroker(t)
-	b.set(func() {
-		b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
-			s, ok := cmd.Body.(*Send)
-			return ok && s.ProducerID == 1 // the first producer is never confirmed
-		}
-	})
-	var mu sync.Mutex
-	var causes []string
-	c := newTestClient(t, b.url(), ConnOptions{KeepAlive: 200 * time.Millisecond, Events: Events{
-		Reconnect: func(kind, cause string) { mu.Lock(); causes = append(causes, kind+"/"+cause); mu.Unlock() },
-	}})
-	ctx := context.Background()
-	p, err := CreateProducer(ctx, c, ProducerOptions{Topic: "t", Name: "n", SendTimeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	done := make(chan error, 1)
-	if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1}, func(_ Receipt, err error) { done <- err }); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				s, ok := cmd.Body.(*Send)
+				return ok && s.ProducerID == 1 // the first producer is never confirmed
+			}
+		})
+		var mu sync.Mutex
+		var causes []string
+		c := newTestClient(t, b.url(), ConnOptions{KeepAlive: 200 * time.Millisecond, dial: b.dial, Events: Events{
+			Reconnect: func(kind, cause string) { mu.Lock(); causes = append(causes, kind+"/"+cause); mu.Unlock() },
+		}})
+		ctx := context.Background()
+		p, err := CreateProducer(ctx, c, ProducerOptions{Topic: "t", Name: "n", SendTimeout: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no receipt after the send timeout")
-	}
-	if n := len(b.commands(TypeProducer)); n < 2 {
-		t.Fatalf("%d PRODUCER commands, want a re-created producer", n)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if want := []string{"producer/" + CauseSendTimeout}; !slices.Equal(causes, want) {
-		t.Errorf("Reconnect events %v, want %v (the alert on a slow link counts this cause)", causes, want)
-	}
+		defer p.Close()
+		done := make(chan error, 1)
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1}, func(_ Receipt, err error) { done <- err }); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no receipt after the send timeout")
+		}
+		if n := len(b.commands(TypeProducer)); n < 2 {
+			t.Fatalf("%d PRODUCER commands, want a re-created producer", n)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []string{"producer/" + CauseSendTimeout}; !slices.Equal(causes, want) {
+			t.Errorf("Reconnect events %v, want %v (the alert on a slow link counts this cause)", causes, want)
+		}
+	})
 }
 
 // Large payloads go out by reference (a segment of a vectored write, or of
