@@ -26,10 +26,13 @@ type framePool struct {
 }
 
 // sizeClass returns the class of n (> 0) and the capacity of its buffers.
+// Sizes up to 4 bytes have classes 0 to 2, one per power of two, below
+// the first quarter class (8, for 5 bytes): numbered k*4, the 4-byte
+// class was 8 too, and a 4-byte buffer could be handed out for 5 bytes.
 func sizeClass(n int) (class, size int) {
 	k := bits.Len(uint(n - 1)) // 2^(k-1) < n <= 2^k
 	if k < 3 {
-		return k * 4, 1 << k
+		return k, 1 << k
 	}
 	base := 1 << (k - 1)
 	step := base / 4

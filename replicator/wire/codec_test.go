@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -22,9 +24,11 @@ func TestFrameRoundTrip(t *testing.T) {
 		{name: "simple", frame: AppendFrame(nil, cmd)},
 		{name: "payload", frame: AppendPayloadFrame(nil, cmd, md, []byte("hello")), md: md, payload: []byte("hello"), hasPayload: true},
 		{name: "empty payload", frame: AppendPayloadFrame(nil, cmd, md, nil), md: md, payload: []byte{}, hasPayload: true},
+		{name: "empty metadata and payload", frame: AppendPayloadFrame(nil, cmd, nil, nil), md: []byte{}, payload: []byte{}, hasPayload: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, _, err := ReadFrame(bytes.NewReader(tc.frame), nil, 1<<20)
+			// The limit is the frame's size: exactly at it is allowed.
+			f, _, err := ReadFrame(bytes.NewReader(tc.frame), nil, len(tc.frame)-4)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,10 +83,13 @@ func TestFrameMalformed(t *testing.T) {
 		isErr error
 	}{
 		{"too large", binary.BigEndian.AppendUint32(nil, 1<<30), ErrMalformed},
+		{"a byte over the limit", sized(make([]byte, 1<<20+1)...), ErrMalformed},
 		{"size below 4", sized(0, 0), ErrMalformed},
 		{"command size beyond frame", sized(0, 0, 0, 9, 1, 2), ErrMalformed},
 		{"empty command", sized(0, 0, 0, 0), ErrMalformed},
 		{"checksum mismatch", corrupt, ErrChecksum},
+		{"broker entry metadata size beyond frame", sized(append(append(binary.BigEndian.AppendUint32(nil, uint32(len(cmd))), cmd...), 0x0e, 0x02, 0, 0, 0, 5, 1, 2)...), ErrMalformed},
+		{"broker entry metadata header truncated", sized(append(append(binary.BigEndian.AppendUint32(nil, uint32(len(cmd))), cmd...), 0x0e, 0x02, 0)...), ErrMalformed},
 		{"metadata size beyond frame", sized(append(append(binary.BigEndian.AppendUint32(nil, uint32(len(cmd))), cmd...), 0, 0, 0, 99)...), ErrMalformed},
 		{"payload section without metadata size", sized(append(append(binary.BigEndian.AppendUint32(nil, uint32(len(cmd))), cmd...), 1)...), ErrMalformed},
 		{"truncated", good[:len(good)-3], io.ErrUnexpectedEOF},
@@ -117,7 +124,9 @@ func TestCommandRoundTrip(t *testing.T) {
 		&Success{RequestID: 9},
 		&Error{RequestID: 9, Error: TopicNotFound, Message: "no"},
 		&CloseProducer{ProducerID: 1, RequestID: 2, AssignedBrokerURL: "pulsar://b:1"},
+		&CloseProducer{ProducerID: 1, RequestID: 2, AssignedBrokerURL: "pulsar://b:1", AssignedBrokerURLTLS: "pulsar+ssl://b:2"},
 		&CloseConsumer{ConsumerID: 1, RequestID: 2, AssignedBrokerURLTLS: "pulsar+ssl://b:2"},
+		&CloseConsumer{ConsumerID: 1, RequestID: 2, AssignedBrokerURL: "pulsar://b:1", AssignedBrokerURLTLS: "pulsar+ssl://b:2"},
 		&Ping{},
 		&Pong{},
 		&RedeliverUnacknowledged{ConsumerID: 1, MessageIDs: []MessageID{id}},
@@ -132,6 +141,10 @@ func TestCommandRoundTrip(t *testing.T) {
 		&AuthChallenge{ServerVersion: "s", Challenge: AuthData{MethodName: "token", Data: []byte("c")}, ProtocolVersion: 20},
 		&AuthResponse{ClientVersion: "c", Response: AuthData{MethodName: "token", Data: []byte("r")}, ProtocolVersion: 20},
 		&TopicMigrated{ResourceID: 3, ResourceType: 1, BrokerServiceURL: "pulsar://x:1"},
+		&TopicMigrated{ResourceID: 3, ResourceType: 0, BrokerServiceURL: "pulsar://x:1", BrokerServiceURLTLS: "pulsar+ssl://x:2"},
+		// Partition 0 and batch index 0 are values, not absence (a
+		// start at batch index 0 includes its entry).
+		&Ack{ConsumerID: 1, MessageIDs: []MessageID{{Ledger: 1, Entry: 2, Partition: 0, BatchIndex: 0}}},
 		&GetSchema{RequestID: 1, Topic: "t", Version: []byte{0, 0, 0, 0, 0, 0, 0, 2}},
 		&GetLastMessageID{ConsumerID: 1, RequestID: 2},
 		&GetLastMessageIDResponse{RequestID: 2, LastMessageID: id},
@@ -155,9 +168,175 @@ func TestCommandRoundTrip(t *testing.T) {
 	}
 }
 
+// TestEntryIDIsTheWholeEntry: an entry id has neither partition nor batch
+// index (-1, not encoded): acknowledging it acknowledges every message of
+// the entry, where a batch index would acknowledge that message alone.
+func TestEntryIDIsTheWholeEntry(t *testing.T) {
+	if id := EntryID(3, 4); id != (MessageID{Ledger: 3, Entry: 4, Partition: -1, BatchIndex: -1}) {
+		t.Fatalf("EntryID(3, 4) = %+v", id)
+	}
+	if b, want := EntryID(3, 4).appendTo(nil), appendU64(appendU64(nil, 1, 3), 2, 4); !bytes.Equal(b, want) {
+		t.Fatalf("EntryID(3, 4) encodes as %x, want ledger and entry only (%x)", b, want)
+	}
+}
+
+// TestProducerCommandNameIsTheClients: a PRODUCER with a name says the
+// name is the client's (user_provided_producer_name, field 9), so the
+// broker keeps it (deduplication keys on it) rather than taking it for
+// one it assigned; without a name it says neither.
+func TestProducerCommandNameIsTheClients(t *testing.T) {
+	for _, name := range []string{"geo-sidecar.east.t-partition-0", ""} {
+		b := (&ProducerCommand{Topic: "t", ProducerID: 1, RequestID: 2, ProducerName: name}).appendTo(nil)
+		var userProvided, has bool
+		for len(b) > 0 {
+			num, typ, n := protowire.ConsumeTag(b)
+			b = b[n:]
+			l := protowire.ConsumeFieldValue(num, typ, b)
+			if num == 9 {
+				v, _ := protowire.ConsumeVarint(b)
+				has, userProvided = true, v == 1
+			}
+			b = b[l:]
+		}
+		if userProvided != (name != "") || has != (name != "") {
+			t.Errorf("name %q: user_provided_producer_name present %v, true %v", name, has, userProvided)
+		}
+	}
+}
+
+// TestDecodeDefaults: optional fields left out decode to the protocol's
+// defaults, not Go's zero values.
+func TestDecodeDefaults(t *testing.T) {
+	decode := func(typ CommandType, sub []byte) Body {
+		t.Helper()
+		c, err := DecodeCommand(appendMsg(appendU64(nil, 1, uint64(typ)), protowire.Number(typ), func(b []byte) []byte { return append(b, sub...) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Body
+	}
+	// PRODUCER_SUCCESS without last_sequence_id: nothing persisted (-1).
+	ps := decode(TypeProducerSuccess, appendStr(appendU64(nil, 1, 7), 2, "p")).(*ProducerSuccess)
+	if ps.LastSequenceID != -1 {
+		t.Errorf("LastSequenceID %d without the field, want -1", ps.LastSequenceID)
+	}
+	// SEND_RECEIPT without message_id: neither partition nor batch index.
+	r := decode(TypeSendReceipt, appendU64(appendU64(nil, 1, 1), 2, 5)).(*SendReceipt)
+	if r.MessageID.Partition != -1 || r.MessageID.BatchIndex != -1 {
+		t.Errorf("receipt's message id %+v without the field, want partition and batch index -1", r.MessageID)
+	}
+	// SEND without num_messages: one message.
+	if s := decode(TypeSend, appendU64(appendU64(nil, 1, 1), 2, 5)).(*Send); s.NumMessages != 1 {
+		t.Errorf("NumMessages %d without the field, want 1", s.NumMessages)
+	}
+}
+
+// TestDecodeRequiredFields: a command missing any of its required fields
+// (those the protocol declares required) is ErrMalformed, and so is a
+// message id missing ledger or entry.
+func TestDecodeRequiredFields(t *testing.T) {
+	id := MessageID{Ledger: 10, Entry: 20, Partition: 3, BatchIndex: 1}
+	for _, tt := range []struct {
+		body     Body
+		required []protowire.Number
+	}{
+		{&Connect{ClientVersion: "v", ProtocolVersion: 20}, []protowire.Number{1}},
+		{&Connected{ServerVersion: "s", ProtocolVersion: 20}, []protowire.Number{1}},
+		{&SubscribeCommand{Topic: "t", Subscription: "s", SubType: Failover, ConsumerID: 1, RequestID: 2}, []protowire.Number{1, 2, 3, 4, 5}},
+		{&ProducerCommand{Topic: "t", ProducerID: 1, RequestID: 2}, []protowire.Number{1, 2, 3}},
+		{&ProducerSuccess{RequestID: 2, ProducerName: "p", LastSequenceID: 3}, []protowire.Number{1, 2}},
+		{&Send{ProducerID: 1, SequenceID: 5}, []protowire.Number{1, 2}},
+		{&SendReceipt{ProducerID: 1, SequenceID: 5, MessageID: id}, []protowire.Number{1, 2}},
+		{&SendError{ProducerID: 1, SequenceID: 5, Error: ChecksumError, Message: "m"}, []protowire.Number{1, 2}},
+		{&Message{ConsumerID: 1, MessageID: id}, []protowire.Number{1, 2}},
+		{&Ack{ConsumerID: 1, AckType: AckCumulative, MessageIDs: []MessageID{id}}, []protowire.Number{1, 2}},
+		{&Flow{ConsumerID: 1, Permits: 2}, []protowire.Number{1, 2}},
+		{&Success{RequestID: 9}, []protowire.Number{1}},
+		{&Error{RequestID: 9, Error: TopicNotFound, Message: "no"}, []protowire.Number{1}},
+		{&CloseProducer{ProducerID: 1, RequestID: 2}, []protowire.Number{1}},
+		{&CloseConsumer{ConsumerID: 1, RequestID: 2}, []protowire.Number{1}},
+		{&RedeliverUnacknowledged{ConsumerID: 1, ConsumerEpoch: 2}, []protowire.Number{1}},
+		{&PartitionedMetadata{Topic: "t", RequestID: 1}, []protowire.Number{1, 2}},
+		{&PartitionedMetadataResponse{RequestID: 1, Partitions: 4}, []protowire.Number{2}},
+		{&Lookup{Topic: "t", RequestID: 1}, []protowire.Number{1, 2}},
+		{&LookupResponse{RequestID: 1, Kind: LookupConnect, BrokerServiceURL: "pulsar://a:1"}, []protowire.Number{4}},
+		{&ReachedEndOfTopic{ConsumerID: 4}, []protowire.Number{1}},
+		{&ActiveConsumerChange{ConsumerID: 4, IsActive: true}, []protowire.Number{1}},
+		{&TopicMigrated{ResourceID: 3, ResourceType: 1, BrokerServiceURL: "pulsar://x:1"}, []protowire.Number{1, 2}},
+		{&GetLastMessageID{ConsumerID: 1, RequestID: 2}, []protowire.Number{1, 2}},
+		{&GetLastMessageIDResponse{RequestID: 2, LastMessageID: id}, []protowire.Number{1, 2}},
+		{&GetSchema{RequestID: 1, Topic: "t"}, []protowire.Number{1, 2}},
+		{&GetSchemaResponse{RequestID: 1, Version: []byte{1}}, []protowire.Number{1}},
+		{&GetOrCreateSchema{RequestID: 1, Topic: "t", Schema: Schema{Name: "n", Type: 2}}, []protowire.Number{1, 2, 3}},
+		{&GetOrCreateSchemaResponse{RequestID: 1, Version: []byte{1}}, []protowire.Number{1}},
+	} {
+		typ := tt.body.Type()
+		whole := tt.body.appendTo(nil)
+		encode := func(sub []byte) []byte {
+			return appendMsg(appendU64(nil, 1, uint64(typ)), protowire.Number(typ), func(b []byte) []byte { return append(b, sub...) })
+		}
+		if _, err := DecodeCommand(encode(whole)); err != nil {
+			t.Errorf("%v whole: %v", typ, err)
+			continue
+		}
+		for _, num := range tt.required {
+			if _, err := DecodeCommand(encode(withoutField(t, whole, num))); !errors.Is(err, ErrMalformed) {
+				t.Errorf("%v without field %d: %v, want ErrMalformed", typ, num, err)
+			}
+		}
+	}
+	// A schema (in GET_OR_CREATE_SCHEMA, field 3) without name or type.
+	schema := Schema{Name: "n", Data: []byte("{}"), Type: 2}
+	for _, num := range []protowire.Number{1, 4} {
+		sub := appendMsg(appendStr(appendU64(nil, 1, 1), 2, "t"), 3, func(b []byte) []byte { return append(b, withoutField(t, schema.appendTo(nil), num)...) })
+		b := appendMsg(appendU64(nil, 1, uint64(TypeGetOrCreateSchema)), protowire.Number(TypeGetOrCreateSchema), func(b []byte) []byte { return append(b, sub...) })
+		if _, err := DecodeCommand(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("schema without field %d: %v, want ErrMalformed", num, err)
+		}
+	}
+	// A message id (in SEND_RECEIPT, field 3) without ledger or entry.
+	for _, num := range []protowire.Number{1, 2} {
+		sub := appendMsg(appendU64(appendU64(nil, 1, 1), 2, 5), 3, func(b []byte) []byte { return append(b, withoutField(t, id.appendTo(nil), num)...) })
+		b := appendMsg(appendU64(nil, 1, uint64(TypeSendReceipt)), protowire.Number(TypeSendReceipt), func(b []byte) []byte { return append(b, sub...) })
+		if _, err := DecodeCommand(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("message id without field %d: %v, want ErrMalformed", num, err)
+		}
+	}
+}
+
+// withoutField returns the encoded message b without its top-level
+// fields numbered num; it fails the test if there were none.
+func withoutField(t *testing.T, b []byte, num protowire.Number) []byte {
+	t.Helper()
+	var out []byte
+	found := false
+	for len(b) > 0 {
+		n, _, l := protowire.ConsumeField(b)
+		if l < 0 {
+			t.Fatalf("bad encoding: %v", protowire.ParseError(l))
+		}
+		if n == num {
+			found = true
+		} else {
+			out = append(out, b[:l]...)
+		}
+		b = b[l:]
+	}
+	if !found {
+		t.Fatalf("no field %d to leave out", num)
+	}
+	return out
+}
+
 func TestAppendMsgLongSubMessage(t *testing.T) {
-	// Sub-messages of 128 bytes and more need a multi-byte length.
-	for _, n := range []int{0, 100, 127, 128, 300, 20000} {
+	// Sub-messages of 128 bytes and more need a multi-byte length: every
+	// length around 128 (the sub-message has a few bytes besides the
+	// version string), and some beyond.
+	lengths := []int{0, 300, 20000}
+	for n := 110; n <= 140; n++ {
+		lengths = append(lengths, n)
+	}
+	for _, n := range lengths {
 		c := &Connect{ClientVersion: strings.Repeat("v", n), ProtocolVersion: 20}
 		got, err := DecodeCommand(AppendCommand(nil, c))
 		if err != nil {
@@ -279,6 +458,37 @@ func TestMetadataParseAndPatch(t *testing.T) {
 	}
 }
 
+// TestMetadataBuilder: what the builder writes (for tests and fake
+// brokers) parses back; fields at their zero value are left out.
+func TestMetadataBuilder(t *testing.T) {
+	base := MetadataBuilder{ProducerName: "p", SequenceID: 1, PublishTime: 2}
+	for _, tt := range []struct {
+		name  string
+		build func(MetadataBuilder) MetadataBuilder
+		check func(Metadata) bool
+	}{
+		{"replicated from", func(m MetadataBuilder) MetadataBuilder { m.ReplicatedFrom = "east"; return m },
+			func(m Metadata) bool { return m.ReplicatedFrom == "east" }},
+		{"not a batch", func(m MetadataBuilder) MetadataBuilder { return m },
+			func(m Metadata) bool { return !m.HasNumMessagesInBatch && m.NumMessagesInBatch == 1 && !m.HasTxnID }},
+		{"txn least bits only", func(m MetadataBuilder) MetadataBuilder { m.TxnIDLeastBits = 5; return m },
+			func(m Metadata) bool { return m.HasTxnID && m.TxnIDLeastBits == 5 && m.TxnIDMostBits == 0 }},
+		{"txn most bits only", func(m MetadataBuilder) MetadataBuilder { m.TxnIDMostBits = 6; return m },
+			func(m Metadata) bool { return m.HasTxnID && m.TxnIDLeastBits == 0 && m.TxnIDMostBits == 6 }},
+	} {
+		m, err := ParseMetadata(tt.build(base).Append(nil))
+		if err != nil || !tt.check(m) {
+			t.Errorf("%s: parsed %+v, %v", tt.name, m, err)
+		}
+	}
+	// A batch of no messages is odd but well-formed; only a negative
+	// count cannot be one (TestMetadataMalformed).
+	m, err := ParseMetadata(appendI32(base.Append(nil), 11, 0))
+	if err != nil || !m.HasNumMessagesInBatch || m.NumMessagesInBatch != 0 {
+		t.Errorf("num_messages_in_batch 0: parsed %+v, %v", m, err)
+	}
+}
+
 func TestMetadataMalformed(t *testing.T) {
 	good := MetadataBuilder{ProducerName: "p", SequenceID: 1, PublishTime: 2}.Append(nil)
 	for _, tc := range []struct {
@@ -391,10 +601,31 @@ func FuzzParseMetadata(f *testing.F) {
 	})
 }
 
+// TestFramePoolPut: an entry without a buffer of its own (nil) is
+// released like any other: nothing to recycle.
+func TestFramePoolPut(t *testing.T) {
+	var p framePool
+	p.put(nil, 0)
+	fb := p.get(ownAbove + 1)
+	p.put(fb, fb.gen.Load())
+	if fb.gen.Load() != 1 {
+		t.Fatalf("generation %d after one release, want 1", fb.gen.Load())
+	}
+	p.put(fb, 0) // the same entry released again: not recycled twice
+	if fb.gen.Load() != 1 {
+		t.Fatalf("generation %d after a second release of the same entry, want 1", fb.gen.Load())
+	}
+}
+
 func TestSizeClass(t *testing.T) {
 	prev := 0
+	capacity := map[int]int{} // of each class: a class holds one capacity
 	for n := 1; n < 8<<20; n += 1 + n/37 {
 		class, size := sizeClass(n)
+		if c, ok := capacity[class]; ok && c != size {
+			t.Fatalf("class %d holds capacities %d and %d: a buffer of the one is handed out for the other", class, c, size)
+		}
+		capacity[class] = size
 		if size < n || size > n+n/4+1 {
 			t.Fatalf("size class of %d: capacity %d", n, size)
 		}

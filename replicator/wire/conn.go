@@ -46,6 +46,12 @@ type ConnOptions struct {
 	// Events, optional, are told what an operator watches on a cluster's
 	// links.
 	Events Events
+
+	// dial, when set, replaces the TCP dial to addr: the tests that wait
+	// on backoff and keep-alive run their links in memory under
+	// testing/synctest, whose fake clock stands still while a goroutine
+	// waits on a real socket.
+	dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // Events are told about what makes a link to a cluster unhealthy, for
@@ -225,8 +231,13 @@ func Dial(ctx context.Context, logical, physical string, useTLS bool, opts ConnO
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", physical)
+	var nc net.Conn
+	if opts.dial != nil {
+		nc, err = opts.dial(ctx, physical)
+	} else {
+		var d net.Dialer
+		nc, err = d.DialContext(ctx, "tcp", physical)
+	}
 	if err != nil {
 		return nil, &ConnError{Addr: physical, Err: err}
 	}
@@ -550,8 +561,8 @@ func (c *Conn) writeCommand(body Body) error {
 // copied: it is written from where it lies, so it must stay unchanged
 // until confirmed (Outgoing says so).
 func (c *Conn) writePayload(body Body, md, payload []byte) error {
-	if n := PayloadFrameSize(0, len(md), len(payload)); n > c.maxFrame {
-		return fmt.Errorf("%w: entry of %d bytes, limit %d", ErrTooLarge, n, c.MaxMessageSize())
+	if err := checkSize(md, payload, c.maxFrame); err != nil {
+		return err
 	}
 	select {
 	case <-c.done:
@@ -570,6 +581,16 @@ func (c *Conn) writePayload(body Body, md, payload []byte) error {
 	}
 	c.wmu.Unlock()
 	c.wakeWriter()
+	return nil
+}
+
+// checkSize refuses (ErrTooLarge) an entry whose SEND frame would be
+// larger than maxFrame, a connection's limit: the broker would close the
+// connection on it.
+func checkSize(md, payload []byte, maxFrame int) error {
+	if n := PayloadFrameSize(0, len(md), len(payload)); n > maxFrame {
+		return fmt.Errorf("%w: entry of %d bytes, limit %d", ErrTooLarge, n, maxFrame-framePadding)
+	}
 	return nil
 }
 

@@ -89,7 +89,9 @@ var ErrClosed = errors.New("wire: closed")
 
 // ErrTooLarge is returned by Producer.Send for an entry larger than the
 // broker's message size limit (from CONNECTED): the broker could never
-// take it, so it is refused before it is written.
+// take it, so it is refused before it is written. An entry sent under a
+// higher limit that the broker of a later connection has lowered fails
+// with it in its done callback, in its turn.
 var ErrTooLarge = errors.New("wire: entry exceeds the broker's message size limit")
 
 // ErrSilent is why the keep-alive closed a connection: nothing arrived

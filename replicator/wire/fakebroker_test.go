@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar/auth"
@@ -42,7 +43,10 @@ type fakeBroker struct {
 	lastSeq int64
 	// silent: do not answer PING (to test keep-alive).
 	silent bool
-	tls    bool // behind TLS (newFakeTLSBroker)
+	// maxMessageSize is CONNECTED's max_message_size; 0: 64 KiB.
+	maxMessageSize int32
+	tls            bool         // behind TLS (newFakeTLSBroker)
+	mem            *memListener // in memory (newFakeMemBroker)
 }
 
 type fakeConn struct {
@@ -92,6 +96,70 @@ func newFakeTLSBroker(t *testing.T) (*fakeBroker, *tls.Config) {
 	b := serveFakeBroker(t, ln)
 	b.tls = true
 	return b, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+}
+
+// newFakeMemBroker is a fake broker listening in memory, for tests run
+// under testing/synctest: the bubble's clock only moves while every
+// goroutine in it waits on something of the bubble's, which a loopback
+// socket is not, and a pipe is. Clients reach it through b.dial only
+// (ConnOptions.dial); its URL names no real host.
+func newFakeMemBroker(t *testing.T) *fakeBroker {
+	t.Helper()
+	ln := &memListener{addr: "fake-broker:6650", conns: make(chan net.Conn), done: make(chan struct{})}
+	b := serveFakeBroker(t, ln)
+	b.mem = ln
+	return b
+}
+
+// dial connects to the in-memory broker (newFakeMemBroker), for
+// ConnOptions.dial.
+func (b *fakeBroker) dial(ctx context.Context, addr string) (net.Conn, error) {
+	return b.mem.dial(ctx, addr)
+}
+
+// memListener accepts connections over net.Pipe, dialled by dial.
+type memListener struct {
+	addr  string
+	conns chan net.Conn
+	once  sync.Once
+	done  chan struct{}
+}
+
+type memAddr string
+
+func (a memAddr) Network() string { return "mem" }
+func (a memAddr) String() string  { return string(a) }
+
+func (l *memListener) Accept() (net.Conn, error) {
+	select {
+	case nc := <-l.conns:
+		return nc, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *memListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *memListener) Addr() net.Addr { return memAddr(l.addr) }
+
+func (l *memListener) dial(ctx context.Context, addr string) (net.Conn, error) {
+	refused := &net.OpError{Op: "dial", Net: "mem", Addr: memAddr(addr), Err: errors.New("connection refused")}
+	if addr != l.addr {
+		return nil, refused
+	}
+	client, server := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.done:
+		return nil, refused
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func serveFakeBroker(t *testing.T, ln net.Listener) *fakeBroker {
@@ -196,15 +264,18 @@ func (fc *fakeConn) serve() {
 		b := fc.b
 		b.mu.Lock()
 		b.received = append(b.received, cmd)
-		handle, lastSeq, silent := b.handle, b.lastSeq, b.silent
+		handle, lastSeq, silent, maxSize := b.handle, b.lastSeq, b.silent, b.maxMessageSize
 		b.mu.Unlock()
+		if maxSize == 0 {
+			maxSize = 1 << 16
+		}
 		if cmd.Type != TypeConnect && handle != nil && handle(fc, cmd, f) {
 			continue
 		}
 		switch c := cmd.Body.(type) {
 		case *Connect:
 			fc.connect = c
-			fc.send(&Connected{ServerVersion: "fake", ProtocolVersion: ProtocolVersion, MaxMessageSize: 1 << 16})
+			fc.send(&Connected{ServerVersion: "fake", ProtocolVersion: ProtocolVersion, MaxMessageSize: maxSize})
 		case *Lookup:
 			fc.send(&LookupResponse{RequestID: c.RequestID, Kind: LookupConnect, BrokerServiceURL: b.url(), BrokerServiceURLTLS: b.url()})
 		case *PartitionedMetadata:
@@ -298,27 +369,29 @@ func TestHandshakeRejected(t *testing.T) {
 }
 
 func TestKeepAliveClosesSilentConnection(t *testing.T) {
-	b := newFakeBroker(t)
-	b.set(func() { b.silent = true })
-	c := newTestClient(t, b.url(), ConnOptions{KeepAlive: 30 * time.Millisecond})
-	conn, err := c.Conn(context.Background(), c.serviceBroker())
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-conn.Done():
-	case <-time.After(2 * time.Second):
-		t.Fatal("a broker that stopped answering was not detected")
-	}
-	if len(b.commands(TypePing)) == 0 {
-		t.Fatal("no PING sent")
-	}
-	// The pool dials again.
-	b.set(func() { b.silent = false })
-	conn2, err := c.Conn(context.Background(), c.serviceBroker())
-	if err != nil || conn2 == conn {
-		t.Fatalf("redial: %v (same conn %v)", err, conn2 == conn)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		b.set(func() { b.silent = true })
+		c := newTestClient(t, b.url(), ConnOptions{KeepAlive: 30 * time.Millisecond, dial: b.dial})
+		conn, err := c.Conn(context.Background(), c.serviceBroker())
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-conn.Done():
+		case <-time.After(2 * time.Second):
+			t.Fatal("a broker that stopped answering was not detected")
+		}
+		if len(b.commands(TypePing)) == 0 {
+			t.Fatal("no PING sent")
+		}
+		// The pool dials again.
+		b.set(func() { b.silent = false })
+		conn2, err := c.Conn(context.Background(), c.serviceBroker())
+		if err != nil || conn2 == conn {
+			t.Fatalf("redial: %v (same conn %v)", err, conn2 == conn)
+		}
+	})
 }
 
 func TestLookupRedirectAndProxy(t *testing.T) {
@@ -884,44 +957,46 @@ func TestServiceURLFailsOverToNextHost(t *testing.T) {
 // them gets them again on a new producer after SendTimeout, checked at the
 // connection's keep-alive ticks.
 func TestProducerSendTimeout(t *testing.T) {
-	b := newFakeBroker(t)
-	b.set(func() {
-		b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
-			s, ok := cmd.Body.(*Send)
-			return ok && s.ProducerID == 1 // the first producer is never confirmed
-		}
-	})
-	var mu sync.Mutex
-	var causes []string
-	c := newTestClient(t, b.url(), ConnOptions{KeepAlive: 200 * time.Millisecond, Events: Events{
-		Reconnect: func(kind, cause string) { mu.Lock(); causes = append(causes, kind+"/"+cause); mu.Unlock() },
-	}})
-	ctx := context.Background()
-	p, err := CreateProducer(ctx, c, ProducerOptions{Topic: "t", Name: "n", SendTimeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	done := make(chan error, 1)
-	if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1}, func(_ Receipt, err error) { done <- err }); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				s, ok := cmd.Body.(*Send)
+				return ok && s.ProducerID == 1 // the first producer is never confirmed
+			}
+		})
+		var mu sync.Mutex
+		var causes []string
+		c := newTestClient(t, b.url(), ConnOptions{KeepAlive: 200 * time.Millisecond, dial: b.dial, Events: Events{
+			Reconnect: func(kind, cause string) { mu.Lock(); causes = append(causes, kind+"/"+cause); mu.Unlock() },
+		}})
+		ctx := context.Background()
+		p, err := CreateProducer(ctx, c, ProducerOptions{Topic: "t", Name: "n", SendTimeout: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no receipt after the send timeout")
-	}
-	if n := len(b.commands(TypeProducer)); n < 2 {
-		t.Fatalf("%d PRODUCER commands, want a re-created producer", n)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if want := []string{"producer/" + CauseSendTimeout}; !slices.Equal(causes, want) {
-		t.Errorf("Reconnect events %v, want %v (the alert on a slow link counts this cause)", causes, want)
-	}
+		defer p.Close()
+		done := make(chan error, 1)
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1}, func(_ Receipt, err error) { done <- err }); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no receipt after the send timeout")
+		}
+		if n := len(b.commands(TypeProducer)); n < 2 {
+			t.Fatalf("%d PRODUCER commands, want a re-created producer", n)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []string{"producer/" + CauseSendTimeout}; !slices.Equal(causes, want) {
+			t.Errorf("Reconnect events %v, want %v (the alert on a slow link counts this cause)", causes, want)
+		}
+	})
 }
 
 // Large payloads go out by reference (a segment of a vectored write, or of

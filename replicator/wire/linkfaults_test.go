@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -53,40 +54,42 @@ func TestKeepAlive(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newFakeBroker(t)
-			b.set(func() { b.silent = tt.silent })
-			var ev eventLog
-			c := newTestClient(t, b.url(), ConnOptions{KeepAlive: tt.keepAlive, Events: ev.events()})
-			conn, err := c.Conn(context.Background(), c.serviceBroker())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.silent {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				b.set(func() { b.silent = tt.silent })
+				var ev eventLog
+				c := newTestClient(t, b.url(), ConnOptions{KeepAlive: tt.keepAlive, Events: ev.events(), dial: b.dial})
+				conn, err := c.Conn(context.Background(), c.serviceBroker())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tt.silent {
+					select {
+					case <-conn.Done():
+					case <-time.After(5 * time.Second):
+						t.Fatal("a broker that stopped answering was not detected")
+					}
+					if err := conn.Err(); !errors.Is(err, ErrSilent) {
+						t.Fatalf("closed with %v, want ErrSilent", err)
+					}
+					waitFor(t, "the ConnLost event", func() bool { lost, _ := ev.snapshot(); return len(lost) > 0 })
+					if lost, _ := ev.snapshot(); len(lost) != 1 || !lost[0] {
+						t.Fatalf("ConnLost events %v, want one silent", lost)
+					}
+					return
+				}
 				select {
 				case <-conn.Done():
-				case <-time.After(5 * time.Second):
-					t.Fatal("a broker that stopped answering was not detected")
+					t.Fatalf("an answering broker's connection closed: %v", conn.Err())
+				case <-time.After(5 * tt.keepAlive / 2):
 				}
-				if err := conn.Err(); !errors.Is(err, ErrSilent) {
-					t.Fatalf("closed with %v, want ErrSilent", err)
+				if n := len(b.commands(TypePing)); n < 3 {
+					t.Fatalf("%d PINGs in 2.5 keep-alive times, want one every half", n)
 				}
-				waitFor(t, "the ConnLost event", func() bool { lost, _ := ev.snapshot(); return len(lost) > 0 })
-				if lost, _ := ev.snapshot(); len(lost) != 1 || !lost[0] {
-					t.Fatalf("ConnLost events %v, want one silent", lost)
+				if lost, _ := ev.snapshot(); len(lost) != 0 {
+					t.Fatalf("ConnLost events %v", lost)
 				}
-				return
-			}
-			select {
-			case <-conn.Done():
-				t.Fatalf("an answering broker's connection closed: %v", conn.Err())
-			case <-time.After(5 * tt.keepAlive / 2):
-			}
-			if n := len(b.commands(TypePing)); n < 3 {
-				t.Fatalf("%d PINGs in 2.5 keep-alive times, want one every half", n)
-			}
-			if lost, _ := ev.snapshot(); len(lost) != 0 {
-				t.Fatalf("ConnLost events %v", lost)
-			}
+			})
 		})
 	}
 }
@@ -101,125 +104,127 @@ func TestReconnectBackoffWhenBrokerKeepsClosing(t *testing.T) {
 	const closes = 4
 	for _, kind := range []string{"producer", "consumer"} {
 		t.Run(kind, func(t *testing.T) {
-			b := newFakeBroker(t)
-			var mu sync.Mutex
-			created := 0
-			var closeFirst func()
-			var firstAt, lastAt time.Time
-			b.set(func() {
-				b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
-					mu.Lock()
-					defer mu.Unlock()
-					// The first session is closed by the test once
-					// created (its creator sees it succeed); the next
-					// ones right behind their success.
-					switch c := cmd.Body.(type) {
-					case *ProducerCommand:
-						created++
-						fc.send(&ProducerSuccess{RequestID: c.RequestID, ProducerName: c.ProducerName, LastSequenceID: -1})
-						if created == 1 {
-							closeFirst = func() { fc.send(&CloseProducer{ProducerID: c.ProducerID}) }
-						} else if created <= closes {
-							fc.send(&CloseProducer{ProducerID: c.ProducerID})
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				var mu sync.Mutex
+				created := 0
+				var closeFirst func()
+				var firstAt, lastAt time.Time
+				b.set(func() {
+					b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+						mu.Lock()
+						defer mu.Unlock()
+						// The first session is closed by the test once
+						// created (its creator sees it succeed); the next
+						// ones right behind their success.
+						switch c := cmd.Body.(type) {
+						case *ProducerCommand:
+							created++
+							fc.send(&ProducerSuccess{RequestID: c.RequestID, ProducerName: c.ProducerName, LastSequenceID: -1})
+							if created == 1 {
+								closeFirst = func() { fc.send(&CloseProducer{ProducerID: c.ProducerID}) }
+							} else if created <= closes {
+								fc.send(&CloseProducer{ProducerID: c.ProducerID})
+							}
+						case *SubscribeCommand:
+							created++
+							fc.send(&Success{RequestID: c.RequestID})
+							if created == 1 {
+								closeFirst = func() { fc.send(&CloseConsumer{ConsumerID: c.ConsumerID}) }
+							} else if created <= closes {
+								fc.send(&CloseConsumer{ConsumerID: c.ConsumerID})
+							}
+						default:
+							return false
 						}
-					case *SubscribeCommand:
-						created++
-						fc.send(&Success{RequestID: c.RequestID})
 						if created == 1 {
-							closeFirst = func() { fc.send(&CloseConsumer{ConsumerID: c.ConsumerID}) }
-						} else if created <= closes {
-							fc.send(&CloseConsumer{ConsumerID: c.ConsumerID})
+							firstAt = time.Now()
 						}
-					default:
-						return false
+						lastAt = time.Now()
+						return true
 					}
-					if created == 1 {
-						firstAt = time.Now()
-					}
-					lastAt = time.Now()
-					return true
-				}
-			})
-			var ev eventLog
-			c := newTestClient(t, b.url(), ConnOptions{Events: ev.events()})
-			ctx := context.Background()
-			var churn func() int
-			var ready func(t *testing.T)
-			if kind == "producer" {
-				p, err := CreateProducer(ctx, c, ProducerOptions{Topic: "t", Name: "n"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer p.Close()
-				churn = func() int { p.mu.Lock(); defer p.mu.Unlock(); return p.churn }
-				ready = func(t *testing.T) {
-					done := make(chan error, 1)
-					if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1},
-						func(_ Receipt, err error) { done <- err }); err != nil {
+				})
+				var ev eventLog
+				c := newTestClient(t, b.url(), ConnOptions{Events: ev.events(), dial: b.dial})
+				ctx := context.Background()
+				var churn func() int
+				var ready func(t *testing.T)
+				if kind == "producer" {
+					p, err := CreateProducer(ctx, c, ProducerOptions{Topic: "t", Name: "n"})
+					if err != nil {
 						t.Fatal(err)
 					}
-					select {
-					case err := <-done:
-						if err != nil {
+					defer p.Close()
+					churn = func() int { p.mu.Lock(); defer p.mu.Unlock(); return p.churn }
+					ready = func(t *testing.T) {
+						done := make(chan error, 1)
+						if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1},
+							func(_ Receipt, err error) { done <- err }); err != nil {
 							t.Fatal(err)
 						}
-					case <-time.After(10 * time.Second):
-						t.Fatal("no receipt after the broker stopped closing the producer")
+						select {
+						case err := <-done:
+							if err != nil {
+								t.Fatal(err)
+							}
+						case <-time.After(10 * time.Second):
+							t.Fatal("no receipt after the broker stopped closing the producer")
+						}
+					}
+				} else {
+					cons, err := Subscribe(ctx, c, ConsumerOptions{Topic: "t", Subscription: "s", Name: "me"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer cons.Close()
+					churn = func() int { cons.mu.Lock(); defer cons.mu.Unlock(); return cons.churn }
+					ready = func(t *testing.T) {
+						waitFor(t, "a consumer session that stays", func() bool {
+							cons.mu.Lock()
+							defer cons.mu.Unlock()
+							return cons.session != nil && !cons.retrying
+						})
 					}
 				}
-			} else {
-				cons, err := Subscribe(ctx, c, ConsumerOptions{Topic: "t", Subscription: "s", Name: "me"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer cons.Close()
-				churn = func() int { cons.mu.Lock(); defer cons.mu.Unlock(); return cons.churn }
-				ready = func(t *testing.T) {
-					waitFor(t, "a consumer session that stays", func() bool {
-						cons.mu.Lock()
-						defer cons.mu.Unlock()
-						return cons.session != nil && !cons.retrying
-					})
-				}
-			}
-			mu.Lock()
-			closeFirst()
-			mu.Unlock()
-			deadline := time.Now().Add(15 * time.Second)
-			for {
 				mu.Lock()
-				n := created
+				closeFirst()
 				mu.Unlock()
-				if n > closes {
-					break
+				deadline := time.Now().Add(15 * time.Second)
+				for {
+					mu.Lock()
+					n := created
+					mu.Unlock()
+					if n > closes {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%d %ss created, want %d", n, kind, closes+1)
+					}
+					time.Sleep(10 * time.Millisecond)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%d %ss created, want %d", n, kind, closes+1)
+				ready(t)
+				mu.Lock()
+				spread := lastAt.Sub(firstAt)
+				mu.Unlock()
+				// Without backoff the re-creations come 50-100 ms apart; with
+				// it the waits are at least 50+100+200+400 ms. Only a slow
+				// machine lengthens them, so the bound cannot flake.
+				if min := 750 * time.Millisecond; spread < min {
+					t.Errorf("%d re-creations within %s, want backoff (at least %s)", closes, spread, min)
 				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			ready(t)
-			mu.Lock()
-			spread := lastAt.Sub(firstAt)
-			mu.Unlock()
-			// Without backoff the re-creations come 50-100 ms apart; with
-			// it the waits are at least 50+100+200+400 ms. Only a slow
-			// machine lengthens them, so the bound cannot flake.
-			if min := 750 * time.Millisecond; spread < min {
-				t.Errorf("%d re-creations within %s, want backoff (at least %s)", closes, spread, min)
-			}
-			if got := churn(); got != closes {
-				t.Errorf("churn %d after %d fresh sessions closed, want %d", got, closes, closes)
-			}
-			_, rec := ev.snapshot()
-			if len(rec) != closes {
-				t.Fatalf("Reconnect events %v, want %d", rec, closes)
-			}
-			for _, r := range rec {
-				if r != kind+"/"+CauseBrokerClosed {
-					t.Fatalf("Reconnect event %q, want %s/%s", r, kind, CauseBrokerClosed)
+				if got := churn(); got != closes {
+					t.Errorf("churn %d after %d fresh sessions closed, want %d", got, closes, closes)
 				}
-			}
+				_, rec := ev.snapshot()
+				if len(rec) != closes {
+					t.Fatalf("Reconnect events %v, want %d", rec, closes)
+				}
+				for _, r := range rec {
+					if r != kind+"/"+CauseBrokerClosed {
+						t.Fatalf("Reconnect event %q, want %s/%s", r, kind, CauseBrokerClosed)
+					}
+				}
+			})
 		})
 	}
 }

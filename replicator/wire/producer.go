@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -96,6 +97,9 @@ type Producer struct {
 	churn int
 	// linkUp is what OnLinkChange was last told.
 	linkUp bool
+	// maxFrame is the frame size limit of the latest session's
+	// connection: Send checks entries against it also while reconnecting.
+	maxFrame int
 }
 
 // stableAfter is how long a session must last, without any receipt, for
@@ -109,6 +113,11 @@ type pendingSend struct {
 	done     func(Receipt, error)
 	sentAt   time.Time // last written to a connection; zero while not
 	queuedAt time.Time // Send called
+	// refused is why the current session's connection cannot take it
+	// (ErrTooLarge: its broker's limit is lower than the one it was sent
+	// under). It is not written, and fails when its turn comes (once the
+	// sends before it are confirmed), so that callbacks stay in order.
+	refused error
 }
 
 type producerSession struct {
@@ -185,6 +194,7 @@ func (p *Producer) connect(ctx context.Context) error {
 				return ErrClosed
 			}
 			p.lastSeq = ps.LastSequenceID
+			p.maxFrame = conn.maxFrame
 			s.since = time.Now()
 			s.silent = conn.Silent()
 			p.session = s
@@ -197,12 +207,24 @@ func (p *Producer) connect(ctx context.Context) error {
 				if lost != nil {
 					break
 				}
+				ps.refused = nil
 				if err := p.writeSend(s, ps.out); err != nil {
-					break // the session's close will reconnect again
+					if !errors.Is(err, ErrTooLarge) {
+						break // the connection closed: its close reconnects again
+					}
+					// Stopping here stalled the producer for good: nothing
+					// behind it was sent, and every send timeout's
+					// re-creation stopped here again.
+					ps.refused = err
+					continue
 				}
 				ps.sentAt = now
 			}
-			p.mu.Unlock()
+			if failed := p.popRefused(); failed != nil {
+				p.complete(failed, Receipt{}, nil)
+			} else {
+				p.mu.Unlock()
+			}
 			if lost != nil {
 				s.handleClose(lost)
 			}
@@ -244,7 +266,9 @@ func (p *Producer) LastSequenceID() int64 {
 // Send queues out and returns; done is called exactly once, with the
 // receipt or an error, in the order of Send calls. It blocks while
 // MaxPending entries are unconfirmed. done runs on the connection's
-// goroutine: it must not block.
+// goroutine: it must not block. An entry larger than the broker's limit
+// (its connection's, or while reconnecting the last connection's) is
+// refused with ErrTooLarge, and done is not called.
 func (p *Producer) Send(ctx context.Context, out Outgoing, done func(Receipt, error)) error {
 	p.mu.Lock()
 	for {
@@ -270,30 +294,26 @@ func (p *Producer) Send(ctx context.Context, out Outgoing, done func(Receipt, er
 		}
 		p.mu.Lock()
 	}
-	now := time.Now()
-	ps := &pendingSend{out: out, done: done, queuedAt: now}
-	p.pending = append(p.pending, ps)
 	s := p.session
-	var err error
+	maxFrame := p.maxFrame
 	if s != nil {
-		if err = p.writeSend(s, out); err == nil {
-			ps.sentAt = now
-		}
+		maxFrame = s.conn.maxFrame
 	}
-	p.mu.Unlock()
-	if err != nil {
-		var ce *ConnError
-		if errors.As(err, &ce) {
-			return nil // queued; the reconnect resends it
-		}
-		// Too large for the broker: take it back out.
-		p.mu.Lock()
-		if n := len(p.pending); n > 0 && p.pending[n-1].out.SequenceID == out.SequenceID {
-			p.pending = p.pending[:n-1]
-		}
+	// Checked before it is queued, under the lock: queued while
+	// reconnecting, it was found too large only by the resend, which
+	// stopped there for good; taken back out after its write failed, it
+	// stayed queued when a concurrent Send had queued another behind it.
+	if err := checkSize(out.Metadata, out.Payload, maxFrame); err != nil {
 		p.mu.Unlock()
 		return err
 	}
+	now := time.Now()
+	ps := &pendingSend{out: out, done: done, queuedAt: now}
+	p.pending = append(p.pending, ps)
+	if s != nil && p.writeSend(s, out) == nil {
+		ps.sentAt = now
+	} // else queued: the connection closed, and the reconnect resends it
+	p.mu.Unlock()
 	return nil
 }
 
@@ -347,12 +367,30 @@ func (s *producerSession) handleReceipt(r *SendReceipt) {
 	p.pending[0] = nil
 	p.pending = p.pending[1:]
 	s.confirmed = true
-	p.complete([]*pendingSend{head}, Receipt{SequenceID: r.SequenceID, HighestSequenceID: r.HighestSequenceID, MessageID: r.MessageID}, nil)
+	done := append([]*pendingSend{head}, p.popRefused()...)
+	p.complete(done, Receipt{SequenceID: r.SequenceID, HighestSequenceID: r.HighestSequenceID, MessageID: r.MessageID}, nil)
+}
+
+// popRefused takes the refused sends at the head of pending out (p.mu
+// held): their turn to fail has come.
+func (p *Producer) popRefused() []*pendingSend {
+	n := 0
+	for n < len(p.pending) && p.pending[n].refused != nil {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	failed := slices.Clone(p.pending[:n])
+	clear(p.pending[:n])
+	p.pending = p.pending[n:]
+	return failed
 }
 
 // complete runs the done callbacks of sends taken out of pending, outside
 // the lock, and then wakes Send and Flush waiters. p.mu must be held; it is
-// released. r is the receipt for a single success; failures get err.
+// released. r is the receipt for a single success; failures get err, and
+// refused sends their refusal.
 func (p *Producer) complete(sends []*pendingSend, r Receipt, err error) {
 	p.calling++
 	p.mu.Unlock()
@@ -360,9 +398,12 @@ func (p *Producer) complete(sends []*pendingSend, r Receipt, err error) {
 		if ps.done == nil {
 			continue
 		}
-		if err != nil {
+		switch {
+		case ps.refused != nil:
+			ps.done(Receipt{SequenceID: ps.out.SequenceID}, ps.refused)
+		case err != nil:
 			ps.done(Receipt{SequenceID: ps.out.SequenceID}, err)
-		} else {
+		default:
 			ps.done(r, nil)
 		}
 	}
@@ -386,6 +427,7 @@ func (s *producerSession) handleSendError(e *SendError) {
 		// That entry is corrupt; the ones after it are unaffected.
 		failed = []*pendingSend{p.pending[0]}
 		p.pending = p.pending[1:]
+		failed = append(failed, p.popRefused()...)
 	case !err.Retryable() || e.Error == MetadataError:
 		// On a send, MetadataError is the broker refusing the entry's
 		// metadata by policy ("Messages must be encrypted" on a topic

@@ -17,11 +17,14 @@ type linkConn struct {
 	deadline time.Time
 	got      bytes.Buffer
 	writes   int
+	// piece is what was written under the current deadline; maxPiece the
+	// most under any one.
+	piece, maxPiece int
 }
 
 func (c *linkConn) now() time.Time { return c.clock }
 
-func (c *linkConn) SetWriteDeadline(t time.Time) error { c.deadline = t; return nil }
+func (c *linkConn) SetWriteDeadline(t time.Time) error { c.deadline, c.piece = t, 0; return nil }
 
 func (c *linkConn) Write(b []byte) (int, error) {
 	end := c.clock.Add(time.Duration(float64(len(b)) / c.rate * float64(time.Second)))
@@ -30,12 +33,15 @@ func (c *linkConn) Write(b []byte) (int, error) {
 	}
 	c.clock = end
 	c.writes++
+	c.piece += len(b)
+	c.maxPiece = max(c.maxPiece, c.piece)
 	return c.got.Write(b)
 }
 
 // A queued batch the link needs far longer than the timeout for goes out
-// whole, in order, as long as each piece makes it in time; a link that
-// cannot carry one piece in time still fails.
+// whole, in order, as long as each piece (at most chunk bytes under one
+// deadline) makes it in time; a link that cannot carry one piece in time
+// still fails.
 func TestWriteBuffersDeadlinePerPiece(t *testing.T) {
 	var want []byte
 	var segs net.Buffers
@@ -55,6 +61,7 @@ func TestWriteBuffersDeadlinePerPiece(t *testing.T) {
 		{"one deadline for the whole batch", 1 << 20, len(want), false},
 		{"link slower than a piece per timeout", 256 << 10, 1 << 20, false},
 		{"pieces smaller than segments", 1 << 20, 1000, true},
+		{"segments cut to fill each piece", 1 << 20, 300 << 10, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,6 +73,9 @@ func TestWriteBuffersDeadlinePerPiece(t *testing.T) {
 			}
 			if tt.ok && !bytes.Equal(c.got.Bytes(), want) {
 				t.Fatalf("wrote %d bytes, not the %d queued in order", c.got.Len(), len(want))
+			}
+			if c.maxPiece > tt.chunk {
+				t.Fatalf("%d bytes written under one deadline, want at most %d", c.maxPiece, tt.chunk)
 			}
 		})
 	}

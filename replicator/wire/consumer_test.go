@@ -1,0 +1,463 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestConsumerWindowAndRoom pins the permit arithmetic: the window (by
+// messages, narrowed by MaxBytes at the size of the largest recent
+// entries) and what room grants of it: the window less what is held and
+// what the broker may still send, in batches of half the window unless
+// now, with the broker's overdraft (received beyond granted) on top.
+func TestConsumerWindowAndRoom(t *testing.T) {
+	bytesOf := func(n int64) func() int64 { return func() int64 { return n } }
+	for _, tt := range []struct {
+		name                    string
+		permits                 int
+		maxBytes                func() int64
+		msgBytes                float64
+		granted, received, held int64
+		now                     bool
+		wantWindow, wantRoom    int64
+		wantGrantedAfter        int64
+	}{
+		{name: "no byte bound", permits: 10, wantWindow: 10, wantRoom: 10, wantGrantedAfter: 10},
+		{name: "byte bound of 0 is none", permits: 10, maxBytes: bytesOf(0), msgBytes: 100, wantWindow: 10, wantRoom: 10, wantGrantedAfter: 10},
+		{name: "negative byte bound is none", permits: 10, maxBytes: bytesOf(-1), msgBytes: 100, wantWindow: 10, wantRoom: 10, wantGrantedAfter: 10},
+		{name: "no size known yet", permits: 10, maxBytes: bytesOf(1000), wantWindow: minPermits, wantRoom: minPermits, wantGrantedAfter: minPermits},
+		{name: "no size known, window below the floor", permits: 2, maxBytes: bytesOf(1000), wantWindow: 2, wantRoom: 2, wantGrantedAfter: 2},
+		{name: "bytes over size", permits: 100, maxBytes: bytesOf(1000), msgBytes: 100, wantWindow: 10, wantRoom: 10, wantGrantedAfter: 10},
+		{name: "bytes over size, at most the permits", permits: 8, maxBytes: bytesOf(1000), msgBytes: 100, wantWindow: 8, wantRoom: 8, wantGrantedAfter: 8},
+		{name: "entries larger than the budget keep the floor", permits: 100, maxBytes: bytesOf(1000), msgBytes: 5000, wantWindow: minPermits, wantRoom: minPermits, wantGrantedAfter: minPermits},
+
+		// Window 10: grants come once half of it (5) is free.
+		{name: "half the window held back", permits: 10, granted: 10, received: 10, held: 5, wantWindow: 10, wantRoom: 5, wantGrantedAfter: 15},
+		{name: "less than half free: nothing yet", permits: 10, granted: 10, received: 10, held: 6, wantWindow: 10},
+		{name: "less than half free, now", permits: 10, granted: 10, received: 10, held: 6, now: true, wantWindow: 10, wantRoom: 4, wantGrantedAfter: 14},
+		{name: "outstanding with the broker, nothing held: nothing yet", permits: 10, granted: 6, wantWindow: 10},
+		{name: "outstanding and held", permits: 10, granted: 10, received: 7, held: 4, wantWindow: 10},
+		{name: "nothing free", permits: 10, granted: 10, received: 10, held: 10, now: true, wantWindow: 10},
+		{name: "more held than the window", permits: 10, granted: 10, received: 12, held: 12, now: true, wantWindow: 10},
+		// The broker sent a batch of 25 on 10 permits: 15 overdrawn,
+		// granted on top once the batch is released.
+		{name: "overdraft granted back", permits: 10, granted: 10, received: 25, wantWindow: 10, wantRoom: 25, wantGrantedAfter: 35},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Consumer{opts: ConsumerOptions{Permits: tt.permits, MaxBytes: tt.maxBytes}, msgBytes: tt.msgBytes,
+				granted: tt.granted, received: tt.received, held: tt.held}
+			if tt.wantGrantedAfter == 0 {
+				tt.wantGrantedAfter = tt.granted
+			}
+			if w := c.window(); w != tt.wantWindow {
+				t.Errorf("window %d, want %d", w, tt.wantWindow)
+			}
+			if n := c.room(tt.now); n != tt.wantRoom {
+				t.Errorf("room(%v) %d, want %d", tt.now, n, tt.wantRoom)
+			}
+			if c.granted != tt.wantGrantedAfter {
+				t.Errorf("granted %d after, want %d", c.granted, tt.wantGrantedAfter)
+			}
+		})
+	}
+}
+
+// TestRequiredOptions: a consumer needs a topic and a subscription, a
+// producer a topic and a name; either missing fails before anything is
+// asked of the broker.
+func TestRequiredOptions(t *testing.T) {
+	b := newFakeBroker(t)
+	c := newTestClient(t, b.url(), ConnOptions{})
+	ctx := context.Background()
+	for _, o := range []ConsumerOptions{{Subscription: "s"}, {Topic: "t"}} {
+		if cons, err := Subscribe(ctx, c, o); err == nil {
+			cons.Close()
+			t.Errorf("Subscribe(%+v) succeeded", o)
+		}
+	}
+	for _, o := range []ProducerOptions{{Name: "n"}, {Topic: "t"}} {
+		if p, err := CreateProducer(ctx, c, o); err == nil {
+			p.Close()
+			t.Errorf("CreateProducer(%+v) succeeded", o)
+		}
+	}
+	if n := len(b.commands(TypeSubscribe)) + len(b.commands(TypeProducer)); n != 0 {
+		t.Errorf("%d SUBSCRIBE or PRODUCER commands sent", n)
+	}
+}
+
+// memSubscribe subscribes a consumer through the in-memory broker b and
+// returns it with its broker-side connection and consumer id.
+func memSubscribe(t *testing.T, b *fakeBroker, c *Client, o ConsumerOptions) (*Consumer, *fakeConn, uint64) {
+	t.Helper()
+	cons, err := Subscribe(context.Background(), c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cons.Close() })
+	subs := b.commands(TypeSubscribe)
+	b.mu.Lock()
+	fc := b.conns[len(b.conns)-1]
+	b.mu.Unlock()
+	return cons, fc, subs[len(subs)-1].(*SubscribeCommand).ConsumerID
+}
+
+// TestConsumerActiveChangeWithoutCallback: OnActiveChange is optional.
+func TestConsumerActiveChangeWithoutCallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		cons, fc, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+		fc.send(&ActiveConsumerChange{ConsumerID: id, IsActive: true})
+		fc.sendPayload(&Message{ConsumerID: id, MessageID: EntryID(1, 1)}, testMetadata(1), []byte("x"))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := cons.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestConsumerLinkChange: OnLinkChange hears the link go up at subscribe,
+// down when the session is lost, and up again when it is back; an
+// unchanged state is not told again.
+func TestConsumerLinkChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		var mu sync.Mutex
+		var told []bool
+		_, fc, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s",
+			OnLinkChange: func(up bool) { mu.Lock(); told = append(told, up); mu.Unlock() }})
+		fc.send(&ActiveConsumerChange{ConsumerID: id, IsActive: true})
+		fc.send(&CloseConsumer{ConsumerID: id})
+		waitFor(t, "the resubscription", func() bool { return len(b.commands(TypeSubscribe)) == 2 })
+		time.Sleep(time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []bool{true, false, true}; !slices.Equal(told, want) {
+			t.Fatalf("OnLinkChange told %v, want %v", told, want)
+		}
+	})
+}
+
+// TestConsumerAckWhileReconnecting: acknowledging while the consumer has
+// no session (the broker refuses it back for now) is errNoConn: the entry
+// comes again on the next session, where it is acknowledged.
+func TestConsumerAckWhileReconnecting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		cons, fc, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				if s, ok := cmd.Body.(*SubscribeCommand); ok {
+					fc.send(&Error{RequestID: s.RequestID, Error: ServiceNotReady, Message: "later"})
+					return true
+				}
+				return false
+			}
+		})
+		fc.send(&CloseConsumer{ConsumerID: id})
+		waitFor(t, "a refused resubscription", func() bool { return len(b.commands(TypeSubscribe)) >= 2 })
+		for _, ack := range []func(MessageID) error{cons.Ack, cons.AckCumulative} {
+			if err := ack(EntryID(1, 1)); !errors.Is(err, errNoConn) {
+				t.Errorf("ack while reconnecting: %v, want errNoConn", err)
+			}
+		}
+		if err := cons.RedeliverUnacknowledged(); !errors.Is(err, errNoConn) {
+			t.Errorf("RedeliverUnacknowledged while reconnecting: %v, want errNoConn", err)
+		}
+		if n := len(b.commands(TypeAck)); n != 0 {
+			t.Errorf("%d ACKs sent while reconnecting", n)
+		}
+	})
+}
+
+// TestConsumerGivesUpOnTerminalError: a resubscription the broker refuses
+// for good (authorization) ends the consumer with that error instead of
+// retrying for ever.
+func TestConsumerGivesUpOnTerminalError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		cons, fc, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				if s, ok := cmd.Body.(*SubscribeCommand); ok {
+					fc.send(&Error{RequestID: s.RequestID, Error: AuthorizationError, Message: "no"})
+					return true
+				}
+				return false
+			}
+		})
+		fc.send(&CloseConsumer{ConsumerID: id})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := cons.Receive(ctx)
+		var be *BrokerError
+		if !errors.As(err, &be) || be.Code != AuthorizationError {
+			t.Fatalf("Receive: %v, want the AuthorizationError", err)
+		}
+		if n := len(b.commands(TypeSubscribe)); n != 2 {
+			t.Errorf("%d SUBSCRIBEs, want 2 (no retry after a terminal error)", n)
+		}
+	})
+}
+
+// TestConsumerRedeliverGrantsQueuedPermits: RedeliverUnacknowledged drops
+// the entries queued and not yet received, and grants their permits
+// again at once: they come again, and must find the window open.
+func TestConsumerRedeliverGrantsQueuedPermits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: time.Hour})
+		cons, fc, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s", Permits: 10})
+		for e := uint64(1); e <= 3; e++ {
+			fc.sendPayload(&Message{ConsumerID: id, MessageID: EntryID(1, e)}, testMetadata(1), []byte("x"))
+		}
+		synctest.Wait()
+		if err := cons.RedeliverUnacknowledged(); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		flows := b.commands(TypeFlow)
+		if len(flows) != 2 || flows[1].(*Flow).Permits != 3 {
+			t.Fatalf("FLOWs %+v, want 10 and then the 3 permits of the dropped entries", flows)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if e, err := cons.Receive(ctx); err == nil {
+			t.Fatalf("received %v, dropped by the redelivery request", e.ID)
+		}
+	})
+}
+
+// TestConsumerCloseTellsTheBroker: Close closes the consumer on the
+// broker (a Failover subscription would otherwise keep it, and could keep
+// it active); closing while reconnecting has nothing to close there.
+func TestConsumerCloseTellsTheBroker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: time.Hour})
+		cons, _, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+		if err := cons.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if cl := b.commands(TypeCloseConsumer); len(cl) != 1 || cl[0].(*CloseConsumer).ConsumerID != id {
+			t.Fatalf("CLOSE_CONSUMER %+v, want one for consumer %d", cl, id)
+		}
+
+		cons, fc, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t2", Subscription: "s"})
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				if s, ok := cmd.Body.(*SubscribeCommand); ok {
+					fc.send(&Error{RequestID: s.RequestID, Error: ServiceNotReady, Message: "later"})
+					return true
+				}
+				return false
+			}
+		})
+		fc.send(&CloseConsumer{ConsumerID: id})
+		synctest.Wait()
+		if err := cons.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(b.commands(TypeCloseConsumer)); n != 1 {
+			t.Fatalf("%d CLOSE_CONSUMERs, want only the first consumer's", n)
+		}
+	})
+}
+
+// TestNumMessages: num_messages_in_batch read from metadata bytes alone;
+// the last occurrence wins (protobuf), and anything unreadable or below 1
+// counts as one message.
+func TestNumMessages(t *testing.T) {
+	base := MetadataBuilder{ProducerName: "p", SequenceID: 1, PublishTime: 2}.Append(nil)
+	for _, tt := range []struct {
+		name string
+		md   []byte
+		want int32
+	}{
+		{"absent", base, 1},
+		{"batch", appendU64(bytes.Clone(base), 11, 7), 7},
+		{"twice, the last wins", appendU64(appendU64(bytes.Clone(base), 11, 7), 11, 9), 9},
+		{"followed by more fields", appendStr(appendU64(bytes.Clone(base), 11, 7), 5, "east"), 7},
+		{"followed by a truncated field", append(appendU64(bytes.Clone(base), 11, 7), 0x2a, 5, 'e'), 1},
+		{"truncated value", append(bytes.Clone(base), 11<<3), 1},
+		{"bad tag", append(bytes.Clone(base), 0x80), 1},
+		{"zero", appendU64(bytes.Clone(base), 11, 0), 1},
+		{"negative", appendI32(bytes.Clone(base), 11, -3), 1},
+		{"empty", nil, 1},
+	} {
+		if got := numMessages(tt.md); got != tt.want {
+			t.Errorf("%s: %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// lastEntryBroker makes b answer GET_LAST_MESSAGE_ID with last (and the
+// mark-delete position md, when hasMD), and feed a reader positioned by
+// StartMessageID the entries of feed, one per permit. It returns the
+// SUBSCRIBE commands it saw.
+func lastEntryBroker(b *fakeBroker, last, md MessageID, hasMD bool, feed []MessageID) func() []*SubscribeCommand {
+	var mu sync.Mutex
+	var subs []*SubscribeCommand
+	fed := map[uint64]int{}
+	b.set(func() {
+		b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+			switch x := cmd.Body.(type) {
+			case *GetLastMessageID:
+				fc.send(&GetLastMessageIDResponse{RequestID: x.RequestID, LastMessageID: last, MarkDelete: md, HasMarkDelete: hasMD})
+				return true
+			case *SubscribeCommand:
+				mu.Lock()
+				subs = append(subs, x)
+				mu.Unlock()
+			case *Flow:
+				mu.Lock()
+				var positioned bool
+				for _, s := range subs {
+					positioned = positioned || s.ConsumerID == x.ConsumerID && s.StartMessageID != nil
+				}
+				for n := uint32(0); positioned && n < x.Permits && fed[x.ConsumerID] < len(feed); n++ {
+					id := feed[fed[x.ConsumerID]]
+					fed[x.ConsumerID]++
+					fc.sendPayload(&Message{ConsumerID: x.ConsumerID, MessageID: id}, testMetadata(1), []byte(id.String()))
+				}
+				mu.Unlock()
+				return true
+			}
+			return false
+		}
+	})
+	return func() []*SubscribeCommand { mu.Lock(); defer mu.Unlock(); return slices.Clone(subs) }
+}
+
+// TestLastMessageID: the broker's last message id, ok false when the
+// topic (or its current ledger) holds none (entry or ledger -1); and the
+// subscription's mark-delete position when the broker says.
+func TestLastMessageID(t *testing.T) {
+	const none = ^uint64(0) // -1
+	for _, tt := range []struct {
+		name   string
+		last   MessageID
+		hasMD  bool
+		wantOK bool
+	}{
+		{"entry", EntryID(5, 7), true, true},
+		{"first entry of the first ledger", EntryID(0, 0), false, true},
+		{"empty topic", EntryID(none, none), true, false},
+		{"empty current ledger", EntryID(5, none), false, false},
+		{"no ledger", EntryID(none, 3), false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				md := EntryID(5, 2)
+				lastEntryBroker(b, tt.last, md, tt.hasMD, nil)
+				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+				cons, _, _ := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+				ctx := context.Background()
+				id, ok, err := cons.LastMessageID(ctx)
+				if err != nil || ok != tt.wantOK || id != tt.last {
+					t.Errorf("LastMessageID %v, %v, %v; want %v, %v", id, ok, err, tt.last, tt.wantOK)
+				}
+				got, ok, err := cons.MarkDelete(ctx)
+				if err != nil || ok != tt.hasMD || ok && got != md {
+					t.Errorf("MarkDelete %v, %v, %v; want %v, %v", got, ok, err, md, tt.hasMD)
+				}
+			})
+		})
+	}
+}
+
+// TestLastEntry: the topic's last entry is read with two non-durable
+// readers of one name (which must not create the topic): a probe for the
+// last id, and one positioned on it, inclusive (batch index 0), whose
+// earlier entries are passed over; an empty topic has none.
+func TestLastEntry(t *testing.T) {
+	const none = ^uint64(0)
+	for _, tt := range []struct {
+		name      string
+		last      MessageID
+		feed      []MessageID
+		wantOK    bool
+		wantSubs  int
+		wantError bool
+	}{
+		{name: "last entry", last: EntryID(5, 7), feed: []MessageID{EntryID(5, 6), EntryID(5, 7)}, wantOK: true, wantSubs: 2},
+		{name: "empty topic", last: EntryID(none, none), wantSubs: 1},
+		{name: "not delivered", last: EntryID(5, 7), feed: []MessageID{EntryID(5, 6)}, wantSubs: 2, wantError: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				subs := lastEntryBroker(b, tt.last, MessageID{}, false, tt.feed)
+				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+				e, ok, err := c.LastEntry(context.Background(), "t")
+				if (err != nil) != tt.wantError || ok != tt.wantOK {
+					t.Fatalf("LastEntry: %v, %v, %v; want ok %v, error %v", e.ID, ok, err, tt.wantOK, tt.wantError)
+				}
+				if ok && (e.ID != tt.last || string(e.Payload) != tt.last.String()) {
+					t.Fatalf("LastEntry read %v (%q), want %v", e.ID, e.Payload, tt.last)
+				}
+				ss := subs()
+				if len(ss) != tt.wantSubs {
+					t.Fatalf("%d readers, want %d", len(ss), tt.wantSubs)
+				}
+				for i, s := range ss {
+					if !s.NonDurable || !s.NoTopicCreation || !strings.HasPrefix(s.Subscription, "geo-sidecar-last-entry-") || s.Subscription != ss[0].Subscription {
+						t.Errorf("reader %d: %+v", i, s)
+					}
+				}
+				if len(ss) == 2 {
+					if start := ss[1].StartMessageID; start == nil || start.Ledger != tt.last.Ledger || start.Entry != tt.last.Entry || start.BatchIndex != 0 {
+						t.Errorf("positioned reader starts at %+v, want %v inclusive (batch index 0)", start, tt.last)
+					}
+				}
+				if n := len(b.commands(TypeCloseConsumer)); n != len(ss) {
+					t.Errorf("%d readers closed, want %d", n, len(ss))
+				}
+			})
+		})
+	}
+}
+
+// TestLastEntryErrors: a probe the broker refuses (no such topic) or a
+// last id it cannot give fails LastEntry.
+func TestLastEntryErrors(t *testing.T) {
+	for _, refuse := range []CommandType{TypeSubscribe, TypeGetLastMessageID} {
+		t.Run(refuse.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				b.set(func() {
+					b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+						switch x := cmd.Body.(type) {
+						case *SubscribeCommand:
+							if refuse == TypeSubscribe {
+								fc.send(&Error{RequestID: x.RequestID, Error: TopicNotFound, Message: "no topic"})
+								return true
+							}
+						case *GetLastMessageID:
+							fc.send(&Error{RequestID: x.RequestID, Error: ServiceNotReady, Message: "later"})
+							return true
+						}
+						return false
+					}
+				})
+				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+				if _, ok, err := c.LastEntry(context.Background(), "t"); err == nil || ok {
+					t.Fatalf("LastEntry: %v, %v; want the broker's error", ok, err)
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,502 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// sendLog records the done callbacks of a producer's sends, in order.
+type sendLog struct {
+	mu   sync.Mutex
+	seqs []uint64
+	errs []error
+}
+
+func (l *sendLog) done(seq uint64) func(Receipt, error) {
+	return func(r Receipt, err error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.seqs = append(l.seqs, seq)
+		l.errs = append(l.errs, err)
+	}
+}
+
+func (l *sendLog) snapshot() ([]uint64, []error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]uint64(nil), l.seqs...), append([]error(nil), l.errs...)
+}
+
+// memProducer creates a producer through the in-memory broker b and
+// returns it with the broker's side of its session.
+func memProducer(t *testing.T, b *fakeBroker, c *Client, o ProducerOptions) (*Producer, *fakeConn, uint64) {
+	t.Helper()
+	p, err := CreateProducer(context.Background(), c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	cmds := b.commands(TypeProducer)
+	b.mu.Lock()
+	fc := b.conns[len(b.conns)-1]
+	b.mu.Unlock()
+	return p, fc, cmds[len(cmds)-1].(*ProducerCommand).ProducerID
+}
+
+// refuseProducers makes b answer PRODUCER with ServiceNotReady while
+// refusing returns true.
+func refuseProducers(b *fakeBroker, refusing func() bool) {
+	b.set(func() {
+		b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+			if x, ok := cmd.Body.(*ProducerCommand); ok && refusing() {
+				fc.send(&Error{RequestID: x.RequestID, Error: ServiceNotReady, Message: "later"})
+				return true
+			}
+			return false
+		}
+	})
+}
+
+// TestProducerTooLargeWhileReconnecting: an entry larger than the
+// broker's limit is refused at Send (ErrTooLarge) also while the producer
+// reconnects, against the limit of its last connection. Queued instead,
+// it stopped the resend after the reconnect at itself: nothing behind it
+// was sent again, and a send timeout re-created the producer to stop at
+// it again, for ever.
+func TestProducerTooLargeWhileReconnecting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		p, fc, id := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		var refusing atomic.Bool
+		refusing.Store(true)
+		refuseProducers(b, refusing.Load)
+		fc.send(&CloseProducer{ProducerID: id})
+		synctest.Wait()
+		var log sendLog
+		ctx := context.Background()
+		err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: make([]byte, 1<<17), SequenceID: 1}, log.done(1))
+		if !errors.Is(err, ErrTooLarge) {
+			t.Errorf("Send of an entry beyond the limit while reconnecting: %v, want ErrTooLarge", err)
+		}
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 2}, log.done(2)); err != nil {
+			t.Fatal(err)
+		}
+		refusing.Store(false)
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		if err := p.Flush(fctx); err != nil {
+			t.Fatal(err)
+		}
+		if seqs, errs := log.snapshot(); len(seqs) != 1 || seqs[0] != 2 || errs[0] != nil {
+			t.Fatalf("callbacks for %v with %v, want only sequence id 2's, confirmed", seqs, errs)
+		}
+	})
+}
+
+// TestProducerLimitLoweredAcrossReconnect: entries sent under one
+// connection's limit and too large for the next one's (a broker with a
+// lower max_message_size) fail with ErrTooLarge in their turn, and the
+// ones behind them are sent again and confirmed: the resend does not
+// stop at them.
+func TestProducerLimitLoweredAcrossReconnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		var confirm atomic.Bool // only the second connection confirms
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				x, ok := cmd.Body.(*Send)
+				if !ok {
+					return false
+				}
+				if confirm.Load() {
+					fc.send(&SendReceipt{ProducerID: x.ProducerID, SequenceID: x.SequenceID, MessageID: EntryID(1, x.SequenceID)})
+				}
+				return true
+			}
+		})
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		p, fc, _ := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		var log sendLog
+		ctx := context.Background()
+		sizes := []int{1, 20000, 1, 20000, 20000, 1}
+		for i, size := range sizes {
+			seq := uint64(i + 1)
+			if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: make([]byte, size), SequenceID: seq}, log.done(seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		b.set(func() { b.maxMessageSize = 4096 })
+		confirm.Store(true)
+		fc.nc.Close() // the connection lost: the next one has the lower limit
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		if err := p.Flush(fctx); err != nil {
+			t.Fatal(err)
+		}
+		seqs, errs := log.snapshot()
+		if len(seqs) != len(sizes) {
+			t.Fatalf("callbacks for %v, want all of 1 to %d", seqs, len(sizes))
+		}
+		for i, seq := range seqs {
+			tooLarge := sizes[i] > 4096
+			if seq != uint64(i+1) || tooLarge != errors.Is(errs[i], ErrTooLarge) || !tooLarge && errs[i] != nil {
+				t.Errorf("callback %d: sequence id %d, %v; want %d, too large %v", i, seq, errs[i], i+1, tooLarge)
+			}
+		}
+	})
+}
+
+// TestProducerDefaults: MaxPending 0 is 1000 entries in flight, and
+// SendTimeout 0 is 30 s.
+func TestProducerDefaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				_, ok := cmd.Body.(*Send)
+				return ok // never confirmed
+			}
+		})
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		p, _, _ := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		if p.opts.MaxPending != 1000 || p.opts.SendTimeout != 30*time.Second {
+			t.Fatalf("MaxPending %d, SendTimeout %s; want 1000, 30s", p.opts.MaxPending, p.opts.SendTimeout)
+		}
+		if err := p.Send(context.Background(), Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1}, nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(29 * time.Second)
+		if n := len(b.commands(TypeProducer)); n != 1 {
+			t.Fatalf("%d PRODUCERs within 29 s of an unconfirmed send, want 1", n)
+		}
+		time.Sleep(5 * time.Second) // 30 s and the next keep-alive tick (every 3.75 s)
+		if n := len(b.commands(TypeProducer)); n != 2 {
+			t.Fatalf("%d PRODUCERs 34 s after an unconfirmed send, want 2 (re-created once)", n)
+		}
+	})
+}
+
+// TestProducerMaxPending: Send blocks while MaxPending entries are
+// unconfirmed, and goes on when one is.
+func TestProducerMaxPending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		var sends []*Send
+		var mu sync.Mutex
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				s, ok := cmd.Body.(*Send)
+				if ok {
+					mu.Lock()
+					sends = append(sends, s)
+					mu.Unlock()
+				}
+				return ok // confirmed by the test
+			}
+		})
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		p, fc, id := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n", MaxPending: 2})
+		ctx := context.Background()
+		send := func(seq uint64) error {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			return p.Send(sctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: seq}, nil)
+		}
+		for seq := uint64(1); seq <= 2; seq++ {
+			if err := send(seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := send(3); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a third Send with 2 unconfirmed and MaxPending 2: %v, want it blocked", err)
+		}
+		fc.send(&SendReceipt{ProducerID: id, SequenceID: 1, MessageID: EntryID(1, 1)})
+		if err := send(3); err != nil {
+			t.Fatalf("Send after a receipt: %v", err)
+		}
+	})
+}
+
+// TestProducerIgnoresStrayAnswers: a receipt or a send error while
+// nothing is pending (a receipt again, an answer to a send already
+// failed) and an idle producer's keep-alive ticks change nothing.
+func TestProducerIgnoresStrayAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: time.Second})
+		p, fc, id := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		var log sendLog
+		ctx := context.Background()
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1}, log.done(1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fc.send(&SendReceipt{ProducerID: id, SequenceID: 1, MessageID: EntryID(1, 1)})
+		fc.send(&SendError{ProducerID: id, SequenceID: 1, Error: PersistenceError, Message: "late"})
+		time.Sleep(10 * time.Second) // keep-alive ticks with nothing pending
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 2}, log.done(2)); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(b.commands(TypeProducer)); n != 1 {
+			t.Errorf("%d PRODUCERs, want 1 (stray answers restart nothing)", n)
+		}
+		if seqs, errs := log.snapshot(); !slices.Equal(seqs, []uint64{1, 2}) || errs[0] != nil || errs[1] != nil {
+			t.Errorf("callbacks for %v with %v, want 1 and 2 confirmed", seqs, errs)
+		}
+	})
+}
+
+// TestProducerFailsEveryCallback: when the producer fails its pending
+// sends (a terminal send error), every one with a callback hears of it,
+// also behind sends without one; and the error stays: Send and Flush
+// return it.
+func TestProducerFailsEveryCallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				s, ok := cmd.Body.(*Send)
+				if ok && s.SequenceID == 3 {
+					fc.send(&SendError{ProducerID: s.ProducerID, SequenceID: 1, Error: TopicTerminatedError, Message: "terminated"})
+				}
+				return ok
+			}
+		})
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		p, _, _ := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		var log sendLog
+		ctx := context.Background()
+		for seq := uint64(1); seq <= 3; seq++ {
+			done := log.done(seq)
+			if seq == 1 {
+				done = nil
+			}
+			if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: seq}, done); err != nil {
+				t.Fatal(err)
+			}
+		}
+		isTerminated := func(err error) bool {
+			var be *BrokerError
+			return errors.As(err, &be) && be.Code == TopicTerminatedError
+		}
+		if err := p.Flush(ctx); !isTerminated(err) {
+			t.Fatalf("Flush: %v, want the terminal error", err)
+		}
+		seqs, errs := log.snapshot()
+		if !slices.Equal(seqs, []uint64{2, 3}) || !isTerminated(errs[0]) || !isTerminated(errs[1]) {
+			t.Fatalf("callbacks for %v with %v, want 2 and 3 failed", seqs, errs)
+		}
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 4}, nil); !isTerminated(err) {
+			t.Fatalf("Send after: %v, want the terminal error", err)
+		}
+	})
+}
+
+// TestProducerGivesUpOnTerminalError: a re-creation the broker refuses for
+// good ends the producer with that error: pending sends fail with it, and
+// Send returns it.
+func TestProducerGivesUpOnTerminalError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		p, fc, id := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				switch x := cmd.Body.(type) {
+				case *ProducerCommand:
+					fc.send(&Error{RequestID: x.RequestID, Error: AuthorizationError, Message: "no"})
+					return true
+				case *Send:
+					return true // never confirmed
+				}
+				return false
+			}
+		})
+		var log sendLog
+		ctx := context.Background()
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1}, log.done(1)); err != nil {
+			t.Fatal(err)
+		}
+		fc.send(&CloseProducer{ProducerID: id})
+		time.Sleep(time.Minute)
+		isDenied := func(err error) bool {
+			var be *BrokerError
+			return errors.As(err, &be) && be.Code == AuthorizationError
+		}
+		if seqs, errs := log.snapshot(); len(seqs) != 1 || !isDenied(errs[0]) {
+			t.Fatalf("callbacks for %v with %v, want 1 failed with the refusal", seqs, errs)
+		}
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 2}, nil); !isDenied(err) {
+			t.Fatalf("Send after: %v, want the refusal", err)
+		}
+		if n := len(b.commands(TypeProducer)); n != 2 {
+			t.Errorf("%d PRODUCERs, want 2 (no retry after a terminal error)", n)
+		}
+	})
+}
+
+// TestProducerLinkChange: OnLinkChange hears the link go up at creation,
+// down when the session is lost, and up again when it is back.
+func TestProducerLinkChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		var mu sync.Mutex
+		var told []bool
+		_, fc, id := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n",
+			OnLinkChange: func(up bool) { mu.Lock(); told = append(told, up); mu.Unlock() }})
+		fc.send(&CloseProducer{ProducerID: id})
+		time.Sleep(time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []bool{true, false, true}; !slices.Equal(told, want) {
+			t.Fatalf("OnLinkChange told %v, want %v", told, want)
+		}
+	})
+}
+
+// TestProducerSendTimeoutBounds: the producer is re-created (its session
+// closed on the broker first) at the first keep-alive tick at which the
+// oldest send has waited SendTimeout: not before, and not a tick later.
+func TestProducerSendTimeoutBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		var mu sync.Mutex
+		var closed time.Time
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				switch cmd.Body.(type) {
+				case *Send:
+					return true // never confirmed
+				case *CloseProducer:
+					mu.Lock()
+					if closed.IsZero() {
+						closed = time.Now()
+					}
+					mu.Unlock()
+				}
+				return false
+			}
+		})
+		// Ticks every second (KeepAlive/8) from when the connection is
+		// up, which is when the send goes.
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: 8 * time.Second})
+		p, _, _ := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n", SendTimeout: 3 * time.Second})
+		sent := time.Now()
+		if err := p.Send(context.Background(), Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1}, nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		if after := closed.Sub(sent); after != 3*time.Second {
+			t.Fatalf("session closed for the timeout %s after the send, want at the tick 3 s after it", after)
+		}
+	})
+}
+
+// TestProducerReceiptOrder: a receipt for a later send than the oldest
+// unconfirmed one (the broker lost one) re-creates the producer, which
+// resends from the oldest; a receipt again for a send confirmed already
+// is ignored.
+func TestProducerReceiptOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		var mu sync.Mutex
+		sessions := 0
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				switch x := cmd.Body.(type) {
+				case *ProducerCommand:
+					mu.Lock()
+					sessions++
+					mu.Unlock()
+				case *Send:
+					mu.Lock()
+					first := sessions == 1
+					mu.Unlock()
+					if !first {
+						return false // confirmed in order
+					}
+					switch x.SequenceID {
+					case 1:
+						fc.send(&SendReceipt{ProducerID: x.ProducerID, SequenceID: 1, MessageID: EntryID(1, 1)})
+						fc.send(&SendReceipt{ProducerID: x.ProducerID, SequenceID: 1, MessageID: EntryID(1, 1)}) // again
+					case 3: // 2 was lost
+						fc.send(&SendReceipt{ProducerID: x.ProducerID, SequenceID: 3, MessageID: EntryID(1, 3)})
+					}
+					return true
+				}
+				return false
+			}
+		})
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		p, _, _ := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		var log sendLog
+		ctx := context.Background()
+		for seq := uint64(1); seq <= 3; seq++ {
+			if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: seq}, log.done(seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := p.Flush(fctx); err != nil {
+			t.Fatal(err)
+		}
+		if seqs, errs := log.snapshot(); !slices.Equal(seqs, []uint64{1, 2, 3}) || errs[0] != nil || errs[1] != nil || errs[2] != nil {
+			t.Fatalf("callbacks for %v with %v, want 1, 2, 3 confirmed", seqs, errs)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if sessions != 2 {
+			t.Fatalf("%d sessions, want 2 (one re-creation for the receipt out of order)", sessions)
+		}
+		var resent []uint64
+		for _, s := range b.commands(TypeSend) {
+			resent = append(resent, s.(*Send).SequenceID)
+		}
+		if want := []uint64{1, 2, 3, 2, 3}; !slices.Equal(resent, want) {
+			t.Fatalf("SENDs %v, want %v (resent from the oldest unconfirmed)", resent, want)
+		}
+	})
+}
+
+// TestTopicMigrated: TOPIC_MIGRATED closes the producer or consumer it
+// names (resource type 0: producer, 1: consumer), which then looks the
+// topic up again and re-creates itself; the other is left alone.
+func TestTopicMigrated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		var ev eventLog
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, Events: ev.events()})
+		_, fc, pid := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		_, _, cid := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+		fc.send(&TopicMigrated{ResourceID: pid, ResourceType: 0, BrokerServiceURL: b.url()})
+		time.Sleep(time.Second)
+		if p, s := len(b.commands(TypeProducer)), len(b.commands(TypeSubscribe)); p != 2 || s != 1 {
+			t.Fatalf("%d PRODUCERs and %d SUBSCRIBEs after the producer's topic migrated, want 2 and 1", p, s)
+		}
+		fc.send(&TopicMigrated{ResourceID: cid, ResourceType: 1, BrokerServiceURL: b.url()})
+		time.Sleep(time.Second)
+		if p, s := len(b.commands(TypeProducer)), len(b.commands(TypeSubscribe)); p != 2 || s != 2 {
+			t.Fatalf("%d PRODUCERs and %d SUBSCRIBEs after the consumer's topic migrated, want 2 and 2", p, s)
+		}
+		if _, rec := ev.snapshot(); !slices.Equal(rec, []string{"producer/" + CauseBrokerClosed, "consumer/" + CauseBrokerClosed}) {
+			t.Fatalf("Reconnect events %v", rec)
+		}
+	})
+}
