@@ -14,7 +14,7 @@ import (
 
 // TestConsumerWindowAndRoom pins the permit arithmetic: the window (by
 // messages, narrowed by MaxBytes at the size of the largest recent
-// entries) and what room grants of it: the window less what is held and
+// entries) and what want asks of it (grant adds that, without a Budget): the window less what is held and
 // what the broker may still send, in batches of half the window unless
 // now, with the broker's overdraft (received beyond granted) on top.
 func TestConsumerWindowAndRoom(t *testing.T) {
@@ -59,9 +59,11 @@ func TestConsumerWindowAndRoom(t *testing.T) {
 			if w := c.window(); w != tt.wantWindow {
 				t.Errorf("window %d, want %d", w, tt.wantWindow)
 			}
-			if n := c.room(tt.now); n != tt.wantRoom {
-				t.Errorf("room(%v) %d, want %d", tt.now, n, tt.wantRoom)
+			n := c.want(tt.now)
+			if n != tt.wantRoom {
+				t.Errorf("want(%v) %d, want %d", tt.now, n, tt.wantRoom)
 			}
+			c.granted += n // what grant adds of it without a Budget
 			if c.granted != tt.wantGrantedAfter {
 				t.Errorf("granted %d after, want %d", c.granted, tt.wantGrantedAfter)
 			}
