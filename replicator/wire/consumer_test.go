@@ -423,8 +423,8 @@ func TestLastEntry(t *testing.T) {
 					}
 				}
 				if len(ss) == 2 {
-					if start := ss[1].StartMessageID; start == nil || start.Ledger != tt.last.Ledger || start.Entry != tt.last.Entry || start.BatchIndex != 0 {
-						t.Errorf("positioned reader starts at %+v, want %v inclusive (batch index 0)", start, tt.last)
+					if start := ss[1].StartMessageID; start == nil || start.Ledger != tt.last.Ledger || start.Entry != tt.last.Entry || start.BatchIndex != 0 || start.Partition != -1 {
+						t.Errorf("positioned reader starts at %+v, want %v inclusive (batch index 0, no partition)", start, tt.last)
 					}
 				}
 				if n := len(b.commands(TypeCloseConsumer)); n != len(ss) {
