@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -244,7 +246,8 @@ func TestConsumerRedeliverGrantsQueuedPermits(t *testing.T) {
 
 // TestConsumerCloseTellsTheBroker: Close closes the consumer on the
 // broker (a Failover subscription would otherwise keep it, and could keep
-// it active); closing while reconnecting has nothing to close there.
+// it active); closing while reconnecting, after the broker refused the
+// resubscription, has nothing to close there.
 func TestConsumerCloseTellsTheBroker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newFakeMemBroker(t)
@@ -268,6 +271,7 @@ func TestConsumerCloseTellsTheBroker(t *testing.T) {
 			}
 		})
 		fc.send(&CloseConsumer{ConsumerID: id})
+		waitFor(t, "a refused resubscription", func() bool { return len(b.commands(TypeSubscribe)) >= 3 })
 		synctest.Wait()
 		if err := cons.Close(); err != nil {
 			t.Fatal(err)
@@ -421,8 +425,8 @@ func TestLastEntry(t *testing.T) {
 					}
 				}
 				if len(ss) == 2 {
-					if start := ss[1].StartMessageID; start == nil || start.Ledger != tt.last.Ledger || start.Entry != tt.last.Entry || start.BatchIndex != 0 {
-						t.Errorf("positioned reader starts at %+v, want %v inclusive (batch index 0)", start, tt.last)
+					if start := ss[1].StartMessageID; start == nil || start.Ledger != tt.last.Ledger || start.Entry != tt.last.Entry || start.BatchIndex != 0 || start.Partition != -1 {
+						t.Errorf("positioned reader starts at %+v, want %v inclusive (batch index 0, no partition)", start, tt.last)
 					}
 				}
 				if n := len(b.commands(TypeCloseConsumer)); n != len(ss) {
@@ -458,6 +462,99 @@ func TestLastEntryErrors(t *testing.T) {
 				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
 				if _, ok, err := c.LastEntry(context.Background(), "t"); err == nil || ok {
 					t.Fatalf("LastEntry: %v, %v; want the broker's error", ok, err)
+				}
+			})
+		})
+	}
+}
+
+// TestConsumerDefaultPermits: a consumer without Permits gets a window of
+// 1000 messages (0 would grant nothing: a consumer that never receives).
+func TestConsumerDefaultPermits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: time.Hour})
+		memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+		synctest.Wait()
+		if fl := b.commands(TypeFlow); len(fl) != 1 || fl[0].(*Flow).Permits != 1000 {
+			t.Fatalf("FLOWs %+v, want one of 1000 permits", fl)
+		}
+	})
+}
+
+// TestConsumerForgetsLookupOnRefusal: a resubscription refused because
+// the broker does not serve the topic (not ready, not found: it may have
+// moved) looks the topic up again on the next attempt; one refused for
+// another reason keeps the lookup.
+func TestConsumerForgetsLookupOnRefusal(t *testing.T) {
+	for _, tt := range []struct {
+		code       ServerError
+		wantLookup bool
+	}{
+		{ServiceNotReady, true},
+		{TopicNotFound, true},
+		{ConsumerBusy, false},
+	} {
+		t.Run(tt.code.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: time.Hour})
+				_, fc, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+				var refused atomic.Bool
+				b.set(func() {
+					b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+						if x, ok := cmd.Body.(*SubscribeCommand); ok && !refused.Swap(true) {
+							fc.send(&Error{RequestID: x.RequestID, Error: tt.code, Message: "refused"})
+							return true
+						}
+						return false
+					}
+				})
+				fc.send(&CloseConsumer{ConsumerID: id}) // forgets the lookup
+				waitFor(t, "the resubscription after the refusal", func() bool { return len(b.commands(TypeSubscribe)) == 3 })
+				// One lookup at the start, one after the close, and one
+				// more only if the refusal forgot it.
+				want := 2
+				if tt.wantLookup {
+					want = 3
+				}
+				if n := len(b.commands(TypeLookup)); n != want {
+					t.Fatalf("%d LOOKUPs, want %d", n, want)
+				}
+			})
+		})
+	}
+}
+
+// TestConsumerSubscribeTimeout: a SUBSCRIBE the broker does not answer in
+// time fails, and the consumer it may still create there is closed (a
+// Failover subscription would keep it, and could make it the active
+// one, which nobody reads); a SUBSCRIBE refused leaves nothing to close.
+func TestConsumerSubscribeTimeout(t *testing.T) {
+	for _, answer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("answered %v", answer), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				b.set(func() {
+					b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+						x, ok := cmd.Body.(*SubscribeCommand)
+						if ok && answer {
+							fc.send(&Error{RequestID: x.RequestID, Error: ConsumerBusy, Message: "busy"})
+						}
+						return ok
+					}
+				})
+				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: time.Hour})
+				if _, err := Subscribe(context.Background(), c, ConsumerOptions{Topic: "t", Subscription: "s"}); err == nil {
+					t.Fatal("Subscribe succeeded")
+				}
+				synctest.Wait()
+				subs, closes := b.commands(TypeSubscribe), b.commands(TypeCloseConsumer)
+				if answer && len(closes) != 0 {
+					t.Fatalf("%d CLOSE_CONSUMERs after a refused SUBSCRIBE, want none", len(closes))
+				}
+				if !answer && (len(closes) != 1 || closes[0].(*CloseConsumer).ConsumerID != subs[0].(*SubscribeCommand).ConsumerID) {
+					t.Fatalf("CLOSE_CONSUMERs %+v after an unanswered SUBSCRIBE, want one for it", closes)
 				}
 			})
 		})

@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -499,4 +500,81 @@ func TestTopicMigrated(t *testing.T) {
 			t.Fatalf("Reconnect events %v", rec)
 		}
 	})
+}
+
+// TestProducerForgetsLookupOnRefusal: a re-creation refused because the
+// broker does not serve the topic (not ready, not found: it may have
+// moved) looks the topic up again on the next attempt; one refused for
+// another reason keeps the lookup.
+func TestProducerForgetsLookupOnRefusal(t *testing.T) {
+	for _, tt := range []struct {
+		code       ServerError
+		wantLookup bool
+	}{
+		{ServiceNotReady, true},
+		{TopicNotFound, true},
+		{ProducerBusy, false},
+	} {
+		t.Run(tt.code.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: time.Hour})
+				_, fc, id := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+				var refused atomic.Bool
+				b.set(func() {
+					b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+						if x, ok := cmd.Body.(*ProducerCommand); ok && !refused.Swap(true) {
+							fc.send(&Error{RequestID: x.RequestID, Error: tt.code, Message: "refused"})
+							return true
+						}
+						return false
+					}
+				})
+				fc.send(&CloseProducer{ProducerID: id}) // forgets the lookup
+				waitFor(t, "the re-creation after the refusal", func() bool { return len(b.commands(TypeProducer)) == 3 })
+				want := 2 // at the start, after the close
+				if tt.wantLookup {
+					want = 3
+				}
+				if n := len(b.commands(TypeLookup)); n != want {
+					t.Fatalf("%d LOOKUPs, want %d", n, want)
+				}
+			})
+		})
+	}
+}
+
+// TestProducerCreateTimeout: a PRODUCER the broker does not answer in
+// time fails, and the producer it may still create there is closed (it
+// would hold the name: the next creation is refused as ProducerBusy); a
+// PRODUCER refused leaves nothing to close.
+func TestProducerCreateTimeout(t *testing.T) {
+	for _, answer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("answered %v", answer), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				b.set(func() {
+					b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+						x, ok := cmd.Body.(*ProducerCommand)
+						if ok && answer {
+							fc.send(&Error{RequestID: x.RequestID, Error: ProducerBusy, Message: "busy"})
+						}
+						return ok
+					}
+				})
+				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: time.Hour})
+				if _, err := CreateProducer(context.Background(), c, ProducerOptions{Topic: "t", Name: "n"}); err == nil {
+					t.Fatal("CreateProducer succeeded")
+				}
+				synctest.Wait()
+				creates, closes := b.commands(TypeProducer), b.commands(TypeCloseProducer)
+				if answer && len(closes) != 0 {
+					t.Fatalf("%d CLOSE_PRODUCERs after a refused PRODUCER, want none", len(closes))
+				}
+				if !answer && (len(closes) != 1 || closes[0].(*CloseProducer).ProducerID != creates[0].(*ProducerCommand).ProducerID) {
+					t.Fatalf("CLOSE_PRODUCERs %+v after an unanswered PRODUCER, want one for it", closes)
+				}
+			})
+		})
+	}
 }

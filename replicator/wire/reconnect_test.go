@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 	"testing"
@@ -234,6 +235,66 @@ func TestReconnectGoesOnForASessionLostBehindItsSuccess(t *testing.T) {
 				time.Sleep(time.Minute)
 				if n := len(b.commands(r.createType)); n != 3 || !r.connected() {
 					t.Fatalf("%d %ss created, connected %v; want 3, connected", n, r.kind, r.connected())
+				}
+			})
+		})
+	}
+}
+
+// TestClientClosedWhileReconnecting: a client closed while a consumer or
+// producer of it waits for a lookup on its way back ends that consumer or
+// producer with ErrClosed (Receive, Flush and the pending sends say so),
+// rather than leaving it to wait for ever.
+func TestClientClosedWhileReconnecting(t *testing.T) {
+	for _, kind := range []string{"consumer", "producer"} {
+		t.Run(kind, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: time.Hour})
+				var cons *Consumer
+				var prod *Producer
+				var failed error
+				var fc *fakeConn
+				var id uint64
+				if kind == "consumer" {
+					cons, fc, id = memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+				} else {
+					prod, fc, id = memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+				}
+				b.set(func() {
+					b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+						switch cmd.Body.(type) {
+						case *Lookup, *Send:
+							return true // never answered
+						}
+						return false
+					}
+				})
+				if prod != nil {
+					if err := prod.Send(context.Background(), Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1},
+						func(_ Receipt, err error) { failed = err }); err != nil {
+						t.Fatal(err)
+					}
+					fc.send(&CloseProducer{ProducerID: id})
+				} else {
+					fc.send(&CloseConsumer{ConsumerID: id})
+				}
+				waitFor(t, "the lookup on the way back", func() bool { return len(b.commands(TypeLookup)) == 2 })
+				synctest.Wait()
+				c.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				var err error
+				if cons != nil {
+					_, err = cons.Receive(ctx)
+				} else {
+					err = prod.Flush(ctx)
+				}
+				if !errors.Is(err, ErrClosed) {
+					t.Fatalf("after the client closed: %v, want ErrClosed", err)
+				}
+				if prod != nil && !errors.Is(failed, ErrClosed) {
+					t.Fatalf("the pending send failed with %v, want ErrClosed", failed)
 				}
 			})
 		})
