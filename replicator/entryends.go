@@ -90,7 +90,7 @@ type wireEndpoints struct {
 	// pool is the target's share of the receive budget, which the
 	// cursor reserves from before it grants permits.
 	pool *receivePool
-	keys marker.Keys // sign and check the copies' origins (PropOriginSig); zero: none
+	keys marker.Keys // sign and check the copies' origins (marker.PropOriginSig); zero: none
 	// readerPrefix starts the read-back's reader names: sidecar.cursor_prefix.
 	readerPrefix string
 	log          *zap.Logger

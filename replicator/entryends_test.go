@@ -102,10 +102,10 @@ func TestWireEndpointsCopiedSince(t *testing.T) {
 	const topic = "persistent://t/ns/x-partition-0"
 	key := []byte("0123456789abcdef")
 	at := func(e int64) marker.Position { return marker.Position{Ledger: 10, Entry: e, Batch: -1} }
-	digest := originDigest([]byte("metadata"), []byte("payload")) // as if computed from the bytes read
+	digest := marker.OriginDigest([]byte("metadata"), []byte("payload")) // as if computed from the bytes read
 	copyOf := func(cluster string, e int64, key []byte) entryCopy {
 		p := at(e)
-		sig := originSig(key, topic, cluster, "west", p.String(), &digest)
+		sig := marker.OriginSig(key, topic, cluster, "west", p.String(), &digest)
 		return entryCopy{origins: []origin{{cluster: cluster, pos: p, ok: true, sig: sig, digest: &digest}}}
 	}
 	// The remote: east's copies of 10:0..10:1499 in ledger 7, but for two

@@ -172,16 +172,16 @@ func TestEntryPipeSameEntryAgain(t *testing.T) {
 // north's signed copy of a marker claiming to come from west proves
 // nothing about west.
 //
-// Fails for: the `from.cluster != s.remote` check removed from markerAt.
+// Fails for: the `from.Cluster != s.remote` check removed from markerAt.
 func TestSyncSignedCopyFromTheRemote(t *testing.T) {
 	tests := []struct {
 		name    string
-		from    copyOrigin
+		from    marker.Origin
 		applied bool
 	}{
-		{"signed, from the remote", copyOrigin{cluster: "west", at: pos(90, 4), signed: true}, true},
-		{"unsigned, from the remote", copyOrigin{cluster: "west", at: pos(90, 4)}, false},
-		{"signed, from a third cluster", copyOrigin{cluster: "north", at: pos(90, 4), signed: true}, false},
+		{"signed, from the remote", marker.Origin{Cluster: "west", At: pos(90, 4), Signed: true}, true},
+		{"unsigned, from the remote", marker.Origin{Cluster: "west", At: pos(90, 4)}, false},
+		{"signed, from a third cluster", marker.Origin{Cluster: "north", At: pos(90, 4), Signed: true}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -351,7 +351,7 @@ func TestSyncCopyDeliveredAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := copyOrigin{cluster: "west", at: pos(90, 4), signed: true}
+	from := marker.Origin{Cluster: "west", At: pos(90, 4), Signed: true}
 	for range 2 {
 		r.s.markerAt(context.Background(), pos(3, 4), payload, from, "geo-sidecar.markers.west-->east")
 	}
@@ -376,7 +376,7 @@ func TestSyncStaleCopyCounted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		from := copyOrigin{cluster: "west", at: pos(90, int64(4+i)), signed: true}
+		from := marker.Origin{Cluster: "west", At: pos(90, int64(4+i)), Signed: true}
 		r.s.markerAt(context.Background(), pos(3, int64(4+i)), payload, from, "geo-sidecar.markers.west-->east")
 	}
 	if got := counter(r.m.MarkersInvalid, "east", "stale-update"); got != 1 {
@@ -466,12 +466,12 @@ func TestOriginPropsSigned(t *testing.T) {
 	}{{"with a key", marker.NewKeys([]byte("0123456789abcdef"))}, {"without", marker.Keys{}}} {
 		t.Run(tt.name, func(t *testing.T) {
 			props := originProps(tt.keys, topic, "east", "west", id, md, payload)
-			sig, hasSig := (&wire.Metadata{Properties: props}).Property(PropOriginSig)
+			sig, hasSig := (&wire.Metadata{Properties: props}).Property(marker.PropOriginSig)
 			if hasSig == tt.keys.IsZero() {
 				t.Fatalf("origin properties %v: signature present = %v, want %v", props, hasSig, !tt.keys.IsZero())
 			}
-			d := originDigest(md, payload)
-			if hasSig && !verifyOrigin(tt.keys, topic, "east", "west", "10:7:-1", sig, &d) {
+			d := marker.OriginDigest(md, payload)
+			if hasSig && !marker.VerifyOrigin(tt.keys, topic, "east", "west", "10:7:-1", sig, &d) {
 				t.Errorf("signature %q does not verify", sig)
 			}
 		})
@@ -492,7 +492,7 @@ func TestSyncSentMarkerForwarded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !r.s.markerAt(context.Background(), pos(3, int64(i)), payload, copyOrigin{}, "geo-sidecar.markers.east-->west") {
+		if !r.s.markerAt(context.Background(), pos(3, int64(i)), payload, marker.Origin{}, "geo-sidecar.markers.east-->west") {
 			t.Errorf("%v written by the sync and read back: not forwarded", mk.Kind)
 		}
 	}

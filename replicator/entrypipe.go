@@ -81,13 +81,6 @@ type entryEndpoints interface {
 	targetSchema(ctx context.Context, version []byte) ([]byte, error)
 }
 
-// sidecarProducers is the prefix of every producer name geo-sidecar
-// writes under: markers ("geo-sidecar.markers.…"), and the copies of the
-// message path of earlier versions ("geo-sidecar.<src>--><dst>"), which
-// may still sit in a backlog. An entry written under it is never
-// forwarded; applications must not use the prefix.
-const sidecarProducers = "geo-sidecar."
-
 // Skip reasons, the bounded label values of the skipped-messages metric.
 const (
 	skipRemoteOrigin = "remote-origin"
@@ -103,10 +96,6 @@ const (
 	skipAlreadyCopied      = "already-copied"
 )
 
-// markerProducers is the prefix of the marker writers' producer names
-// ("geo-sidecar.markers.<local>--><remote>").
-const markerProducers = sidecarProducers + "markers."
-
 // decideEntry says whether an entry read from the local cluster is
 // forwarded to remote: "" to forward, or the reason to skip. Metadata
 // only: what lies inside a batch is not looked at.
@@ -119,13 +108,13 @@ func decideEntry(md *wire.Metadata, remote string) string {
 	case md.ReplicatedFrom != "":
 		// A copy: by this pipe, or by Pulsar's own replicator.
 		return skipRemoteOrigin
-	case strings.HasPrefix(md.ProducerName, markerProducers):
+	case strings.HasPrefix(md.ProducerName, marker.MarkerProducers):
 		return skipMarker
 	case !md.HasNumMessagesInBatch && hasProp(md, marker.Property):
 		// A geo-sidecar marker (markerEntry); forwarded only through
 		// subSync.markerAt.
 		return skipMarker
-	case strings.HasPrefix(md.ProducerName, sidecarProducers):
+	case strings.HasPrefix(md.ProducerName, marker.SidecarProducers):
 		return skipRemoteOrigin
 	case len(md.ReplicateTo) > 0 && !slices.Contains(md.ReplicateTo, remote):
 		// Pulsar's replicate_to (replicationClusters, disableReplication).
@@ -158,7 +147,7 @@ func (p *entryPartition) forwardMetadata(e wire.Entry, dropTxn bool, schema []by
 // carries marker.Property: pulsar-client-go puts the first message's
 // properties there, and the messages after it may be data.
 func markerEntry(md *wire.Metadata, payload []byte) (body []byte, ok bool) {
-	ours := strings.HasPrefix(md.ProducerName, markerProducers)
+	ours := strings.HasPrefix(md.ProducerName, marker.MarkerProducers)
 	if !ours && (md.HasNumMessagesInBatch || !hasProp(md, marker.Property)) {
 		return nil, false
 	}
@@ -180,21 +169,21 @@ func markerEntry(md *wire.Metadata, payload []byte) (body []byte, ok bool) {
 // snapshot machine: what a producer without the key can write, or
 // transplant from a copy it can read, must not steer where a
 // subscription moves.
-func entryOrigin(md *wire.Metadata, e wire.Entry, keys marker.Keys, topic, local string) copyOrigin {
-	cluster, _ := md.Property(PropOriginCluster)
+func entryOrigin(md *wire.Metadata, e wire.Entry, keys marker.Keys, topic, local string) marker.Origin {
+	cluster, _ := md.Property(marker.PropOriginCluster)
 	if cluster == "" {
-		return copyOrigin{cluster: md.ReplicatedFrom}
+		return marker.Origin{Cluster: md.ReplicatedFrom}
 	}
-	id, _ := md.Property(PropOriginID)
-	sig, _ := md.Property(PropOriginSig)
+	id, _ := md.Property(marker.PropOriginID)
+	sig, _ := md.Property(marker.PropOriginSig)
 	at, ok := marker.ParsePosition(id)
 	signed := false
-	if ok && !keys.IsZero() && strings.HasPrefix(sig, originSigV2) {
+	if ok && !keys.IsZero() && strings.HasPrefix(sig, marker.OriginSigV2) {
 		if d, dok := copyDigest(e.Metadata, e.Payload); dok {
-			signed = verifyOrigin(keys, topic, cluster, local, id, sig, &d)
+			signed = marker.VerifyOrigin(keys, topic, cluster, local, id, sig, &d)
 		}
 	}
-	return copyOrigin{cluster: cluster, at: at, signed: signed}
+	return marker.Origin{Cluster: cluster, At: at, Signed: signed}
 }
 
 func hasProp(md *wire.Metadata, key string) bool {
@@ -280,7 +269,7 @@ func seqEpoch(ledger int64) uint64 { return uint64(ledger) >> epochLedgerBits }
 // entries of epoch under (see entrySeq): base in epoch 0, as every
 // version before epochs did, base + ".epoch<e>" after. Cluster names
 // hold no dot, so no pair's base name ends like that; the prefix stays
-// base's, which starts with sidecarProducers.
+// base's, which starts with marker.SidecarProducers.
 func epochProducerName(base string, epoch uint64) string {
 	if epoch == 0 {
 		return base
@@ -668,8 +657,8 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 				} else if p.sync.markerAt(sctx, pos, body, from, md.ProducerName) {
 					reason = ""
 				}
-			} else if from.signed {
-				p.sync.dataAt(sctx, pos, from.cluster, from.at)
+			} else if from.Signed {
+				p.sync.dataAt(sctx, pos, from.Cluster, from.At)
 			} else {
 				p.sync.dataAt(sctx, pos, "", marker.Position{})
 			}

@@ -582,7 +582,7 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 	var pos marker.Position
 	name := "?"
 	for _, kv := range md.Properties {
-		if kv.Key == PropOriginID {
+		if kv.Key == marker.PropOriginID {
 			pos, _ = marker.ParsePosition(kv.Value)
 			name = entryName(wire.EntryID(uint64(pos.Ledger), uint64(pos.Entry)))
 		}

@@ -61,8 +61,8 @@ type entryCopy struct {
 type origin struct {
 	cluster string
 	pos     marker.Position
-	ok      bool // the origin id (PropOriginID) is there and parses
-	// sig is the entry pipe's signature of the origin (PropOriginSig).
+	ok      bool // the origin id (marker.PropOriginID) is there and parses
+	// sig is the entry pipe's signature of the origin (marker.PropOriginSig).
 	sig string
 	// digest is the entry's digest as the signature covers it
 	// (copyDigest), computed from the bytes read; nil where they are not
@@ -331,11 +331,11 @@ func readBackCopy(e wire.Entry) entryCopy {
 		return entryCopy{origins: []origin{{}}}
 	}
 	o := origin{}
-	o.cluster, _ = md.Property(PropOriginCluster)
-	id, _ := md.Property(PropOriginID)
+	o.cluster, _ = md.Property(marker.PropOriginCluster)
+	id, _ := md.Property(marker.PropOriginID)
 	o.pos, o.ok = marker.ParsePosition(id)
-	o.sig, _ = md.Property(PropOriginSig)
-	if o.ok && strings.HasPrefix(o.sig, originSigV2) {
+	o.sig, _ = md.Property(marker.PropOriginSig)
+	if o.ok && strings.HasPrefix(o.sig, marker.OriginSigV2) {
 		if d, ok := copyDigest(e.Metadata, e.Payload); ok {
 			o.digest = &d
 		}

@@ -15,10 +15,10 @@ import (
 // appends to a copy of origin's entry id sent to target, signed with key
 // over raw and payload (nil key: unsigned).
 func signedCopyMD(raw, payload, key []byte, topic, origin, target, id string) []byte {
-	props := []wire.KeyValue{{Key: PropOriginCluster, Value: origin}, {Key: PropOriginID, Value: id}}
+	props := []wire.KeyValue{{Key: marker.PropOriginCluster, Value: origin}, {Key: marker.PropOriginID, Value: id}}
 	if key != nil {
-		d := originDigest(raw, payload)
-		props = append(props, wire.KeyValue{Key: PropOriginSig, Value: originSig(key, topic, origin, target, id, &d)})
+		d := marker.OriginDigest(raw, payload)
+		props = append(props, wire.KeyValue{Key: marker.PropOriginSig, Value: marker.OriginSig(key, topic, origin, target, id, &d)})
 	}
 	return wire.AppendProperties(bytes.Clone(raw), props...)
 }
@@ -40,7 +40,7 @@ func transplant(t *testing.T, md, other []byte) []byte {
 		t.Fatal(err)
 	}
 	out := bytes.Clone(other)
-	for _, k := range originKeys {
+	for _, k := range marker.OriginKeys {
 		v, _ := m.Property(k)
 		out = wire.AppendProperties(out, wire.KeyValue{Key: k, Value: v})
 	}
@@ -105,11 +105,11 @@ func TestOriginProof(t *testing.T) {
 		{name: "payload bytes moved into the metadata's length", md: genuine, payload: src.Payload[1:], keys: oldOnly},
 		{name: "signed for another partition", md: genuine, payload: src.Payload, keys: oldOnly, topic: "persistent://t/ns/x-partition-1"},
 		{name: "v1 signature is no proof", md: wire.AppendProperties(bytes.Clone(forwarded),
-			wire.KeyValue{Key: PropOriginCluster, Value: "east"}, wire.KeyValue{Key: PropOriginID, Value: "10:5:-1"},
-			wire.KeyValue{Key: PropOriginSig, Value: v1Sig(oldKey, topic, "east", "10:5:-1")}), payload: src.Payload, keys: oldOnly},
+			wire.KeyValue{Key: marker.PropOriginCluster, Value: "east"}, wire.KeyValue{Key: marker.PropOriginID, Value: "10:5:-1"},
+			wire.KeyValue{Key: marker.PropOriginSig, Value: v1Sig(oldKey, topic, "east", "10:5:-1")}), payload: src.Payload, keys: oldOnly},
 		{name: "forged signature", md: wire.AppendProperties(bytes.Clone(theirs),
-			wire.KeyValue{Key: PropOriginCluster, Value: "east"}, wire.KeyValue{Key: PropOriginID, Value: "10:5:-1"},
-			wire.KeyValue{Key: PropOriginSig, Value: "v2.00112233445566778899aabbccddeeff"}), payload: src.Payload, keys: oldOnly},
+			wire.KeyValue{Key: marker.PropOriginCluster, Value: "east"}, wire.KeyValue{Key: marker.PropOriginID, Value: "10:5:-1"},
+			wire.KeyValue{Key: marker.PropOriginSig, Value: "v2.00112233445566778899aabbccddeeff"}), payload: src.Payload, keys: oldOnly},
 		{name: "unsigned", md: rawCopy(nil, "west"), payload: src.Payload, keys: oldOnly},
 		{name: "no key configured", md: genuine, payload: src.Payload},
 		{name: "rotation step 2: old key still accepted", md: rawCopy(oldKey, "west"), payload: src.Payload, keys: both, want: true},
@@ -129,10 +129,10 @@ func TestOriginProof(t *testing.T) {
 				t.Fatal(err)
 			}
 			o := entryOrigin(&md, e, tt.keys, tp, target)
-			if o.signed != tt.want {
-				t.Errorf("entryOrigin signed = %v, want %v (%+v)", o.signed, tt.want, o)
+			if o.Signed != tt.want {
+				t.Errorf("entryOrigin signed = %v, want %v (%+v)", o.Signed, tt.want, o)
 			}
-			if tt.want && (o.cluster != "east" || o.at != pos(10, 5)) {
+			if tt.want && (o.Cluster != "east" || o.At != pos(10, 5)) {
 				t.Errorf("entryOrigin = %+v, want east 10:5", o)
 			}
 		})
@@ -166,7 +166,7 @@ func TestEntryOriginUnsigned(t *testing.T) {
 				t.Fatal(err)
 			}
 			o := entryOrigin(&md, wire.Entry{Metadata: tt.md}, keys, topic, "east")
-			if o.signed || o.cluster != tt.cluster {
+			if o.Signed || o.Cluster != tt.cluster {
 				t.Errorf("entryOrigin() = %+v, want unsigned from %q", o, tt.cluster)
 			}
 		})
@@ -188,7 +188,7 @@ func TestForwardedCopyVerifies(t *testing.T) {
 		{"batch", wire.MetadataBuilder{ProducerName: "p", SequenceID: 1, PublishTime: 2, NumMessagesInBatch: 5, Compression: 1}, nil},
 		{"schema and txn", wire.MetadataBuilder{ProducerName: "p", SequenceID: 1, PublishTime: 2, TxnIDLeastBits: 4, TxnIDMostBits: 5}, []byte{0, 0, 0, 3}},
 		{"an application's own origin properties", wire.MetadataBuilder{ProducerName: "p", SequenceID: 1, PublishTime: 2,
-			Properties: []wire.KeyValue{{Key: PropOriginCluster, Value: "mars"}, {Key: PropOriginID, Value: "1:1:-1"}, {Key: PropOriginSig, Value: "v2.00"}}}, nil},
+			Properties: []wire.KeyValue{{Key: marker.PropOriginCluster, Value: "mars"}, {Key: marker.PropOriginID, Value: "1:1:-1"}, {Key: marker.PropOriginSig, Value: "v2.00"}}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := wire.Entry{ID: wire.EntryID(10, 5), Metadata: tc.b.Append(nil), Payload: []byte("payload")}
@@ -212,7 +212,7 @@ func TestForwardedCopyVerifies(t *testing.T) {
 func FuzzOriginRoundTrip(f *testing.F) {
 	f.Add(wire.MetadataBuilder{ProducerName: "p", SequenceID: 1, PublishTime: 2}.Append(nil), []byte("payload"))
 	f.Add(wire.MetadataBuilder{ProducerName: "p", SequenceID: 1, PublishTime: 2, NumMessagesInBatch: 3,
-		Properties: []wire.KeyValue{{Key: PropOriginSig, Value: "v2.00"}, {Key: PropOriginCluster, Value: "east"}}}.Append(nil), []byte{})
+		Properties: []wire.KeyValue{{Key: marker.PropOriginSig, Value: "v2.00"}, {Key: marker.PropOriginCluster, Value: "east"}}}.Append(nil), []byte{})
 	f.Add([]byte{4<<3 | 2, 0}, []byte(nil))
 	keys := marker.NewKeys([]byte("0123456789abcdef"))
 	const topic = "persistent://t/ns/x-partition-0"
@@ -243,7 +243,7 @@ func FuzzOriginRoundTrip(f *testing.F) {
 		if err != nil {
 			t.Fatalf("forwarded metadata does not parse: %v", err)
 		}
-		if o := entryOrigin(&fmd, copied, keys, topic, "west"); !o.signed || o.at != pos(7, 9) || o.cluster != "east" {
+		if o := entryOrigin(&fmd, copied, keys, topic, "west"); !o.Signed || o.At != pos(7, 9) || o.Cluster != "east" {
 			t.Fatalf("entryOrigin = %+v, want signed east 7:9", o)
 		}
 		longer := copied

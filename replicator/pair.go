@@ -296,7 +296,7 @@ func (p *pair) entryPartition(partitionTopic string) *entryPartition {
 		ends: &wireEndpoints{
 			local: p.local, remote: p.remote, topic: partitionTopic,
 			subscription: p.subscription,
-			producerName: "geo-sidecar." + p.local.Name + "-->" + p.remote.Name,
+			producerName: marker.ProducerName(p.local.Name, p.remote.Name),
 			start:        start, permits: cursorPermitsPerPending * p.maxPending, maxPending: p.maxPending,
 			pool: p.pool,
 			keys: p.keys, log: log,
@@ -356,7 +356,7 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *partitionLayout) *s
 		}),
 		planner: subscription.NewPlanner(),
 		writer: &markerWriter{client: p.local.Client, topic: partitionTopic, keys: p.keys,
-			name: markerProducers + p.local.Name + "-->" + p.remote.Name},
+			name: marker.MarkerProducerName(p.local.Name, p.remote.Name)},
 		localAdmin:     p.local.control,
 		remoteAdmin:    p.remote.control,
 		subAdmin:       pulsarSubAdmin{p.local.Admin},

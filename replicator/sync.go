@@ -172,14 +172,6 @@ func (s *subSync) followDue(now time.Time) bool {
 	return f.behind || s.dataSeen.Load() || since >= idleFollow
 }
 
-// copyOrigin is what a message read on the local partition says of where
-// it was copied from.
-type copyOrigin struct {
-	cluster string          // "" for a message that is not a copy
-	at      marker.Position // its position there
-	signed  bool            // the origin carries a valid signature under the marker key
-}
-
 // maxUpdateAge bounds how far an update's write time may lie behind the
 // newest write time of any copy taken from the same writer: an update that
 // much older than what the writer has sent since waited out a long outage
@@ -307,7 +299,7 @@ func (s *subSync) poke() {
 // producer is the name the marker was written under: one of ours that
 // this process did not write came from another instance of the sidecar
 // (HA, or before a restart) and is dropped without being counted.
-func (s *subSync) markerAt(ctx context.Context, pos marker.Position, payload []byte, from copyOrigin, producer string) (forward bool) {
+func (s *subSync) markerAt(ctx context.Context, pos marker.Position, payload []byte, from marker.Origin, producer string) (forward bool) {
 	defer s.poke()
 	mk, err := s.keys.Decode(payload)
 	if err != nil {
@@ -319,7 +311,7 @@ func (s *subSync) markerAt(ctx context.Context, pos marker.Position, payload []b
 		return false
 	}
 	switch {
-	case from.cluster == "" && mk.From == s.local && mk.To == s.remote:
+	case from.Cluster == "" && mk.From == s.local && mk.To == s.remote:
 		// Ours, towards this remote. Snapshot markers stay here and feed
 		// the cache (also when re-read after a restart).
 		if mk.Kind == marker.KindSnapshot {
@@ -327,14 +319,14 @@ func (s *subSync) markerAt(ctx context.Context, pos marker.Position, payload []b
 			return false
 		}
 		if !s.outbox.take(mk, pos) {
-			if !strings.HasPrefix(producer, markerProducers) {
+			if !strings.HasPrefix(producer, marker.MarkerProducers) {
 				s.invalidMarker(pos, "not-written-here")
 			}
 			return false
 		}
 		return true
-	case from.cluster != "" && mk.From == s.remote && mk.To == s.local:
-		if !from.signed || from.cluster != s.remote {
+	case from.Cluster != "" && mk.From == s.remote && mk.To == s.local:
+		if !from.Signed || from.Cluster != s.remote {
 			s.invalidMarker(pos, "unsigned-copy")
 			return false
 		}
@@ -343,16 +335,16 @@ func (s *subSync) markerAt(ctx context.Context, pos marker.Position, payload []b
 			// was judged, and acted on if valid, the first time.
 			return false
 		}
-		if s.hasLastCopy && from.at.Compare(s.lastCopy) <= 0 {
+		if s.hasLastCopy && from.At.Compare(s.lastCopy) <= 0 {
 			s.invalidMarker(pos, "replayed")
 			return false
 		}
-		s.lastCopy, s.lastCopyAt, s.hasLastCopy = from.at, pos, true
+		s.lastCopy, s.lastCopyAt, s.hasLastCopy = from.At, pos, true
 		s.applyMu.Lock()
 		s.writerTime = max(s.writerTime, mk.Time) // every kind: the writer's clock now
 		s.applyMu.Unlock()
 		if mk.Kind == marker.KindUpdate {
-			if reason := s.enqueueApply(mk, from.at); reason != "" {
+			if reason := s.enqueueApply(mk, from.At); reason != "" {
 				s.invalidMarker(pos, reason)
 			}
 			return false

@@ -695,7 +695,7 @@ func TestSyncDataFeedsMachine(t *testing.T) {
 		{"remote's copy", copyMsg(3, 1, "west", pos(40, 2)), []string{"north"}},
 		{"copy with a bad origin id", func() *fakeMsg {
 			m := copyMsg(3, 1, "north", pos(40, 2))
-			m.props[PropOriginID] = "40:2"
+			m.props[marker.PropOriginID] = "40:2"
 			return m
 		}(), []string{"north"}},
 	}

@@ -363,10 +363,10 @@ func msgAt(ledger, entry int64, batch int32, payload string) *fakeMsg {
 // a copy's origin to the sync after checking it (entryOrigin): a copy
 // whose origin id parses counts as signed here, so that these tests judge
 // the sync's rules, not the signature (entryguards_test.go does that).
-func readOrigin(msg *fakeMsg) copyOrigin {
-	at, ok := marker.ParsePosition(msg.props[PropOriginID])
-	cluster := msg.props[PropOriginCluster]
-	return copyOrigin{cluster: cluster, at: at, signed: cluster != "" && ok}
+func readOrigin(msg *fakeMsg) marker.Origin {
+	at, ok := marker.ParsePosition(msg.props[marker.PropOriginID])
+	cluster := msg.props[marker.PropOriginCluster]
+	return marker.Origin{Cluster: cluster, At: at, Signed: cluster != "" && ok}
 }
 
 // readMarker gives s a marker message read from the local partition, as
@@ -379,8 +379,8 @@ func readMarker(ctx context.Context, s *subSync, msg *fakeMsg) (forward bool) {
 // entry pipe does (subSync.dataAt): a copy with a signed origin as a copy,
 // anything else as local data.
 func readData(ctx context.Context, s *subSync, msg *fakeMsg) {
-	if from := readOrigin(msg); from.signed {
-		s.dataAt(ctx, positionOf(msg.ID()), from.cluster, from.at)
+	if from := readOrigin(msg); from.Signed {
+		s.dataAt(ctx, positionOf(msg.ID()), from.Cluster, from.At)
 		return
 	}
 	s.dataAt(ctx, positionOf(msg.ID()), "", marker.Position{})
@@ -399,8 +399,8 @@ func markerMsg(t *testing.T, ledger, entry int64, mk marker.Marker, key []byte, 
 	m.payload = payload
 	m.props = marker.Properties(mk.Kind)
 	if copiedFrom != "" {
-		m.props[PropOriginCluster] = copiedFrom
-		m.props[PropOriginID] = fmt.Sprintf("90:%d:-1", entry) // each copy's origin after the one before
+		m.props[marker.PropOriginCluster] = copiedFrom
+		m.props[marker.PropOriginID] = fmt.Sprintf("90:%d:-1", entry) // each copy's origin after the one before
 	}
 	return m
 }
@@ -409,8 +409,8 @@ func markerMsg(t *testing.T, ledger, entry int64, mk marker.Marker, key []byte, 
 // was at opos.
 func copyMsg(ledger, entry int64, origin string, opos marker.Position) *fakeMsg {
 	m := msgAt(ledger, entry, -1, "data")
-	m.props[PropOriginCluster] = origin
-	m.props[PropOriginID] = fmt.Sprintf("%d:%d:%d", opos.Ledger, opos.Entry, opos.Batch)
+	m.props[marker.PropOriginCluster] = origin
+	m.props[marker.PropOriginID] = fmt.Sprintf("%d:%d:%d", opos.Ledger, opos.Entry, opos.Batch)
 	return m
 }
 
