@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -36,7 +37,7 @@ type Conn struct {
 	wire     *wire.Client
 	wireErr  error
 	// m, set by countAdmin, receives the wire client's link events.
-	m *Metrics
+	m *metrics.Metrics
 }
 
 // Dial builds the clients for c. Neither keeps a copy of the token: both
@@ -91,7 +92,7 @@ func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
 
 // countAdmin counts this cluster's admin calls in m, and its links'
 // events (before any call).
-func (c *Conn) countAdmin(m *Metrics) {
+func (c *Conn) countAdmin(m *metrics.Metrics) {
 	c.admin.requests = m.AdminRequests.WithLabelValues(c.Name)
 	c.m = m
 }

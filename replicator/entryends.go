@@ -71,7 +71,7 @@ func (c *Conn) wireClient() (*wire.Client, error) {
 		}
 		c.wire, c.wireErr = wire.NewClient(opts)
 		if c.wireErr == nil && c.m != nil {
-			c.m.Links.watchUnconfirmed(c.Name, c.wire.OldestUnconfirmed)
+			c.m.Links.WatchUnconfirmed(c.Name, c.wire.OldestUnconfirmed)
 		}
 	})
 	return c.wire, c.wireErr

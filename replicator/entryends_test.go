@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Unit tests of wireEndpoints (entryends.go) through its seams: the
@@ -200,7 +204,7 @@ func TestReadBackOnlyLocalOrigins(t *testing.T) {
 // its producer is open, and comes back with the link; the local cluster's
 // wire client exports its oldest unconfirmed send.
 func TestWireEndpointsLinkHealth(t *testing.T) {
-	m := NewMetrics(nil)
+	m := metrics.New(nil)
 	local, remote := testConn("east"), testConn("west")
 	local.m = m
 	e := &wireEndpoints{
@@ -234,10 +238,7 @@ func TestWireEndpointsLinkHealth(t *testing.T) {
 	if got := connected(); got != 1 {
 		t.Errorf("connected_partitions = %v after a late report, want 1", got)
 	}
-	m.Links.unconfirmed.mu.Lock()
-	_, watched := m.Links.unconfirmed.ages["east"]
-	m.Links.unconfirmed.mu.Unlock()
-	if !watched {
+	if !unconfirmedWatched(t, m.Links, "east") {
 		t.Error("the local cluster's oldest unconfirmed send is not exported")
 	}
 }
@@ -261,4 +262,27 @@ func TestEntryProducerOptions(t *testing.T) {
 			t.Errorf("epoch %d: producer %q on %q with %d pending, want %q on %q with 500", tt.epoch, o.Name, o.Topic, o.MaxPending, tt.name, e.topic)
 		}
 	}
+}
+
+// unconfirmedWatched reports whether l exports cluster's oldest unconfirmed
+// send (link_unconfirmed_age_seconds).
+func unconfirmedWatched(t *testing.T, l *metrics.LinkMetrics, cluster string) bool {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 100)
+	l.Collect(ch)
+	close(ch)
+	for pm := range ch {
+		var d dto.Metric
+		if err := pm.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(pm.Desc().String(), "link_unconfirmed_age_seconds") {
+			for _, lp := range d.GetLabel() {
+				if lp.GetName() == "cluster" && lp.GetValue() == cluster {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

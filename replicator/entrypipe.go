@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -379,7 +380,7 @@ type entryPartition struct {
 	skipRefused   bool     // on_refused: skip (an entry the remote refuses for good), not stop
 	msgRate       *limiter // shared by the pair's partitions; nil = unlimited
 	byteRate      *limiter
-	m             *Metrics
+	m             *metrics.Metrics
 	log           *zap.Logger
 	// drainTimeout bounds how long a stopping session waits for in-flight
 	// sends, so that SIGTERM exits within 10 s even when the remote is down.

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -680,7 +681,7 @@ func newTestEntryPartition(t *testing.T, w *fakeEntryWorld) *entryPartition {
 	return &entryPartition{
 		local: "east", remote: "west", topic: "persistent://t/ns/x", keys: marker.NewKeys([]byte("0123456789abcdef")),
 		ends: w, budget: newByteBudget(1<<20, nil), maxPending: 100,
-		m: NewMetrics(nil), log: zaptest.NewLogger(t), drainTimeout: 5 * time.Second,
+		m: metrics.New(nil), log: zaptest.NewLogger(t), drainTimeout: 5 * time.Second,
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -60,7 +61,7 @@ func closeWithin(timeout time.Duration, log *zap.Logger, closeProducer func()) c
 // exponential backoff after a failure (reset by a session that made
 // progress), logging an error when it changes. A message the remote
 // refuses for good stops it (see refusedError).
-func runSessions(ctx context.Context, log *zap.Logger, m *Metrics, local, remote string,
+func runSessions(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local, remote string,
 	session func(context.Context) (bool, error)) error {
 	bo := newBackoff(200*time.Millisecond, 10*time.Second)
 	var lastErr string

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -32,7 +33,7 @@ func TestRunSessions(t *testing.T) {
 			}
 			return false, results[len(at)-1]
 		}
-		if err := runSessions(ctx, zap.New(core), NewMetrics(nil), "east", "west", session); err != nil {
+		if err := runSessions(ctx, zap.New(core), metrics.New(nil), "east", "west", session); err != nil {
 			t.Fatal(err)
 		}
 		if at[1] != 0 || at[2] != 0 || at[3] != 0 {

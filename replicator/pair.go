@@ -18,6 +18,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
@@ -34,7 +35,7 @@ type pair struct {
 	interval      time.Duration
 	msgRate       *limiter
 	byteRate      *limiter
-	m             *Metrics
+	m             *metrics.Metrics
 	log           *zap.Logger
 
 	running map[string]*worker   // by partition topic name

@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -46,7 +47,7 @@ func TestStartLatestOnlyAtSetup(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &pair{rep: config.Replication{Start: tt.start}, cfg: &config.Config{},
 				local: &Conn{Name: "east"}, remote: &Conn{Name: "west"},
-				m: NewMetrics(nil), log: zaptest.NewLogger(t)}
+				m: metrics.New(nil), log: zaptest.NewLogger(t)}
 			for _, pass := range tt.passes {
 				p.noteListed(pass)
 			}

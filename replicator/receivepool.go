@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -47,7 +48,7 @@ type receivePools struct {
 // newReceivePools gives each of targets (duplicates ignored) an equal
 // share of total. With m, each pool reports its bytes and its waiters
 // under the target's name.
-func newReceivePools(total int64, targets []string, m *Metrics) *receivePools {
+func newReceivePools(total int64, targets []string, m *metrics.Metrics) *receivePools {
 	distinct := map[string]bool{}
 	for _, t := range targets {
 		distinct[t] = true

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 )
 
 // The open cursors share their pool: each window is the pool over their
@@ -251,7 +252,7 @@ func TestReceivePoolIdleValve(t *testing.T) {
 func TestReceivePoolsIsolateTargets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		m := NewMetrics(reg)
+		m := metrics.New(reg)
 		pools := newReceivePools(200, []string{"west", "north", "west"}, m)
 		west, north := pools.of("west"), pools.of("north")
 		if west == nil || north == nil || west == north {

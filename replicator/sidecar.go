@@ -43,6 +43,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 )
 
 // Options are what the embedding program supplies. No globals: two
@@ -59,7 +60,7 @@ type Options struct {
 type Sidecar struct {
 	cfg     *config.Config
 	log     *zap.Logger
-	m       *Metrics
+	m       *metrics.Metrics
 	cluster string
 	keys    marker.Keys // marker keys; zero when none is configured
 	applied appliedPositions
@@ -94,7 +95,7 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := NewMetrics(opts.Registry)
+	m := metrics.New(opts.Registry)
 	var targets []string
 	for _, r := range cfg.Replication {
 		if opts.Cluster == "" || r.Source == opts.Cluster {
@@ -106,7 +107,7 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 }
 
 // Metrics returns the sidecar's metrics.
-func (s *Sidecar) Metrics() *Metrics { return s.m }
+func (s *Sidecar) Metrics() *metrics.Metrics { return s.m }
 
 // Ready reports whether every pair has completed one topic discovery.
 func (s *Sidecar) Ready() bool { return s.NotReady() == "" }

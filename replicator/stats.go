@@ -10,6 +10,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"go.uber.org/zap"
 
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
 
@@ -155,7 +156,7 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 	}
 	for name := range p.gauged {
 		if !listed[name] {
-			labels := []string{p.local.Name, p.remote.Name, topicLabel(name)}
+			labels := []string{p.local.Name, p.remote.Name, metrics.TopicLabel(name)}
 			p.m.Backlog.DeleteLabelValues(labels...)
 			p.m.OldestAge.DeleteLabelValues(labels...)
 			delete(p.gauged, name)
@@ -172,7 +173,7 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 			delete(p.quiet, t.name)
 			continue
 		}
-		labels := []string{p.local.Name, p.remote.Name, topicLabel(t.name)}
+		labels := []string{p.local.Name, p.remote.Name, metrics.TopicLabel(t.name)}
 		p.gauged[t.name] = true
 		p.m.Backlog.WithLabelValues(labels...).Set(float64(st.Backlog))
 		p.m.OldestAge.WithLabelValues(labels...).Set(st.OldestAge.Seconds())

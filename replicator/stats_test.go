@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -44,7 +45,7 @@ func TestRefreshStatsQuietTopic(t *testing.T) {
 		subscription: "geo-sidecar.repl.west",
 		running:      map[string]*worker{topic.name: w},
 		quiet:        map[string]time.Time{}, gauged: map[string]bool{},
-		m: NewMetrics(nil), log: zaptest.NewLogger(t),
+		m: metrics.New(nil), log: zaptest.NewLogger(t),
 	}
 	ctx := context.Background()
 	round := func(want int32, what string) {

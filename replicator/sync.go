@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
@@ -39,7 +40,7 @@ type subSync struct {
 	// layoutNow reads the partition's layout for a re-read after a
 	// takeover; nil: unknown (the re-read starts at the oldest entry).
 	layoutNow func(ctx context.Context) (*partitionLayout, error)
-	m         *Metrics
+	m         *metrics.Metrics
 	log       *zap.Logger
 
 	applyMu  sync.Mutex
@@ -254,7 +255,7 @@ type markerSink interface {
 
 // lagLabels are the lag series' labels for sub.
 func (s *subSync) lagLabels(sub string) [4]string {
-	return [4]string{s.local, s.remote, topicLabel(s.topic), sub}
+	return [4]string{s.local, s.remote, metrics.TopicLabel(s.topic), sub}
 }
 
 // lagKey names this sync among the reporters of subscription lag.
@@ -380,7 +381,7 @@ func (s *subSync) write(ctx context.Context, mks []marker.Marker) {
 // applies received updates until ctx is done.
 func (s *subSync) run(ctx context.Context, linkUp func() bool) {
 	defer s.writer.close()
-	defer s.m.dropLag(s.lagKey())
+	defer s.m.DropLag(s.lagKey())
 	s.rebuild(ctx, s.layoutAtStart)
 	go s.applyLoop(ctx)
 	// While the machine has work (data since the last request, or a
@@ -583,7 +584,7 @@ func (s *subSync) lag(ctx context.Context) error {
 		}
 		for name := range s.lagReported {
 			if _, ok := reported[name]; !ok {
-				s.m.dropSubLag(s.lagLabels(name), s.lagKey())
+				s.m.DropSubLag(s.lagLabels(name), s.lagKey())
 			}
 		}
 		s.lagReported = reported
@@ -607,7 +608,7 @@ func (s *subSync) lag(ctx context.Context) error {
 		if snap, ok := s.sent[name]; ok && lb < rb {
 			age, r.aging = time.Since(snap.Time).Seconds(), true
 		}
-		s.m.setLag(s.lagLabels(name), s.lagKey(), r.entries, age)
+		s.m.SetLag(s.lagLabels(name), s.lagKey(), r.entries, age)
 		reported[name] = r
 	}
 	return nil
@@ -626,7 +627,7 @@ type lagReading struct {
 func (s *subSync) lagAged() {
 	for name, r := range s.lagReported {
 		if snap, ok := s.sent[name]; ok && r.aging {
-			s.m.setLag(s.lagLabels(name), s.lagKey(), r.entries, time.Since(snap.Time).Seconds())
+			s.m.SetLag(s.lagLabels(name), s.lagKey(), r.entries, time.Since(snap.Time).Seconds())
 		}
 	}
 }

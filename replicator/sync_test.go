@@ -14,6 +14,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
 
@@ -27,7 +28,7 @@ import (
 // invalidReasons are the label values of markers_invalid_total.
 var invalidReasons = []string{"wrong-topic", "signature", "malformed", "version", "other"}
 
-func checkInvalid(t *testing.T, m *Metrics, want map[string]float64) {
+func checkInvalid(t *testing.T, m *metrics.Metrics, want map[string]float64) {
 	t.Helper()
 	for _, r := range invalidReasons {
 		if got := counter(m.MarkersInvalid, "east", r); got != want[r] {
@@ -1027,7 +1028,7 @@ func TestSyncFor(t *testing.T) {
 			rep.Start = tt.start
 			p := &pair{rep: rep, cfg: cfg, keys: marker.NewKeys(syncKey),
 				local: &Conn{Name: "east"}, remote: &Conn{Name: "west"},
-				subscription: own, m: NewMetrics(nil), log: zaptest.NewLogger(t), applied: &appliedPositions{},
+				subscription: own, m: metrics.New(nil), log: zaptest.NewLogger(t), applied: &appliedPositions{},
 				setup: map[string]bool{syncTopic: tt.atSetup}}
 			var layout *partitionLayout
 			if tt.cursors != nil {
@@ -1088,7 +1089,7 @@ func TestSyncForTracked(t *testing.T) {
 	rep := cfg.Replication[0]
 	rep.SubscriptionPatterns = []string{".*"}
 	p := &pair{rep: rep, cfg: cfg, keys: marker.NewKeys(syncKey), local: &Conn{Name: "east"}, remote: &Conn{Name: "west"},
-		subscription: cfg.Sidecar.CursorName("west"), m: NewMetrics(nil), log: zaptest.NewLogger(t), applied: &appliedPositions{}}
+		subscription: cfg.Sidecar.CursorName("west"), m: metrics.New(nil), log: zaptest.NewLogger(t), applied: &appliedPositions{}}
 	s := p.syncFor(syncTopic, "orders", nil)
 	for sub, want := range map[string]bool{
 		"billing": true, "anything": true,

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
@@ -283,7 +284,7 @@ type syncRig struct {
 	sink    *fakeSink
 	hist    *fakeHistory
 	applied *appliedPositions
-	m       *Metrics
+	m       *metrics.Metrics
 }
 
 // rigConfig varies the rig's snapshot machine and start-up state.
@@ -298,7 +299,7 @@ func newSyncRig(t *testing.T, rc rigConfig) *syncRig {
 	ids := 0
 	r := &syncRig{
 		local: &fakeSyncAdmin{}, remote: &fakeSyncAdmin{}, subs: &fakeSubAdmin{},
-		sink: &fakeSink{}, hist: &fakeHistory{}, applied: &appliedPositions{}, m: NewMetrics(nil),
+		sink: &fakeSink{}, hist: &fakeHistory{}, applied: &appliedPositions{}, m: metrics.New(nil),
 	}
 	r.s = &subSync{
 		local: "east", remote: "west", topic: syncTopic, keys: marker.NewKeys(syncKey),
@@ -416,7 +417,7 @@ func copyMsg(ledger, entry int64, origin string, opos marker.Position) *fakeMsg 
 
 // lagSeries returns the subscription-lag series (entries and seconds) by
 // subscription.
-func lagSeries(t *testing.T, m *Metrics) map[string][2]float64 {
+func lagSeries(t *testing.T, m *metrics.Metrics) map[string][2]float64 {
 	t.Helper()
 	out := map[string][2]float64{}
 	read := func(g *prometheus.GaugeVec, i int) {

@@ -1,4 +1,4 @@
-package replicator
+package metrics
 
 import (
 	"testing"
@@ -38,8 +38,8 @@ func TestTopicLabel(t *testing.T) {
 		"non-persistent://t/ns/a-partition-x-y": "t/ns/a",
 		"t/ns/orders":                           "t/ns/orders",
 	} {
-		if got := topicLabel(in); got != want {
-			t.Errorf("topicLabel(%q) = %q, want %q", in, got, want)
+		if got := TopicLabel(in); got != want {
+			t.Errorf("TopicLabel(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -49,7 +49,7 @@ func TestTopicLabel(t *testing.T) {
 // (seconds), and a stopped partition's share leaves with it.
 func TestSubscriptionLagCombinesPartitions(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
+	m := New(reg)
 	labels := [4]string{"east", "west", "t/ns/orders", "sub"}
 	// Label values sorted by label name: source, subscription, target, topic.
 	const key = "/east/sub/west/t/ns/orders"
@@ -61,10 +61,10 @@ func TestSubscriptionLagCombinesPartitions(t *testing.T) {
 		do            func()
 		entries, secs float64
 	}{
-		{"one partition", func() { m.setLag(labels, "west p0", 3, 1.5) }, 3, 1.5},
-		{"a second one adds", func() { m.setLag(labels, "west p1", 4, 0.5) }, 7, 1.5},
-		{"a partition's new value replaces its old", func() { m.setLag(labels, "west p0", 1, 0) }, 5, 0.5},
-		{"a stopped partition leaves", func() { m.dropLag("west p1") }, 1, 0},
+		{"one partition", func() { m.SetLag(labels, "west p0", 3, 1.5) }, 3, 1.5},
+		{"a second one adds", func() { m.SetLag(labels, "west p1", 4, 0.5) }, 7, 1.5},
+		{"a partition's new value replaces its old", func() { m.SetLag(labels, "west p0", 1, 0) }, 5, 0.5},
+		{"a stopped partition leaves", func() { m.DropLag("west p1") }, 1, 0},
 	}
 	for _, s := range steps {
 		s.do()
@@ -72,7 +72,7 @@ func TestSubscriptionLagCombinesPartitions(t *testing.T) {
 			t.Fatalf("%s: entries %v seconds %v, want %v %v", s.name, got, got2, s.entries, s.secs)
 		}
 	}
-	m.dropLag("west p0")
+	m.DropLag("west p0")
 	if n := len(gauges(t, reg, "geo_sidecar_subscription_lag_entries")); n != 0 {
 		t.Fatalf("%d series left after every partition stopped, want 0", n)
 	}

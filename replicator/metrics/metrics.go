@@ -1,4 +1,12 @@
-package replicator
+// Package metrics is the sidecar's Prometheus metrics, one struct built
+// from an injected Registerer (no globals: two sidecars run in one
+// process in tests), in one namespace, with bounded labels. It sits below
+// every other package of replicator/ so that each of them counts what it
+// does without knowing who reads the numbers; it imports none of them.
+//
+// The collectors are prometheus', safe for concurrent use; so are the
+// helpers here that combine series (SetLag, DropLag, WatchUnconfirmed).
+package metrics
 
 import (
 	"strings"
@@ -64,9 +72,9 @@ type Metrics struct {
 	Links *LinkMetrics
 }
 
-// NewMetrics builds the metrics and registers them with reg (nil: not
+// New builds the metrics and registers them with reg (nil: not
 // registered, for tests).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+func New(reg prometheus.Registerer) *Metrics {
 	const ns = "geo_sidecar"
 	pair := []string{"source", "target"}
 	topic := []string{"source", "target", "topic"}
@@ -158,10 +166,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// topicLabel is the topic label of a topic or partition name:
+// TopicLabel is the topic label of a topic or partition name:
 // "tenant/namespace/topic", without the domain and the partition suffix,
 // so that topics of different namespaces do not share a series.
-func topicLabel(name string) string {
+func TopicLabel(name string) string {
 	if _, rest, ok := strings.Cut(name, "://"); ok {
 		name = rest
 	}
@@ -178,9 +186,9 @@ type partLag struct {
 	vals map[[4]string]map[string][2]float64 // series labels -> partition -> entries, seconds
 }
 
-// set records partition's lag for the series labels (source, target,
+// SetLag records partition's lag for the series labels (source, target,
 // topic, subscription) and updates the series.
-func (m *Metrics) setLag(labels [4]string, partition string, entries, seconds float64) {
+func (m *Metrics) SetLag(labels [4]string, partition string, entries, seconds float64) {
 	l := &m.lag
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -196,9 +204,9 @@ func (m *Metrics) setLag(labels [4]string, partition string, entries, seconds fl
 	m.exportLag(labels, parts)
 }
 
-// dropLag forgets partition's lags (its replicator stopped); a series left
+// DropLag forgets partition's lags (its replicator stopped); a series left
 // with no partition is deleted.
-func (m *Metrics) dropLag(partition string) {
+func (m *Metrics) DropLag(partition string) {
 	l := &m.lag
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -207,10 +215,10 @@ func (m *Metrics) dropLag(partition string) {
 	}
 }
 
-// dropSubLag forgets one subscription's lag on partition (it is gone
+// DropSubLag forgets one subscription's lag on partition (it is gone
 // there): a drill's subscription has a random name, and its series would
 // otherwise stay until the partition's replicator stops.
-func (m *Metrics) dropSubLag(labels [4]string, partition string) {
+func (m *Metrics) DropSubLag(labels [4]string, partition string) {
 	l := &m.lag
 	l.mu.Lock()
 	defer l.mu.Unlock()
