@@ -3,84 +3,23 @@ package replicator
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar/auth"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
-
-// wireClient is the cluster's binary-protocol client for the entry pipe,
-// built on first use: one pool of connections (one per broker) shared by
-// every cursor and producer of the entry pipe on this cluster. It
-// authenticates like the pulsar-client-go client: the token is asked for
-// at each connection and each challenge, client certificates are read at
-// each handshake, host names are verified.
-func (c *Conn) wireClient() (*wire.Client, error) {
-	c.wireOnce.Do(func() {
-		opts := wire.ClientOptions{
-			ServiceURL: c.cluster.ServiceURL,
-			Logger:     c.log.Named("wire").With(zap.String("cluster", c.Name)),
-		}
-		opts.Conn.KeepAlive = c.cluster.KeepAlive.Duration
-		if c.m != nil {
-			l := c.m.Links
-			lost, silent := l.ConnectionsLost.WithLabelValues(c.Name), l.KeepAliveTimeouts.WithLabelValues(c.Name)
-			failed := l.ConnectFailures.WithLabelValues(c.Name)
-			for _, kind := range wire.ReconnectKinds {
-				for _, cause := range wire.ReconnectCauses {
-					l.Reconnects.WithLabelValues(c.Name, kind, cause) // at 0 (see ReconnectCauses)
-				}
-			}
-			opts.Conn.Events = wire.Events{
-				ConnLost: func(keepAlive bool) {
-					lost.Inc()
-					if keepAlive {
-						silent.Inc()
-					}
-				},
-				Reconnect:     func(kind, cause string) { l.Reconnects.WithLabelValues(c.Name, kind, cause).Inc() },
-				ConnectFailed: failed.Inc,
-			}
-		}
-		var err error
-		switch {
-		case c.cluster.Auth.HasToken():
-			opts.Conn.Auth = auth.NewAuthenticationTokenFromSupplier(c.watch.Token)
-		case c.cluster.Auth.TLSCertFile != "":
-			opts.Conn.Auth = auth.NewAuthenticationTLS(c.cluster.Auth.TLSCertFile, c.cluster.Auth.TLSKeyFile)
-		}
-		if opts.Conn.Auth != nil {
-			if err = opts.Conn.Auth.Init(); err != nil {
-				c.wireErr = fmt.Errorf("cluster %s: authentication: %w", c.Name, err)
-				return
-			}
-		}
-		if strings.HasPrefix(c.cluster.ServiceURL, "pulsar+ssl://") {
-			if opts.Conn.TLS, err = clientTLS(c.cluster.Auth); err != nil {
-				c.wireErr = fmt.Errorf("cluster %s: %w", c.Name, err)
-				return
-			}
-		}
-		c.wire, c.wireErr = wire.NewClient(opts)
-		if c.wireErr == nil && c.m != nil {
-			c.m.Links.WatchUnconfirmed(c.Name, c.wire.OldestUnconfirmed)
-		}
-	})
-	return c.wire, c.wireErr
-}
 
 // wireEndpoints opens a partition's cursor and producer for the entry
 // pipe over the clusters' wire clients.
 type wireEndpoints struct {
-	local, remote *Conn
+	local, remote *cluster.Conn
 	topic         string // full partition topic name, the same on both sides
 	subscription  string
 	producerName  string // epoch 0's; later epochs add a suffix (epochProducerName)
@@ -126,10 +65,10 @@ func subscribeWire(ctx context.Context, c *wire.Client, o wire.ConsumerOptions) 
 // healthGauge is the pair's connected_partitions, or nil without
 // metrics.
 func (e *wireEndpoints) healthGauge() prometheus.Gauge {
-	if e.local == nil || e.local.m == nil || e.remote == nil {
+	if e.local == nil || e.local.Metrics() == nil || e.remote == nil {
 		return nil
 	}
-	return e.local.m.Connected.WithLabelValues(e.local.Name, e.remote.Name)
+	return e.local.Metrics().Connected.WithLabelValues(e.local.Name, e.remote.Name)
 }
 
 // healthyTarget is the producer as the entry pipe sees it: its link's
@@ -203,7 +142,7 @@ func newConsumerName() string { return "geo-sidecar-" + uuid.NewString()[:8] }
 var instanceConsumerName = newConsumerName()
 
 func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (entrySource, error) {
-	c, err := e.local.wireClient()
+	c, err := e.local.WireClient()
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +162,7 @@ func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (en
 		OnLinkChange:     src.linkChanged,
 	})
 	// A refusal (a missing permission, say) is reported once by name.
-	e.local.noteOpen("consumer", e.topic, err)
+	e.local.NoteOpen("consumer", e.topic, err)
 	if err != nil {
 		src.leave()
 		return nil, err
@@ -233,7 +172,7 @@ func (e *wireEndpoints) openCursor(ctx context.Context, onActive func(bool)) (en
 }
 
 func (e *wireEndpoints) openProducer(ctx context.Context, epoch uint64, onLink func(up bool)) (entryTarget, error) {
-	c, err := e.remote.wireClient()
+	c, err := e.remote.WireClient()
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +180,7 @@ func (e *wireEndpoints) openProducer(ctx context.Context, epoch uint64, onLink f
 	e.schemas = nil
 	dst := &healthyTarget{h: &e.health, onLink: e.producerLink(onLink)}
 	p, err := wire.CreateProducer(ctx, c, e.producerOptions(epoch, dst.linkChanged))
-	e.remote.noteOpen("producer", e.topic, err)
+	e.remote.NoteOpen("producer", e.topic, err)
 	if err != nil {
 		// An untyped nil: a typed nil pointer as an entryTarget is a
 		// non-nil interface, and the session would call Close on it.
@@ -271,7 +210,7 @@ func (e *wireEndpoints) producerOptions(epoch uint64, onLink func(up bool)) wire
 // lookup cache) and connects to the broker named: both must answer. A
 // pooled connection to that broker counts only while it is not silent.
 func (e *wireEndpoints) reachTarget(ctx context.Context) error {
-	c, err := e.remote.wireClient()
+	c, err := e.remote.WireClient()
 	if err != nil {
 		return err
 	}
@@ -367,11 +306,11 @@ func (e *wireEndpoints) targetSchema(ctx context.Context, version []byte) ([]byt
 // fetchAndRegisterSchema fetches the local schema version from the local
 // cluster and registers the same schema on the remote.
 func (e *wireEndpoints) fetchAndRegisterSchema(ctx context.Context, version []byte) ([]byte, error) {
-	lc, err := e.local.wireClient()
+	lc, err := e.local.WireClient()
 	if err != nil {
 		return nil, err
 	}
-	rc, err := e.remote.wireClient()
+	rc, err := e.remote.WireClient()
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,8 +23,8 @@ import (
 // bounds. The wire client itself is built (it connects only on use) and
 // never used.
 
-func testConn(name string) *Conn {
-	return &Conn{Name: name, cluster: config.Cluster{Name: name, ServiceURL: "pulsar://127.0.0.1:6650"}, log: zap.NewNop()}
+func testConn(name string) *cluster.Conn {
+	return &cluster.Conn{Name: name, Config: config.Cluster{Name: name, ServiceURL: "pulsar://127.0.0.1:6650"}, Log: zap.NewNop()}
 }
 
 // The replication cursor reserves from its target's receive pool before
@@ -206,7 +207,7 @@ func TestReadBackOnlyLocalOrigins(t *testing.T) {
 func TestWireEndpointsLinkHealth(t *testing.T) {
 	m := metrics.New(nil)
 	local, remote := testConn("east"), testConn("west")
-	local.m = m
+	local.CountAdmin(m)
 	e := &wireEndpoints{
 		local: local, remote: remote, topic: "persistent://t/ns/x-partition-0", pool: newReceivePool(receiveBudget, nil), log: zap.NewNop(),
 		subscribe: func(context.Context, *wire.Client, wire.ConsumerOptions) (entrySource, error) {

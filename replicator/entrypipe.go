@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
@@ -376,10 +377,10 @@ type entryPartition struct {
 	keys          marker.Keys // sign the copies' origins; zero: none
 	ends          entryEndpoints
 	budget        *byteBudget
-	maxPending    int      // the producer's window: entries sent and not confirmed
-	skipRefused   bool     // on_refused: skip (an entry the remote refuses for good), not stop
-	msgRate       *limiter // shared by the pair's partitions; nil = unlimited
-	byteRate      *limiter
+	maxPending    int              // the producer's window: entries sent and not confirmed
+	skipRefused   bool             // on_refused: skip (an entry the remote refuses for good), not stop
+	msgRate       *cluster.Limiter // shared by the pair's partitions; nil = unlimited
+	byteRate      *cluster.Limiter
 	m             *metrics.Metrics
 	log           *zap.Logger
 	// drainTimeout bounds how long a stopping session waits for in-flight
@@ -449,7 +450,7 @@ func (p *entryPartition) continues(pos marker.Position) bool {
 			return true
 		}
 		l := p.sync.layoutAtStart
-		return l != nil && pos.Ledger == l.start().Ledger && pos.Entry == l.start().Entry
+		return l != nil && pos.Ledger == l.Start().Ledger && pos.Entry == l.Start().Entry
 	}
 	last := p.lastSeen
 	return pos.Compare(last) <= 0 || (pos.Ledger == last.Ledger && pos.Entry == last.Entry+1)
@@ -760,7 +761,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 			cancel(fmt.Errorf("entry %s: patch metadata: %w", e.ID, err))
 			break
 		}
-		if p.msgRate.wait(sctx, float64(max(e.NumMessages, 1))) != nil || p.byteRate.wait(sctx, float64(len(e.Payload))) != nil {
+		if p.msgRate.Wait(sctx, float64(max(e.NumMessages, 1))) != nil || p.byteRate.Wait(sctx, float64(len(e.Payload))) != nil {
 			break
 		}
 		f := &entryInflight{e: e, published: time.UnixMilli(int64(md.PublishTime))}
@@ -861,7 +862,7 @@ var errSteppedDown = errors.New("remote unreachable: stepped down")
 // copy it. A broker's refusal ends the session as before.
 func (p *entryPartition) openTarget(ctx context.Context, epoch uint64, down *stepDown, active *atomic.Bool) (entryTarget, error) {
 	down.arm()
-	bo := newBackoff(200*time.Millisecond, 5*time.Second)
+	bo := cluster.NewBackoff(200*time.Millisecond, 5*time.Second)
 	var last string
 	for {
 		dst, err := p.ends.openProducer(ctx, epoch, down.link)
@@ -880,7 +881,7 @@ func (p *entryPartition) openTarget(ctx context.Context, epoch uint64, down *ste
 			p.log.Warn("cannot open the producer on the remote, retrying", zap.String("remote", p.remote), zap.Error(err))
 			last = msg
 		}
-		if !sleep(ctx, bo.next()) {
+		if !cluster.Sleep(ctx, bo.Next()) {
 			return nil, context.Cause(ctx)
 		}
 	}
@@ -891,7 +892,7 @@ func (p *entryPartition) openTarget(ctx context.Context, epoch uint64, down *ste
 // ended first. Each question is bounded by half the step-down bound, so
 // that a blackholed link does not hold one for the client's 30 s.
 func (p *entryPartition) awaitTarget(ctx context.Context) bool {
-	bo := newBackoff(500*time.Millisecond, 5*time.Second)
+	bo := cluster.NewBackoff(500*time.Millisecond, 5*time.Second)
 	var last string
 	for ctx.Err() == nil {
 		qctx, cancel := context.WithTimeout(ctx, max(p.stepDownAfter/2, time.Second))
@@ -906,7 +907,7 @@ func (p *entryPartition) awaitTarget(ctx context.Context) bool {
 			p.log.Debug("remote still unreachable", zap.String("remote", p.remote), zap.Error(err))
 			last = msg
 		}
-		sleep(ctx, bo.next())
+		cluster.Sleep(ctx, bo.Next())
 	}
 	return false
 }

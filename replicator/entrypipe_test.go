@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
@@ -1183,7 +1184,7 @@ func TestEntryPipeByteRateAlone(t *testing.T) {
 		w := newFakeEntryWorld()
 		w.add(20, nil) // 7 payload bytes each: 140 bytes
 		p := newTestEntryPartition(t, w)
-		p.byteRate = newLimiter(14) // 2 entries a second
+		p.byteRate = cluster.NewLimiter(14) // 2 entries a second
 		start := time.Now()
 		stop := runEntryPartition(t, p)
 		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 20 })
@@ -1350,7 +1351,7 @@ func TestEntryPipeTakeoverRelearns(t *testing.T) {
 				}
 				rig := newSyncRig(t, rigConfig{third: []string{"north"}, fresh: tt.fresh})
 				rig.s.relearn = make(chan struct{}, 1)
-				rig.s.layoutAtStart = &partitionLayout{writing: tt.writing}
+				rig.s.layoutAtStart = &cluster.Layout{Writing: tt.writing}
 				if !tt.fresh {
 					rig.s.machine.Learn("north", pos(4, 4))
 				}

@@ -345,7 +345,7 @@ func readBackCopy(e wire.Entry) entryCopy {
 
 // newWireTail is the read-back of e's remote partition.
 func (e *wireEndpoints) newWireTail() (*wireTail, error) {
-	c, err := e.remote.wireClient()
+	c, err := e.remote.WireClient()
 	if err != nil {
 		return nil, err
 	}

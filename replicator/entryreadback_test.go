@@ -126,7 +126,7 @@ func TestScanTail(t *testing.T) {
 			tail: tailOf([]int{40, 0, 30, 50}, []int64{3, 5, 8, 9},
 				slices.Concat(copies(0, 40), copies(40, 10), []string{"o", "x", "o"}, copies(50, 17), copies(67, 25), []string{"o"}, copies(92, 24))...),
 			from: 45, limit: 1100, want: seq(45, 71), maxReads: 3, wantLists: 1},
-		{name: "many small ledgers: windows span them once listed", tail: smallLedgers(40, 30),
+		{name: "many small Ledgers: windows span them once listed", tail: smallLedgers(40, 30),
 			from: 600, limit: 1100, want: seq(600, 600), maxReads: 6, wantLists: 1},
 		{name: "partition shorter than the window", tail: tailOf([]int{5, 5}, []int64{1, 2}, copies(10, 10)...),
 			from: 0, limit: 1100, want: seq(10, 10), maxReads: 2, wantLists: 1},

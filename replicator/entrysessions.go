@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
@@ -63,7 +64,7 @@ func closeWithin(timeout time.Duration, log *zap.Logger, closeProducer func()) c
 // refuses for good stops it (see refusedError).
 func runSessions(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local, remote string,
 	session func(context.Context) (bool, error)) error {
-	bo := newBackoff(200*time.Millisecond, 10*time.Second)
+	bo := cluster.NewBackoff(200*time.Millisecond, 10*time.Second)
 	var lastErr string
 	for ctx.Err() == nil {
 		progress, err := session(ctx)
@@ -84,7 +85,7 @@ func runSessions(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local
 			return nil
 		}
 		if progress {
-			bo.reset()
+			bo.Reset()
 		}
 		if err == nil || errors.Is(err, errStandby) || errors.Is(err, errRedelivered) || errors.Is(err, errSteppedDown) || errors.Is(err, errStartAhead) || errors.Is(err, errEpochChanged) || errors.Is(err, errRefusedSkipped) {
 			log.Debug("partition session ended, starting the next", zap.Error(err))
@@ -94,7 +95,7 @@ func runSessions(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local
 			log.Warn("partition session failed, retrying with backoff", zap.Error(err))
 			lastErr = err.Error()
 		}
-		sleep(ctx, bo.next())
+		cluster.Sleep(ctx, bo.Next())
 	}
 	return nil
 }

@@ -36,86 +36,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 )
-
-// partitionLayout is where a partition's entries are, from its internal
-// stats.
-type partitionLayout struct {
-	ledgers []ledgerSpan // oldest first; empty ledgers left out
-	// writing is the ledger being written (the newest, even if empty); -1
-	// when the partition has none.
-	writing int64
-	// markDeletes is each cursor's mark-delete position (entry granular);
-	// cursors lists every cursor, with or without a readable position.
-	markDeletes map[string]marker.Position
-	cursors     []string
-}
-
-// ledgerSpan is one ledger and how many entries it holds.
-type ledgerSpan struct{ id, entries int64 }
-
-// first is the partition's oldest entry; Earliest when it holds none.
-func (l *partitionLayout) first() marker.Position {
-	if len(l.ledgers) == 0 {
-		return earliest
-	}
-	return marker.Position{Ledger: l.ledgers[0].id, Entry: 0, Batch: -1}
-}
-
-// start is the entry a cursor created now at the earliest position reads
-// first: the oldest entry, or the first one the ledger being written will
-// hold when the partition holds none (Earliest when it has no ledger).
-func (l *partitionLayout) start() marker.Position {
-	if len(l.ledgers) == 0 && l.writing >= 0 {
-		return marker.Position{Ledger: l.writing, Entry: 0, Batch: -1}
-	}
-	return l.first()
-}
-
-// last is the partition's newest entry; Earliest when it holds none.
-func (l *partitionLayout) last() marker.Position {
-	if len(l.ledgers) == 0 {
-		return earliest
-	}
-	s := l.ledgers[len(l.ledgers)-1]
-	return marker.Position{Ledger: s.id, Entry: s.entries - 1, Batch: -1}
-}
-
-// earliest is the reader's "oldest retained entry".
-var earliest = marker.Position{Ledger: -1, Entry: -1, Batch: -1}
-
-// move returns the entry n entries after p (before it for a negative n),
-// clamped to the partition's first and last entries. A position in a
-// ledger the layout does not list (deleted since, or a mark-delete
-// position before the first ledger) counts as the first entry.
-func (l *partitionLayout) move(p marker.Position, n int64) marker.Position {
-	i := slices.IndexFunc(l.ledgers, func(s ledgerSpan) bool { return s.id == p.Ledger })
-	if i < 0 {
-		if len(l.ledgers) > 0 && p.Ledger > l.ledgers[len(l.ledgers)-1].id {
-			return l.last()
-		}
-		p, i = l.first(), 0
-		if len(l.ledgers) == 0 {
-			return p
-		}
-	}
-	e := p.Entry + n
-	for e < 0 && i > 0 {
-		i--
-		e += l.ledgers[i].entries
-	}
-	for e >= l.ledgers[i].entries && i < len(l.ledgers)-1 {
-		e -= l.ledgers[i].entries
-		i++
-	}
-	switch {
-	case e < 0:
-		return l.first()
-	case e >= l.ledgers[i].entries:
-		return l.last()
-	}
-	return marker.Position{Ledger: l.ledgers[i].id, Entry: e, Batch: -1}
-}
 
 // entrySpan is a range of entries, both ends included.
 type entrySpan struct{ from, through marker.Position }
@@ -131,12 +53,12 @@ type historyPlan struct {
 // planHistory bounds the re-read to about n entries before the newest and
 // n entries either side of each position in at (the tracked
 // subscriptions' mark-delete positions). Windows that touch are merged.
-func planHistory(l *partitionLayout, at []marker.Position, n int64) historyPlan {
-	last := l.last()
-	plan := historyPlan{tail: entrySpan{from: l.move(last, -(n - 1)), through: last}}
+func planHistory(l *cluster.Layout, at []marker.Position, n int64) historyPlan {
+	last := l.Last()
+	plan := historyPlan{tail: entrySpan{from: l.Move(last, -(n - 1)), through: last}}
 	var ws []entrySpan
 	for _, p := range at {
-		ws = append(ws, entrySpan{from: l.move(p, -n), through: l.move(p, n)})
+		ws = append(ws, entrySpan{from: l.Move(p, -n), through: l.Move(p, n)})
 	}
 	slices.SortFunc(ws, func(a, b entrySpan) int { return a.from.Compare(b.from) })
 	for _, w := range ws {
@@ -144,9 +66,9 @@ func planHistory(l *partitionLayout, at []marker.Position, n int64) historyPlan 
 			continue // inside the tail
 		}
 		if w.through.Compare(plan.tail.from) >= 0 {
-			w.through = l.move(plan.tail.from, -1)
+			w.through = l.Move(plan.tail.from, -1)
 		}
-		if k := len(plan.windows) - 1; k >= 0 && w.from.Compare(l.move(plan.windows[k].through, 1)) <= 0 {
+		if k := len(plan.windows) - 1; k >= 0 && w.from.Compare(l.Move(plan.windows[k].through, 1)) <= 0 {
 			if w.through.Compare(plan.windows[k].through) > 0 {
 				plan.windows[k].through = w.through
 			}
@@ -185,10 +107,10 @@ type historyReader interface {
 // partition's layout at start is known; otherwise it reads from the
 // oldest entry. Partitions with neither a tracked subscription nor an
 // unknown watermark are not read.
-func (s *subSync) rebuild(ctx context.Context, layout *partitionLayout) {
+func (s *subSync) rebuild(ctx context.Context, layout *cluster.Layout) {
 	var at []marker.Position
 	if layout != nil {
-		for name, md := range layout.markDeletes {
+		for name, md := range layout.MarkDeletes {
 			if s.tracked(name) {
 				at = append(at, md)
 			}
@@ -200,8 +122,8 @@ func (s *subSync) rebuild(ctx context.Context, layout *partitionLayout) {
 		return
 	}
 	r := historyRead{s: s, learn: len(unknown) > 0}
-	if layout == nil || len(layout.ledgers) == 0 {
-		r.read(ctx, entrySpan{from: earliest, through: marker.Position{Ledger: 1<<63 - 1}})
+	if layout == nil || len(layout.Ledgers) == 0 {
+		r.read(ctx, entrySpan{from: cluster.Earliest, through: marker.Position{Ledger: 1<<63 - 1}})
 		r.done(unknown, "whole")
 		return
 	}
@@ -213,9 +135,9 @@ func (s *subSync) rebuild(ctx context.Context, layout *partitionLayout) {
 		return
 	}
 	// Further back while a watermark is unknown, doubling the step.
-	for step := n; len(s.machine.Unknown()) > 0 && suffix.Compare(layout.first()) > 0; step *= 2 {
-		from := layout.move(suffix, -step)
-		if !r.read(ctx, entrySpan{from: from, through: layout.move(suffix, -1)}) {
+	for step := n; len(s.machine.Unknown()) > 0 && suffix.Compare(layout.First()) > 0; step *= 2 {
+		from := layout.Move(suffix, -step)
+		if !r.read(ctx, entrySpan{from: from, through: layout.Move(suffix, -1)}) {
 			r.done(unknown, "suffix")
 			return
 		}
@@ -227,7 +149,7 @@ func (s *subSync) rebuild(ctx context.Context, layout *partitionLayout) {
 			continue
 		}
 		if w.through.Compare(suffix) >= 0 {
-			w.through = layout.move(suffix, -1)
+			w.through = layout.Move(suffix, -1)
 		}
 		if !r.read(ctx, w) {
 			break

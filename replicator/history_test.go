@@ -8,45 +8,12 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 )
 
 // threeLedgers: ledger 3 holds entries 0-9, ledger 5 0-3, ledger 9 0-5.
-func threeLedgers() *partitionLayout {
-	return &partitionLayout{ledgers: []ledgerSpan{{3, 10}, {5, 4}, {9, 6}}}
-}
-
-func TestLayoutMove(t *testing.T) {
-	l := threeLedgers()
-	tests := []struct {
-		name string
-		from marker.Position
-		n    int64
-		want marker.Position
-	}{
-		{"within a ledger", pos(3, 2), 5, pos(3, 7)},
-		{"back within a ledger", pos(9, 5), -5, pos(9, 0)},
-		{"back across one ledger", pos(9, 1), -3, pos(5, 2)},
-		{"back across two ledgers", pos(9, 0), -6, pos(3, 8)},
-		{"back past the first entry", pos(5, 1), -100, pos(3, 0)},
-		{"forward across ledgers", pos(3, 8), 4, pos(5, 2)},
-		{"forward past the last entry", pos(5, 1), 100, pos(9, 5)},
-		{"mark-delete before a ledger's first entry", pos(5, -1), -1, pos(3, 8)},
-		{"mark-delete before a ledger's first entry, forward", pos(5, -1), 1, pos(5, 0)},
-		{"ledger deleted since (older)", pos(1, 7), 2, pos(3, 2)},
-		{"ledger newer than the layout", pos(12, 0), -1, pos(9, 5)},
-		{"zero", pos(5, 3), 0, pos(5, 3)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := l.move(tt.from, tt.n); got != tt.want {
-				t.Errorf("move(%v, %d) = %v, want %v", tt.from, tt.n, got, tt.want)
-			}
-		})
-	}
-	empty := &partitionLayout{}
-	if got := empty.move(pos(1, 1), -3); got != earliest {
-		t.Errorf("empty layout: move = %v, want earliest", got)
-	}
+func threeLedgers() *cluster.Layout {
+	return &cluster.Layout{Ledgers: []cluster.LedgerSpan{{ID: 3, Entries: 10}, {ID: 5, Entries: 4}, {ID: 9, Entries: 6}}}
 }
 
 func TestPlanHistory(t *testing.T) {
@@ -96,7 +63,7 @@ func TestRebuildBounded(t *testing.T) {
 	}
 	// 100 entries in ledgers 1 and 2 (50 each). Entry (1,10) is a
 	// snapshot covering billing at (1,12); (2,45) a snapshot near the end.
-	build := func(t *testing.T, r *syncRig, extra map[marker.Position]*fakeMsg) *partitionLayout {
+	build := func(t *testing.T, r *syncRig, extra map[marker.Position]*fakeMsg) *cluster.Layout {
 		for l := int64(1); l <= 2; l++ {
 			for e := int64(0); e < 50; e++ {
 				p := pos(l, e)
@@ -114,9 +81,9 @@ func TestRebuildBounded(t *testing.T) {
 				r.hist.msgs = append(r.hist.msgs, m)
 			}
 		}
-		return &partitionLayout{ledgers: []ledgerSpan{{1, 50}, {2, 50}},
-			markDeletes: map[string]marker.Position{"billing": pos(1, 12), "other-app": pos(1, 30)},
-			cursors:     []string{"billing", "other-app"}}
+		return &cluster.Layout{Ledgers: []cluster.LedgerSpan{{ID: 1, Entries: 50}, {ID: 2, Entries: 50}},
+			MarkDeletes: map[string]marker.Position{"billing": pos(1, 12), "other-app": pos(1, 30)},
+			Cursors:     []string{"billing", "other-app"}}
 	}
 	// resp is this sidecar's own response at (ledger, entry) naming wm as
 	// north's watermark: what teaches a watermark in the re-read.

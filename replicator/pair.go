@@ -18,6 +18,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
@@ -29,12 +30,12 @@ import (
 type pair struct {
 	entry         int
 	rep           config.Replication
-	local, remote *Conn
+	local, remote *cluster.Conn
 	subscription  string
 	maxPending    int
 	interval      time.Duration
-	msgRate       *limiter
-	byteRate      *limiter
+	msgRate       *cluster.Limiter
+	byteRate      *cluster.Limiter
 	m             *metrics.Metrics
 	log           *zap.Logger
 
@@ -82,7 +83,7 @@ var errPairSetup = errors.New("pair cannot replicate")
 // producer retrying TopicNotFound once a message came, at debug level
 // with readiness at ok.
 func (p *pair) checkTarget(ctx context.Context) error {
-	_, _, err := p.remote.control.topics(ctx, p.rep.Namespace)
+	_, _, err := p.remote.Control.Topics(ctx, p.rep.Namespace)
 	var re rest.Error
 	if !errors.As(err, &re) {
 		return err
@@ -149,7 +150,7 @@ func (p *pair) run(ctx context.Context, discoveredOnce func()) {
 			p.refreshStats(ctx, topics)
 			refreshed = time.Now()
 		}
-		if !sleep(ctx, min(p.interval, statsInterval)) {
+		if !cluster.Sleep(ctx, min(p.interval, statsInterval)) {
 			break
 		}
 	}
@@ -172,7 +173,7 @@ const statsInterval = 10 * time.Second
 // with the same partition count, and starts or stops partition replicators
 // to match. It returns the topics it found.
 func (p *pair) discover(ctx context.Context) ([]topicInfo, error) {
-	topics, err := listTopics(ctx, p.local.control, p.rep)
+	topics, err := listTopics(ctx, p.local.Control, p.rep)
 	if err != nil {
 		return nil, fmt.Errorf("list topics of %s on %s: %w", p.rep.Namespace, p.local.Name, err)
 	}
@@ -183,7 +184,7 @@ func (p *pair) discover(ctx context.Context) ([]topicInfo, error) {
 	want := map[string]string{} // partition topic -> topic
 	var refused int
 	for _, t := range topics {
-		if err := p.checked.ensure(ctx, p.remote.control, t); err != nil {
+		if err := p.checked.ensure(ctx, p.remote.Control, t); err != nil {
 			if p.hasRunning(t) && !errors.Is(err, errPartitionMismatch) {
 				// The remote is unreachable, not disagreeing: its running
 				// replicators keep their cursors and producers and resume
@@ -307,7 +308,7 @@ func (p *pair) entryPartition(partitionTopic string) *entryPartition {
 		budget: p.budget, maxPending: p.maxPending, skipRefused: p.rep.OnRefused == config.OnRefusedSkip,
 		msgRate: p.msgRate, byteRate: p.byteRate,
 		m: p.m, log: log, drainTimeout: entryDrainTimeout,
-		stepDownAfter: stepDownAfter(p.remote.cluster.KeepAlive.Duration),
+		stepDownAfter: stepDownAfter(p.remote.Config.KeepAlive.Duration),
 	}
 }
 
@@ -319,29 +320,29 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subSy
 	if p.keys.IsZero() || (len(p.rep.Subscriptions) == 0 && len(p.rep.SubscriptionPatterns) == 0) {
 		return nil
 	}
-	layout, err := p.local.control.layout(ctx, partitionTopic)
+	layout, err := p.local.Control.Layout(ctx, partitionTopic)
 	if err != nil {
 		layout = nil // unknown: the re-read starts at the oldest entry
 	}
 	s := p.syncFor(partitionTopic, topic, layout)
-	s.layoutNow = func(ctx context.Context) (*partitionLayout, error) {
-		return p.local.control.layout(ctx, partitionTopic)
+	s.layoutNow = func(ctx context.Context) (*cluster.Layout, error) {
+		return p.local.Control.Layout(ctx, partitionTopic)
 	}
 	return s
 }
 
 // syncFor builds the subscription sync of one partition, given the
 // partition's layout at start (nil if unknown).
-func (p *pair) syncFor(partitionTopic, topic string, layout *partitionLayout) *subSync {
+func (p *pair) syncFor(partitionTopic, topic string, layout *cluster.Layout) *subSync {
 	var cursors []string
 	if layout != nil {
-		cursors = layout.cursors
+		cursors = layout.Cursors
 		if cursors == nil {
 			cursors = []string{}
 		}
 	}
 	sc := p.cfg.Sidecar.Snapshot
-	// A cursor that does not exist yet and starts at the earliest message
+	// A cursor that does not exist yet and starts at the cluster.Earliest message
 	// reads every message: the watermarks are exact from the start.
 	fresh := !p.startsLatest(partitionTopic) && cursors != nil && !slices.Contains(cursors, p.subscription)
 	return &subSync{
@@ -358,8 +359,8 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *partitionLayout) *s
 		planner: subscription.NewPlanner(),
 		writer: &markerWriter{client: p.local.Client, topic: partitionTopic, keys: p.keys,
 			name: marker.MarkerProducerName(p.local.Name, p.remote.Name)},
-		localAdmin:     p.local.control,
-		remoteAdmin:    p.remote.control,
+		localAdmin:     p.local.Control,
+		remoteAdmin:    p.remote.Control,
 		subAdmin:       pulsarSubAdmin{p.local.Admin},
 		remoteSubs:     pulsarSubAdmin{p.remote.Admin},
 		history:        pulsarHistory{client: p.local.Client, topic: partitionTopic, cursorPrefix: p.cfg.Sidecar.CursorPrefix},

@@ -43,6 +43,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 )
 
@@ -148,7 +149,7 @@ func (s *Sidecar) Check(ctx context.Context) ([]string, error) {
 	var problems []string
 	for _, p := range pairs {
 		name := fmt.Sprintf("%s->%s %s", p.local.Name, p.remote.Name, p.rep.Namespace)
-		if _, _, err := p.local.control.topics(ctx, p.rep.Namespace); err != nil {
+		if _, _, err := p.local.Control.Topics(ctx, p.rep.Namespace); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: cannot list the topics of %s on %s: %v", name, p.rep.Namespace, p.local.Name, err))
 		}
 		if err := p.checkTarget(ctx); err != nil {
@@ -194,22 +195,22 @@ func (s *Sidecar) Run(ctx context.Context) error {
 // build dials the clusters the pairs need and builds one pair per
 // (replication entry, target). The returned func closes the connections.
 func (s *Sidecar) build() ([]*pair, func(), error) {
-	conns := map[string]*Conn{}
+	conns := map[string]*cluster.Conn{}
 	closeConns := func() {
 		for _, c := range conns {
 			c.Close()
 		}
 	}
-	conn := func(name string) (*Conn, error) {
+	conn := func(name string) (*cluster.Conn, error) {
 		if c, ok := conns[name]; ok {
 			return c, nil
 		}
 		cc, _ := s.cfg.Cluster(name)
-		c, err := Dial(cc, s.log)
+		c, err := cluster.Dial(cc, s.log)
 		if err != nil {
 			return nil, err
 		}
-		c.countAdmin(s.m)
+		c.CountAdmin(s.m)
 		conns[name] = c
 		return c, nil
 	}
@@ -223,7 +224,7 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 			closeConns()
 			return nil, nil, err
 		}
-		msgRate, byteRate := newLimiter(r.RateLimit.MessagesPerSecond), newLimiter(r.RateLimit.BytesPerSecond)
+		msgRate, byteRate := cluster.NewLimiter(r.RateLimit.MessagesPerSecond), cluster.NewLimiter(r.RateLimit.BytesPerSecond)
 		for _, t := range r.Targets {
 			remote, err := conn(t)
 			if err != nil {

@@ -115,7 +115,7 @@ func (s *Sidecar) Status(ctx context.Context) ([]PairStatus, error) {
 }
 
 func (p *pair) status(ctx context.Context) ([]PairStatus, error) {
-	topics, err := listTopics(ctx, p.local.control, p.rep)
+	topics, err := listTopics(ctx, p.local.Control, p.rep)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
@@ -39,7 +40,7 @@ type subSync struct {
 	historyEntries int64
 	// layoutNow reads the partition's layout for a re-read after a
 	// takeover; nil: unknown (the re-read starts at the oldest entry).
-	layoutNow func(ctx context.Context) (*partitionLayout, error)
+	layoutNow func(ctx context.Context) (*cluster.Layout, error)
 	m         *metrics.Metrics
 	log       *zap.Logger
 
@@ -54,7 +55,7 @@ type subSync struct {
 	// (nil if unknown), for the start-up re-read; layoutAtStart is where
 	// its entries and cursors were then (nil if unknown).
 	cursorsAtStart []string
-	layoutAtStart  *partitionLayout
+	layoutAtStart  *cluster.Layout
 
 	badLogAt time.Time // last time an invalid marker was logged
 	last     snapshot.Stats
@@ -233,13 +234,13 @@ func (o *outbox) take(mk marker.Marker, pos marker.Position) bool {
 // syncAdmin is what follow and lag need of one cluster's admin API, for
 // one partition. Implementations must be safe for concurrent use.
 type syncAdmin interface {
-	// markDeletes returns the mark-delete position (entry granular, Batch
+	// MarkDeletes returns the mark-delete position (entry granular, Batch
 	// -1) of each subscription of topic, leaving out any reported without
 	// a readable one.
-	markDeletes(ctx context.Context, topic string) (map[string]marker.Position, error)
-	// backlogs returns the precise backlog, in entries, of each
+	MarkDeletes(ctx context.Context, topic string) (map[string]marker.Position, error)
+	// Backlogs returns the precise backlog, in entries, of each
 	// subscription of topic.
-	backlogs(ctx context.Context, topic string) (map[string]int64, error)
+	Backlogs(ctx context.Context, topic string) (map[string]int64, error)
 }
 
 // markerSink writes markers into the local partition. write may return
@@ -475,7 +476,7 @@ func (s *subSync) follow(ctx context.Context) error {
 	hadData := s.dataSeen.Swap(false)
 	changed := !f.once || newest.ID != f.newestID
 	f.once, f.at, f.newestID = true, time.Now(), newest.ID
-	mds, err := s.localAdmin.markDeletes(ctx, s.topic)
+	mds, err := s.localAdmin.MarkDeletes(ctx, s.topic)
 	if err != nil {
 		f.every = s.interval / 2
 		return fmt.Errorf("local mark-delete positions: %w", err)
@@ -569,11 +570,11 @@ func (s *subSync) movedByUpdate(sub string, md marker.Position) bool {
 // old the snapshot behind its last update is.
 func (s *subSync) lag(ctx context.Context) error {
 	s.fl.lagAt = time.Time{}
-	local, err := s.localAdmin.backlogs(ctx, s.topic)
+	local, err := s.localAdmin.Backlogs(ctx, s.topic)
 	if err != nil {
 		return fmt.Errorf("local backlogs: %w", err)
 	}
-	remote, err := s.remoteAdmin.backlogs(ctx, s.topic)
+	remote, err := s.remoteAdmin.Backlogs(ctx, s.topic)
 	if err != nil {
 		return fmt.Errorf("remote backlogs: %w", err)
 	}
@@ -642,7 +643,7 @@ func (s *subSync) send(ctx context.Context, mk marker.Marker) error {
 }
 
 // createOnRemote creates a tracked subscription that the remote lacks
-// there, at its earliest message: until a snapshot covers it no update
+// there, at its cluster.Earliest message: until a snapshot covers it no update
 // can say where it should be, and a consumer failing over to a missing
 // subscription would start at its initial position (Latest by default in
 // every client) and skip everything not consumed here. Earliest delivers
@@ -662,7 +663,7 @@ func (s *subSync) createOnRemote(ctx context.Context, sub string) {
 	}
 	s.seenOnRemote[sub] = true
 	s.m.SubsCreatedRemote.WithLabelValues(s.local, s.remote).Inc()
-	s.log.Info("subscription created on the remote at its earliest message: no snapshot covers it yet",
+	s.log.Info("subscription created on the remote at its cluster.Earliest message: no snapshot covers it yet",
 		zap.String("subscription", sub))
 }
 
@@ -734,7 +735,7 @@ func (s *subSync) applyLoop(ctx context.Context) {
 }
 
 // currentLayout reads the partition's layout now; nil if it cannot.
-func (s *subSync) currentLayout(ctx context.Context) *partitionLayout {
+func (s *subSync) currentLayout(ctx context.Context) *cluster.Layout {
 	if s.layoutNow == nil {
 		return nil
 	}

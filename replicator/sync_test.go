@@ -14,6 +14,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
@@ -994,7 +995,7 @@ replication:
 // TestSyncFor: the sync of a partition is built with the config's third
 // origins (clusters whose copies reach both sides; south copies into east
 // only) and starts Fresh only when its cursor does not exist yet and reads
-// from the earliest message. A Fresh sync answers requests at once, naming
+// from the cluster.Earliest message. A Fresh sync answers requests at once, naming
 // every third origin as none seen; any other must first learn the third
 // origins' watermarks.
 func TestSyncFor(t *testing.T) {
@@ -1013,7 +1014,7 @@ func TestSyncFor(t *testing.T) {
 		// atSetup: the partition was listed by the first discovery pass.
 		atSetup bool
 	}{
-		{"new cursor from the earliest", 0, config.StartEarliest, []string{}, true, []string{"north"}, true},
+		{"new cursor from the cluster.Earliest", 0, config.StartEarliest, []string{}, true, []string{"north"}, true},
 		{"new cursor beside others", 0, config.StartEarliest, []string{"billing", cfg.Sidecar.CursorName("north")}, true, []string{"north"}, true},
 		{"existing cursor", 0, config.StartEarliest, []string{"billing", own}, false, []string{"north"}, true},
 		{"cursors unknown", 0, config.StartEarliest, nil, false, []string{"north"}, true},
@@ -1027,12 +1028,12 @@ func TestSyncFor(t *testing.T) {
 			rep := cfg.Replication[tt.entry]
 			rep.Start = tt.start
 			p := &pair{rep: rep, cfg: cfg, keys: marker.NewKeys(syncKey),
-				local: &Conn{Name: "east"}, remote: &Conn{Name: "west"},
+				local: &cluster.Conn{Name: "east"}, remote: &cluster.Conn{Name: "west"},
 				subscription: own, m: metrics.New(nil), log: zaptest.NewLogger(t), applied: &appliedPositions{},
 				setup: map[string]bool{syncTopic: tt.atSetup}}
-			var layout *partitionLayout
+			var layout *cluster.Layout
 			if tt.cursors != nil {
-				layout = &partitionLayout{cursors: tt.cursors}
+				layout = &cluster.Layout{Cursors: tt.cursors}
 			}
 			s := p.syncFor(syncTopic, "orders", layout)
 
@@ -1088,7 +1089,7 @@ func TestSyncForTracked(t *testing.T) {
 	}
 	rep := cfg.Replication[0]
 	rep.SubscriptionPatterns = []string{".*"}
-	p := &pair{rep: rep, cfg: cfg, keys: marker.NewKeys(syncKey), local: &Conn{Name: "east"}, remote: &Conn{Name: "west"},
+	p := &pair{rep: rep, cfg: cfg, keys: marker.NewKeys(syncKey), local: &cluster.Conn{Name: "east"}, remote: &cluster.Conn{Name: "west"},
 		subscription: cfg.Sidecar.CursorName("west"), m: metrics.New(nil), log: zaptest.NewLogger(t), applied: &appliedPositions{}}
 	s := p.syncFor(syncTopic, "orders", nil)
 	for sub, want := range map[string]bool{
@@ -1113,7 +1114,7 @@ func TestSyncForTracked(t *testing.T) {
 }
 
 // A tracked subscription the remote lacks is created there at its
-// earliest message, once; one seen there and deleted later is left alone.
+// cluster.Earliest message, once; one seen there and deleted later is left alone.
 func TestSyncCreatesMissingRemoteSubscription(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
 	remoteSubs := &fakeSubAdmin{}

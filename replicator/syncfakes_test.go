@@ -58,7 +58,7 @@ type fakeSyncAdmin struct {
 	lagCalls int
 }
 
-func (a *fakeSyncAdmin) markDeletes(_ context.Context, topic string) (map[string]marker.Position, error) {
+func (a *fakeSyncAdmin) MarkDeletes(_ context.Context, topic string) (map[string]marker.Position, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.mdCalls++
@@ -71,7 +71,7 @@ func (a *fakeSyncAdmin) markDeletes(_ context.Context, topic string) (map[string
 	return maps.Clone(a.md), nil
 }
 
-func (a *fakeSyncAdmin) backlogs(_ context.Context, topic string) (map[string]int64, error) {
+func (a *fakeSyncAdmin) Backlogs(_ context.Context, topic string) (map[string]int64, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.lagCalls++

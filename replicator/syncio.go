@@ -7,7 +7,6 @@ package replicator
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,17 +15,9 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
-
-// parseEntry reads Pulsar's "ledger:entry" mark-delete position.
-func parseEntry(s string) (marker.Position, bool) {
-	l, e, ok := strings.Cut(s, ":")
-	if !ok {
-		return marker.Position{}, false
-	}
-	return marker.ParsePosition(l + ":" + e + ":-1")
-}
 
 // markerWriter is markerSink over a producer to the local partition,
 // opened on first use. Safe for concurrent use.
@@ -141,7 +132,7 @@ func (p pulsarSubAdmin) State(ctx context.Context, topic, sub string) (subscript
 	if err != nil {
 		return subscription.State{}, err
 	}
-	md, ok := parseEntry(internal.Cursors[sub].MarkDeletePosition)
+	md, ok := cluster.ParseEntry(internal.Cursors[sub].MarkDeletePosition)
 	if !ok {
 		return subscription.State{}, fmt.Errorf("no mark-delete position for %s", sub)
 	}

@@ -1,4 +1,4 @@
-package replicator
+package cluster
 
 import (
 	"bytes"
@@ -567,7 +567,7 @@ func (w *authWatch) clientEvent(msg string, err error, topic string) bool {
 // through zapLogger (the entry pipe's wire client): a refusal becomes one
 // security event (permission denied, authentication or certificate
 // refused), a success ends it. Safe for concurrent use.
-func (c *Conn) noteOpen(kind, topic string, err error) {
+func (c *Conn) NoteOpen(kind, topic string, err error) {
 	if c == nil || c.watch == nil {
 		return
 	}

@@ -1,4 +1,20 @@
-package replicator
+// Package cluster is geo-sidecar's hold on one Pulsar cluster: the
+// clients it dials (Conn: the binary-protocol client of the entry path,
+// pulsar-client-go's and the admin API's), the credentials they present
+// and the refusals they meet (security.go: each reported once, by name,
+// tokens never logged), the admin control plane behind one small
+// interface (ControlPlane: list topics, partitions, create and grow,
+// layout, cursors, backlogs), and the retry primitives every loop over a
+// cluster uses (Backoff, Sleep, Limiter).
+//
+// It exists so that the packages above it (discovery and status in
+// replicator, the data path in entrypath, subscription sync in subsync)
+// each ask a cluster for what they need through a Conn or a ControlPlane,
+// and are unit-tested against fakes of those, never against Pulsar.
+//
+// Conn, its clients and ControlPlane implementations are safe for
+// concurrent use; a Backoff is used by one goroutine; a Limiter is shared.
+package cluster
 
 import (
 	"fmt"
@@ -6,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsar/auth"
 	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	pulsaradminpkg "github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
@@ -17,7 +34,7 @@ import (
 )
 
 // Conn is the clients geo-sidecar holds for one cluster: the entry pipe's
-// binary-protocol client (wireClient: shared by every cursor and producer
+// binary-protocol client (WireClient: shared by every cursor and producer
 // on that cluster, so they share connections), pulsar-client-go's (the
 // marker writers and the start-up re-read of subscription sync) and the
 // admin client.
@@ -25,14 +42,15 @@ type Conn struct {
 	Name   string
 	Client pulsar.Client
 	Admin  pulsaradmin.Client
-	// control is Admin as discovery and subscription sync use it.
-	control controlPlane
+	// Control is Admin as discovery and subscription sync use it.
+	Control ControlPlane
 	admin   *adminTransport // Admin's transport
 
-	// For the entry pipe's binary-protocol client, built on first use.
-	cluster  config.Cluster
+	// Config and Log are the cluster's, for the entry path's binary-
+	// protocol client, built on first use (WireClient).
+	Config   config.Cluster
+	Log      *zap.Logger
 	watch    *authWatch
-	log      *zap.Logger
 	wireOnce sync.Once
 	wire     *wire.Client
 	wireErr  error
@@ -87,15 +105,20 @@ func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
 		client.Close()
 		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
 	}
-	return &Conn{Name: c.Name, Client: client, Admin: admin, control: pulsarControl{admin}, cluster: c, watch: w, log: log, admin: rt}, nil
+	return &Conn{Name: c.Name, Client: client, Admin: admin, Control: pulsarControl{admin}, Config: c, watch: w, Log: log, admin: rt}, nil
 }
 
-// countAdmin counts this cluster's admin calls in m, and its links'
+// CountAdmin counts this cluster's admin calls in m, and its links'
 // events (before any call).
-func (c *Conn) countAdmin(m *metrics.Metrics) {
-	c.admin.requests = m.AdminRequests.WithLabelValues(c.Name)
+func (c *Conn) CountAdmin(m *metrics.Metrics) {
+	if c.admin != nil {
+		c.admin.requests = m.AdminRequests.WithLabelValues(c.Name)
+	}
 	c.m = m
 }
+
+// Metrics are the metrics CountAdmin set; nil before.
+func (c *Conn) Metrics() *metrics.Metrics { return c.m }
 
 // Close releases the clients.
 func (c *Conn) Close() {
@@ -203,4 +226,64 @@ func dropField(name string, v any) bool {
 		return true
 	}
 	return false
+}
+
+// WireClient is the cluster's binary-protocol client for the entry pipe,
+// built on first use: one pool of connections (one per broker) shared by
+// every cursor and producer of the entry pipe on this cluster. It
+// authenticates like the pulsar-client-go client: the token is asked for
+// at each connection and each challenge, client certificates are read at
+// each handshake, host names are verified.
+func (c *Conn) WireClient() (*wire.Client, error) {
+	c.wireOnce.Do(func() {
+		opts := wire.ClientOptions{
+			ServiceURL: c.Config.ServiceURL,
+			Logger:     c.Log.Named("wire").With(zap.String("cluster", c.Name)),
+		}
+		opts.Conn.KeepAlive = c.Config.KeepAlive.Duration
+		if c.m != nil {
+			l := c.m.Links
+			lost, silent := l.ConnectionsLost.WithLabelValues(c.Name), l.KeepAliveTimeouts.WithLabelValues(c.Name)
+			failed := l.ConnectFailures.WithLabelValues(c.Name)
+			for _, kind := range wire.ReconnectKinds {
+				for _, cause := range wire.ReconnectCauses {
+					l.Reconnects.WithLabelValues(c.Name, kind, cause) // at 0 (see ReconnectCauses)
+				}
+			}
+			opts.Conn.Events = wire.Events{
+				ConnLost: func(keepAlive bool) {
+					lost.Inc()
+					if keepAlive {
+						silent.Inc()
+					}
+				},
+				Reconnect:     func(kind, cause string) { l.Reconnects.WithLabelValues(c.Name, kind, cause).Inc() },
+				ConnectFailed: failed.Inc,
+			}
+		}
+		var err error
+		switch {
+		case c.Config.Auth.HasToken():
+			opts.Conn.Auth = auth.NewAuthenticationTokenFromSupplier(c.watch.Token)
+		case c.Config.Auth.TLSCertFile != "":
+			opts.Conn.Auth = auth.NewAuthenticationTLS(c.Config.Auth.TLSCertFile, c.Config.Auth.TLSKeyFile)
+		}
+		if opts.Conn.Auth != nil {
+			if err = opts.Conn.Auth.Init(); err != nil {
+				c.wireErr = fmt.Errorf("cluster %s: authentication: %w", c.Name, err)
+				return
+			}
+		}
+		if strings.HasPrefix(c.Config.ServiceURL, "pulsar+ssl://") {
+			if opts.Conn.TLS, err = clientTLS(c.Config.Auth); err != nil {
+				c.wireErr = fmt.Errorf("cluster %s: %w", c.Name, err)
+				return
+			}
+		}
+		c.wire, c.wireErr = wire.NewClient(opts)
+		if c.wireErr == nil && c.m != nil {
+			c.m.Links.WatchUnconfirmed(c.Name, c.wire.OldestUnconfirmed)
+		}
+	})
+	return c.wire, c.wireErr
 }

@@ -1,4 +1,4 @@
-package replicator
+package cluster
 
 import (
 	"net/http"

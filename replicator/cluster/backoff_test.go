@@ -1,4 +1,4 @@
-package replicator
+package cluster
 
 import (
 	"context"
@@ -19,10 +19,10 @@ func TestBackoffGrowsAndCaps(t *testing.T) {
 	bases := []time.Duration{100, 200, 400, 800, 1000, 1000, 1000}
 	distinct := map[time.Duration]bool{}
 	for range 200 { // jitter is random: check the bounds many times
-		b := newBackoff(min, max)
+		b := NewBackoff(min, max)
 		for i, base := range bases {
 			base *= time.Millisecond
-			d := b.next()
+			d := b.Next()
 			if !within(d, base) {
 				t.Fatalf("attempt %d: next() = %v, want %v ±20%%", i, d, base)
 			}
@@ -37,26 +37,26 @@ func TestBackoffGrowsAndCaps(t *testing.T) {
 }
 
 func TestBackoffReset(t *testing.T) {
-	b := newBackoff(100*time.Millisecond, 10*time.Second)
+	b := NewBackoff(100*time.Millisecond, 10*time.Second)
 	for range 5 {
-		b.next()
+		b.Next()
 	}
-	if d := b.next(); within(d, 100*time.Millisecond) {
+	if d := b.Next(); within(d, 100*time.Millisecond) {
 		t.Fatalf("after 5 attempts next() = %v, still at the minimum", d)
 	}
-	b.reset()
-	if d := b.next(); !within(d, 100*time.Millisecond) {
+	b.Reset()
+	if d := b.Next(); !within(d, 100*time.Millisecond) {
 		t.Errorf("after reset next() = %v, want 100ms ±20%%", d)
 	}
-	if d := b.next(); !within(d, 200*time.Millisecond) {
+	if d := b.Next(); !within(d, 200*time.Millisecond) {
 		t.Errorf("second after reset next() = %v, want 200ms ±20%%", d)
 	}
 }
 
 func TestBackoffMinEqualsMax(t *testing.T) {
-	b := newBackoff(time.Second, time.Second)
+	b := NewBackoff(time.Second, time.Second)
 	for range 10 {
-		if d := b.next(); !within(d, time.Second) {
+		if d := b.Next(); !within(d, time.Second) {
 			t.Fatalf("next() = %v, want 1s ±20%%", d)
 		}
 	}
@@ -64,15 +64,15 @@ func TestBackoffMinEqualsMax(t *testing.T) {
 
 func TestSleep(t *testing.T) {
 	t.Run("full wait", func(t *testing.T) {
-		if !sleep(context.Background(), time.Millisecond) {
-			t.Error("sleep() = false on a live context, want true")
+		if !Sleep(context.Background(), time.Millisecond) {
+			t.Error("Sleep() = false on a live context, want true")
 		}
 	})
 	t.Run("cancelled before", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if sleep(ctx, time.Hour) {
-			t.Error("sleep() = true on a cancelled context, want false")
+		if Sleep(ctx, time.Hour) {
+			t.Error("Sleep() = true on a cancelled context, want false")
 		}
 	})
 	t.Run("cancelled during", func(t *testing.T) {
@@ -80,8 +80,8 @@ func TestSleep(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			start := time.Now()
-			if sleep(ctx, time.Hour) {
-				t.Error("sleep() = true, want false when ctx ends first")
+			if Sleep(ctx, time.Hour) {
+				t.Error("Sleep() = true, want false when ctx ends first")
 			}
 			if got := time.Since(start); got != time.Second {
 				t.Errorf("sleep returned after %v (fake clock), want when ctx ended (1s)", got)
@@ -92,14 +92,14 @@ func TestSleep(t *testing.T) {
 
 func TestLimiterNil(t *testing.T) {
 	for _, rate := range []float64{0, -1} {
-		if l := newLimiter(rate); l != nil {
-			t.Errorf("newLimiter(%v) = %+v, want nil (unlimited)", rate, l)
+		if l := NewLimiter(rate); l != nil {
+			t.Errorf("NewLimiter(%v) = %+v, want nil (unlimited)", rate, l)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	var l *limiter
-	if err := l.wait(ctx, 1e9); err != nil {
+	var l *Limiter
+	if err := l.Wait(ctx, 1e9); err != nil {
 		t.Errorf("nil limiter: wait() = %v, want nil at once", err)
 	}
 }
@@ -110,10 +110,10 @@ func TestLimiterNil(t *testing.T) {
 func TestLimiterBurstThenRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		l := newLimiter(1000) // burst 100
+		l := NewLimiter(1000) // burst 100
 		start := time.Now()
 		for range 100 {
-			if err := l.wait(ctx, 1); err != nil {
+			if err := l.Wait(ctx, 1); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -121,7 +121,7 @@ func TestLimiterBurstThenRate(t *testing.T) {
 			t.Fatalf("the burst took %v, want no wait", d)
 		}
 		for range 100 {
-			if err := l.wait(ctx, 1); err != nil {
+			if err := l.Wait(ctx, 1); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -134,10 +134,10 @@ func TestLimiterBurstThenRate(t *testing.T) {
 func TestLimiterLargeRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		l := newLimiter(10) // burst 1
+		l := NewLimiter(10) // burst 1
 		start := time.Now()
 		// Larger than the burst: let through once the bucket is full.
-		if err := l.wait(ctx, 5); err != nil {
+		if err := l.Wait(ctx, 5); err != nil {
 			t.Fatal(err)
 		}
 		if d := time.Since(start); d != 0 {
@@ -145,7 +145,7 @@ func TestLimiterLargeRequest(t *testing.T) {
 		}
 		// The debt is paid before the next request: 5 tokens of which 1
 		// was there, then 1 more for this request, at 10/s.
-		if err := l.wait(ctx, 1); err != nil {
+		if err := l.Wait(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 		if d := time.Since(start); d < 490*time.Millisecond || d > 510*time.Millisecond {
@@ -156,13 +156,13 @@ func TestLimiterLargeRequest(t *testing.T) {
 
 func TestLimiterCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(1) // burst 1
-		if err := l.wait(context.Background(), 1); err != nil {
+		l := NewLimiter(1) // burst 1
+		if err := l.Wait(context.Background(), 1); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
-		if err := l.wait(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+		if err := l.Wait(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("wait() on an empty bucket = %v, want the ctx error", err)
 		}
 	})
@@ -170,12 +170,12 @@ func TestLimiterCancelled(t *testing.T) {
 
 func TestLimiterConcurrent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newLimiter(1000)
+		l := NewLimiter(1000)
 		var wg sync.WaitGroup
 		for range 8 {
 			wg.Go(func() {
 				for range 50 {
-					if err := l.wait(context.Background(), 1); err != nil {
+					if err := l.Wait(context.Background(), 1); err != nil {
 						t.Error(err)
 						return
 					}

@@ -1,4 +1,4 @@
-package replicator
+package cluster
 
 import (
 	"crypto/x509"
@@ -297,10 +297,10 @@ func TestNoteOpen(t *testing.T) {
 	c := &Conn{Name: "south", watch: newAuthWatch(config.Cluster{Name: "south"}, zap.New(core))}
 	refused := errors.New("wire: create producer on persistent://t/ns/o-partition-0: broker error AuthorizationError: Client is not authorized to Produce")
 	for range 3 {
-		c.noteOpen("producer", "persistent://t/ns/o-partition-0", refused)
+		c.NoteOpen("producer", "persistent://t/ns/o-partition-0", refused)
 	}
-	c.noteOpen("consumer", "persistent://t/ns/o-partition-0", errors.New("broker error AuthorizationError: not authorized to consume"))
-	c.noteOpen("producer", "persistent://t/ns/o-partition-0", nil)
+	c.NoteOpen("consumer", "persistent://t/ns/o-partition-0", errors.New("broker error AuthorizationError: not authorized to consume"))
+	c.NoteOpen("producer", "persistent://t/ns/o-partition-0", nil)
 	var perms []string
 	for _, e := range logs.FilterMessage(EventPermissionDenied).All() {
 		perms = append(perms, e.ContextMap()["permission"].(string))
@@ -312,7 +312,7 @@ func TestNoteOpen(t *testing.T) {
 		t.Errorf("%d granted lines, want 1 (the producer)", n)
 	}
 	var nilConn *Conn
-	nilConn.noteOpen("producer", "t", refused) // no watch: no panic
+	nilConn.NoteOpen("producer", "t", refused) // no watch: no panic
 }
 
 // FuzzJWTClaims: a token file holds whatever an agent wrote; reading its

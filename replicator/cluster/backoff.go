@@ -1,4 +1,4 @@
-package replicator
+package cluster
 
 import (
 	"context"
@@ -7,17 +7,18 @@ import (
 	"time"
 )
 
-// backoff is a capped exponential backoff with jitter. The zero value is not
-// usable; build one with newBackoff.
-type backoff struct {
+// Backoff is a capped exponential backoff with jitter. The zero value is not
+// usable; build one with NewBackoff.
+type Backoff struct {
 	min, max, cur time.Duration
 }
 
-func newBackoff(min, max time.Duration) *backoff { return &backoff{min: min, max: max, cur: min} }
+// NewBackoff starts at min and doubles up to max.
+func NewBackoff(min, max time.Duration) *Backoff { return &Backoff{min: min, max: max, cur: min} }
 
-// next returns the delay before the next attempt and doubles the base, up to
+// Next returns the delay before the next attempt and doubles the base, up to
 // max. Jitter of ±20% keeps many partitions from retrying in step.
-func (b *backoff) next() time.Duration {
+func (b *Backoff) Next() time.Duration {
 	d := b.cur
 	b.cur = min(b.cur*2, b.max)
 	j := time.Duration(rand.Int64N(int64(d)/5 + 1))
@@ -27,11 +28,12 @@ func (b *backoff) next() time.Duration {
 	return d + j
 }
 
-func (b *backoff) reset() { b.cur = b.min }
+// Reset starts again at the shortest delay.
+func (b *Backoff) Reset() { b.cur = b.min }
 
-// sleep waits d or until ctx is done; it reports whether the full wait
+// Sleep waits d or until ctx is done; it reports whether the full wait
 // happened.
-func sleep(ctx context.Context, d time.Duration) bool {
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -42,9 +44,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// limiter is a token bucket shared by the partitions of one replication
+// Limiter is a token bucket shared by the partitions of one replication
 // pair. A zero rate means unlimited. Safe for concurrent use.
-type limiter struct {
+type Limiter struct {
 	mu     sync.Mutex
 	rate   float64 // tokens per second
 	burst  float64
@@ -52,18 +54,20 @@ type limiter struct {
 	last   time.Time
 }
 
-func newLimiter(rate float64) *limiter {
+// NewLimiter is a bucket of rate tokens a second; nil (unlimited) for a
+// rate of 0 or less.
+func NewLimiter(rate float64) *Limiter {
 	if rate <= 0 {
 		return nil
 	}
 	burst := max(rate/10, 1)
-	return &limiter{rate: rate, burst: burst, tokens: burst, last: time.Now()}
+	return &Limiter{rate: rate, burst: burst, tokens: burst, last: time.Now()}
 }
 
-// wait takes n tokens, sleeping as needed; a nil limiter never waits. A
+// Wait takes n tokens, sleeping as needed; a nil Limiter never waits. A
 // request larger than the burst is let through once the bucket is full, so
 // one big message cannot stall forever.
-func (l *limiter) wait(ctx context.Context, n float64) error {
+func (l *Limiter) Wait(ctx context.Context, n float64) error {
 	if l == nil {
 		return nil
 	}
@@ -80,7 +84,7 @@ func (l *limiter) wait(ctx context.Context, n float64) error {
 		}
 		d := time.Duration((need - l.tokens) / l.rate * float64(time.Second))
 		l.mu.Unlock()
-		if !sleep(ctx, d) {
+		if !Sleep(ctx, d) {
 			return ctx.Err()
 		}
 	}

@@ -1,14 +1,12 @@
 package replicator
 
-// Fuzz targets for the replicator's parsers of outside input: the origin-id
-// property (any producer on a replicated topic can set it) and Pulsar's
-// mark-delete position (from the admin API). Each checks a property of the
-// result, not only that nothing panics. They run for a few seconds each in
-// `make test` and longer in `make fuzz`; .ci/fuzz.sh finds them by name.
+// A fuzz target for a parser of outside input: the origin-id property (any
+// producer on a replicated topic can set it). It checks a property of the
+// result, not only that nothing panics. It runs for a few seconds in `make
+// test` and longer in `make fuzz`; .ci/fuzz.sh finds it by name.
 
 import (
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,54 +64,6 @@ func FuzzParsePosition(f *testing.F) {
 		}
 	})
 }
-
-// FuzzParseEntry checks parseEntry, the reader of the admin API's
-// mark-delete position: it accepts exactly "ledger:entry" with two base-10
-// int64 integers, returns them with Batch -1 (a whole entry), and refuses
-// everything else, including the three-field origin-id form, with ok false.
-func FuzzParseEntry(f *testing.F) {
-	for _, s := range []string{
-		"12:34", "12:-1", "0:0", "-1:-1", "", "12", "12:", ":34", "12:34:5", "12:34:-1",
-		"12:34:", "a:b", "12;34", " 12:34", "12:34 ", "+12:+34", "007:08",
-		"9223372036854775807:9223372036854775807", "9223372036854775808:0",
-		"-9223372036854775808:-9223372036854775808", "1:2:3:4", "::", "1::",
-	} {
-		f.Add(s, int64(0), int64(0))
-	}
-	f.Add("", int64(math.MaxInt64), int64(math.MinInt64))
-	f.Fuzz(func(t *testing.T, s string, ledger, entry int64) {
-		// Round trip from the form Pulsar writes.
-		in := strconv.FormatInt(ledger, 10) + ":" + strconv.FormatInt(entry, 10)
-		want := marker.Position{Ledger: ledger, Entry: entry, Batch: -1}
-		if p, ok := parseEntry(in); !ok || p != want {
-			t.Fatalf("parseEntry(%q) = %v, %v; want %v, true", in, p, ok, want)
-		}
-
-		p, ok := parseEntry(s)
-		wantOK := entryForm.MatchString(s)
-		if wantOK {
-			l, e, _ := strings.Cut(s, ":")
-			wantOK = decimalIn(l, 64) && decimalIn(e, 64)
-		}
-		if ok != wantOK {
-			t.Fatalf("parseEntry(%q) ok = %v, want %v", s, ok, wantOK)
-		}
-		if !ok {
-			return
-		}
-		if p.Batch != -1 {
-			t.Fatalf("parseEntry(%q) = %v: batch %d, want -1 (a whole entry)", s, p, p.Batch)
-		}
-		l, e, _ := strings.Cut(s, ":")
-		if strconv.FormatInt(p.Ledger, 10) != canonicalDecimal(l) || strconv.FormatInt(p.Entry, 10) != canonicalDecimal(e) {
-			t.Fatalf("parseEntry(%q) = %v", s, p)
-		}
-	})
-}
-
-// entryForm is the grammar of a mark-delete position, written apart from
-// parseEntry's own strings.Cut and strconv calls.
-var entryForm = regexp.MustCompile(`^[+-]?[0-9]+:[+-]?[0-9]+$`)
 
 // decimalIn reports whether s is an optionally signed run of ASCII digits
 // whose value fits a signed integer of the given bit size. It compares
