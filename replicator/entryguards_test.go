@@ -190,7 +190,7 @@ func TestSyncSignedCopyFromTheRemote(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.s.markerAt(context.Background(), pos(3, 4), payload, tt.from, "geo-sidecar.markers.west-->east") {
+			if r.s.MarkerAt(context.Background(), pos(3, 4), payload, tt.from, "geo-sidecar.markers.west-->east") {
 				t.Error("a copy of the remote's update forwarded")
 			}
 			_, queued := r.pending()["billing"]
@@ -281,14 +281,14 @@ func TestSyncTakeover(t *testing.T) {
 			for _, o := range tt.third {
 				r.s.machine.Learn(o, pos(4, 4))
 			}
-			r.s.takeover()
+			r.s.Takeover()
 			if got := len(r.s.relearn) == 1; got != tt.asked {
 				t.Errorf("history re-read asked = %v, want %v", got, tt.asked)
 			}
 			if got := len(r.s.machine.Unknown()); got != len(tt.third) {
 				t.Errorf("%d watermarks unknown after the takeover, want %d", got, len(tt.third))
 			}
-			r.s.takeover() // a second one while the first is pending does not block
+			r.s.Takeover() // a second one while the first is pending does not block
 		})
 	}
 }
@@ -353,7 +353,7 @@ func TestSyncCopyDeliveredAgain(t *testing.T) {
 	}
 	from := marker.Origin{Cluster: "west", At: pos(90, 4), Signed: true}
 	for range 2 {
-		r.s.markerAt(context.Background(), pos(3, 4), payload, from, "geo-sidecar.markers.west-->east")
+		r.s.MarkerAt(context.Background(), pos(3, 4), payload, from, "geo-sidecar.markers.west-->east")
 	}
 	if got := counter(r.m.MarkersInvalid, "east", "replayed"); got != 0 {
 		t.Errorf("markers_invalid_total{reason=\"replayed\"} = %v, want 0 (delivered again, not replayed)", got)
@@ -377,7 +377,7 @@ func TestSyncStaleCopyCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 		from := marker.Origin{Cluster: "west", At: pos(90, int64(4+i)), Signed: true}
-		r.s.markerAt(context.Background(), pos(3, int64(4+i)), payload, from, "geo-sidecar.markers.west-->east")
+		r.s.MarkerAt(context.Background(), pos(3, int64(4+i)), payload, from, "geo-sidecar.markers.west-->east")
 	}
 	if got := counter(r.m.MarkersInvalid, "east", "stale-update"); got != 1 {
 		t.Errorf("markers_invalid_total{reason=\"stale-update\"} = %v, want 1", got)
@@ -492,7 +492,7 @@ func TestSyncSentMarkerForwarded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !r.s.markerAt(context.Background(), pos(3, int64(i)), payload, marker.Origin{}, "geo-sidecar.markers.east-->west") {
+		if !r.s.MarkerAt(context.Background(), pos(3, int64(i)), payload, marker.Origin{}, "geo-sidecar.markers.east-->west") {
 			t.Errorf("%v written by the sync and read back: not forwarded", mk.Kind)
 		}
 	}

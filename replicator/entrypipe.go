@@ -83,6 +83,40 @@ type entryEndpoints interface {
 	targetSchema(ctx context.Context, version []byte) ([]byte, error)
 }
 
+// Sync is the subscription sync of the partition as the entry pipe feeds
+// it: every entry the pipe reads goes to DataAt or MarkerAt, in the order
+// read, from the session's goroutine, while the sync's own goroutine
+// (Run, started by the partition beside its sessions and outliving them,
+// so that a snapshot in progress survives a reconnect) ticks, follows and
+// applies. Implementations must be safe for that: one feeding goroutine
+// at a time, beside Run.
+type Sync interface {
+	// DataAt feeds data read at pos: a copy of origin's entry at at when
+	// the copy's origin is signed (marker.Origin.Signed), local data (or
+	// a copy not proven one) when origin is "".
+	DataAt(ctx context.Context, pos marker.Position, origin string, at marker.Position)
+	// MarkerAt feeds a marker read at pos (markerEntry): body is its
+	// encoded form, from is where the entry says it was copied from
+	// (entryOrigin), producer the name it was written under. It reports
+	// whether the pipe forwards the entry to the remote.
+	MarkerAt(ctx context.Context, pos marker.Position, body []byte, from marker.Origin, producer string) (forward bool)
+	// BatchedMarker feeds a marker read at pos in an entry that cannot
+	// hold one marker as written (a batch, compressed, encrypted); the
+	// pipe skips it.
+	BatchedMarker(pos marker.Position)
+	// Takeover tells the sync that the pipe resumed past entries it did
+	// not read itself (another instance processed them; see continues).
+	Takeover()
+	// StartsAt reports whether pos, the first entry the pipe reads since
+	// the sync was built, is where the sync assumes reading starts: any
+	// entry, unless the sync assumes it reads the partition from its
+	// first entry (snapshot.Config.Fresh).
+	StartsAt(pos marker.Position) bool
+	// Run runs the sync until ctx is done; linkUp reports whether the
+	// pipe has a producer to the remote open.
+	Run(ctx context.Context, linkUp func() bool)
+}
+
 // Skip reasons, the bounded label values of the skipped-messages metric.
 const (
 	skipRemoteOrigin = "remote-origin"
@@ -114,7 +148,7 @@ func decideEntry(md *wire.Metadata, remote string) string {
 		return skipMarker
 	case !md.HasNumMessagesInBatch && hasProp(md, marker.Property):
 		// A geo-sidecar marker (markerEntry); forwarded only through
-		// subSync.markerAt.
+		// Sync.MarkerAt.
 		return skipMarker
 	case strings.HasPrefix(md.ProducerName, marker.SidecarProducers):
 		return skipRemoteOrigin
@@ -398,7 +432,7 @@ type entryPartition struct {
 
 	// sync keeps subscriptions in step; nil when none are configured. It
 	// sees every entry this pipe reads (markerEntry, entryOrigin).
-	sync *subSync
+	sync Sync
 	// linkUp is true while a producer to the remote is open.
 	linkUp atomic.Bool
 	// received, when set, is set on each entry read: the pair refreshes
@@ -446,11 +480,7 @@ const maxReadBackRetries = 5
 // minutes by default, and at each topic load) costs a bounded re-read.
 func (p *entryPartition) continues(pos marker.Position) bool {
 	if !p.hasSeen {
-		if !p.sync.machine.Fresh() {
-			return true
-		}
-		l := p.sync.layoutAtStart
-		return l != nil && pos.Ledger == l.Start().Ledger && pos.Entry == l.Start().Entry
+		return p.sync.StartsAt(pos)
 	}
 	last := p.lastSeen
 	return pos.Compare(last) <= 0 || (pos.Ledger == last.Ledger && pos.Entry == last.Entry+1)
@@ -646,7 +676,7 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 		reason := decideEntry(&md, p.remote)
 		if p.sync != nil {
 			if !p.continues(pos) {
-				p.sync.takeover()
+				p.sync.Takeover()
 			}
 			if !p.hasSeen || pos.Compare(p.lastSeen) > 0 {
 				p.lastSeen, p.hasSeen = pos, true
@@ -655,14 +685,14 @@ func (p *entryPartition) session(ctx context.Context) (bool, error) {
 			if body, ok := markerEntry(&md, e.Payload); ok {
 				reason = skipMarker
 				if body == nil {
-					p.sync.invalidMarker(pos, "batched")
-				} else if p.sync.markerAt(sctx, pos, body, from, md.ProducerName) {
+					p.sync.BatchedMarker(pos)
+				} else if p.sync.MarkerAt(sctx, pos, body, from, md.ProducerName) {
 					reason = ""
 				}
 			} else if from.Signed {
-				p.sync.dataAt(sctx, pos, from.Cluster, from.At)
+				p.sync.DataAt(sctx, pos, from.Cluster, from.At)
 			} else {
-				p.sync.dataAt(sctx, pos, "", marker.Position{})
+				p.sync.DataAt(sctx, pos, "", marker.Position{})
 			}
 		}
 		if reason != "" {

@@ -26,14 +26,14 @@ import (
 // runSync runs s (if not nil) beside a partition's sessions until ctx is
 // done; the returned function waits for it to end. The sync outlives the
 // sessions, so that a snapshot in progress survives a reconnect.
-func runSync(ctx context.Context, s *subSync, linkUp func() bool) (wait func()) {
+func runSync(ctx context.Context, s Sync, linkUp func() bool) (wait func()) {
 	if s == nil {
 		return func() {}
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.run(ctx, linkUp)
+		s.Run(ctx, linkUp)
 	}()
 	return func() { <-done }
 }

@@ -279,7 +279,9 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 	p.log.Info("replicating partition", zap.String("partition", partitionTopic))
 	pt := p.entryPartition(partitionTopic)
 	pt.received = &w.received
-	pt.sync = p.newSync(ctx, partitionTopic, topic)
+	if s := p.newSync(ctx, partitionTopic, topic); s != nil {
+		pt.sync = s
+	}
 	go func() {
 		defer close(w.done)
 		_ = pt.Run(wctx)

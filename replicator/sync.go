@@ -82,7 +82,7 @@ type subSync struct {
 	remoteSubs   subscription.Admin
 	seenOnRemote map[string]bool
 
-	// dataSeen is set by dataAt: the partition had traffic since the
+	// dataSeen is set by DataAt: the partition had traffic since the
 	// last follow.
 	dataSeen atomic.Bool
 	// relearn asks run to re-read the partition's history (takeover).
@@ -137,13 +137,13 @@ const (
 	lagRefresh = time.Hour
 )
 
-// takeover tells the sync that the replicator resumed past messages it
+// Takeover tells the sync that the replicator resumed past messages it
 // did not read itself (another instance processed them): the third
 // origins' watermarks it knows may be too low, and a response naming
 // them could date a snapshot too early. They are dropped at once and
 // learned again from the partition's history (run, off the data path);
 // requests go unanswered meanwhile.
-func (s *subSync) takeover() {
+func (s *subSync) Takeover() {
 	s.machine.Forget()
 	if len(s.machine.Unknown()) == 0 {
 		return // no third origins: no watermark to learn
@@ -153,6 +153,18 @@ func (s *subSync) takeover() {
 	case s.relearn <- struct{}{}:
 	default:
 	}
+}
+
+// StartsAt reports whether pos, the first entry the replicator reads, is
+// where the sync assumes reading starts: any entry when the machine did
+// not start fresh; otherwise only the partition's first entry at start
+// (layoutAtStart), unknown without a layout.
+func (s *subSync) StartsAt(pos marker.Position) bool {
+	if !s.machine.Fresh() {
+		return true
+	}
+	l := s.layoutAtStart
+	return l != nil && pos.Ledger == l.Start().Ledger && pos.Entry == l.Start().Entry
 }
 
 // followDue reports whether follow runs now.
@@ -262,9 +274,9 @@ func (s *subSync) lagLabels(sub string) [4]string {
 // lagKey names this sync among the reporters of subscription lag.
 func (s *subSync) lagKey() string { return s.remote + " " + s.topic }
 
-// dataAt feeds data read from the local partition at pos: a copy of
+// DataAt feeds data read from the local partition at pos: a copy of
 // origin's message at opos, or local data when origin is "".
-func (s *subSync) dataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
+func (s *subSync) DataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
 	s.dataSeen.Store(true)
 	s.write(ctx, s.machine.Data(pos, origin, opos))
 	s.poke()
@@ -281,7 +293,7 @@ func (s *subSync) poke() {
 	}
 }
 
-// markerAt handles a marker read from the local partition at pos, copied
+// MarkerAt handles a marker read from the local partition at pos, copied
 // from another cluster or not, and reports whether the replicator
 // forwards it to the remote: only markers this process wrote for that
 // remote, of the kinds that travel (request, response, update).
@@ -301,7 +313,7 @@ func (s *subSync) poke() {
 // producer is the name the marker was written under: one of ours that
 // this process did not write came from another instance of the sidecar
 // (HA, or before a restart) and is dropped without being counted.
-func (s *subSync) markerAt(ctx context.Context, pos marker.Position, payload []byte, from marker.Origin, producer string) (forward bool) {
+func (s *subSync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte, from marker.Origin, producer string) (forward bool) {
 	defer s.poke()
 	mk, err := s.keys.Decode(payload)
 	if err != nil {
@@ -356,6 +368,11 @@ func (s *subSync) markerAt(ctx context.Context, pos marker.Position, payload []b
 	return false
 }
 
+// BatchedMarker counts a marker read at pos in an entry that cannot hold
+// one marker as written (a batch, compressed, encrypted): the writer sends
+// each marker alone and plain.
+func (s *subSync) BatchedMarker(pos marker.Position) { s.invalidMarker(pos, "batched") }
+
 // invalidMarker counts a marker that does not decode or verify, and logs
 // it at most every 10 s.
 func (s *subSync) invalidMarker(pos marker.Position, reason string) {
@@ -378,9 +395,9 @@ func (s *subSync) write(ctx context.Context, mks []marker.Marker) {
 	}
 }
 
-// run ticks the snapshot machine, follows the tracked subscriptions and
+// Run ticks the snapshot machine, follows the tracked subscriptions and
 // applies received updates until ctx is done.
-func (s *subSync) run(ctx context.Context, linkUp func() bool) {
+func (s *subSync) Run(ctx context.Context, linkUp func() bool) {
 	defer s.writer.close()
 	defer s.m.DropLag(s.lagKey())
 	s.rebuild(ctx, s.layoutAtStart)

@@ -891,7 +891,7 @@ func TestSyncRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			r.s.run(ctx, up.Load)
+			r.s.Run(ctx, up.Load)
 		}()
 		synctest.Wait()
 		if got := r.hist.opens(); got != 1 {
@@ -1167,7 +1167,7 @@ func TestIdleSyncWakesOnData(t *testing.T) {
 			t.Fatalf("idle: markers written %v, want none", got)
 		}
 		// Data pokes it awake: the request goes out within a tick.
-		r.s.dataAt(ctx, pos(3, 11), "", marker.Position{})
+		r.s.DataAt(ctx, pos(3, 11), "", marker.Position{})
 		wait(r.s.interval / 2)
 		if got := kindsOf(r.sink.take()); !slices.Contains(got, marker.KindSnapshotRequest) {
 			t.Errorf("after data: markers written %v, want a snapshot request", got)
@@ -1186,7 +1186,7 @@ func TestFollowPacing(t *testing.T) {
 		r.local.setMD("billing", pos(3, 10))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); r.s.run(ctx, func() bool { return true }) }()
+		go func() { defer close(done); r.s.Run(ctx, func() bool { return true }) }()
 		calls := func() int {
 			r.local.mu.Lock()
 			defer r.local.mu.Unlock()
@@ -1208,7 +1208,7 @@ func TestFollowPacing(t *testing.T) {
 		}
 
 		// Traffic: followed again within half an interval.
-		r.s.dataAt(ctx, pos(3, 11), "", marker.Position{})
+		r.s.DataAt(ctx, pos(3, 11), "", marker.Position{})
 		wait(time.Second)
 		if got := calls(); got != 3 {
 			t.Errorf("after data: %d calls, want 3", got)
@@ -1284,7 +1284,7 @@ func TestIdleFollowSkipsLag(t *testing.T) {
 		if got := lagCalls(); got != 3 {
 			t.Errorf("idle, nothing moved for 3 follows: %d backlog reads, want still 3", got)
 		}
-		r.s.dataAt(ctx, pos(3, 11), "", marker.Position{})
+		r.s.DataAt(ctx, pos(3, 11), "", marker.Position{})
 		wait(idleFollow)
 		if got := lagCalls(); got != 4 {
 			t.Errorf("data, then a follow: %d backlog reads, want 4", got)
@@ -1335,6 +1335,6 @@ func TestFollowPacingUpdatedCopy(t *testing.T) {
 func runSyncRig(r *syncRig) (ctx context.Context, wait func(time.Duration), stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); r.s.run(ctx, func() bool { return true }) }()
+	go func() { defer close(done); r.s.Run(ctx, func() bool { return true }) }()
 	return ctx, func(d time.Duration) { time.Sleep(d); synctest.Wait() }, func() { cancel(); <-done }
 }

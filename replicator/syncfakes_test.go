@@ -371,20 +371,20 @@ func readOrigin(msg *fakeMsg) marker.Origin {
 }
 
 // readMarker gives s a marker message read from the local partition, as
-// the entry pipe does (subSync.markerAt).
+// the entry pipe does (Sync.MarkerAt).
 func readMarker(ctx context.Context, s *subSync, msg *fakeMsg) (forward bool) {
-	return s.markerAt(ctx, positionOf(msg.ID()), msg.Payload(), readOrigin(msg), msg.ProducerName())
+	return s.MarkerAt(ctx, positionOf(msg.ID()), msg.Payload(), readOrigin(msg), msg.ProducerName())
 }
 
 // readData gives s a data message read from the local partition, as the
-// entry pipe does (subSync.dataAt): a copy with a signed origin as a copy,
+// entry pipe does (Sync.DataAt): a copy with a signed origin as a copy,
 // anything else as local data.
 func readData(ctx context.Context, s *subSync, msg *fakeMsg) {
 	if from := readOrigin(msg); from.Signed {
-		s.dataAt(ctx, positionOf(msg.ID()), from.Cluster, from.At)
+		s.DataAt(ctx, positionOf(msg.ID()), from.Cluster, from.At)
 		return
 	}
-	s.dataAt(ctx, positionOf(msg.ID()), "", marker.Position{})
+	s.DataAt(ctx, positionOf(msg.ID()), "", marker.Position{})
 }
 
 // markerMsg is a message at (ledger, entry) of the local partition holding
