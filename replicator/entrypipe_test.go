@@ -1231,7 +1231,7 @@ func TestEntryPipeSync(t *testing.T) {
 			})
 		}
 		req := marker.Marker{Kind: marker.KindSnapshotRequest, From: "east", To: "west", SnapshotID: "r1", Time: 5}
-		rig.s.outbox.put(mk(req)) // written by this process
+		rig.s.Wrote(mk(req)) // written by this process
 		up := marker.Marker{Kind: marker.KindUpdate, From: "west", To: "east", Subscription: "billing",
 			Remote: pos(7, 3), Time: time.Now().UnixMilli()}
 		w.add(1, nil)                                                                // e0: data
@@ -1350,22 +1350,21 @@ func TestEntryPipeTakeoverRelearns(t *testing.T) {
 					w.acked[fmt.Sprintf("e%d", i)] = true
 				}
 				rig := newSyncRig(t, rigConfig{third: []string{"north"}, fresh: tt.fresh})
-				rig.s.relearn = make(chan struct{}, 1)
-				rig.s.layoutAtStart = &cluster.Layout{Writing: tt.writing}
+				rig.s.LayoutAtStart = &cluster.Layout{Writing: tt.writing}
 				if !tt.fresh {
-					rig.s.machine.Learn("north", pos(4, 4))
+					rig.s.Machine.Learn("north", pos(4, 4))
 				}
 				p := newTestEntryPartition(t, w)
 				p.topic, p.keys, p.sync = syncTopic, marker.NewKeys(syncKey), rig.s
 				stop := runEntryPartition(t, p)
 				waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 10-tt.skipped })
 				synctest.Wait()
-				relearned := rig.hist.opens() > 0 || len(rig.s.relearn) > 0
+				relearned := rig.hist.opens() > 0
 				stop()
 				if relearned != tt.relearn {
 					t.Errorf("history re-read = %v, want %v", relearned, tt.relearn)
 				}
-				if unknown := len(rig.s.machine.Unknown()) > 0; unknown != tt.relearn {
+				if unknown := len(rig.s.Machine.Unknown()) > 0; unknown != tt.relearn {
 					t.Errorf("watermarks unknown = %v, want %v", unknown, tt.relearn)
 				}
 			})

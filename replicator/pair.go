@@ -14,12 +14,14 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
@@ -51,7 +53,7 @@ type pair struct {
 
 	cfg     *config.Config
 	keys    marker.Keys
-	applied *appliedPositions
+	applied *subsync.Applied
 	budget  *byteBudget
 	pool    *receivePool // the target's share of the receive budget
 
@@ -318,7 +320,7 @@ func shortName(topic string) string { return topic[strings.LastIndex(topic, "/")
 
 // newSync returns the subscription sync of one partition, or nil when the
 // entry keeps no subscription in step.
-func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subSync {
+func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subsync.Sync {
 	if p.keys.IsZero() || (len(p.rep.Subscriptions) == 0 && len(p.rep.SubscriptionPatterns) == 0) {
 		return nil
 	}
@@ -327,7 +329,7 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subSy
 		layout = nil // unknown: the re-read starts at the oldest entry
 	}
 	s := p.syncFor(partitionTopic, topic, layout)
-	s.layoutNow = func(ctx context.Context) (*cluster.Layout, error) {
+	s.LayoutNow = func(ctx context.Context) (*cluster.Layout, error) {
 		return p.local.Control.Layout(ctx, partitionTopic)
 	}
 	return s
@@ -335,7 +337,7 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subSy
 
 // syncFor builds the subscription sync of one partition, given the
 // partition's layout at start (nil if unknown).
-func (p *pair) syncFor(partitionTopic, topic string, layout *cluster.Layout) *subSync {
+func (p *pair) syncFor(partitionTopic, topic string, layout *cluster.Layout) *subsync.Sync {
 	var cursors []string
 	if layout != nil {
 		cursors = layout.Cursors
@@ -344,36 +346,32 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *cluster.Layout) *su
 		}
 	}
 	sc := p.cfg.Sidecar.Snapshot
-	// A cursor that does not exist yet and starts at the cluster.Earliest message
+	// A cursor that does not exist yet and starts at the earliest message
 	// reads every message: the watermarks are exact from the start.
 	fresh := !p.startsLatest(partitionTopic) && cursors != nil && !slices.Contains(cursors, p.subscription)
-	return &subSync{
-		local: p.local.Name, remote: p.remote.Name, topic: partitionTopic, keys: p.keys,
-		interval: sc.Interval.Duration,
-		tracked:  func(sub string) bool { return p.rep.Tracks(p.cfg.Sidecar, sub) },
-		machine: snapshot.New(snapshot.Config{
+	return subsync.New(subsync.Config{
+		Local: p.local.Name, Remote: p.remote.Name, Topic: partitionTopic, Keys: p.keys,
+		Interval: sc.Interval.Duration,
+		Tracked:  func(sub string) bool { return p.rep.Tracks(p.cfg.Sidecar, sub) },
+		Machine: snapshot.New(snapshot.Config{
 			Topic: partitionTopic, Local: p.local.Name, Remote: p.remote.Name,
 			Interval: sc.Interval.Duration, Timeout: sc.Timeout.Duration, CacheSize: sc.CacheSize,
 			ThirdOrigins: p.cfg.ThirdOrigins(p.rep.Namespace, shortName(topic), p.local.Name, p.remote.Name),
 			Fresh:        fresh,
-			NewID:        newSnapshotID, Now: time.Now,
+			NewID:        uuid.NewString, Now: time.Now,
 		}),
-		planner: subscription.NewPlanner(),
-		writer: &markerWriter{client: p.local.Client, topic: partitionTopic, keys: p.keys,
-			name: marker.MarkerProducerName(p.local.Name, p.remote.Name)},
-		localAdmin:     p.local.Control,
-		remoteAdmin:    p.remote.Control,
-		subAdmin:       pulsarSubAdmin{p.local.Admin},
-		remoteSubs:     pulsarSubAdmin{p.remote.Admin},
-		history:        pulsarHistory{client: p.local.Client, topic: partitionTopic, cursorPrefix: p.cfg.Sidecar.CursorPrefix},
-		m:              p.m,
-		log:            p.log.With(zap.String("partition", partitionTopic)),
-		applyNow:       make(chan struct{}, 1),
-		relearn:        make(chan struct{}, 1),
-		wake:           make(chan struct{}, 1),
-		applied:        p.applied,
-		cursorsAtStart: cursors,
-		layoutAtStart:  layout,
-		historyEntries: sc.HistoryEntries,
-	}
+		Planner:        subscription.NewPlanner(),
+		Writer:         subsync.NewMarkerWriter(p.local.Client, partitionTopic, marker.MarkerProducerName(p.local.Name, p.remote.Name), p.keys),
+		LocalAdmin:     p.local.Control,
+		RemoteAdmin:    p.remote.Control,
+		SubAdmin:       subsync.NewSubAdmin(p.local.Admin),
+		RemoteSubs:     subsync.NewSubAdmin(p.remote.Admin),
+		History:        subsync.NewHistory(p.local.Client, partitionTopic, p.cfg.Sidecar.CursorPrefix),
+		Metrics:        p.m,
+		Log:            p.log.With(zap.String("partition", partitionTopic)),
+		Applied:        p.applied,
+		CursorsAtStart: cursors,
+		LayoutAtStart:  layout,
+		HistoryEntries: sc.HistoryEntries,
+	})
 }

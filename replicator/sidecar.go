@@ -45,6 +45,7 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync"
 )
 
 // Options are what the embedding program supplies. No globals: two
@@ -64,7 +65,7 @@ type Sidecar struct {
 	m       *metrics.Metrics
 	cluster string
 	keys    marker.Keys // marker keys; zero when none is configured
-	applied appliedPositions
+	applied subsync.Applied
 	// budgets bound the bytes the entry pipe holds in flight, a share of
 	// the process's budget per target cluster.
 	budgets *targetBudgets

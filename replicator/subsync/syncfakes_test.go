@@ -1,4 +1,4 @@
-package replicator
+package subsync
 
 import (
 	"context"
@@ -46,7 +46,7 @@ func pos(ledger, entry int64) marker.Position {
 // errAdmin is what failing fakes return.
 var errAdmin = errors.New("admin API unavailable")
 
-// fakeSyncAdmin is a syncAdmin with settable answers. Safe for concurrent
+// fakeSyncAdmin is a Admin with settable answers. Safe for concurrent
 // use.
 type fakeSyncAdmin struct {
 	mu       sync.Mutex
@@ -93,7 +93,7 @@ func (a *fakeSyncAdmin) setMD(sub string, p marker.Position) {
 	a.md[sub] = p
 }
 
-// fakeSink is a markerSink recording what was written. Safe for concurrent
+// fakeSink is a MarkerSink recording what was written. Safe for concurrent
 // use.
 type fakeSink struct {
 	mu      sync.Mutex
@@ -102,7 +102,7 @@ type fakeSink struct {
 	closed  int
 }
 
-func (s *fakeSink) write(_ context.Context, mk marker.Marker) error {
+func (s *fakeSink) Write(_ context.Context, mk marker.Marker) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failN > 0 {
@@ -113,7 +113,7 @@ func (s *fakeSink) write(_ context.Context, mk marker.Marker) error {
 	return nil
 }
 
-func (s *fakeSink) close() {
+func (s *fakeSink) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed++
@@ -207,7 +207,7 @@ func (a *fakeSubAdmin) takeCalls() []string {
 	return out
 }
 
-// fakeHistory is a historySource over a fixed list of messages.
+// fakeHistory is a HistorySource over a fixed list of messages.
 type fakeHistory struct {
 	mu      sync.Mutex
 	msgs    []pulsar.Message
@@ -219,7 +219,7 @@ type fakeHistory struct {
 	froms   []marker.Position // where each reader started
 }
 
-func (h *fakeHistory) open(from marker.Position) (historyReader, error) {
+func (h *fakeHistory) Open(from marker.Position) (HistoryReader, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.opened++
@@ -274,16 +274,16 @@ func (r *fakeHistoryReader) Close() {
 	r.h.closed++
 }
 
-// syncRig is one subSync for (east, west) on syncTopic with fakes around
+// syncRig is one Sync for (east, west) on syncTopic with fakes around
 // it.
 type syncRig struct {
-	s       *subSync
+	s       *Sync
 	local   *fakeSyncAdmin
 	remote  *fakeSyncAdmin
 	subs    *fakeSubAdmin
 	sink    *fakeSink
 	hist    *fakeHistory
-	applied *appliedPositions
+	applied *Applied
 	m       *metrics.Metrics
 }
 
@@ -299,29 +299,31 @@ func newSyncRig(t *testing.T, rc rigConfig) *syncRig {
 	ids := 0
 	r := &syncRig{
 		local: &fakeSyncAdmin{}, remote: &fakeSyncAdmin{}, subs: &fakeSubAdmin{},
-		sink: &fakeSink{}, hist: &fakeHistory{}, applied: &appliedPositions{}, m: metrics.New(nil),
+		sink: &fakeSink{}, hist: &fakeHistory{}, applied: &Applied{}, m: metrics.New(nil),
 	}
-	r.s = &subSync{
-		local: "east", remote: "west", topic: syncTopic, keys: marker.NewKeys(syncKey),
-		interval: 1e9, // 1 s
-		tracked:  syncTracked,
-		machine: snapshot.New(snapshot.Config{
-			Topic: syncTopic, Local: "east", Remote: "west",
-			ThirdOrigins: rc.third, Fresh: rc.fresh,
-			NewID: func() string { ids++; return fmt.Sprintf("snap-%d", ids) },
-		}),
-		planner:        subscription.NewPlanner(),
-		writer:         r.sink,
-		localAdmin:     r.local,
-		remoteAdmin:    r.remote,
-		subAdmin:       r.subs,
-		history:        r.hist,
-		m:              r.m,
-		log:            zaptest.NewLogger(t),
-		applyNow:       make(chan struct{}, 1),
-		wake:           make(chan struct{}, 1),
-		applied:        r.applied,
-		cursorsAtStart: slices.Clone(rc.cursors),
+	r.s = &Sync{
+		Config: Config{
+			Local: "east", Remote: "west", Topic: syncTopic, Keys: marker.NewKeys(syncKey),
+			Interval: 1e9, // 1 s
+			Tracked:  syncTracked,
+			Machine: snapshot.New(snapshot.Config{
+				Topic: syncTopic, Local: "east", Remote: "west",
+				ThirdOrigins: rc.third, Fresh: rc.fresh,
+				NewID: func() string { ids++; return fmt.Sprintf("snap-%d", ids) },
+			}),
+			Planner:        subscription.NewPlanner(),
+			Writer:         r.sink,
+			LocalAdmin:     r.local,
+			RemoteAdmin:    r.remote,
+			SubAdmin:       r.subs,
+			History:        r.hist,
+			Metrics:        r.m,
+			Log:            zaptest.NewLogger(t),
+			Applied:        r.applied,
+			CursorsAtStart: slices.Clone(rc.cursors),
+		},
+		applyNow: make(chan struct{}, 1),
+		wake:     make(chan struct{}, 1),
 	}
 	return r
 }
@@ -372,14 +374,14 @@ func readOrigin(msg *fakeMsg) marker.Origin {
 
 // readMarker gives s a marker message read from the local partition, as
 // the entry pipe does (Sync.MarkerAt).
-func readMarker(ctx context.Context, s *subSync, msg *fakeMsg) (forward bool) {
+func readMarker(ctx context.Context, s *Sync, msg *fakeMsg) (forward bool) {
 	return s.MarkerAt(ctx, positionOf(msg.ID()), msg.Payload(), readOrigin(msg), msg.ProducerName())
 }
 
 // readData gives s a data message read from the local partition, as the
 // entry pipe does (Sync.DataAt): a copy with a signed origin as a copy,
 // anything else as local data.
-func readData(ctx context.Context, s *subSync, msg *fakeMsg) {
+func readData(ctx context.Context, s *Sync, msg *fakeMsg) {
 	if from := readOrigin(msg); from.Signed {
 		s.DataAt(ctx, positionOf(msg.ID()), from.Cluster, from.At)
 		return

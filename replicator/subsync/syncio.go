@@ -1,8 +1,8 @@
-package replicator
+package subsync
 
 // The Pulsar side of subscription sync (sync.go): the admin calls, the
 // marker producer and the start-up re-read, behind the small interfaces
-// subSync declares, so that subSync is unit-tested with fakes.
+// Sync declares, so that Sync is unit-tested with fakes.
 
 import (
 	"context"
@@ -19,8 +19,14 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
 
-// markerWriter is markerSink over a producer to the local partition,
-// opened on first use. Safe for concurrent use.
+// NewMarkerWriter is the MarkerSink of topic, a partition of client's
+// cluster: a producer named name, opened on first use, writing markers
+// signed under keys. Safe for concurrent use.
+func NewMarkerWriter(client pulsar.Client, topic, name string, keys marker.Keys) MarkerSink {
+	return &markerWriter{client: client, topic: topic, name: name, keys: keys}
+}
+
+// markerWriter is MarkerSink over a producer to the local partition.
 type markerWriter struct {
 	client pulsar.Client
 	topic  string
@@ -31,7 +37,7 @@ type markerWriter struct {
 	p  pulsar.Producer
 }
 
-func (w *markerWriter) write(ctx context.Context, mk marker.Marker) error {
+func (w *markerWriter) Write(ctx context.Context, mk marker.Marker) error {
 	payload, err := w.keys.Encode(mk)
 	if err != nil {
 		return err
@@ -102,7 +108,7 @@ func callCtx[T any](ctx context.Context, open func() (T, error), closeLate func(
 	}
 }
 
-func (w *markerWriter) close() {
+func (w *markerWriter) Close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.p != nil {
@@ -111,6 +117,9 @@ func (w *markerWriter) close() {
 		w.p = nil
 	}
 }
+
+// NewSubAdmin is subscription.Admin over a cluster's admin API.
+func NewSubAdmin(a pulsaradmin.Client) subscription.Admin { return pulsarSubAdmin{a} }
 
 // pulsarSubAdmin is subscription.Admin over Pulsar's admin API.
 type pulsarSubAdmin struct{ a pulsaradmin.Client }

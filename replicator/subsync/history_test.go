@@ -1,4 +1,4 @@
-package replicator
+package subsync
 
 import (
 	"context"
@@ -131,7 +131,7 @@ func TestRebuildBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{third: tt.third, cursors: []string{"billing", "other-app"}})
-			r.s.historyEntries = 10
+			r.s.HistoryEntries = 10
 			layout := build(t, r, tt.extra)
 			r.s.rebuild(context.Background(), layout)
 			if !slices.Equal(r.hist.froms, tt.froms) {
@@ -141,11 +141,11 @@ func TestRebuildBounded(t *testing.T) {
 				t.Errorf("%d readers opened, %d closed", r.hist.opened, r.hist.closed)
 			}
 			for md, id := range tt.covering {
-				if s, ok := r.s.machine.Covering(md); !ok || s.ID != id {
+				if s, ok := r.s.Machine.Covering(md); !ok || s.ID != id {
 					t.Errorf("snapshot covering %v = %+v, %v; want %q", md, s, ok, id)
 				}
 			}
-			if got := r.s.machine.Unknown(); (len(got) > 0) != tt.unknown {
+			if got := r.s.Machine.Unknown(); (len(got) > 0) != tt.unknown {
 				t.Errorf("unknown watermarks = %v, want unknown %v", got, tt.unknown)
 			}
 			if !tt.unknown && len(tt.third) > 0 {
@@ -175,4 +175,4 @@ func TestPartitionIndex(t *testing.T) {
 	}
 }
 
-var _ historyReader = pulsar.Reader(nil)
+var _ HistoryReader = pulsar.Reader(nil)

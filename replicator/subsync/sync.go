@@ -1,14 +1,33 @@
-package replicator
+// Package subsync keeps replicated subscriptions in step for one (local
+// partition, remote): the glue between the entry path, which reads the
+// partition, and the pure protocol of snapshot/ and subscription/. It
+// feeds what the entry path reads (DataAt, MarkerAt, BatchedMarker,
+// Takeover: the entrypath.Sync interface) to the snapshot machine, writes
+// the markers the machine returns (MarkerSink), follows the tracked
+// subscriptions' positions and sends updates when they pass a snapshot,
+// applies the updates that arrive from the remote (subscription.Admin),
+// and at start re-reads a bounded part of the partition's history to
+// rebuild the snapshot cache and the third origins' watermarks
+// (history.go).
+//
+// It exists apart from the entry path so that the data path does not
+// depend on how subscriptions follow: the entry path knows only the
+// interface it feeds, and this package can be rewritten behind it.
+//
+// A Sync is fed from one goroutine at a time while its Run goroutine
+// runs; its Config is fixed after New. Applied is safe for concurrent
+// use and shared by the syncs of one partition.
+package subsync
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
@@ -18,44 +37,58 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
 
-// subSync keeps the configured subscriptions of one (local partition,
+// Config is what a Sync is built from: the partition and pair it keeps in
+// step, the snapshot machine and planner it drives, and its I/O, each
+// behind a small interface so that the sync is unit-tested with fakes.
+type Config struct {
+	Local, Remote string
+	Topic         string // partition topic name, the same on both sides
+	Keys          marker.Keys
+	Interval      time.Duration
+	// Tracked reports whether a subscription of the partition is kept in
+	// step.
+	Tracked     func(sub string) bool
+	Machine     *snapshot.Machine
+	Planner     *subscription.Planner
+	Writer      MarkerSink
+	LocalAdmin  Admin              // local cluster, for follow and lag
+	RemoteAdmin Admin              // remote cluster, for lag
+	SubAdmin    subscription.Admin // local cluster, to apply updates
+	// RemoteSubs creates, on the remote, tracked subscriptions it lacks
+	// (createOnRemote); nil: never.
+	RemoteSubs subscription.Admin
+	History    HistorySource // local partition, for the start-up re-read
+	// HistoryEntries bounds the re-read (sidecar.snapshot.history_entries).
+	HistoryEntries int64
+	// LayoutNow reads the partition's layout for a re-read after a
+	// takeover; nil: unknown (the re-read starts at the oldest entry).
+	LayoutNow func(ctx context.Context) (*cluster.Layout, error)
+	Metrics   *metrics.Metrics
+	Log       *zap.Logger
+	// Applied records where received updates put subscriptions on this
+	// cluster; it is shared by every remote's Sync of the partition.
+	Applied *Applied
+	// CursorsAtStart are the partition's cursors when the sync was built
+	// (nil if unknown), for the start-up re-read; LayoutAtStart is where
+	// its entries and cursors were then (nil if unknown).
+	CursorsAtStart []string
+	LayoutAtStart  *cluster.Layout
+}
+
+// Sync keeps the configured subscriptions of one (local partition,
 // remote) in step: it feeds what the partition's replicator reads to the
 // snapshot machine, writes the markers the machine returns, sends updates
 // when a local subscription passes a snapshot, and applies updates that
-// arrive from the remote. It outlives the replicator's sessions.
-type subSync struct {
-	local, remote string
-	topic         string // partition topic name, the same on both sides
-	keys          marker.Keys
-	interval      time.Duration
-	tracked       func(sub string) bool
-	machine       *snapshot.Machine
-	planner       *subscription.Planner
-	writer        markerSink
-	localAdmin    syncAdmin          // local cluster, for follow and lag
-	remoteAdmin   syncAdmin          // remote cluster, for lag
-	subAdmin      subscription.Admin // local cluster, to apply updates
-	history       historySource      // local partition, for the start-up re-read
-	// historyEntries bounds the re-read (sidecar.snapshot.history_entries).
-	historyEntries int64
-	// layoutNow reads the partition's layout for a re-read after a
-	// takeover; nil: unknown (the re-read starts at the oldest entry).
-	layoutNow func(ctx context.Context) (*cluster.Layout, error)
-	m         *metrics.Metrics
-	log       *zap.Logger
+// arrive from the remote. It outlives the replicator's sessions. The
+// entry path feeds it from one goroutine at a time (DataAt, MarkerAt,
+// BatchedMarker, Takeover, StartsAt) while Run runs on another; the
+// Config is not changed after New.
+type Sync struct {
+	Config
 
 	applyMu  sync.Mutex
 	toApply  map[string]marker.Position // latest pending update per subscription
 	applyNow chan struct{}
-
-	// applied records where received updates put subscriptions on this
-	// cluster; it is shared by every remote's subSync of the partition.
-	applied *appliedPositions
-	// cursorsAtStart are the partition's cursors when the sync was built
-	// (nil if unknown), for the start-up re-read; layoutAtStart is where
-	// its entries and cursors were then (nil if unknown).
-	cursorsAtStart []string
-	layoutAtStart  *cluster.Layout
 
 	badLogAt time.Time // last time an invalid marker was logged
 	last     snapshot.Stats
@@ -77,9 +110,7 @@ type subSync struct {
 	updateFrom map[string]marker.Position
 	writerTime int64
 
-	// remoteSubs creates, on the remote, tracked subscriptions it lacks
-	// (createOnRemote); nil: never. seenOnRemote are those found there.
-	remoteSubs   subscription.Admin
+	// seenOnRemote are the tracked subscriptions found on the remote.
 	seenOnRemote map[string]bool
 
 	// dataSeen is set by DataAt: the partition had traffic since the
@@ -96,6 +127,25 @@ type subSync struct {
 	lagReported map[string]lagReading
 	// fl is when and why follow runs (followDue); used by run alone.
 	fl followState
+}
+
+// Pending returns the updates received and not applied yet, the newest
+// per subscription.
+func (s *Sync) Pending() map[string]marker.Position {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	return maps.Clone(s.toApply)
+}
+
+// Wrote records mk as a marker this process wrote, as the sync does for
+// each marker it sends (before the write returns, since the replicator
+// may read it back first): read back from the partition, it is forwarded
+// once (MarkerAt).
+func (s *Sync) Wrote(mk marker.Marker) { s.outbox.put(mk) }
+
+// New builds the sync of c; nothing runs until Run.
+func New(c Config) *Sync {
+	return &Sync{Config: c, applyNow: make(chan struct{}, 1), relearn: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
 }
 
 // followState paces follow, the sync's only periodic admin calls, by
@@ -143,12 +193,12 @@ const (
 // them could date a snapshot too early. They are dropped at once and
 // learned again from the partition's history (run, off the data path);
 // requests go unanswered meanwhile.
-func (s *subSync) Takeover() {
-	s.machine.Forget()
-	if len(s.machine.Unknown()) == 0 {
+func (s *Sync) Takeover() {
+	s.Machine.Forget()
+	if len(s.Machine.Unknown()) == 0 {
 		return // no third origins: no watermark to learn
 	}
-	s.log.Info("resuming past messages another instance processed: re-learning third-origin watermarks")
+	s.Log.Info("resuming past messages another instance processed: re-learning third-origin watermarks")
 	select {
 	case s.relearn <- struct{}{}:
 	default:
@@ -159,27 +209,27 @@ func (s *subSync) Takeover() {
 // where the sync assumes reading starts: any entry when the machine did
 // not start fresh; otherwise only the partition's first entry at start
 // (layoutAtStart), unknown without a layout.
-func (s *subSync) StartsAt(pos marker.Position) bool {
-	if !s.machine.Fresh() {
+func (s *Sync) StartsAt(pos marker.Position) bool {
+	if !s.Machine.Fresh() {
 		return true
 	}
-	l := s.layoutAtStart
+	l := s.LayoutAtStart
 	return l != nil && pos.Ledger == l.Start().Ledger && pos.Entry == l.Start().Entry
 }
 
 // followDue reports whether follow runs now.
-func (s *subSync) followDue(now time.Time) bool {
+func (s *Sync) followDue(now time.Time) bool {
 	f := &s.fl
 	if !f.once {
 		return true
 	}
 	since := now.Sub(f.at)
-	newest, _ := s.machine.Newest()
+	newest, _ := s.Machine.Newest()
 	switch {
-	case since < min(f.every, s.interval/2) && newest.ID == f.newestID:
+	case since < min(f.every, s.Interval/2) && newest.ID == f.newestID:
 		return false
 	case newest.ID != f.newestID:
-		return since >= s.interval/2
+		return since >= s.Interval/2
 	case since < f.every:
 		return false
 	}
@@ -243,9 +293,9 @@ func (o *outbox) take(mk marker.Marker, pos marker.Position) bool {
 	return *at == pos
 }
 
-// syncAdmin is what follow and lag need of one cluster's admin API, for
+// Admin is what follow and lag need of one cluster's admin API, for
 // one partition. Implementations must be safe for concurrent use.
-type syncAdmin interface {
+type Admin interface {
 	// MarkDeletes returns the mark-delete position (entry granular, Batch
 	// -1) of each subscription of topic, leaving out any reported without
 	// a readable one.
@@ -255,36 +305,36 @@ type syncAdmin interface {
 	Backlogs(ctx context.Context, topic string) (map[string]int64, error)
 }
 
-// markerSink writes markers into the local partition. write may return
+// MarkerSink writes markers into the local partition. write may return
 // before the marker is stored; a marker lost after that is only a snapshot
 // or update that comes again later. Implementations must be safe for
 // concurrent use: the replicator's reader and the sync's ticker both write.
-type markerSink interface {
-	write(ctx context.Context, mk marker.Marker) error
+type MarkerSink interface {
+	Write(ctx context.Context, mk marker.Marker) error
 	// close flushes and releases what write opened; write may open it
 	// again.
-	close()
+	Close()
 }
 
 // lagLabels are the lag series' labels for sub.
-func (s *subSync) lagLabels(sub string) [4]string {
-	return [4]string{s.local, s.remote, metrics.TopicLabel(s.topic), sub}
+func (s *Sync) lagLabels(sub string) [4]string {
+	return [4]string{s.Local, s.Remote, metrics.TopicLabel(s.Topic), sub}
 }
 
 // lagKey names this sync among the reporters of subscription lag.
-func (s *subSync) lagKey() string { return s.remote + " " + s.topic }
+func (s *Sync) lagKey() string { return s.Remote + " " + s.Topic }
 
 // DataAt feeds data read from the local partition at pos: a copy of
 // origin's message at opos, or local data when origin is "".
-func (s *subSync) DataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
+func (s *Sync) DataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
 	s.dataSeen.Store(true)
-	s.write(ctx, s.machine.Data(pos, origin, opos))
+	s.write(ctx, s.Machine.Data(pos, origin, opos))
 	s.poke()
 }
 
 // poke wakes run if it sleeps: the machine has something to do (data
 // came, or a marker changed its state).
-func (s *subSync) poke() {
+func (s *Sync) poke() {
 	if s.sleeping.Load() && s.sleeping.CompareAndSwap(true, false) {
 		select {
 		case s.wake <- struct{}{}:
@@ -313,23 +363,23 @@ func (s *subSync) poke() {
 // producer is the name the marker was written under: one of ours that
 // this process did not write came from another instance of the sidecar
 // (HA, or before a restart) and is dropped without being counted.
-func (s *subSync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte, from marker.Origin, producer string) (forward bool) {
+func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte, from marker.Origin, producer string) (forward bool) {
 	defer s.poke()
-	mk, err := s.keys.Decode(payload)
+	mk, err := s.Keys.Decode(payload)
 	if err != nil {
 		s.invalidMarker(pos, marker.Reason(err))
 		return false
 	}
-	if mk.Topic != s.topic {
-		s.m.MarkersInvalid.WithLabelValues(s.local, "wrong-topic").Inc()
+	if mk.Topic != s.Topic {
+		s.Metrics.MarkersInvalid.WithLabelValues(s.Local, "wrong-topic").Inc()
 		return false
 	}
 	switch {
-	case from.Cluster == "" && mk.From == s.local && mk.To == s.remote:
+	case from.Cluster == "" && mk.From == s.Local && mk.To == s.Remote:
 		// Ours, towards this remote. Snapshot markers stay here and feed
 		// the cache (also when re-read after a restart).
 		if mk.Kind == marker.KindSnapshot {
-			s.write(ctx, s.machine.Marker(pos, mk))
+			s.write(ctx, s.Machine.Marker(pos, mk))
 			return false
 		}
 		if !s.outbox.take(mk, pos) {
@@ -339,8 +389,8 @@ func (s *subSync) MarkerAt(ctx context.Context, pos marker.Position, payload []b
 			return false
 		}
 		return true
-	case from.Cluster != "" && mk.From == s.remote && mk.To == s.local:
-		if !from.Signed || from.Cluster != s.remote {
+	case from.Cluster != "" && mk.From == s.Remote && mk.To == s.Local:
+		if !from.Signed || from.Cluster != s.Remote {
 			s.invalidMarker(pos, "unsigned-copy")
 			return false
 		}
@@ -363,7 +413,7 @@ func (s *subSync) MarkerAt(ctx context.Context, pos marker.Position, payload []b
 			}
 			return false
 		}
-		s.write(ctx, s.machine.Marker(pos, mk))
+		s.write(ctx, s.Machine.Marker(pos, mk))
 	}
 	return false
 }
@@ -371,36 +421,36 @@ func (s *subSync) MarkerAt(ctx context.Context, pos marker.Position, payload []b
 // BatchedMarker counts a marker read at pos in an entry that cannot hold
 // one marker as written (a batch, compressed, encrypted): the writer sends
 // each marker alone and plain.
-func (s *subSync) BatchedMarker(pos marker.Position) { s.invalidMarker(pos, "batched") }
+func (s *Sync) BatchedMarker(pos marker.Position) { s.invalidMarker(pos, "batched") }
 
 // invalidMarker counts a marker that does not decode or verify, and logs
 // it at most every 10 s.
-func (s *subSync) invalidMarker(pos marker.Position, reason string) {
-	s.m.MarkersInvalid.WithLabelValues(s.local, reason).Inc()
+func (s *Sync) invalidMarker(pos marker.Position, reason string) {
+	s.Metrics.MarkersInvalid.WithLabelValues(s.Local, reason).Inc()
 	if time.Since(s.badLogAt) > 10*time.Second {
 		s.badLogAt = time.Now()
-		s.log.Warn("skipping a marker that does not decode or verify (logged at most every 10 s)",
+		s.Log.Warn("skipping a marker that does not decode or verify (logged at most every 10 s)",
 			zap.String("reason", reason), zap.Stringer("position", pos))
 	}
 }
 
 // write puts markers into the local partition.
-func (s *subSync) write(ctx context.Context, mks []marker.Marker) {
+func (s *Sync) write(ctx context.Context, mks []marker.Marker) {
 	for _, mk := range mks {
 		if err := s.send(ctx, mk); err != nil {
-			s.log.Warn("writing a marker failed", zap.Stringer("kind", mk.Kind), zap.Error(err))
+			s.Log.Warn("writing a marker failed", zap.Stringer("kind", mk.Kind), zap.Error(err))
 			continue
 		}
-		s.m.MarkersWritten.WithLabelValues(s.local, s.remote, mk.Kind.String()).Inc()
+		s.Metrics.MarkersWritten.WithLabelValues(s.Local, s.Remote, mk.Kind.String()).Inc()
 	}
 }
 
 // Run ticks the snapshot machine, follows the tracked subscriptions and
 // applies received updates until ctx is done.
-func (s *subSync) Run(ctx context.Context, linkUp func() bool) {
-	defer s.writer.close()
-	defer s.m.DropLag(s.lagKey())
-	s.rebuild(ctx, s.layoutAtStart)
+func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
+	defer s.Writer.Close()
+	defer s.Metrics.DropLag(s.lagKey())
+	s.rebuild(ctx, s.LayoutAtStart)
 	go s.applyLoop(ctx)
 	// While the machine has work (data since the last request, or a
 	// request pending), it is ticked four times per interval, so a request
@@ -408,7 +458,7 @@ func (s *subSync) Run(ctx context.Context, linkUp func() bool) {
 	// whole tick later. Otherwise run sleeps until the next follow is due
 	// or poke wakes it: 1,000 idle partitions ticked four times a second
 	// in both directions cost a tenth of a core (e2e/bench, subs row).
-	tick := max(s.interval/4, 10*time.Millisecond)
+	tick := max(s.Interval/4, 10*time.Millisecond)
 	t := time.NewTimer(tick)
 	defer t.Stop()
 	for {
@@ -422,12 +472,12 @@ func (s *subSync) Run(ctx context.Context, linkUp func() bool) {
 		case <-t.C:
 		}
 		s.sleeping.Store(false)
-		s.write(ctx, s.machine.Tick(linkUp()))
+		s.write(ctx, s.Machine.Tick(linkUp()))
 		s.countStats()
 		if s.followDue(time.Now()) {
 			if err := s.follow(ctx); err != nil && ctx.Err() == nil {
-				s.fl.every = s.interval / 2 // try again soon
-				s.log.Debug("following subscriptions failed", zap.Error(err))
+				s.fl.every = s.Interval / 2 // try again soon
+				s.Log.Debug("following subscriptions failed", zap.Error(err))
 			}
 		}
 		t.Reset(s.sleepFor(tick))
@@ -438,8 +488,8 @@ func (s *subSync) Run(ctx context.Context, linkUp func() bool) {
 // machine has work, else until the next follow is due. A long sleep is
 // announced (sleeping) before the machine is asked again, so data that
 // arrives meanwhile either is seen here or pokes run awake.
-func (s *subSync) sleepFor(tick time.Duration) time.Duration {
-	if !s.machine.Idle() {
+func (s *Sync) sleepFor(tick time.Duration) time.Duration {
+	if !s.Machine.Idle() {
 		return tick
 	}
 	d := s.followIn(time.Now())
@@ -447,7 +497,7 @@ func (s *subSync) sleepFor(tick time.Duration) time.Duration {
 		return tick
 	}
 	s.sleeping.Store(true)
-	if !s.machine.Idle() {
+	if !s.Machine.Idle() {
 		s.sleeping.Store(false)
 		return tick
 	}
@@ -456,30 +506,30 @@ func (s *subSync) sleepFor(tick time.Duration) time.Duration {
 
 // followIn is how long until followDue turns true if nothing happens
 // meanwhile (no data, no new snapshot: those poke run).
-func (s *subSync) followIn(now time.Time) time.Duration {
+func (s *Sync) followIn(now time.Time) time.Duration {
 	f := &s.fl
 	if !f.once {
 		return 0
 	}
-	newest, _ := s.machine.Newest()
+	newest, _ := s.Machine.Newest()
 	switch {
 	case newest.ID != f.newestID:
-		return f.at.Add(s.interval / 2).Sub(now)
+		return f.at.Add(s.Interval / 2).Sub(now)
 	case f.behind || s.dataSeen.Load():
 		return f.at.Add(f.every).Sub(now)
 	}
 	return f.at.Add(idleFollow).Sub(now)
 }
 
-func (s *subSync) countStats() {
-	st := s.machine.Stats()
-	pair := []string{s.local, s.remote}
-	s.m.SnapshotsStarted.WithLabelValues(pair...).Add(float64(st.Started - s.last.Started))
-	s.m.SnapshotsCompleted.WithLabelValues(pair...).Add(float64(st.Completed - s.last.Completed))
-	s.m.SnapshotsTimedOut.WithLabelValues(pair...).Add(float64(st.TimedOut - s.last.TimedOut))
-	s.m.SnapshotsUnanswered.WithLabelValues(pair...).Add(float64(st.Unanswered - s.last.Unanswered))
+func (s *Sync) countStats() {
+	st := s.Machine.Stats()
+	pair := []string{s.Local, s.Remote}
+	s.Metrics.SnapshotsStarted.WithLabelValues(pair...).Add(float64(st.Started - s.last.Started))
+	s.Metrics.SnapshotsCompleted.WithLabelValues(pair...).Add(float64(st.Completed - s.last.Completed))
+	s.Metrics.SnapshotsTimedOut.WithLabelValues(pair...).Add(float64(st.TimedOut - s.last.TimedOut))
+	s.Metrics.SnapshotsUnanswered.WithLabelValues(pair...).Add(float64(st.Unanswered - s.last.Unanswered))
 	if st.Completed > s.last.Completed {
-		s.m.SnapshotRTT.WithLabelValues(pair...).Observe(st.LastRTT.Seconds())
+		s.Metrics.SnapshotRTT.WithLabelValues(pair...).Observe(st.LastRTT.Seconds())
 	}
 	s.last = st
 }
@@ -487,20 +537,20 @@ func (s *subSync) countStats() {
 // follow reads the tracked subscriptions' mark-delete positions on the
 // local partition and sends an update for each one that passed a newer
 // snapshot; it also sets the lag gauges.
-func (s *subSync) follow(ctx context.Context) error {
+func (s *Sync) follow(ctx context.Context) error {
 	f := &s.fl
-	newest, hasNewest := s.machine.Newest()
+	newest, hasNewest := s.Machine.Newest()
 	hadData := s.dataSeen.Swap(false)
 	changed := !f.once || newest.ID != f.newestID
 	f.once, f.at, f.newestID = true, time.Now(), newest.ID
-	mds, err := s.localAdmin.MarkDeletes(ctx, s.topic)
+	mds, err := s.LocalAdmin.MarkDeletes(ctx, s.Topic)
 	if err != nil {
-		f.every = s.interval / 2
+		f.every = s.Interval / 2
 		return fmt.Errorf("local mark-delete positions: %w", err)
 	}
 	f.behind = false
 	for name, md := range mds {
-		if s.tracked(name) {
+		if s.Tracked(name) {
 			if last, ok := f.mds[name]; !ok || last != md {
 				changed = true
 			}
@@ -518,15 +568,15 @@ func (s *subSync) follow(ctx context.Context) error {
 	f.mds = mds
 	switch {
 	case changed:
-		f.every, f.movedAt = s.interval/2, f.at
+		f.every, f.movedAt = s.Interval/2, f.at
 	case f.at.Sub(f.movedAt) >= staleBehind:
-		f.every = min(max(f.every, s.interval/2)*2, idleFollow)
+		f.every = min(max(f.every, s.Interval/2)*2, idleFollow)
 	default:
-		f.every = min(max(f.every, s.interval/2)*2, behindFollow)
+		f.every = min(max(f.every, s.Interval/2)*2, behindFollow)
 	}
 	var slowest *marker.Position
 	for name, md := range mds {
-		if !s.tracked(name) {
+		if !s.Tracked(name) {
 			continue
 		}
 		if s.movedByUpdate(name, md) {
@@ -539,34 +589,34 @@ func (s *subSync) follow(ctx context.Context) error {
 		if slowest == nil || md.Compare(*slowest) < 0 {
 			slowest = &md
 		}
-		snap, ok := s.planner.Next(name, md, s.machine)
+		snap, ok := s.Planner.Next(name, md, s.Machine)
 		if !ok {
 			if changed {
 				// Why the remote does not follow: most often no snapshot
 				// covers md (it lies before the partition's first one).
-				_, covered := s.machine.Covering(md)
-				s.log.Debug("no update for a subscription", zap.String("subscription", name), zap.Stringer("mark_delete", md),
+				_, covered := s.Machine.Covering(md)
+				s.Log.Debug("no update for a subscription", zap.String("subscription", name), zap.Stringer("mark_delete", md),
 					zap.Bool("covered", covered), zap.Stringer("newest_local", newest.Local), zap.Bool("has_newest", hasNewest))
 			}
 			continue
 		}
-		up := marker.Marker{Kind: marker.KindUpdate, From: s.local, To: s.remote, Topic: s.topic,
+		up := marker.Marker{Kind: marker.KindUpdate, From: s.Local, To: s.Remote, Topic: s.Topic,
 			Subscription: name, Local: snap.Local, Remote: snap.Remote, Time: time.Now().UnixMilli()}
 		if err := s.send(ctx, up); err != nil {
-			s.planner.Forget(name) // send it again next time
+			s.Planner.Forget(name) // send it again next time
 			return fmt.Errorf("write update: %w", err)
 		}
 		if s.sent == nil {
 			s.sent = map[string]snapshot.Snapshot{}
 		}
 		s.sent[name] = snap
-		s.log.Debug("subscription update sent", zap.String("subscription", name), zap.Stringer("mark_delete", md),
+		s.Log.Debug("subscription update sent", zap.String("subscription", name), zap.Stringer("mark_delete", md),
 			zap.Stringer("snapshot_local", snap.Local), zap.Stringer("snapshot_remote", snap.Remote))
-		s.m.UpdatesSent.WithLabelValues(s.local, s.remote).Inc()
-		s.m.MarkersWritten.WithLabelValues(s.local, s.remote, marker.KindUpdate.String()).Inc()
+		s.Metrics.UpdatesSent.WithLabelValues(s.Local, s.Remote).Inc()
+		s.Metrics.MarkersWritten.WithLabelValues(s.Local, s.Remote, marker.KindUpdate.String()).Inc()
 	}
 	if slowest != nil {
-		s.machine.Prune(*slowest)
+		s.Machine.Prune(*slowest)
 	}
 	if !changed && !hadData && !f.lagAt.IsZero() && f.at.Sub(f.lagAt) < lagRefresh {
 		s.lagAged() // the backlogs did not move here
@@ -577,21 +627,21 @@ func (s *subSync) follow(ctx context.Context) error {
 
 // movedByUpdate reports whether sub's mark-delete position md is still
 // where an update from the remote put it (not moved by consumers here).
-func (s *subSync) movedByUpdate(sub string, md marker.Position) bool {
-	at, ok := s.applied.get(s.local, s.topic, sub)
+func (s *Sync) movedByUpdate(sub string, md marker.Position) bool {
+	at, ok := s.Applied.get(s.Local, s.Topic, sub)
 	return ok && md.Compare(at) < 0
 }
 
 // lag sets, per tracked subscription, how many messages the remote copy of
 // the subscription would deliver again after a failover right now, and how
 // old the snapshot behind its last update is.
-func (s *subSync) lag(ctx context.Context) error {
+func (s *Sync) lag(ctx context.Context) error {
 	s.fl.lagAt = time.Time{}
-	local, err := s.localAdmin.Backlogs(ctx, s.topic)
+	local, err := s.LocalAdmin.Backlogs(ctx, s.Topic)
 	if err != nil {
 		return fmt.Errorf("local backlogs: %w", err)
 	}
-	remote, err := s.remoteAdmin.Backlogs(ctx, s.topic)
+	remote, err := s.RemoteAdmin.Backlogs(ctx, s.Topic)
 	if err != nil {
 		return fmt.Errorf("remote backlogs: %w", err)
 	}
@@ -602,13 +652,13 @@ func (s *subSync) lag(ctx context.Context) error {
 		}
 		for name := range s.lagReported {
 			if _, ok := reported[name]; !ok {
-				s.m.DropSubLag(s.lagLabels(name), s.lagKey())
+				s.Metrics.DropSubLag(s.lagLabels(name), s.lagKey())
 			}
 		}
 		s.lagReported = reported
 	}()
 	for name, lb := range local {
-		if !s.tracked(name) {
+		if !s.Tracked(name) {
 			continue
 		}
 		rb, ok := remote[name]
@@ -626,7 +676,7 @@ func (s *subSync) lag(ctx context.Context) error {
 		if snap, ok := s.sent[name]; ok && lb < rb {
 			age, r.aging = time.Since(snap.Time).Seconds(), true
 		}
-		s.m.SetLag(s.lagLabels(name), s.lagKey(), r.entries, age)
+		s.Metrics.SetLag(s.lagLabels(name), s.lagKey(), r.entries, age)
 		reported[name] = r
 	}
 	return nil
@@ -642,45 +692,45 @@ type lagReading struct {
 
 // lagAged moves the age gauges on without reading the backlogs (follow
 // found nothing moved): the entries stand, the snapshot only gets older.
-func (s *subSync) lagAged() {
+func (s *Sync) lagAged() {
 	for name, r := range s.lagReported {
 		if snap, ok := s.sent[name]; ok && r.aging {
-			s.m.SetLag(s.lagLabels(name), s.lagKey(), r.entries, time.Since(snap.Time).Seconds())
+			s.Metrics.SetLag(s.lagLabels(name), s.lagKey(), r.entries, time.Since(snap.Time).Seconds())
 		}
 	}
 }
 
 // send writes one marker, remembering it for forwarding (outbox) first:
 // the replicator may read it back before the write returns.
-func (s *subSync) send(ctx context.Context, mk marker.Marker) error {
+func (s *Sync) send(ctx context.Context, mk marker.Marker) error {
 	if mk.Kind != marker.KindSnapshot {
-		s.outbox.put(mk)
+		s.Wrote(mk)
 	}
-	return s.writer.write(ctx, mk)
+	return s.Writer.Write(ctx, mk)
 }
 
 // createOnRemote creates a tracked subscription that the remote lacks
-// there, at its cluster.Earliest message: until a snapshot covers it no update
+// there, at its earliest message: until a snapshot covers it no update
 // can say where it should be, and a consumer failing over to a missing
 // subscription would start at its initial position (Latest by default in
 // every client) and skip everything not consumed here. Earliest delivers
 // again instead. A subscription once seen on the remote is not created
 // again (its deletion there is the operator's).
-func (s *subSync) createOnRemote(ctx context.Context, sub string) {
-	if s.remoteSubs == nil || s.seenOnRemote[sub] {
+func (s *Sync) createOnRemote(ctx context.Context, sub string) {
+	if s.RemoteSubs == nil || s.seenOnRemote[sub] {
 		return
 	}
 	earliest := marker.Position{Ledger: -1, Entry: -1, Batch: -1}
-	if err := s.remoteSubs.Create(ctx, s.topic, sub, earliest); err != nil {
-		s.log.Warn("creating a subscription on the remote failed", zap.String("subscription", sub), zap.Error(err))
+	if err := s.RemoteSubs.Create(ctx, s.Topic, sub, earliest); err != nil {
+		s.Log.Warn("creating a subscription on the remote failed", zap.String("subscription", sub), zap.Error(err))
 		return
 	}
 	if s.seenOnRemote == nil {
 		s.seenOnRemote = map[string]bool{}
 	}
 	s.seenOnRemote[sub] = true
-	s.m.SubsCreatedRemote.WithLabelValues(s.local, s.remote).Inc()
-	s.log.Info("subscription created on the remote at its cluster.Earliest message: no snapshot covers it yet",
+	s.Metrics.SubsCreatedRemote.WithLabelValues(s.Local, s.Remote).Inc()
+	s.Log.Info("subscription created on the remote at its cluster.Earliest message: no snapshot covers it yet",
 		zap.String("subscription", sub))
 }
 
@@ -691,7 +741,7 @@ func (s *subSync) createOnRemote(ctx context.Context, sub string) {
 // writer (stale-update); it returns the reason when it does not. Origins
 // grow with every marker the writer's partition holds, so the order needs
 // no clock; the age compares the writer's clock only with itself.
-func (s *subSync) enqueueApply(up marker.Marker, origin marker.Position) (refused string) {
+func (s *Sync) enqueueApply(up marker.Marker, origin marker.Position) (refused string) {
 	sub, at := up.Subscription, up.Remote
 	s.applyMu.Lock()
 	s.writerTime = max(s.writerTime, up.Time)
@@ -723,7 +773,7 @@ func (s *subSync) enqueueApply(up marker.Marker, origin marker.Position) (refuse
 
 // applyLoop applies received updates, the newest per subscription, off the
 // data path: an admin call must not hold up replication.
-func (s *subSync) applyLoop(ctx context.Context) {
+func (s *Sync) applyLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -735,51 +785,49 @@ func (s *subSync) applyLoop(ctx context.Context) {
 		s.toApply = nil
 		s.applyMu.Unlock()
 		for sub, at := range batch {
-			out, err := subscription.Apply(ctx, s.subAdmin, s.topic, sub, at)
-			s.log.Debug("subscription update received", zap.String("subscription", sub), zap.Stringer("to", at), zap.String("outcome", string(out)))
-			s.m.UpdatesApplied.WithLabelValues(s.local, string(out)).Inc()
+			out, err := subscription.Apply(ctx, s.SubAdmin, s.Topic, sub, at)
+			s.Log.Debug("subscription update received", zap.String("subscription", sub), zap.Stringer("to", at), zap.String("outcome", string(out)))
+			s.Metrics.UpdatesApplied.WithLabelValues(s.Local, string(out)).Inc()
 			if out == subscription.Applied || out == subscription.Created {
-				s.applied.set(s.local, s.topic, sub, at)
+				s.Applied.set(s.Local, s.Topic, sub, at)
 			}
 			switch {
 			case err != nil:
-				s.log.Warn("applying a subscription update failed", zap.String("subscription", sub), zap.Error(err))
+				s.Log.Warn("applying a subscription update failed", zap.String("subscription", sub), zap.Error(err))
 			case out == subscription.RefusedConsumers:
-				s.log.Debug("subscription update not applied: consumers attached", zap.String("subscription", sub))
+				s.Log.Debug("subscription update not applied: consumers attached", zap.String("subscription", sub))
 			}
 		}
 	}
 }
 
 // currentLayout reads the partition's layout now; nil if it cannot.
-func (s *subSync) currentLayout(ctx context.Context) *cluster.Layout {
-	if s.layoutNow == nil {
+func (s *Sync) currentLayout(ctx context.Context) *cluster.Layout {
+	if s.LayoutNow == nil {
 		return nil
 	}
-	l, err := s.layoutNow(ctx)
+	l, err := s.LayoutNow(ctx)
 	if err != nil {
-		s.log.Debug("partition layout unknown; the re-read starts at the oldest entry", zap.Error(err))
+		s.Log.Debug("partition layout unknown; the re-read starts at the oldest entry", zap.Error(err))
 		return nil
 	}
 	return l
 }
 
-func newSnapshotID() string { return uuid.NewString() }
-
-// appliedPositions remembers, per (cluster, partition, subscription), the
+// Applied remembers, per (cluster, partition, subscription), the
 // position the last applied update moved the subscription to. Safe for
 // concurrent use.
-type appliedPositions struct {
+type Applied struct {
 	mu sync.Mutex
 	m  map[string]marker.Position
 }
 
-func (a *appliedPositions) key(cluster, topic, sub string) string {
+func (a *Applied) key(cluster, topic, sub string) string {
 	return cluster + "\x00" + topic + "\x00" + sub
 }
 
 // set records at, entry granular (the subscription sits at at's entry).
-func (a *appliedPositions) set(cluster, topic, sub string, at marker.Position) {
+func (a *Applied) set(cluster, topic, sub string, at marker.Position) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.m == nil {
@@ -789,7 +837,7 @@ func (a *appliedPositions) set(cluster, topic, sub string, at marker.Position) {
 	a.m[a.key(cluster, topic, sub)] = at
 }
 
-func (a *appliedPositions) get(cluster, topic, sub string) (marker.Position, bool) {
+func (a *Applied) get(cluster, topic, sub string) (marker.Position, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p, ok := a.m[a.key(cluster, topic, sub)]

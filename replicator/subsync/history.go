@@ -1,6 +1,6 @@
-package replicator
+package subsync
 
-// The start-up re-read of a partition's history (subSync.rebuild): which
+// The start-up re-read of a partition's history (Sync.rebuild): which
 // entries it reads, and the Pulsar reader it reads them with.
 //
 // Snapshot markers are the snapshot cache's durable form, and the
@@ -79,15 +79,15 @@ func planHistory(l *cluster.Layout, at []marker.Position, n int64) historyPlan {
 	return plan
 }
 
-// historySource opens a reader of the local partition at an entry
+// HistorySource opens a reader of the local partition at an entry
 // (Earliest: the oldest it still holds), for the start-up re-read.
-type historySource interface {
-	open(from marker.Position) (historyReader, error)
+type HistorySource interface {
+	Open(from marker.Position) (HistoryReader, error)
 }
 
-// historyReader is what rebuild needs of a reader; pulsar.Reader is one.
+// HistoryReader is what rebuild needs of a reader; pulsar.Reader is one.
 // Used by one goroutine.
-type historyReader interface {
+type HistoryReader interface {
 	HasNext() bool
 	Next(ctx context.Context) (pulsar.Message, error)
 	Close()
@@ -107,17 +107,17 @@ type historyReader interface {
 // partition's layout at start is known; otherwise it reads from the
 // oldest entry. Partitions with neither a tracked subscription nor an
 // unknown watermark are not read.
-func (s *subSync) rebuild(ctx context.Context, layout *cluster.Layout) {
+func (s *Sync) rebuild(ctx context.Context, layout *cluster.Layout) {
 	var at []marker.Position
 	if layout != nil {
 		for name, md := range layout.MarkDeletes {
-			if s.tracked(name) {
+			if s.Tracked(name) {
 				at = append(at, md)
 			}
 		}
 	}
-	tracked := len(at) > 0 || slices.ContainsFunc(s.cursorsAtStart, s.tracked)
-	unknown := s.machine.Unknown()
+	tracked := len(at) > 0 || slices.ContainsFunc(s.CursorsAtStart, s.Tracked)
+	unknown := s.Machine.Unknown()
 	if !tracked && len(unknown) == 0 {
 		return
 	}
@@ -127,7 +127,7 @@ func (s *subSync) rebuild(ctx context.Context, layout *cluster.Layout) {
 		r.done(unknown, "whole")
 		return
 	}
-	n := max(s.historyEntries, 1)
+	n := max(s.HistoryEntries, 1)
 	plan := planHistory(layout, at, n)
 	suffix := plan.tail.from
 	if !r.read(ctx, plan.tail) {
@@ -135,7 +135,7 @@ func (s *subSync) rebuild(ctx context.Context, layout *cluster.Layout) {
 		return
 	}
 	// Further back while a watermark is unknown, doubling the step.
-	for step := n; len(s.machine.Unknown()) > 0 && suffix.Compare(layout.First()) > 0; step *= 2 {
+	for step := n; len(s.Machine.Unknown()) > 0 && suffix.Compare(layout.First()) > 0; step *= 2 {
 		from := layout.Move(suffix, -step)
 		if !r.read(ctx, entrySpan{from: from, through: layout.Move(suffix, -1)}) {
 			r.done(unknown, "suffix")
@@ -160,7 +160,7 @@ func (s *subSync) rebuild(ctx context.Context, layout *cluster.Layout) {
 
 // historyRead is one rebuild's reading state.
 type historyRead struct {
-	s       *subSync
+	s       *Sync
 	learn   bool // learn third-origin watermarks from what is read
 	entries int  // entries read
 	snaps   int  // snapshot markers cached
@@ -171,9 +171,9 @@ type historyRead struct {
 // rebuild may go on (false: the reader failed or ctx ended).
 func (r *historyRead) read(ctx context.Context, w entrySpan) bool {
 	s := r.s
-	rd, err := s.history.open(w.from)
+	rd, err := s.History.Open(w.from)
 	if err != nil {
-		s.log.Warn("cannot re-read the partition's markers; subscriptions sync from new snapshots", zap.Error(err))
+		s.Log.Warn("cannot re-read the partition's markers; subscriptions sync from new snapshots", zap.Error(err))
 		return false
 	}
 	defer rd.Close()
@@ -218,31 +218,38 @@ func (r *historyRead) message(msg pulsar.Message, pos marker.Position) {
 	if k != marker.KindSnapshot && (k != marker.KindSnapshotResponse || !r.learn) {
 		return
 	}
-	mk, err := s.keys.Decode(msg.Payload())
-	if err != nil || mk.Topic != s.topic || mk.From != s.local || mk.To != s.remote {
+	mk, err := s.Keys.Decode(msg.Payload())
+	if err != nil || mk.Topic != s.Topic || mk.From != s.Local || mk.To != s.Remote {
 		return
 	}
 	if k == marker.KindSnapshot {
-		s.machine.Marker(pos, mk)
+		s.Machine.Marker(pos, mk)
 		r.snaps++
 		return
 	}
 	for c, p := range mk.Watermarks {
-		s.machine.Learn(c, p)
+		s.Machine.Learn(c, p)
 	}
 	r.resps++
 }
 
 func (r *historyRead) done(unknownBefore []string, how string) {
 	s := r.s
-	s.m.HistoryEntriesRead.WithLabelValues(s.local).Add(float64(r.entries))
-	s.log.Debug("partition history re-read", zap.String("read", how), zap.Int("entries", r.entries),
+	s.Metrics.HistoryEntriesRead.WithLabelValues(s.Local).Add(float64(r.entries))
+	s.Log.Debug("partition history re-read", zap.String("read", how), zap.Int("entries", r.entries),
 		zap.Int("snapshot_markers", r.snaps), zap.Int("own_responses", r.resps),
 		zap.Strings("watermarks_unknown_before", unknownBefore),
-		zap.Strings("watermarks_unknown_after", s.machine.Unknown()))
+		zap.Strings("watermarks_unknown_after", s.Machine.Unknown()))
 }
 
-// pulsarHistory is historySource over the local cluster's client: a
+// NewHistory is the HistorySource of topic, a partition of client's
+// cluster; its readers' names start with cursorPrefix
+// (sidecar.cursor_prefix; see pulsarHistory).
+func NewHistory(client pulsar.Client, topic, cursorPrefix string) HistorySource {
+	return pulsarHistory{client: client, topic: topic, cursorPrefix: cursorPrefix}
+}
+
+// pulsarHistory is HistorySource over the local cluster's client: a
 // non-durable reader of the partition.
 //
 // The reader's subscription is named under the cursor prefix
@@ -256,7 +263,7 @@ type pulsarHistory struct {
 	cursorPrefix string // sidecar.cursor_prefix
 }
 
-func (h pulsarHistory) open(from marker.Position) (historyReader, error) {
+func (h pulsarHistory) Open(from marker.Position) (HistoryReader, error) {
 	start := pulsar.EarliestMessageID()
 	if from.Ledger >= 0 {
 		start = pulsar.NewMessageID(from.Ledger, from.Entry, -1, partitionIndex(h.topic))

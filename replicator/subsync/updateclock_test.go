@@ -1,4 +1,4 @@
-package replicator
+package subsync
 
 import (
 	"testing"
@@ -49,7 +49,7 @@ func TestUpdateAcceptanceIgnoresHostClock(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &subSync{}
+			s := &Sync{}
 			for i, u := range tt.updates {
 				up := marker.Marker{Kind: marker.KindUpdate, From: "west", To: "east", Subscription: "billing",
 					Remote: pos(9, int64(i)), Time: u.time.UnixMilli()}

@@ -1,4 +1,4 @@
-package replicator
+package subsync
 
 import (
 	"context"
@@ -10,11 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"go.uber.org/zap/zaptest"
-
-	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
-	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
@@ -155,7 +151,7 @@ func TestSyncMarkerRouting(t *testing.T) {
 					}
 				}
 			}
-			snap, cached := r.s.machine.Covering(pos(1, 2))
+			snap, cached := r.s.Machine.Covering(pos(1, 2))
 			if cached != tt.cached {
 				t.Errorf("snapshot cached = %v (%+v), want %v", cached, snap, tt.cached)
 			}
@@ -573,11 +569,11 @@ func TestSyncFollowPrunes(t *testing.T) {
 			if err := r.s.follow(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			_, kept := r.s.machine.Covering(pos(1, 6))
+			_, kept := r.s.Machine.Covering(pos(1, 6))
 			if kept != tt.kept {
 				t.Errorf("old snapshot kept = %v, want %v", kept, tt.kept)
 			}
-			if s, ok := r.s.machine.Covering(pos(1, 12)); !ok || s.ID != "new" {
+			if s, ok := r.s.Machine.Covering(pos(1, 12)); !ok || s.ID != "new" {
 				t.Errorf("Covering(1:12) = %+v, %v; want the new snapshot", s, ok)
 			}
 		})
@@ -646,7 +642,7 @@ func TestSyncLag(t *testing.T) {
 		r.local.md = map[string]marker.Position{"billing": pos(1, 12), "audit": pos(1, 12)}
 		r.local.backlog = map[string]int64{"billing": 3, "audit": 9, "adhoc": 1, "only-here": 2, "gone": 4}
 		r.remote.backlog = map[string]int64{"billing": 10, "audit": 4, "adhoc": 50, "only-there": 7}
-		r.s.tracked = func(sub string) bool { return sub != "adhoc" }
+		r.s.Tracked = func(sub string) bool { return sub != "adhoc" }
 
 		if err := r.s.lag(ctx); err != nil {
 			t.Fatal(err)
@@ -705,11 +701,11 @@ func TestSyncDataFeedsMachine(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{third: []string{"north"}})
 			readData(context.Background(), r.s, tt.msg)
-			if got := r.s.machine.Unknown(); !slices.Equal(got, tt.wantUnknown) {
+			if got := r.s.Machine.Unknown(); !slices.Equal(got, tt.wantUnknown) {
 				t.Errorf("unknown watermarks = %v, want %v", got, tt.wantUnknown)
 			}
 			// Any data message makes a request due.
-			if got := kindsOf(r.s.machine.Tick(true)); !slices.Equal(got, []marker.Kind{marker.KindSnapshotRequest}) {
+			if got := kindsOf(r.s.Machine.Tick(true)); !slices.Equal(got, []marker.Kind{marker.KindSnapshotRequest}) {
 				t.Errorf("Tick after data = %v, want a request", got)
 			}
 		})
@@ -851,7 +847,7 @@ func TestSyncRebuild(t *testing.T) {
 			if got := r.sink.take(); len(got) > 0 {
 				t.Errorf("rebuild wrote %v", kindsOf(got))
 			}
-			s, ok := r.s.machine.Covering(pos(1, 100))
+			s, ok := r.s.Machine.Covering(pos(1, 100))
 			if (tt.cached == "") == ok || (ok && s.ID != tt.cached) {
 				t.Errorf("cached snapshot = %+v, %v; want %q", s, ok, tt.cached)
 			}
@@ -975,150 +971,12 @@ func TestSyncRun(t *testing.T) {
 	})
 }
 
-const syncForYAML = `
-sidecar:
-  marker_key_env: GEO_SYNC_TEST_KEY
-clusters:
-  - {name: east, service_url: "pulsar://east:6650", admin_url: "http://east:8080"}
-  - {name: west, service_url: "pulsar://west:6650", admin_url: "http://west:8080"}
-  - {name: north, service_url: "pulsar://north:6650", admin_url: "http://north:8080"}
-  - {name: south, service_url: "pulsar://south:6650", admin_url: "http://south:8080"}
-replication:
-  - {source: east, namespace: shop/orders, topics: [orders], targets: [west, north], subscriptions: [billing]}
-  - {source: west, namespace: shop/orders, topics: [orders], targets: [east, north], subscriptions: [billing]}
-  - {source: north, namespace: shop/orders, topics: [orders], targets: [east, west]}
-  - {source: south, namespace: shop/orders, topics: [orders], targets: [east]}
-  - {source: east, namespace: shop/other, topics: [orders], targets: [west], subscriptions: [billing]}
-  - {source: west, namespace: shop/other, topics: [orders], targets: [east]}
-`
-
-// TestSyncFor: the sync of a partition is built with the config's third
-// origins (clusters whose copies reach both sides; south copies into east
-// only) and starts Fresh only when its cursor does not exist yet and reads
-// from the cluster.Earliest message. A Fresh sync answers requests at once, naming
-// every third origin as none seen; any other must first learn the third
-// origins' watermarks.
-func TestSyncFor(t *testing.T) {
-	cfg, err := config.Parse([]byte(syncForYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	own := cfg.Sidecar.CursorName("west")
-	tests := []struct {
-		name    string
-		entry   int
-		start   string
-		cursors []string
-		fresh   bool
-		third   []string
-		// atSetup: the partition was listed by the first discovery pass.
-		atSetup bool
-	}{
-		{"new cursor from the cluster.Earliest", 0, config.StartEarliest, []string{}, true, []string{"north"}, true},
-		{"new cursor beside others", 0, config.StartEarliest, []string{"billing", cfg.Sidecar.CursorName("north")}, true, []string{"north"}, true},
-		{"existing cursor", 0, config.StartEarliest, []string{"billing", own}, false, []string{"north"}, true},
-		{"cursors unknown", 0, config.StartEarliest, nil, false, []string{"north"}, true},
-		{"new cursor from the latest", 0, config.StartLatest, []string{}, false, []string{"north"}, true},
-		{"latest, partition discovered after set-up", 0, config.StartLatest, []string{}, true, []string{"north"}, false},
-		{"two clusters, existing cursor", 4, config.StartEarliest, []string{own}, false, nil, true},
-		{"two clusters, new cursor", 4, config.StartEarliest, []string{}, true, nil, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rep := cfg.Replication[tt.entry]
-			rep.Start = tt.start
-			p := &pair{rep: rep, cfg: cfg, keys: marker.NewKeys(syncKey),
-				local: &cluster.Conn{Name: "east"}, remote: &cluster.Conn{Name: "west"},
-				subscription: own, m: metrics.New(nil), log: zaptest.NewLogger(t), applied: &appliedPositions{},
-				setup: map[string]bool{syncTopic: tt.atSetup}}
-			var layout *cluster.Layout
-			if tt.cursors != nil {
-				layout = &cluster.Layout{Cursors: tt.cursors}
-			}
-			s := p.syncFor(syncTopic, "orders", layout)
-
-			var wantUnknown []string
-			if !tt.fresh {
-				wantUnknown = tt.third
-			}
-			if got := s.machine.Unknown(); !slices.Equal(got, wantUnknown) {
-				t.Errorf("unknown watermarks = %v, want %v", got, wantUnknown)
-			}
-			if !slices.Equal(s.cursorsAtStart, tt.cursors) || (s.cursorsAtStart == nil) != (tt.cursors == nil) {
-				t.Errorf("cursors at start = %#v, want %#v", s.cursorsAtStart, tt.cursors)
-			}
-			// A request from west, read now.
-			fw := &fakeSink{}
-			s.writer = fw
-			readMarker(context.Background(), s, markerMsg(t, 2, 1, request("west", "east", syncTopic), syncKey, "west"))
-			got := fw.take()
-			if len(wantUnknown) > 0 {
-				if len(got) > 0 {
-					t.Errorf("request answered with %+v, want no answer before the watermarks are known", got)
-				}
-				// A copy from each third origin makes it answer.
-				for i, c := range tt.third {
-					readData(context.Background(), s, copyMsg(2, int64(2+i), c, pos(40, 1)))
-				}
-				readMarker(context.Background(), s, markerMsg(t, 2, 9, request("west", "east", syncTopic), syncKey, "west"))
-				got = fw.take()
-			}
-			if len(got) != 1 || got[0].Kind != marker.KindSnapshotResponse {
-				t.Fatalf("request answered with %+v, want one response", got)
-			}
-			want := map[string]marker.Position{}
-			for _, c := range tt.third {
-				want[c] = marker.NoneSeen
-				if !tt.fresh {
-					want[c] = pos(40, 1)
-				}
-			}
-			if !maps.Equal(got[0].Watermarks, want) && (len(want) > 0 || len(got[0].Watermarks) > 0) {
-				t.Errorf("response watermarks = %v, want %v", got[0].Watermarks, want)
-			}
-		})
-	}
-}
-
-// TestSyncForTracked: the sync follows the entry's subscriptions, never a
-// replication cursor (this sidecar's or Pulsar's).
-func TestSyncForTracked(t *testing.T) {
-	cfg, err := config.Parse([]byte(syncForYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := cfg.Replication[0]
-	rep.SubscriptionPatterns = []string{".*"}
-	p := &pair{rep: rep, cfg: cfg, keys: marker.NewKeys(syncKey), local: &cluster.Conn{Name: "east"}, remote: &cluster.Conn{Name: "west"},
-		subscription: cfg.Sidecar.CursorName("west"), m: metrics.New(nil), log: zaptest.NewLogger(t), applied: &appliedPositions{}}
-	s := p.syncFor(syncTopic, "orders", nil)
-	for sub, want := range map[string]bool{
-		"billing": true, "anything": true,
-		cfg.Sidecar.CursorName("west"): false, cfg.Sidecar.CursorName("north"): false,
-		"pulsar.repl.west": false,
-	} {
-		if got := s.tracked(sub); got != want {
-			t.Errorf("tracked(%q) = %v, want %v", sub, got, want)
-		}
-	}
-	// No sync without a key or without subscriptions (and no admin call).
-	p.keys = marker.Keys{}
-	if s := p.newSync(context.Background(), syncTopic, "orders"); s != nil {
-		t.Error("newSync without a marker key returned a sync")
-	}
-	p.keys = marker.NewKeys(syncKey)
-	p.rep = cfg.Replication[2]
-	if s := p.newSync(context.Background(), syncTopic, "orders"); s != nil {
-		t.Error("newSync for an entry without subscriptions returned a sync")
-	}
-}
-
 // A tracked subscription the remote lacks is created there at its
-// cluster.Earliest message, once; one seen there and deleted later is left alone.
+// earliest message, once; one seen there and deleted later is left alone.
 func TestSyncCreatesMissingRemoteSubscription(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
 	remoteSubs := &fakeSubAdmin{}
-	r.s.remoteSubs = remoteSubs
+	r.s.RemoteSubs = remoteSubs
 	r.local.backlog = map[string]int64{"billing": 500, "audit": 3, "app-untracked": 1}
 	r.remote.backlog = map[string]int64{"audit": 3}
 	ctx := context.Background()
@@ -1168,7 +1026,7 @@ func TestIdleSyncWakesOnData(t *testing.T) {
 		}
 		// Data pokes it awake: the request goes out within a tick.
 		r.s.DataAt(ctx, pos(3, 11), "", marker.Position{})
-		wait(r.s.interval / 2)
+		wait(r.s.Interval / 2)
 		if got := kindsOf(r.sink.take()); !slices.Contains(got, marker.KindSnapshotRequest) {
 			t.Errorf("after data: markers written %v, want a snapshot request", got)
 		}
@@ -1215,7 +1073,7 @@ func TestFollowPacing(t *testing.T) {
 		}
 
 		// A snapshot the subscription has not passed: polled, backing off.
-		r.s.machine.Marker(pos(3, 12), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
+		r.s.Machine.Marker(pos(3, 12), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
 			SnapshotID: "s1", Local: pos(3, 12), Remote: pos(7, 1), Time: time.Now().UnixMilli()})
 		before := calls()
 		wait(2 * time.Minute)
@@ -1237,7 +1095,7 @@ func TestFollowPacing(t *testing.T) {
 
 		// Behind a newer snapshot, and nobody consumes: after staleBehind
 		// without a move, polled like an idle partition.
-		r.s.machine.Marker(pos(3, 20), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
+		r.s.Machine.Marker(pos(3, 20), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
 			SnapshotID: "s2", Local: pos(3, 20), Remote: pos(7, 2), Time: time.Now().UnixMilli()})
 		wait(staleBehind + time.Minute)
 		before = calls()
@@ -1305,7 +1163,7 @@ func TestFollowPacingUpdatedCopy(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
 		r.local.setMD("billing", pos(3, 10))
 		r.applied.set("east", syncTopic, "billing", pos(3, 11))
-		r.s.machine.Marker(pos(3, 20), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
+		r.s.Machine.Marker(pos(3, 20), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
 			SnapshotID: "s1", Local: pos(3, 20), Remote: pos(7, 2), Time: time.Now().UnixMilli()})
 		_, wait, stop := runSyncRig(r)
 		calls := func() int {

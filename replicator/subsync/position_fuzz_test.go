@@ -1,4 +1,4 @@
-package replicator
+package subsync
 
 // A fuzz target for a parser of outside input: the origin-id property (any
 // producer on a replicated topic can set it). It checks a property of the
