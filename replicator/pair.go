@@ -20,6 +20,7 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entrypath"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/subsync"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
@@ -54,8 +55,8 @@ type pair struct {
 	cfg     *config.Config
 	keys    marker.Keys
 	applied *subsync.Applied
-	budget  *byteBudget
-	pool    *receivePool // the target's share of the receive budget
+	budget  *entrypath.ByteBudget
+	pool    *entrypath.ReceivePool // the target's share of the receive budget
 
 	// problem is why the pair cannot replicate at all, in a sentence
 	// naming the pair and what is missing (see checkTarget); nil when
@@ -279,40 +280,32 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 	w := &worker{topic: topic, cancel: cancel, done: make(chan struct{})}
 	p.running[partitionTopic] = w
 	p.log.Info("replicating partition", zap.String("partition", partitionTopic))
-	pt := p.entryPartition(partitionTopic)
-	pt.received = &w.received
+	c := p.entryPartition(partitionTopic)
+	c.Received = &w.received
 	if s := p.newSync(ctx, partitionTopic, topic); s != nil {
-		pt.sync = s
+		c.Sync = s
 	}
+	pt := entrypath.New(c)
 	go func() {
 		defer close(w.done)
 		_ = pt.Run(wctx)
 	}()
 }
 
-// entryPartition is the entry pipe's replicator of one partition.
-func (p *pair) entryPartition(partitionTopic string) *entryPartition {
+// entryPartition is the configuration of the entry path's replicator of
+// one partition.
+func (p *pair) entryPartition(partitionTopic string) entrypath.Config {
 	start := wire.Earliest
 	if p.startsLatest(partitionTopic) {
 		start = wire.Latest
 	}
-	log := p.log.With(zap.String("partition", partitionTopic))
-	return &entryPartition{
-		local: p.local.Name, remote: p.remote.Name,
-		ends: &wireEndpoints{
-			local: p.local, remote: p.remote, topic: partitionTopic,
-			subscription: p.subscription,
-			producerName: marker.ProducerName(p.local.Name, p.remote.Name),
-			start:        start, permits: cursorPermitsPerPending * p.maxPending, maxPending: p.maxPending,
-			pool: p.pool,
-			keys: p.keys, log: log,
-			readerPrefix: p.cfg.Sidecar.CursorPrefix,
-		},
-		topic: partitionTopic, keys: p.keys,
-		budget: p.budget, maxPending: p.maxPending, skipRefused: p.rep.OnRefused == config.OnRefusedSkip,
-		msgRate: p.msgRate, byteRate: p.byteRate,
-		m: p.m, log: log, drainTimeout: entryDrainTimeout,
-		stepDownAfter: stepDownAfter(p.remote.Config.KeepAlive.Duration),
+	return entrypath.Config{
+		Local: p.local, Remote: p.remote, Topic: partitionTopic,
+		Subscription: p.subscription, Start: start, MaxPending: p.maxPending,
+		Keys: p.keys, ReaderPrefix: p.cfg.Sidecar.CursorPrefix,
+		Budget: p.budget, Pool: p.pool, SkipRefused: p.rep.OnRefused == config.OnRefusedSkip,
+		MsgRate: p.msgRate, ByteRate: p.byteRate,
+		Metrics: p.m, Log: p.log.With(zap.String("partition", partitionTopic)),
 	}
 }
 

@@ -53,7 +53,7 @@ func TestStartLatestOnlyAtSetup(t *testing.T) {
 				p.noteListed(pass)
 			}
 			for pt, want := range tt.want {
-				got := p.entryPartition(pt).ends.(*wireEndpoints).start
+				got := p.entryPartition(pt).Start
 				if got != want {
 					t.Errorf("%s starts at %v, want %v", pt, got, want)
 				}

@@ -44,6 +44,7 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entrypath"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/subsync"
 )
@@ -68,10 +69,10 @@ type Sidecar struct {
 	applied subsync.Applied
 	// budgets bound the bytes the entry pipe holds in flight, a share of
 	// the process's budget per target cluster.
-	budgets *targetBudgets
+	budgets *entrypath.TargetBudgets
 	// pools bound what the cursors hold and may be sent, a share of the
 	// receive budget per target cluster.
-	pools *receivePools
+	pools *entrypath.ReceivePools
 
 	ready atomic.Bool
 	mu    sync.Mutex
@@ -105,7 +106,7 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 		}
 	}
 	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, keys: marker.NewKeys(key, accepted),
-		budgets: newTargetBudgets(inflightBudget, targets, m.InflightBytes.Set), pools: newReceivePools(receiveBudget, targets, m)}, nil
+		budgets: entrypath.NewTargetBudgets(entrypath.InflightBudget, targets, m.InflightBytes.Set), pools: entrypath.NewReceivePools(entrypath.ReceiveBudget, targets, m)}, nil
 }
 
 // Metrics returns the sidecar's metrics.
@@ -243,8 +244,8 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				cfg:     s.cfg,
 				keys:    s.keys,
 				applied: &s.applied,
-				budget:  s.budgets.of(t),
-				pool:    s.pools.of(t),
+				budget:  s.budgets.Of(t),
+				pool:    s.pools.Of(t),
 				log:     s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
 				running: map[string]*worker{},
 				quiet:   map[string]time.Time{},

@@ -1,4 +1,4 @@
-package replicator
+package entrypath
 
 import (
 	"bytes"
@@ -67,10 +67,10 @@ func BenchmarkEntryReadBack(b *testing.B) {
 	}
 }
 
-func benchPartition() *entryPartition {
-	return &entryPartition{local: "east", remote: "west", topic: "persistent://t/ns/x-partition-0", keys: marker.NewKeys([]byte("0123456789abcdef"))}
+func benchPartition() *Partition {
+	return &Partition{local: "east", remote: "west", topic: "persistent://t/ns/x-partition-0", keys: marker.NewKeys([]byte("0123456789abcdef"))}
 }
 
-func benchProof(p *entryPartition) func(entryCopy) bool {
+func benchProof(p *Partition) func(entryCopy) bool {
 	return bySignature(p.keys, p.topic, p.remote)
 }

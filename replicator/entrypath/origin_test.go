@@ -1,4 +1,4 @@
-package replicator
+package entrypath
 
 import (
 	"bytes"
@@ -56,7 +56,7 @@ func transplant(t *testing.T, md, other []byte) []byte {
 func TestOriginProof(t *testing.T) {
 	oldKey, newKey := []byte("old-marker-key-0123456789"), []byte("new-marker-key-0123456789")
 	const topic = "persistent://t/ns/x-partition-0"
-	p := &entryPartition{local: "east", remote: "west", topic: topic, keys: marker.NewKeys(oldKey)}
+	p := &Partition{local: "east", remote: "west", topic: topic, keys: marker.NewKeys(oldKey)}
 	src := wire.Entry{ID: wire.EntryID(10, 5), NumMessages: 1, Payload: []byte("the real message"),
 		Metadata: wire.MetadataBuilder{ProducerName: "app", SequenceID: 7, PublishTime: 1_700_000_000_000,
 			Properties: []wire.KeyValue{{Key: "app", Value: "v"}}}.Append(nil)}
@@ -65,7 +65,7 @@ func TestOriginProof(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The same entry copied to north: readable there, valid there.
-	toNorth := &entryPartition{local: "east", remote: "north", topic: topic, keys: p.keys}
+	toNorth := &Partition{local: "east", remote: "north", topic: topic, keys: p.keys}
 	northMD, err := toNorth.forwardMetadata(src, false, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +178,7 @@ func TestEntryOriginUnsigned(t *testing.T) {
 // transaction fields in it: the digest is over the bytes as sent.
 func TestForwardedCopyVerifies(t *testing.T) {
 	keys := marker.NewKeys([]byte("0123456789abcdef"))
-	p := &entryPartition{local: "east", remote: "west", topic: "persistent://t/ns/x-partition-0", keys: keys}
+	p := &Partition{local: "east", remote: "west", topic: "persistent://t/ns/x-partition-0", keys: keys}
 	for _, tc := range []struct {
 		name   string
 		b      wire.MetadataBuilder
@@ -216,7 +216,7 @@ func FuzzOriginRoundTrip(f *testing.F) {
 	f.Add([]byte{4<<3 | 2, 0}, []byte(nil))
 	keys := marker.NewKeys([]byte("0123456789abcdef"))
 	const topic = "persistent://t/ns/x-partition-0"
-	p := &entryPartition{local: "east", remote: "west", topic: topic, keys: keys}
+	p := &Partition{local: "east", remote: "west", topic: topic, keys: keys}
 	f.Fuzz(func(t *testing.T, raw, payload []byte) {
 		if c := readBackCopy(wire.Entry{Metadata: raw, Payload: payload}); bySignature(keys, topic, "west")(c) {
 			// Only a signature made with the key verifies: the fuzzer

@@ -1,4 +1,4 @@
-package replicator
+package entrypath
 
 import (
 	"container/list"
@@ -19,42 +19,42 @@ import (
 // batches of half the window): 8 MiB held a partition to about 35 MB/s at
 // 150 ms (0.36 of its 0 ms figure in make bench's WAN rows); 32 MiB keeps
 // it near the link's own limit there. With many cursors open it is less
-// (receivePool.window).
+// (ReceivePool.window).
 const cursorWindowBytes = 32 << 20
 
-// receiveBudget is what the cursors of the process may hold (entries
+// ReceiveBudget is what the cursors of the process may hold (entries
 // received, not yet confirmed by the target) and be sent together: a
 // drain after an outage over a thousand partitions at cursorWindowBytes
 // each would hold 32 GiB. It is split evenly among the target clusters
-// (receivePools); with one target, up to 16 cursors each get the whole
+// (ReceivePools); with one target, up to 16 cursors each get the whole
 // cursorWindowBytes.
-const receiveBudget = 512 << 20
+const ReceiveBudget = 512 << 20
 
 // admitIdleAfter is how long a pool's line may stand still, with less
 // held in entries than the pool holds, before its first waiter is let in
-// past the pool's size (see receivePool).
+// past the pool's size (see ReceivePool).
 const admitIdleAfter = time.Second
 
-// receivePools splits receiveBudget evenly among the target clusters of
-// the process, as targetBudgets splits the send budget: the cursors of
-// the pairs to one target share one receivePool. With one pool for the
+// ReceivePools splits ReceiveBudget evenly among the target clusters of
+// the process, as TargetBudgets splits the send budget: the cursors of
+// the pairs to one target share one ReceivePool. With one pool for the
 // process, a target that stops confirming sends would let its cursors
 // hold all of it in entries they cannot release, and the cursors of
 // every other target would wait.
-type receivePools struct {
-	byTarget map[string]*receivePool
+type ReceivePools struct {
+	byTarget map[string]*ReceivePool
 }
 
-// newReceivePools gives each of targets (duplicates ignored) an equal
+// NewReceivePools gives each of targets (duplicates ignored) an equal
 // share of total. With m, each pool reports its bytes and its waiters
 // under the target's name.
-func newReceivePools(total int64, targets []string, m *metrics.Metrics) *receivePools {
+func NewReceivePools(total int64, targets []string, m *metrics.Metrics) *ReceivePools {
 	distinct := map[string]bool{}
 	for _, t := range targets {
 		distinct[t] = true
 	}
 	share := total / int64(max(len(distinct), 1))
-	p := &receivePools{byTarget: map[string]*receivePool{}}
+	p := &ReceivePools{byTarget: map[string]*ReceivePool{}}
 	for t := range distinct {
 		var gauge func(used, waiting float64)
 		if m != nil {
@@ -66,10 +66,10 @@ func newReceivePools(total int64, targets []string, m *metrics.Metrics) *receive
 	return p
 }
 
-// of returns the pool of target, nil for a target not given at start.
-func (p *receivePools) of(target string) *receivePool { return p.byTarget[target] }
+// Of returns the pool of target, nil for a target not given at start.
+func (p *ReceivePools) Of(target string) *ReceivePool { return p.byTarget[target] }
 
-// receivePool is one target's share of the receive budget: the
+// ReceivePool is one target's share of the receive budget: the
 // replication cursors of its pairs reserve from it before they grant
 // permits (wire.ConsumerOptions.Budget), and count in it the entries they
 // received until the target confirms them. So what they hold plus what
@@ -101,7 +101,7 @@ func (p *receivePools) of(target string) *receivePool { return p.byTarget[target
 // Waiters are served in the order they came (no partition starves behind
 // busy ones), and a cursor holding something takes no room while one
 // waits (wire.Consumer's grant). Safe for concurrent use.
-type receivePool struct {
+type ReceivePool struct {
 	limit int64
 	// open counts the cursors open on the pool (join), for window.
 	open  atomic.Int64
@@ -130,31 +130,34 @@ type poolAdmission struct {
 	got   int64
 }
 
-var _ wire.ByteBudget = (*receivePool)(nil)
+var _ wire.ByteBudget = (*ReceivePool)(nil)
 
-func newReceivePool(limit int64, gauge func(used, waiting float64)) *receivePool {
-	p := &receivePool{limit: limit, gauge: gauge}
+func newReceivePool(limit int64, gauge func(used, waiting float64)) *ReceivePool {
+	p := &ReceivePool{limit: limit, gauge: gauge}
 	p.report()
 	return p
 }
+
+// Limit is the pool's size in bytes.
+func (p *ReceivePool) Limit() int64 { return p.limit }
 
 // window is one cursor's window in bytes now (wire.ConsumerOptions.
 // MaxBytes): the pool shared by the cursors open, at most
 // cursorWindowBytes. Windows granted when fewer cursors were open shrink
 // as their permits are used.
-func (p *receivePool) window() int64 {
+func (p *ReceivePool) window() int64 {
 	return max(min(cursorWindowBytes, p.limit/max(p.open.Load(), 1)), 1)
 }
 
 // join counts one more open cursor until leave (which may be called more
 // than once).
-func (p *receivePool) join() (leave func()) {
+func (p *ReceivePool) join() (leave func()) {
 	p.open.Add(1)
 	var once sync.Once
 	return func() { once.Do(func() { p.open.Add(-1) }) }
 }
 
-func (p *receivePool) TryAcquire(n int64) bool {
+func (p *ReceivePool) TryAcquire(n int64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.line.Len() > 0 || p.used+n > p.limit {
@@ -165,7 +168,7 @@ func (p *receivePool) TryAcquire(n int64) bool {
 	return true
 }
 
-func (p *receivePool) Acquire(least, most int64, admit func(int64)) (int64, func() bool) {
+func (p *ReceivePool) Acquire(least, most int64, admit func(int64)) (int64, func() bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.line.Len() == 0 {
@@ -185,7 +188,7 @@ func (p *receivePool) Acquire(least, most int64, admit func(int64)) (int64, func
 // cancel takes w out of the line. It runs with the waiter's consumer
 // lock held, so it admits no one itself: when w was first, the timer
 // serves the line at once.
-func (p *receivePool) cancel(w *poolWaiter) bool {
+func (p *ReceivePool) cancel(w *poolWaiter) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if w.elem == nil {
@@ -202,7 +205,7 @@ func (p *receivePool) cancel(w *poolWaiter) bool {
 	return true
 }
 
-func (p *receivePool) Release(n int64) {
+func (p *ReceivePool) Release(n int64) {
 	p.mu.Lock()
 	p.used -= n
 	p.serve()
@@ -211,7 +214,7 @@ func (p *receivePool) Release(n int64) {
 	p.dispatch()
 }
 
-func (p *receivePool) Hold(n int64) {
+func (p *ReceivePool) Hold(n int64) {
 	p.mu.Lock()
 	p.used += n
 	p.held += n
@@ -230,7 +233,7 @@ func (p *receivePool) Hold(n int64) {
 // fit reserves for a waiter what fits of least..most now (p.mu held): 0
 // when least does not fit, least whatever the room when nothing at all
 // is reserved or held.
-func (p *receivePool) fit(least, most int64) int64 {
+func (p *ReceivePool) fit(least, most int64) int64 {
 	var got int64
 	switch {
 	case p.used == 0:
@@ -245,7 +248,7 @@ func (p *receivePool) fit(least, most int64) int64 {
 }
 
 // serve lets in the waiters that fit now, first come first (p.mu held).
-func (p *receivePool) serve() {
+func (p *ReceivePool) serve() {
 	for e := p.line.Front(); e != nil; e = p.line.Front() {
 		w := e.Value.(*poolWaiter)
 		got := p.fit(w.least, w.most)
@@ -258,7 +261,7 @@ func (p *receivePool) serve() {
 
 // letIn takes w, the first waiter, out of the line with got bytes
 // reserved for it (p.mu held); dispatch calls its admit.
-func (p *receivePool) letIn(w *poolWaiter, got int64) {
+func (p *ReceivePool) letIn(w *poolWaiter, got int64) {
 	p.line.Remove(w.elem)
 	w.elem = nil
 	p.moved = time.Now()
@@ -267,7 +270,7 @@ func (p *receivePool) letIn(w *poolWaiter, got int64) {
 
 // arm keeps the timer set while someone waits (p.mu held): for when the
 // line will have stood still for admitIdleAfter, or at once.
-func (p *receivePool) arm(now bool) {
+func (p *ReceivePool) arm(now bool) {
 	if p.line.Len() == 0 || now {
 		if p.timer != nil {
 			p.timer.t.Stop()
@@ -289,10 +292,10 @@ func (p *receivePool) arm(now bool) {
 // poolTimer is the pool's timer; tick compares it to the one set.
 type poolTimer struct{ t *time.Timer }
 
-// tick serves the line, and is the idle valve (see receivePool): the
+// tick serves the line, and is the idle valve (see ReceivePool): the
 // first waiter is let in past limit once the line has stood still for
 // admitIdleAfter while the entries held leave room for its least.
-func (p *receivePool) tick(t *poolTimer) {
+func (p *ReceivePool) tick(t *poolTimer) {
 	p.mu.Lock()
 	if p.timer == t {
 		p.timer = nil
@@ -317,7 +320,7 @@ func (p *receivePool) tick(t *poolTimer) {
 // unlocks p.mu. An admit func may release bytes itself (a cursor let in
 // that no longer needs them): that Release queues the admissions it makes
 // for the goroutine already dispatching, so admit funcs never nest.
-func (p *receivePool) dispatch() {
+func (p *ReceivePool) dispatch() {
 	if p.dispatching {
 		p.mu.Unlock()
 		return
@@ -335,14 +338,14 @@ func (p *receivePool) dispatch() {
 }
 
 // report tells the gauge (p.mu held).
-func (p *receivePool) report() {
+func (p *ReceivePool) report() {
 	if p.gauge != nil {
 		p.gauge(float64(p.used), float64(p.line.Len()))
 	}
 }
 
 // state is what the pool holds and how many wait, for tests.
-func (p *receivePool) state() (used, held int64, waiting int) {
+func (p *ReceivePool) state() (used, held int64, waiting int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.used, p.held, p.line.Len()

@@ -1,4 +1,4 @@
-package replicator
+package entrypath
 
 import (
 	"context"
@@ -28,7 +28,7 @@ type wireEndpoints struct {
 	maxPending    int // the producer's window, in entries
 	// pool is the target's share of the receive budget, which the
 	// cursor reserves from before it grants permits.
-	pool *receivePool
+	pool *ReceivePool
 	keys marker.Keys // sign and check the copies' origins (marker.PropOriginSig); zero: none
 	// readerPrefix starts the read-back's reader names: sidecar.cursor_prefix.
 	readerPrefix string
@@ -265,7 +265,7 @@ const maxRecordReach = 100_000
 const cursorPermitsPerPending = 64
 
 // entryDrainTimeout bounds how long a stopping entry session waits for
-// its producer (see entryPartition.drainTimeout).
+// its producer (see Partition.drainTimeout).
 const entryDrainTimeout = 4 * time.Second
 
 // producerLink wraps the entry pipe's onLink for the producer: a link

@@ -1,4 +1,4 @@
-package replicator
+package entrypath
 
 import (
 	"slices"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 )
 
@@ -18,7 +17,7 @@ import (
 // within the pool; a cursor that leaves (twice, even) gives its share
 // back.
 func TestReceivePoolWindows(t *testing.T) {
-	p := newReceivePool(receiveBudget, nil)
+	p := newReceivePool(ReceiveBudget, nil)
 	var leaves []func()
 	join := func(n int) {
 		for range n {
@@ -33,14 +32,14 @@ func TestReceivePoolWindows(t *testing.T) {
 		{"none open", 0, cursorWindowBytes},
 		{"one", 1, cursorWindowBytes},
 		{"sixteen: the whole window each", 15, cursorWindowBytes},
-		{"seventeen: the pool shared", 1, receiveBudget / 17},
-		{"10,000: a share each, no floor", 9983, receiveBudget / 10_000},
+		{"seventeen: the pool shared", 1, ReceiveBudget / 17},
+		{"10,000: a share each, no floor", 9983, ReceiveBudget / 10_000},
 	} {
 		join(tc.join)
 		if got := p.window(); got != tc.want {
 			t.Errorf("%s (%d open): window %d, want %d", tc.name, len(leaves), got, tc.want)
 		}
-		if int64(len(leaves))*p.window() > receiveBudget {
+		if int64(len(leaves))*p.window() > ReceiveBudget {
 			t.Errorf("%s: %d windows of %d exceed the pool", tc.name, len(leaves), p.window())
 		}
 	}
@@ -253,12 +252,12 @@ func TestReceivePoolsIsolateTargets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		m := metrics.New(reg)
-		pools := newReceivePools(200, []string{"west", "north", "west"}, m)
-		west, north := pools.of("west"), pools.of("north")
+		pools := NewReceivePools(200, []string{"west", "north", "west"}, m)
+		west, north := pools.Of("west"), pools.Of("north")
 		if west == nil || north == nil || west == north {
 			t.Fatalf("pools west %p, north %p: want one each", west, north)
 		}
-		if pools.of("south") != nil {
+		if pools.Of("south") != nil {
 			t.Fatal("a pool for a target not given")
 		}
 		// west's cursors receive their windows and hold every entry.
@@ -298,37 +297,4 @@ func TestReceivePoolsIsolateTargets(t *testing.T) {
 		cancel()
 		west.Hold(-100)
 	})
-}
-
-// The sidecar gives each target cluster of the pairs it runs a receive
-// pool of its own, an equal share of receiveBudget.
-func TestSidecarReceivePoolPerTarget(t *testing.T) {
-	cfg, err := config.Load("../config/testdata/good/full.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Sidecar.MarkerKeyFile, cfg.Sidecar.MarkerKeyAcceptedFile = "", "" // not on this machine; no pool depends on them
-	for _, tt := range []struct {
-		cluster string
-		targets []string
-	}{
-		{"", []string{"west", "north_2", "east"}},
-		{"east", []string{"west", "north_2"}},
-	} {
-		s, err := New(cfg, Options{Cluster: tt.cluster})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen := map[*receivePool]bool{}
-		for _, target := range tt.targets {
-			p := s.pools.of(target)
-			if p == nil || seen[p] {
-				t.Fatalf("--cluster %q: target %s has pool %p, want one of its own", tt.cluster, target, p)
-			}
-			seen[p] = true
-			if want := int64(receiveBudget / len(tt.targets)); p.limit != want {
-				t.Errorf("--cluster %q: target %s limit %d, want %d", tt.cluster, target, p.limit, want)
-			}
-		}
-	}
 }

@@ -1,4 +1,24 @@
-package replicator
+// Package entrypath is the data path: it copies each stored entry of a
+// local partition whole to the same partition on a remote cluster, over
+// the project's binary-protocol client (replicator/wire), and
+// acknowledges the local cursor only after the remote confirmed, in
+// order. Everything that loss, duplicates and stalls depend on is here:
+// the pipe and the sessions that follow one another (entrypipe.go,
+// entrysessions.go), its two ends (entryends.go), the read-back of the
+// remote that proves which copies are there (entryreadback.go), the
+// signed origins of the copies (origin.go, over marker's contract), and
+// the byte budgets that bound what is held (budgets.go, receivepool.go).
+//
+// It exists apart from the pair lifecycle (replicator) and from
+// subscription sync (subsync) so that the rules that keep messages from
+// being lost are read, tested and mutated in one place: the sync is fed
+// through the Sync interface declared here, and never reached into.
+//
+// A Partition is run by one goroutine (Run), which starts and waits for
+// the sync's and the acknowledger's. TargetBudgets, ByteBudget,
+// ReceivePools and ReceivePool are safe for concurrent use and shared by
+// the partitions of a target.
+package entrypath
 
 import (
 	"context"
@@ -164,7 +184,7 @@ func decideEntry(md *wire.Metadata, remote string) string {
 // the remote's schema version when schema is set, and last the origin
 // (originProps), whose signature covers everything before it and the
 // payload.
-func (p *entryPartition) forwardMetadata(e wire.Entry, dropTxn bool, schema []byte) ([]byte, error) {
+func (p *Partition) forwardMetadata(e wire.Entry, dropTxn bool, schema []byte) ([]byte, error) {
 	patch := wire.Patch{ReplicatedFrom: p.local, DropTxn: dropTxn, SchemaVersion: schema}
 	md, err := wire.PatchMetadata(make([]byte, 0, len(e.Metadata)+160), e.Metadata, patch)
 	if err != nil {
@@ -344,14 +364,14 @@ func recordReach(record int64, pos marker.Position) int64 {
 	return entry - pos.Entry + 1
 }
 
-// inflightBudget is the process-wide byte budget of the entry pipe.
-const inflightBudget = 256 << 20
+// InflightBudget is the process-wide byte budget of the entry pipe.
+const InflightBudget = 256 << 20
 
-// byteBudget bounds the bytes of entries held in flight across the
+// ByteBudget bounds the bytes of entries held in flight across the
 // process: a topic of 1 MB messages with a large backlog must not multiply
 // into gigabytes. One entry larger than the whole budget still passes
 // alone. Safe for concurrent use.
-type byteBudget struct {
+type ByteBudget struct {
 	limit int64
 	gauge func(float64)
 
@@ -360,15 +380,15 @@ type byteBudget struct {
 	freed chan struct{} // closed and replaced when bytes are released
 }
 
-func newByteBudget(limit int64, gauge func(float64)) *byteBudget {
+func newByteBudget(limit int64, gauge func(float64)) *ByteBudget {
 	if gauge == nil {
 		gauge = func(float64) {}
 	}
-	return &byteBudget{limit: limit, gauge: gauge, freed: make(chan struct{})}
+	return &ByteBudget{limit: limit, gauge: gauge, freed: make(chan struct{})}
 }
 
 // acquire waits until n bytes fit (or nothing else is held) or ctx ends.
-func (b *byteBudget) acquire(ctx context.Context, n int64) error {
+func (b *ByteBudget) acquire(ctx context.Context, n int64) error {
 	for {
 		b.mu.Lock()
 		if b.used == 0 || b.used+n <= b.limit {
@@ -387,7 +407,7 @@ func (b *byteBudget) acquire(ctx context.Context, n int64) error {
 	}
 }
 
-func (b *byteBudget) release(n int64) {
+func (b *ByteBudget) release(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.used -= n
@@ -396,21 +416,85 @@ func (b *byteBudget) release(n int64) {
 	b.freed = make(chan struct{})
 }
 
-func (b *byteBudget) held() int64 {
+// Limit is how many bytes the budget holds at most (but for one entry
+// larger than that alone).
+func (b *ByteBudget) Limit() int64 { return b.limit }
+
+func (b *ByteBudget) held() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used
 }
 
-// entryPartition replicates one local partition to one remote, entry by
+// Config is what a Partition is built from: the pair's two clusters and
+// cursor, its windows and budgets, and the subscription sync it feeds.
+type Config struct {
+	Local, Remote *cluster.Conn
+	Topic         string // the partition, the same on both sides
+	// Subscription is the replication cursor's name; Start where a new
+	// one starts.
+	Subscription string
+	Start        wire.InitialPosition
+	// MaxPending is the producer's window: entries sent and not confirmed
+	// (the target's max_pending_messages). The cursor's window is
+	// cursorPermitsPerPending times that, in messages.
+	MaxPending int
+	Keys       marker.Keys // sign the copies' origins; zero: none
+	// ReaderPrefix starts the read-back's reader names:
+	// sidecar.cursor_prefix.
+	ReaderPrefix string
+	// Budget is the target's share of the in-flight budget, Pool its
+	// share of the receive budget.
+	Budget *ByteBudget
+	Pool   *ReceivePool
+	// SkipRefused: on_refused: skip (an entry the remote refuses for
+	// good), not stop.
+	SkipRefused bool
+	// MsgRate and ByteRate are shared by the pair's partitions; nil:
+	// unlimited.
+	MsgRate, ByteRate *cluster.Limiter
+	Metrics           *metrics.Metrics
+	Log               *zap.Logger
+	// Sync keeps subscriptions in step; nil when none are configured.
+	Sync Sync
+	// Received, when set, is set on each entry read.
+	Received *atomic.Bool
+}
+
+// New builds the replicator of c's partition over the clusters' wire
+// clients; nothing connects until Run. Its producer sends under the pair's
+// producer name (marker.ProducerName, of the entries' epoch), and it steps
+// down after the remote's keep_alive allows (stepDownAfter).
+func New(c Config) *Partition {
+	return &Partition{
+		local: c.Local.Name, remote: c.Remote.Name,
+		ends: &wireEndpoints{
+			local: c.Local, remote: c.Remote, topic: c.Topic,
+			subscription: c.Subscription,
+			producerName: marker.ProducerName(c.Local.Name, c.Remote.Name),
+			start:        c.Start, permits: cursorPermitsPerPending * c.MaxPending, maxPending: c.MaxPending,
+			pool: c.Pool,
+			keys: c.Keys, log: c.Log,
+			readerPrefix: c.ReaderPrefix,
+		},
+		topic: c.Topic, keys: c.Keys,
+		budget: c.Budget, maxPending: c.MaxPending, skipRefused: c.SkipRefused,
+		msgRate: c.MsgRate, byteRate: c.ByteRate,
+		m: c.Metrics, log: c.Log, drainTimeout: entryDrainTimeout,
+		stepDownAfter: stepDownAfter(c.Remote.Config.KeepAlive.Duration),
+		sync:          c.Sync, received: c.Received,
+	}
+}
+
+// Partition replicates one local partition to one remote, entry by
 // entry: the unit of work. It owns its cursor and producer; one partition
 // failing never stops another.
-type entryPartition struct {
+type Partition struct {
 	local, remote string
 	topic         string      // the partition, the same on both sides
 	keys          marker.Keys // sign the copies' origins; zero: none
 	ends          entryEndpoints
-	budget        *byteBudget
+	budget        *ByteBudget
 	maxPending    int              // the producer's window: entries sent and not confirmed
 	skipRefused   bool             // on_refused: skip (an entry the remote refuses for good), not stop
 	msgRate       *cluster.Limiter // shared by the pair's partitions; nil = unlimited
@@ -478,7 +562,7 @@ const maxReadBackRetries = 5
 // other instance had seen (e2e TestHAStartTogetherAtLedgerStart lost them
 // on failover). A new ledger (at most one per 50,000 entries or 10
 // minutes by default, and at each topic load) costs a bounded re-read.
-func (p *entryPartition) continues(pos marker.Position) bool {
+func (p *Partition) continues(pos marker.Position) bool {
 	if !p.hasSeen {
 		return p.sync.StartsAt(pos)
 	}
@@ -512,7 +596,7 @@ const maxStartAhead = 3
 // startAt judges pos, the first entry an active session is to process,
 // against the subscription's mark-delete position: the next entry is the
 // one after it in the same ledger, or the first of a later ledger.
-func (p *entryPartition) startAt(ctx context.Context, src entrySource, pos marker.Position) (int, error) {
+func (p *Partition) startAt(ctx context.Context, src entrySource, pos marker.Position) (int, error) {
 	id, ok, err := src.MarkDelete(ctx)
 	if err != nil || !ok {
 		return startNext, err // a broker that does not say: as before
@@ -540,7 +624,7 @@ func (p *entryPartition) startAt(ctx context.Context, src entrySource, pos marke
 }
 
 // Run replicates until ctx is done; see runSessions.
-func (p *entryPartition) Run(ctx context.Context) error {
+func (p *Partition) Run(ctx context.Context) error {
 	defer runSync(ctx, p.sync, p.linkUp.Load)()
 	return runSessions(ctx, p.log, p.m, p.local, p.remote, p.session)
 }
@@ -559,7 +643,7 @@ func isDuplicate(r wire.Receipt) bool {
 	return r.MessageID.Ledger == math.MaxUint64 || int64(r.MessageID.Ledger) < 0
 }
 
-func (p *entryPartition) session(ctx context.Context) (bool, error) {
+func (p *Partition) session(ctx context.Context) (bool, error) {
 	if !p.steppedDown.IsZero() {
 		if !p.awaitTarget(ctx) {
 			return false, nil
@@ -890,7 +974,7 @@ var errSteppedDown = errors.New("remote unreachable: stepped down")
 // the session instead would close and reopen the cursor at each attempt,
 // flipping the partition between this instance and a standby that could
 // copy it. A broker's refusal ends the session as before.
-func (p *entryPartition) openTarget(ctx context.Context, epoch uint64, down *stepDown, active *atomic.Bool) (entryTarget, error) {
+func (p *Partition) openTarget(ctx context.Context, epoch uint64, down *stepDown, active *atomic.Bool) (entryTarget, error) {
 	down.arm()
 	bo := cluster.NewBackoff(200*time.Millisecond, 5*time.Second)
 	var last string
@@ -921,7 +1005,7 @@ func (p *entryPartition) openTarget(ctx context.Context, epoch uint64, down *ste
 // (reachTarget), asking with capped backoff; it reports false when ctx
 // ended first. Each question is bounded by half the step-down bound, so
 // that a blackholed link does not hold one for the client's 30 s.
-func (p *entryPartition) awaitTarget(ctx context.Context) bool {
+func (p *Partition) awaitTarget(ctx context.Context) bool {
 	bo := cluster.NewBackoff(500*time.Millisecond, 5*time.Second)
 	var last string
 	for ctx.Err() == nil {
@@ -1054,7 +1138,7 @@ func (s *stepDown) lastError() error {
 // skip acknowledges an entry that is not copied, by a rule docs/data-paths.md
 // and docs/guarantees.md state (reason: a skip reason), and counts its
 // messages.
-func (p *entryPartition) skip(src entrySource, e wire.Entry, reason string) {
+func (p *Partition) skip(src entrySource, e wire.Entry, reason string) {
 	p.m.Skipped.WithLabelValues(p.local, p.remote, reason).Add(float64(max(e.NumMessages, 1)))
 	_ = src.Ack(e.ID)
 	_ = src.Release(e)
@@ -1063,7 +1147,7 @@ func (p *entryPartition) skip(src entrySource, e wire.Entry, reason string) {
 // acker acknowledges entries in send order as the remote confirms them,
 // and hands their permits and bytes back. After the first failure (or a
 // duplicate receipt, which is no proof) nothing more is acknowledged.
-func (p *entryPartition) acker(src entrySource, results <-chan *entryInflight, stop <-chan struct{},
+func (p *Partition) acker(src entrySource, results <-chan *entryInflight, stop <-chan struct{},
 	fail context.CancelCauseFunc, progress *atomic.Bool) {
 	failed := false
 	copiedMsgs := p.m.Messages.WithLabelValues(p.local, p.remote)

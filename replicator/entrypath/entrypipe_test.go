@@ -1,4 +1,4 @@
-package replicator
+package entrypath
 
 import (
 	"bytes"
@@ -678,15 +678,15 @@ func (t *fakeEntryTarget) Close() error {
 	return nil
 }
 
-func newTestEntryPartition(t *testing.T, w *fakeEntryWorld) *entryPartition {
-	return &entryPartition{
+func newTestEntryPartition(t *testing.T, w *fakeEntryWorld) *Partition {
+	return &Partition{
 		local: "east", remote: "west", topic: "persistent://t/ns/x", keys: marker.NewKeys([]byte("0123456789abcdef")),
 		ends: w, budget: newByteBudget(1<<20, nil), maxPending: 100,
 		m: metrics.New(nil), log: zaptest.NewLogger(t), drainTimeout: 5 * time.Second,
 	}
 }
 
-func runEntryPartition(t *testing.T, p *entryPartition) (stop func()) {
+func runEntryPartition(t *testing.T, p *Partition) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -1390,7 +1390,7 @@ func TestEntryContinues(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rig := newSyncRig(t, rigConfig{third: []string{"north"}, fresh: true})
-			p := &entryPartition{sync: rig.s, lastSeen: last, hasSeen: true}
+			p := &Partition{sync: rig.s, lastSeen: last, hasSeen: true}
 			if got := p.continues(tt.next); got != tt.want {
 				t.Errorf("continues(%v) after %v = %v, want %v", tt.next, last, got, tt.want)
 			}

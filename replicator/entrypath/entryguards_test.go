@@ -1,4 +1,4 @@
-package replicator
+package entrypath
 
 import (
 	"context"
@@ -96,18 +96,18 @@ func TestEntryPipeRecordAhead(t *testing.T) {
 func TestEntryPipeBudgetReturned(t *testing.T) {
 	tests := []struct {
 		name  string
-		setup func(w *fakeEntryWorld, p *entryPartition)
+		setup func(w *fakeEntryWorld, p *Partition)
 	}{
-		{"refused and skipped", func(w *fakeEntryWorld, p *entryPartition) {
+		{"refused and skipped", func(w *fakeEntryWorld, p *Partition) {
 			w.sendErr = map[string]error{"e2": fmt.Errorf("x: %w", wire.ErrTooLarge)}
 			p.skipRefused = true
 		}},
-		{"send fails synchronously", func(w *fakeEntryWorld, _ *entryPartition) {
+		{"send fails synchronously", func(w *fakeEntryWorld, _ *Partition) {
 			w.sendErr, w.sendErrOnce = map[string]error{"e2": errors.New("producer is reconnecting")}, true
 		}},
 		// e0's duplicate receipt arrives before its Send returns: e1 has
 		// its bytes when the session finds itself halted.
-		{"halted after a duplicate receipt", func(w *fakeEntryWorld, _ *entryPartition) {
+		{"halted after a duplicate receipt", func(w *fakeEntryWorld, _ *Partition) {
 			w.settle = true
 			first := true
 			w.receipt = func(name string) (bool, error) {
@@ -249,7 +249,7 @@ func TestOriginPropsSigned(t *testing.T) {
 // taken for a takeover, and the third origins' watermarks re-learned).
 func TestEntryContinuesSameEntry(t *testing.T) {
 	rig := newSyncRig(t, rigConfig{third: []string{"north"}, fresh: true})
-	p := &entryPartition{sync: rig.s, lastSeen: pos(10, 4), hasSeen: true}
+	p := &Partition{sync: rig.s, lastSeen: pos(10, 4), hasSeen: true}
 	if !p.continues(pos(10, 4)) {
 		t.Error("continues(10:4) after 10:4 = false, want true")
 	}
@@ -292,7 +292,7 @@ func TestStartAt(t *testing.T) {
 			[]int{startAhead, startAhead, startAhead, startAhead, startAhead}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := &entryPartition{log: zap.NewNop()}
+			p := &Partition{log: zap.NewNop()}
 			for i, at := range tt.seq {
 				got, err := p.startAt(context.Background(), src, at)
 				if err != nil {

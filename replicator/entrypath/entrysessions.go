@@ -1,6 +1,6 @@
-package replicator
+package entrypath
 
-// How a partition's sessions follow one another (entryPartition.Run): a
+// How a partition's sessions follow one another (Partition.Run): a
 // session is one cursor + producer lifetime, and any failure ends it
 // rather than being repaired inside it, because the next session starts
 // from what is known for sure (the cursor's position and the read-back

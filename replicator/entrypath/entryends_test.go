@@ -1,4 +1,4 @@
-package replicator
+package entrypath
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func testConn(name string) *cluster.Conn {
 // Fails for: `Budget: nil` or `MaxBytes: nil` on the replication cursor,
 // leave() not called on Close or on a failed subscribe.
 func TestWireEndpointsCursorWindow(t *testing.T) {
-	pool := newReceivePool(receiveBudget, nil)
+	pool := newReceivePool(ReceiveBudget, nil)
 	var others []func()
 	for range 31 {
 		others = append(others, pool.join())
@@ -70,7 +70,7 @@ func TestWireEndpointsCursorWindow(t *testing.T) {
 	if opts.Budget != wire.ByteBudget(pool) {
 		t.Fatalf("the replication cursor reserves from %v, want its target's pool: nothing bounds what all cursors hold", opts.Budget)
 	}
-	if got, want := opts.MaxBytes(), int64(receiveBudget/32); got != want {
+	if got, want := opts.MaxBytes(), int64(ReceiveBudget/32); got != want {
 		t.Errorf("window with 32 cursors open = %d, want %d (the budget shared)", got, want)
 	}
 	for _, leave := range others {
@@ -209,7 +209,7 @@ func TestWireEndpointsLinkHealth(t *testing.T) {
 	local, remote := testConn("east"), testConn("west")
 	local.CountAdmin(m)
 	e := &wireEndpoints{
-		local: local, remote: remote, topic: "persistent://t/ns/x-partition-0", pool: newReceivePool(receiveBudget, nil), log: zap.NewNop(),
+		local: local, remote: remote, topic: "persistent://t/ns/x-partition-0", pool: newReceivePool(ReceiveBudget, nil), log: zap.NewNop(),
 		subscribe: func(context.Context, *wire.Client, wire.ConsumerOptions) (entrySource, error) {
 			return &fakeEntrySource{w: newFakeEntryWorld(), closed: make(chan struct{})}, nil
 		},

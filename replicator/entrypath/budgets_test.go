@@ -1,12 +1,10 @@
-package replicator
+package entrypath
 
 import (
 	"context"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/geo-sidecar/geo-sidecar/config"
 )
 
 // A target that takes sends but confirms none fills its own budget only:
@@ -15,12 +13,12 @@ import (
 func TestTargetBudgetsIsolateTargets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var gauge float64
-		b := newTargetBudgets(200, []string{"west", "north", "west"}, func(v float64) { gauge = v })
-		west, north := b.of("west"), b.of("north")
+		b := NewTargetBudgets(200, []string{"west", "north", "west"}, func(v float64) { gauge = v })
+		west, north := b.Of("west"), b.Of("north")
 		if west == nil || north == nil || west == north {
 			t.Fatalf("budgets west %p, north %p: want one each", west, north)
 		}
-		if b.of("south") != nil {
+		if b.Of("south") != nil {
 			t.Fatal("a budget for a target not given")
 		}
 		ctx := context.Background()
@@ -61,37 +59,4 @@ func TestTargetBudgetsIsolateTargets(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-}
-
-// The sidecar gives each target cluster of the pairs it runs a budget of
-// its own, an equal share of inflightBudget.
-func TestSidecarBudgetPerTarget(t *testing.T) {
-	cfg, err := config.Load("../config/testdata/good/full.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Sidecar.MarkerKeyFile, cfg.Sidecar.MarkerKeyAcceptedFile = "", "" // not on this machine; no budget depends on them
-	for _, tt := range []struct {
-		cluster string
-		targets []string
-	}{
-		{"", []string{"west", "north_2", "east"}},
-		{"east", []string{"west", "north_2"}},
-	} {
-		s, err := New(cfg, Options{Cluster: tt.cluster})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen := map[*byteBudget]bool{}
-		for _, target := range tt.targets {
-			b := s.budgets.of(target)
-			if b == nil || seen[b] {
-				t.Fatalf("--cluster %q: target %s has budget %p, want one of its own", tt.cluster, target, b)
-			}
-			seen[b] = true
-			if want := int64(inflightBudget / len(tt.targets)); b.limit != want {
-				t.Errorf("--cluster %q: target %s limit %d, want %d", tt.cluster, target, b.limit, want)
-			}
-		}
-	}
 }
