@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -308,8 +307,6 @@ func (p *pair) entryPartition(partitionTopic string) entrypath.Config {
 		Metrics: p.m, Log: p.log.With(zap.String("partition", partitionTopic)),
 	}
 }
-
-func shortName(topic string) string { return topic[strings.LastIndex(topic, "/")+1:] }
 
 // newSync returns the subscription sync of one partition, or nil when the
 // entry keeps no subscription in step.

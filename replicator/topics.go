@@ -69,6 +69,9 @@ func listTopics(ctx context.Context, cp cluster.ControlPlane, r config.Replicati
 	return out, nil
 }
 
+// shortName is a topic's name without its domain, tenant and namespace.
+func shortName(topic string) string { return topic[strings.LastIndex(topic, "/")+1:] }
+
 func selected(r config.Replication, name string) bool {
 	if !strings.HasPrefix(name, "persistent://") {
 		return false
