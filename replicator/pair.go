@@ -79,11 +79,11 @@ var errPairSetup = errors.New("pair cannot replicate")
 // checkTarget asks the remote for the namespace's topics, as the pair's
 // topic checks will: a namespace that does not exist there (Pulsar answers
 // 404) or credentials that may not administer it (401, 403) stop every
-// partition of the pair. Before, a non-partitioned topic passed discovery
-// (the remote's metadata for it is simply absent until its producer
-// creates it), the partition started, and the first sign of trouble was a
-// producer retrying TopicNotFound once a message came, at debug level
-// with readiness at ok.
+// partition of the pair. Without this check a non-partitioned topic would
+// pass discovery (the remote's metadata for it is simply absent until its
+// producer creates it), the partition would start, and the first sign of
+// trouble would be a producer retrying TopicNotFound once a message came,
+// at debug level with readiness at ok.
 func (p *pair) checkTarget(ctx context.Context) error {
 	_, _, err := p.remote.Control.Topics(ctx, p.rep.Namespace)
 	var re rest.Error

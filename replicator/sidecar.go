@@ -1,32 +1,24 @@
-// Package replicator is the only part of geo-sidecar that reads and writes
-// Pulsar topics; marker, snapshot and subscription stay pure, and the
-// rules that keep messages from being lost live here, beside the I/O they
-// govern.
+// Package replicator is geo-sidecar's embeddable entry point (New, Run)
+// and the orchestration of its work: what to replicate, and for how long.
+// The work itself is done by the packages below it.
 //
 // A Sidecar runs one pair per replication entry and target cluster
-// (pair.go). A pair discovers the entry's topics, creates them on the
-// target with the same partitions (topics.go, over the admin calls of
-// control.go) and runs one replicator per partition, so that partitions
-// come and go and fail without touching the others.
+// (pair.go): it discovers the entry's topics and makes sure each exists on
+// the target with the same partitions (topics.go), runs one replicator per
+// partition (replicator/entrypath) with, when the entry keeps
+// subscriptions in step, its subscription sync (replicator/subsync), and
+// starts and stops them as topics come and go, so that one partition
+// failing never stops another. stats.go reads the replication state from
+// the source clusters for the status command and the backlog gauges.
 //
-// The replicator of a partition is the entry pipe (entrypipe.go): a
-// durable Failover subscription on the local partition, which instances
-// beside one cluster share, and a producer to the same partition on the
-// remote, both over the project's binary-protocol client (wire,
-// entryends.go). It forwards each stored entry whole with a signed origin
-// (origin.go) and acknowledges the cursor only after the remote
-// confirmed, in order. Any failure ends the session and the next one
-// starts from the cursor (entrysessions.go), skipping only the copies it
-// reads back from the remote with a valid signature (entryreadback.go):
-// an outage grows the backlog, a crash costs duplicates at worst, never a
-// message.
+// Below it: replicator/cluster holds the clients of each cluster, their
+// credentials and the admin control plane; replicator/metrics the
+// Prometheus metrics, built from an injected Registerer; replicator/wire
+// the binary protocol. The on-topic contract (markers, the copies' signed
+// origins, the producer names) is marker's.
 //
-// Beside each partition, subscription sync (sync.go, syncio.go,
-// history.go) feeds what the pipe reads to the snapshot machine and
-// writes the markers it returns. Metrics, status and security events
-// (metrics.go, linkmetrics.go, stats.go, security.go) tell operators what
-// they need in bounded labels; tokens and message contents never reach a
-// log.
+// A Sidecar's methods are safe for concurrent use: Status, Ready and
+// NotReady may be called while Run runs.
 package replicator
 
 import (

@@ -2,9 +2,9 @@ package cluster
 
 // The control plane: every question discovery, the subscription sync
 // and start-up ask a cluster's admin API, behind one small interface, so
-// that they are unit-tested with fakes (control_test.go, sync_test.go).
-// The data plane (cursors, producers, the read-back in entryreadback.go)
-// is not here.
+// that they are unit-tested with fakes (replicator's control_test.go,
+// subsync's tests). The data plane (cursors, producers, the read-back:
+// replicator/entrypath) is not here.
 
 import (
 	"context"

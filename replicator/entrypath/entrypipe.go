@@ -258,12 +258,12 @@ func entryPos(id wire.MessageID) marker.Position {
 // remote's deduplication then stores each entry once and in order
 // whichever session's copy arrives first, even when sends of a session
 // given up on (a send timeout, a lost connection, an instance that lost
-// the cursor) are still in the link and land after the next session's. Ids counted per session from the broker's record
-// could not: the broker's record and the read-back's proof (copiedSince)
-// are taken at different moments, so when old sends landed in between, a
-// new session numbered the next entries below ids already used for later
-// ones, and a slow link (e2e TestWANSlowLink) got 2,540 copies stored
-// twice and out of order.
+// the cursor) are still in the link and land after the next session's.
+// Ids counted per session from the broker's record could not: the
+// broker's record and the read-back's proof (copiedSince) are taken at
+// different moments, so when old sends land in between, a new session
+// numbers the next entries below ids already used for later ones, and a
+// slow link gets copies stored twice and out of order.
 //
 // Ledger ids are BookKeeper's, counted across the whole cluster, so a
 // long-lived cluster reaches 2^31 and beyond, while the broker's ids are
@@ -544,8 +544,8 @@ type Partition struct {
 // before a session sends without it. Sending without it sends again
 // every entry in flight when the session before ended, under counted
 // sequence ids: with deduplication on the target those are stored twice
-// and after later ones (e2e TestWANLinkResetRepeatedly, a link reset every
-// 3 s: 24 duplicates, out of order). A new session a backoff later almost
+// and after later ones (a link reset every 3 s is enough). A new session
+// a backoff later almost
 // always reads back whole; the bound keeps a read-back that never works
 // (a reader the remote keeps closing) from stopping the partition.
 const maxReadBackRetries = 5
@@ -558,9 +558,8 @@ const maxReadBackRetries = 5
 // ledger does not: positions do not tell whether the ledger before ended
 // where this sync stopped reading, and when another instance read on to
 // its end and the topic was reloaded (a new ledger), a standby taking over
-// there answered requests with no watermark for the third origins the
-// other instance had seen (e2e TestHAStartTogetherAtLedgerStart lost them
-// on failover). A new ledger (at most one per 50,000 entries or 10
+// there would answer requests with no watermark for the third origins the
+// other instance had seen. A new ledger (at most one per 50,000 entries or 10
 // minutes by default, and at each topic load) costs a bounded re-read.
 func (p *Partition) continues(pos marker.Position) bool {
 	if !p.hasSeen {
@@ -582,9 +581,9 @@ const (
 // its active consumer changes while a read is pending: the broker hands
 // the new consumer what that read returns (entries after the old one's
 // last), and only then rewinds to the first unacknowledged entry. Sent,
-// the later entry would land on the remote before the earlier ones
-// (issue 20: 96 entries after a later one, with two instances killed and
-// started under load). The next session starts after the rewind.
+// the later entry would land on the remote before the earlier ones (two
+// instances killed and started under load are enough). The next session
+// starts after the rewind.
 var errStartAhead = errors.New("cursor delivered a later entry before the first unacknowledged one")
 
 // maxStartAhead bounds how often in a row a session ends on the same

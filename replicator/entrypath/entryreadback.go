@@ -30,9 +30,9 @@ import (
 // later entry of the same producer can have set.
 //
 // How it reads, and why: reading an entry at a time through the admin API
-// (as the first version did) was, after a link cut with a full in-flight
-// window, about a thousand calls per partition, one round trip each
-// (26.6 s to resume at 20 ms RTT). Here a window of entries
+// would be, after a link cut with a full in-flight window, about a
+// thousand calls per partition, one round trip each (26.6 s to resume at
+// 20 ms RTT). Here a window of entries
 // comes through one short-lived non-durable reader on the binary
 // protocol, streamed; windows double going back from the end, so the
 // whole read costs a handful of readers, at most one admin call (the

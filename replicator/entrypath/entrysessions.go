@@ -124,8 +124,8 @@ func (e *refusedError) Unwrap() error { return e.err }
 //
 // The broker's own codes classify the refusals: NotAllowed and
 // IncompatibleSchema answer the same entry the same way however often it
-// is sent (before, they ended the session with an ordinary error, retried
-// every 10 s for ever, and on_refused had no say). Authentication and
+// is sent: retried as an ordinary error, they would end a session every
+// 10 s for ever, with on_refused having no say. Authentication and
 // authorization are not refusals of the entry: a grant or a new token
 // lets it through, and the sidecar reports those by name (noteOpen).
 func refusal(err error) string {

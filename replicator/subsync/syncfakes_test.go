@@ -365,7 +365,7 @@ func msgAt(ledger, entry int64, batch int32, payload string) *fakeMsg {
 // readOrigin is where msg says it was copied from, as the entry pipe hands
 // a copy's origin to the sync after checking it (entryOrigin): a copy
 // whose origin id parses counts as signed here, so that these tests judge
-// the sync's rules, not the signature (entryguards_test.go does that).
+// the sync's rules, not the signature (entrypath's tests do that).
 func readOrigin(msg *fakeMsg) marker.Origin {
 	at, ok := marker.ParsePosition(msg.props[marker.PropOriginID])
 	cluster := msg.props[marker.PropOriginCluster]

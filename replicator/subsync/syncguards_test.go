@@ -14,6 +14,9 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 )
 
+// Tests of the subscription sync's guards that a hand mutation audit of
+// the data path found untested; each names the mutation it fails for.
+
 // A copy of the remote's marker counts only with a signed origin naming
 // the remote itself: in an aggregate topology (west→east and north→east)
 // north's signed copy of a marker claiming to come from west proves
