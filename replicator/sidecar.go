@@ -250,3 +250,29 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 	s.mu.Unlock()
 	return pairs, closeConns, nil
 }
+
+// Status reads the replication state of every topic of every pair, from the
+// source clusters' admin APIs. It works whether or not Run is running (the
+// status command calls it on a sidecar that never runs).
+func (s *Sidecar) Status(ctx context.Context) ([]PairStatus, error) {
+	s.mu.Lock()
+	pairs := s.pairs
+	s.mu.Unlock()
+	if pairs == nil {
+		var closeConns func()
+		var err error
+		if pairs, closeConns, err = s.build(); err != nil {
+			return nil, err
+		}
+		defer closeConns()
+	}
+	var out []PairStatus
+	for _, p := range pairs {
+		st, err := p.status(ctx)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, st...)
+	}
+	return out, nil
+}
