@@ -1,6 +1,9 @@
 package entrypath
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // TargetBudgets splits the entry pipe's in-flight budget (InflightBudget)
 // evenly among the target clusters of the process: each target's pairs
@@ -48,4 +51,66 @@ func (b *TargetBudgets) report(target string, v float64) {
 		sum += h
 	}
 	b.gauge(sum)
+}
+
+// InflightBudget is the process-wide byte budget of the entry pipe.
+const InflightBudget = 256 << 20
+
+// ByteBudget bounds the bytes of entries held in flight across the
+// process: a topic of 1 MB messages with a large backlog must not multiply
+// into gigabytes. One entry larger than the whole budget still passes
+// alone. Safe for concurrent use.
+type ByteBudget struct {
+	limit int64
+	gauge func(float64)
+
+	mu    sync.Mutex
+	used  int64
+	freed chan struct{} // closed and replaced when bytes are released
+}
+
+func newByteBudget(limit int64, gauge func(float64)) *ByteBudget {
+	if gauge == nil {
+		gauge = func(float64) {}
+	}
+	return &ByteBudget{limit: limit, gauge: gauge, freed: make(chan struct{})}
+}
+
+// acquire waits until n bytes fit (or nothing else is held) or ctx ends.
+func (b *ByteBudget) acquire(ctx context.Context, n int64) error {
+	for {
+		b.mu.Lock()
+		if b.used == 0 || b.used+n <= b.limit {
+			b.used += n
+			b.gauge(float64(b.used))
+			b.mu.Unlock()
+			return nil
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (b *ByteBudget) release(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	b.gauge(float64(b.used))
+	close(b.freed)
+	b.freed = make(chan struct{})
+}
+
+// Limit is how many bytes the budget holds at most (but for one entry
+// larger than that alone).
+func (b *ByteBudget) Limit() int64 { return b.limit }
+
+func (b *ByteBudget) held() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
 }

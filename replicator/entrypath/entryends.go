@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -128,8 +128,6 @@ func (s *healthySource) Close() error {
 	s.leave()
 	return s.entrySource.Close()
 }
-
-func newConsumerName() string { return "geo-sidecar-" + uuid.NewString()[:8] }
 
 // instanceConsumerName is the consumer name of every replication cursor
 // of this process. For a Failover subscription on a partition the broker
@@ -324,4 +322,18 @@ func (e *wireEndpoints) fetchAndRegisterSchema(ctx context.Context, version []by
 	}
 	e.log.Info("schema registered on the remote", zap.String("remote", e.remote.Name))
 	return v, nil
+}
+
+// newWireTail is the read-back of e's remote partition.
+func (e *wireEndpoints) newWireTail() (*wireTail, error) {
+	c, err := e.remote.WireClient()
+	if err != nil {
+		return nil, err
+	}
+	tn, err := utils.GetTopicName(e.topic)
+	if err != nil {
+		return nil, err
+	}
+	return &wireTail{client: c, admin: adminLedgers{admin: e.remote.Admin, topic: tn}, topic: e.topic,
+		subPrefix: e.readerPrefix}, nil
 }

@@ -3,11 +3,13 @@
 // the project's binary-protocol client (replicator/wire), and
 // acknowledges the local cursor only after the remote confirmed, in
 // order. Everything that loss, duplicates and stalls depend on is here:
-// the pipe and the sessions that follow one another (entrypipe.go,
-// entrysessions.go), its two ends (entryends.go), the read-back of the
-// remote that proves which copies are there (entryreadback.go), the
-// signed origins of the copies (origin.go, over marker's contract), and
-// the byte budgets that bound what is held (budgets.go, receivepool.go).
+// a partition's replicator (partition.go), the rules of the pipe
+// (entrypipe.go), one session of it (session.go) and how sessions follow
+// one another (entrysessions.go), its two ends (entryends.go), the
+// read-back of the remote that proves which copies are there
+// (entryreadback.go), the signed origins of the copies (origin.go, over
+// marker's contract), and the byte budgets that bound what is held
+// (budgets.go, receivepool.go).
 //
 // It exists apart from the pair lifecycle (replicator) and from
 // subscription sync (subsync) so that the rules that keep messages from
@@ -23,8 +25,6 @@ package entrypath
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -247,10 +247,6 @@ func hasProp(md *wire.Metadata, key string) bool {
 	return ok
 }
 
-func entryPos(id wire.MessageID) marker.Position {
-	return marker.Position{Ledger: int64(id.Ledger), Entry: int64(id.Entry), Batch: -1}
-}
-
 // entrySeq is the sequence id a copy of the entry at pos is sent with:
 // the entry's position packed as ledger<<32 | entry (the ledger's low 31
 // bits: see epochs below), so that the same entry carries the same id in
@@ -362,128 +358,6 @@ func recordReach(record int64, pos marker.Position) int64 {
 		return 0
 	}
 	return entry - pos.Entry + 1
-}
-
-// InflightBudget is the process-wide byte budget of the entry pipe.
-const InflightBudget = 256 << 20
-
-// ByteBudget bounds the bytes of entries held in flight across the
-// process: a topic of 1 MB messages with a large backlog must not multiply
-// into gigabytes. One entry larger than the whole budget still passes
-// alone. Safe for concurrent use.
-type ByteBudget struct {
-	limit int64
-	gauge func(float64)
-
-	mu    sync.Mutex
-	used  int64
-	freed chan struct{} // closed and replaced when bytes are released
-}
-
-func newByteBudget(limit int64, gauge func(float64)) *ByteBudget {
-	if gauge == nil {
-		gauge = func(float64) {}
-	}
-	return &ByteBudget{limit: limit, gauge: gauge, freed: make(chan struct{})}
-}
-
-// acquire waits until n bytes fit (or nothing else is held) or ctx ends.
-func (b *ByteBudget) acquire(ctx context.Context, n int64) error {
-	for {
-		b.mu.Lock()
-		if b.used == 0 || b.used+n <= b.limit {
-			b.used += n
-			b.gauge(float64(b.used))
-			b.mu.Unlock()
-			return nil
-		}
-		freed := b.freed
-		b.mu.Unlock()
-		select {
-		case <-freed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (b *ByteBudget) release(n int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.used -= n
-	b.gauge(float64(b.used))
-	close(b.freed)
-	b.freed = make(chan struct{})
-}
-
-// Limit is how many bytes the budget holds at most (but for one entry
-// larger than that alone).
-func (b *ByteBudget) Limit() int64 { return b.limit }
-
-func (b *ByteBudget) held() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used
-}
-
-// Config is what a Partition is built from: the pair's two clusters and
-// cursor, its windows and budgets, and the subscription sync it feeds.
-type Config struct {
-	Local, Remote *cluster.Conn
-	Topic         string // the partition, the same on both sides
-	// Subscription is the replication cursor's name; Start where a new
-	// one starts.
-	Subscription string
-	Start        wire.InitialPosition
-	// MaxPending is the producer's window: entries sent and not confirmed
-	// (the target's max_pending_messages). The cursor's window is
-	// cursorPermitsPerPending times that, in messages.
-	MaxPending int
-	Keys       marker.Keys // sign the copies' origins; zero: none
-	// ReaderPrefix starts the read-back's reader names:
-	// sidecar.cursor_prefix.
-	ReaderPrefix string
-	// Budget is the target's share of the in-flight budget, Pool its
-	// share of the receive budget.
-	Budget *ByteBudget
-	Pool   *ReceivePool
-	// SkipRefused: on_refused: skip (an entry the remote refuses for
-	// good), not stop.
-	SkipRefused bool
-	// MsgRate and ByteRate are shared by the pair's partitions; nil:
-	// unlimited.
-	MsgRate, ByteRate *cluster.Limiter
-	Metrics           *metrics.Metrics
-	Log               *zap.Logger
-	// Sync keeps subscriptions in step; nil when none are configured.
-	Sync Sync
-	// Received, when set, is set on each entry read.
-	Received *atomic.Bool
-}
-
-// New builds the replicator of c's partition over the clusters' wire
-// clients; nothing connects until Run. Its producer sends under the pair's
-// producer name (marker.ProducerName, of the entries' epoch), and it steps
-// down after the remote's keep_alive allows (stepDownAfter).
-func New(c Config) *Partition {
-	return &Partition{
-		local: c.Local.Name, remote: c.Remote.Name,
-		ends: &wireEndpoints{
-			local: c.Local, remote: c.Remote, topic: c.Topic,
-			subscription: c.Subscription,
-			producerName: marker.ProducerName(c.Local.Name, c.Remote.Name),
-			start:        c.Start, permits: cursorPermitsPerPending * c.MaxPending, maxPending: c.MaxPending,
-			pool: c.Pool,
-			keys: c.Keys, log: c.Log,
-			readerPrefix: c.ReaderPrefix,
-		},
-		topic: c.Topic, keys: c.Keys,
-		budget: c.Budget, maxPending: c.MaxPending, skipRefused: c.SkipRefused,
-		msgRate: c.MsgRate, byteRate: c.ByteRate,
-		m: c.Metrics, log: c.Log, drainTimeout: entryDrainTimeout,
-		stepDownAfter: stepDownAfter(c.Remote.Config.KeepAlive.Duration),
-		sync:          c.Sync, received: c.Received,
-	}
 }
 
 // Partition replicates one local partition to one remote, entry by
@@ -622,26 +496,6 @@ func (p *Partition) startAt(ctx context.Context, src entrySource, pos marker.Pos
 	return startAhead, nil
 }
 
-// Run replicates until ctx is done; see runSessions.
-func (p *Partition) Run(ctx context.Context) error {
-	defer runSync(ctx, p.sync, p.linkUp.Load)()
-	return runSessions(ctx, p.log, p.m, p.local, p.remote, p.session)
-}
-
-// entryInflight is one entry sent and not yet confirmed.
-type entryInflight struct {
-	e         wire.Entry
-	published time.Time // at the origin
-	r         wire.Receipt
-	err       error
-}
-
-// isDuplicate reports whether a receipt is the broker's answer for a send
-// its deduplication dropped (message id -1:-1).
-func isDuplicate(r wire.Receipt) bool {
-	return r.MessageID.Ledger == math.MaxUint64 || int64(r.MessageID.Ledger) < 0
-}
-
 // stepDownAfter is how long an active cursor may go without a working
 // link to the remote (its producer cannot be opened, or stays
 // reconnecting or silent) before the session steps down: twice the
@@ -653,6 +507,10 @@ func isDuplicate(r wire.Receipt) bool {
 // read-back and the broker's failover delay); a link that stays cut is
 // handed to another instance within about one more keep_alive.
 func stepDownAfter(keepAlive time.Duration) time.Duration { return 2 * keepAlive }
+
+// errStandby ends a session whose cursor became a standby while it held
+// the producer; Run starts the next one at once.
+var errStandby = errors.New("cursor became a standby")
 
 // errSteppedDown ends a session whose remote had no working link for
 // stepDownAfter: its cursor is closed so that the broker makes another
@@ -836,66 +694,4 @@ func (p *Partition) skip(src entrySource, e wire.Entry, reason string) {
 	p.m.Skipped.WithLabelValues(p.local, p.remote, reason).Add(float64(max(e.NumMessages, 1)))
 	_ = src.Ack(e.ID)
 	_ = src.Release(e)
-}
-
-// acker acknowledges entries in send order as the remote confirms them,
-// and hands their permits and bytes back. After the first failure (or a
-// duplicate receipt, which is no proof) nothing more is acknowledged.
-func (p *Partition) acker(src entrySource, results <-chan *entryInflight, stop <-chan struct{},
-	fail context.CancelCauseFunc, progress *atomic.Bool) {
-	failed := false
-	copiedMsgs := p.m.Messages.WithLabelValues(p.local, p.remote)
-	copiedBytes := p.m.Bytes.WithLabelValues(p.local, p.remote)
-	latency := p.m.Latency.WithLabelValues(p.local, p.remote)
-	handle := func(f *entryInflight) {
-		switch {
-		case failed:
-		case f.err != nil:
-			failed = true
-			p.m.SendErrors.WithLabelValues(p.local, p.remote).Inc()
-			// The first failure in send order is the entry the broker
-			// answered with SEND_ERROR; the wire producer fails the
-			// ones behind it with the same error when it gives up.
-			reason := refusal(f.err)
-			switch {
-			case reason != "" && p.skipRefused:
-				p.log.Error("remote refused an entry for good; skipped (on_refused: skip)", zap.Stringer("id", f.e.ID), zap.String("reason", reason), zap.Error(f.err))
-				p.skip(src, f.e, reason)
-				progress.Store(true)
-				// The producer gave up with the refusal: the next session
-				// sends what came after the skipped entry.
-				fail(errRefusedSkipped)
-			case reason != "":
-				fail(&refusedError{pos: entryPos(f.e.ID), reason: reason, err: f.err})
-			default:
-				fail(fmt.Errorf("send: %w", f.err))
-			}
-		case isDuplicate(f.r):
-			failed = true
-			p.m.DupsUnproven.WithLabelValues(p.local, p.remote).Inc()
-			fail(errUnprovenDuplicate)
-		default:
-			copiedMsgs.Add(float64(max(f.e.NumMessages, 1)))
-			copiedBytes.Add(float64(len(f.e.Payload)))
-			latency.Observe(time.Since(f.published).Seconds())
-			_ = src.Ack(f.e.ID)
-			_ = src.Release(f.e)
-			progress.Store(true)
-		}
-	}
-	for {
-		select {
-		case f := <-results:
-			handle(f)
-		case <-stop:
-			for {
-				select {
-				case f := <-results:
-					handle(f)
-				default:
-					return
-				}
-			}
-		}
-	}
 }

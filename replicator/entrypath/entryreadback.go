@@ -343,20 +343,6 @@ func readBackCopy(e wire.Entry) entryCopy {
 	return entryCopy{origins: []origin{o}}
 }
 
-// newWireTail is the read-back of e's remote partition.
-func (e *wireEndpoints) newWireTail() (*wireTail, error) {
-	c, err := e.remote.WireClient()
-	if err != nil {
-		return nil, err
-	}
-	tn, err := utils.GetTopicName(e.topic)
-	if err != nil {
-		return nil, err
-	}
-	return &wireTail{client: c, admin: adminLedgers{admin: e.remote.Admin, topic: tn}, topic: e.topic,
-		subPrefix: e.readerPrefix}, nil
-}
-
 // adminLedgers lists one remote partition's ledgers through the admin API
 // (internal stats): the one thing the binary protocol does not tell.
 type adminLedgers struct {
@@ -375,3 +361,27 @@ func (a adminLedgers) ledgers(ctx context.Context) ([]ledgerInfo, error) {
 	}
 	return out, nil
 }
+
+// bySignature accepts the entries whose one origin carries a valid
+// version 2 signature for this partition and target under keys, checked
+// against the digest of the bytes read (the entry pipe's copies, read
+// back over the binary protocol). Without a key, or for an origin read
+// where the bytes are not at hand (the admin API), nothing is accepted:
+// such an entry is sent again (duplicates, never loss).
+func bySignature(keys marker.Keys, topic, target string) func(entryCopy) bool {
+	return func(e entryCopy) bool {
+		if keys.IsZero() || len(e.origins) != 1 || !e.origins[0].ok {
+			return false
+		}
+		o := e.origins[0]
+		return marker.VerifyOrigin(keys, topic, o.cluster, target, o.pos.String(), o.sig, o.digest)
+	}
+}
+
+func entryPos(id wire.MessageID) marker.Position {
+	return marker.Position{Ledger: int64(id.Ledger), Entry: int64(id.Entry), Batch: -1}
+}
+
+// newConsumerName is a consumer name of its own: each read-back reader
+// has one, and the process one for its cursors (instanceConsumerName).
+func newConsumerName() string { return "geo-sidecar-" + uuid.NewString()[:8] }

@@ -100,10 +100,6 @@ func runSessions(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local
 	return nil
 }
 
-// errStandby ends a session whose cursor became a standby while it held
-// the producer; Run starts the next one at once.
-var errStandby = errors.New("cursor became a standby")
-
 // refusedError ends a session at a message the remote can never take
 // (over its size limit, or refused by its broker for good) when the pair
 // does not skip such messages (on_refused: stop, the default).

@@ -45,19 +45,3 @@ func originProps(keys marker.Keys, topic, local, target string, id wire.MessageI
 	}
 	return props
 }
-
-// bySignature accepts the entries whose one origin carries a valid
-// version 2 signature for this partition and target under keys, checked
-// against the digest of the bytes read (the entry pipe's copies, read
-// back over the binary protocol). Without a key, or for an origin read
-// where the bytes are not at hand (the admin API), nothing is accepted:
-// such an entry is sent again (duplicates, never loss).
-func bySignature(keys marker.Keys, topic, target string) func(entryCopy) bool {
-	return func(e entryCopy) bool {
-		if keys.IsZero() || len(e.origins) != 1 || !e.origins[0].ok {
-			return false
-		}
-		o := e.origins[0]
-		return marker.VerifyOrigin(keys, topic, o.cluster, target, o.pos.String(), o.sig, o.digest)
-	}
-}

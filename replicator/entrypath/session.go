@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -430,4 +431,80 @@ func (s *session) close() (bool, error) {
 			zap.Duration("step_down_after", p.stepDownAfter), zap.NamedError("last_error", s.down.lastError()))
 	}
 	return s.progress.Load(), cause
+}
+
+// entryInflight is one entry sent and not yet confirmed.
+type entryInflight struct {
+	e         wire.Entry
+	published time.Time // at the origin
+	r         wire.Receipt
+	err       error
+}
+
+// isDuplicate reports whether a receipt is the broker's answer for a send
+// its deduplication dropped (message id -1:-1).
+func isDuplicate(r wire.Receipt) bool {
+	return r.MessageID.Ledger == math.MaxUint64 || int64(r.MessageID.Ledger) < 0
+}
+
+// acker acknowledges entries in send order as the remote confirms them,
+// and hands their permits and bytes back. After the first failure (or a
+// duplicate receipt, which is no proof) nothing more is acknowledged.
+func (p *Partition) acker(src entrySource, results <-chan *entryInflight, stop <-chan struct{},
+	fail context.CancelCauseFunc, progress *atomic.Bool) {
+	failed := false
+	copiedMsgs := p.m.Messages.WithLabelValues(p.local, p.remote)
+	copiedBytes := p.m.Bytes.WithLabelValues(p.local, p.remote)
+	latency := p.m.Latency.WithLabelValues(p.local, p.remote)
+	handle := func(f *entryInflight) {
+		switch {
+		case failed:
+		case f.err != nil:
+			failed = true
+			p.m.SendErrors.WithLabelValues(p.local, p.remote).Inc()
+			// The first failure in send order is the entry the broker
+			// answered with SEND_ERROR; the wire producer fails the
+			// ones behind it with the same error when it gives up.
+			reason := refusal(f.err)
+			switch {
+			case reason != "" && p.skipRefused:
+				p.log.Error("remote refused an entry for good; skipped (on_refused: skip)", zap.Stringer("id", f.e.ID), zap.String("reason", reason), zap.Error(f.err))
+				p.skip(src, f.e, reason)
+				progress.Store(true)
+				// The producer gave up with the refusal: the next session
+				// sends what came after the skipped entry.
+				fail(errRefusedSkipped)
+			case reason != "":
+				fail(&refusedError{pos: entryPos(f.e.ID), reason: reason, err: f.err})
+			default:
+				fail(fmt.Errorf("send: %w", f.err))
+			}
+		case isDuplicate(f.r):
+			failed = true
+			p.m.DupsUnproven.WithLabelValues(p.local, p.remote).Inc()
+			fail(errUnprovenDuplicate)
+		default:
+			copiedMsgs.Add(float64(max(f.e.NumMessages, 1)))
+			copiedBytes.Add(float64(len(f.e.Payload)))
+			latency.Observe(time.Since(f.published).Seconds())
+			_ = src.Ack(f.e.ID)
+			_ = src.Release(f.e)
+			progress.Store(true)
+		}
+	}
+	for {
+		select {
+		case f := <-results:
+			handle(f)
+		case <-stop:
+			for {
+				select {
+				case f := <-results:
+					handle(f)
+				default:
+					return
+				}
+			}
+		}
+	}
 }
