@@ -561,23 +561,3 @@ func (w *authWatch) clientEvent(msg string, err error, topic string) bool {
 	}
 	return false
 }
-
-// noteOpen reports the outcome of opening a producer (kind "producer") or
-// a cursor ("consumer") on topic with a client whose refusals do not pass
-// through zapLogger (the entry pipe's wire client): a refusal becomes one
-// security event (permission denied, authentication or certificate
-// refused), a success ends it. Safe for concurrent use.
-func (c *Conn) NoteOpen(kind, topic string, err error) {
-	if c == nil || c.watch == nil {
-		return
-	}
-	if err == nil {
-		if kind == "producer" {
-			c.watch.clientEvent("Created producer", nil, topic)
-		} else {
-			c.watch.clientEvent("Created consumer", nil, topic)
-		}
-		return
-	}
-	c.watch.clientEvent("Failed to create "+kind, err, topic)
-}
