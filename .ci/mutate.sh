@@ -3,13 +3,15 @@
 #
 #   .ci/mutate.sh [package dir[:file,file...] ...]
 #                                     default: marker snapshot subscription
-#                                     replicator:<the data path, $DATA_PATH>
+#                                     replicator/entrypath replicator/subsync:sync.go
 #                                     replicator/wire
-#   .ci/mutate.sh replicator:sync.go  one file of a package (the package's
+#   .ci/mutate.sh replicator/subsync:sync.go
+#                                     one file of a package (the package's
 #                                     tests run on each of its mutants)
-#   .ci/mutate.sh replicator:all      every file of replicator/
+#   .ci/mutate.sh replicator:all      every file of replicator/ (not of the
+#                                     packages below it)
 #   MUTATE_DRY=1 .ci/mutate.sh ...   list the mutants only (gremlins --dry-run)
-#   MUTATE_EXCLUDE='^sync\.go$ ^stats\.go$' .ci/mutate.sh replicator:all
+#   MUTATE_EXCLUDE='^pair\.go$ ^stats\.go$' .ci/mutate.sh replicator:all
 #                                     leave files out (regexps on the path
 #                                     in the package directory)
 #
@@ -34,12 +36,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 GREMLINS_VERSION=${GREMLINS_VERSION:-v0.6.0}
-# The data path of replicator/ (the entry pipe and its sessions), the
-# read-back, the endpoints, the byte budgets, the receive pools and the
-# subscription sync: what loss, duplicates and stalls depend on.
-DATA_PATH=entrypipe.go,entrysessions.go,entryreadback.go,entryends.go,budgets.go,receivepool.go,sync.go
+# The data path: all of replicator/entrypath (the entry pipe and its
+# sessions, the read-back, the endpoints, the byte budgets, the receive
+# pools) and the subscription sync's core: what loss, duplicates and
+# stalls depend on.
 pkgs=("$@")
-[ ${#pkgs[@]} -gt 0 ] || pkgs=(marker snapshot subscription "replicator:$DATA_PATH" replicator/wire)
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(marker snapshot subscription replicator/entrypath "replicator/subsync:sync.go" replicator/wire)
 
 bin=$(go env GOPATH)/bin/gremlins
 if [ -x "$bin" ]; then

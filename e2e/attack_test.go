@@ -10,7 +10,6 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
-	"github.com/geo-sidecar/geo-sidecar/replicator"
 )
 
 // Attacks on the replicated-subscription protocol by someone who can read
@@ -178,7 +177,7 @@ func TestInjectedCopiesRefused(t *testing.T) {
 		// west's (a run counted "1 of 2" so).
 		responses = responses[:0]
 		for _, m := range markersOf(t, west, topic, marker.KindSnapshotResponse) {
-			if m.Properties()[replicator.PropOriginCluster] == "" {
+			if m.Properties()[marker.PropOriginCluster] == "" {
 				responses = append(responses, m)
 			}
 		}
@@ -193,9 +192,9 @@ func TestInjectedCopiesRefused(t *testing.T) {
 		for k, v := range m.Properties() {
 			props[k] = v
 		}
-		props[replicator.PropOriginCluster] = "west"
-		props[replicator.PropOriginID] = fmt.Sprintf("999999:%d:-1", i)
-		props[replicator.PropOriginSig] = "00000000000000000000000000000000"
+		props[marker.PropOriginCluster] = "west"
+		props[marker.PropOriginID] = fmt.Sprintf("999999:%d:-1", i)
+		props[marker.PropOriginSig] = "00000000000000000000000000000000"
 		forged = append(forged, &pulsar.ProducerMessage{Payload: m.Payload(), Properties: props})
 	}
 	ProduceWith(t, east, pulsar.ProducerOptions{Topic: topic, DisableBatching: true}, forged...)

@@ -29,7 +29,7 @@ import (
 const entryFilterName = "geo-sidecar-markers"
 
 // propOriginCluster is the origin property the sidecar puts on its copies
-// (replicator.PropOriginCluster): on a marker's copy, a single message,
+// (marker.PropOriginCluster): on a marker's copy, a single message,
 // consumers see it among the message's properties.
 const propOriginCluster = "geo-sidecar.origin-cluster"
 

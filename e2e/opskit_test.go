@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
-	"github.com/geo-sidecar/geo-sidecar/replicator"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 )
 
 // opsRequirement is one line of deploy/tools/promtool/promqlnames' output:
@@ -228,7 +228,7 @@ func scrapeFamilies(t *testing.T, listen string) map[string]map[string]bool {
 }
 
 // declaredFamilies are the metrics the sidecar declares, with their label
-// names, whether or not they have series: replicator.Metrics through its
+// names, whether or not they have series: metrics.Metrics through its
 // descriptors, and the two token metrics of cmd/geo-sidecar (exported
 // only for clusters with a token, which the test bed's east and west do
 // not have) from their source.
@@ -243,7 +243,7 @@ func declaredFamilies(t *testing.T, root string) map[string]map[string]bool {
 		fams[name] = ls
 	}
 	descRE := regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}`)
-	m := reflect.ValueOf(replicator.NewMetrics(nil)).Elem()
+	m := reflect.ValueOf(metrics.New(nil)).Elem()
 	for i := range m.NumField() {
 		f := m.Field(i)
 		if !f.CanInterface() {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 
-	"github.com/geo-sidecar/geo-sidecar/replicator"
+	"github.com/geo-sidecar/geo-sidecar/marker"
 )
 
 // TestTransplantedOriginIsNoProof is issue 20 item 2: east copies to west
@@ -50,7 +50,7 @@ func TestTransplantedOriginIsNoProof(t *testing.T) {
 	var forged []*pulsar.ProducerMessage
 	for _, m := range copies {
 		props := m.Properties()
-		if props[replicator.PropOriginSig] == "" || props[replicator.PropOriginID] == "" {
+		if props[marker.PropOriginSig] == "" || props[marker.PropOriginID] == "" {
 			t.Fatalf("north's copy %q shows no signed origin in its properties: %v", m.Payload(), props)
 		}
 		forged = append(forged, &pulsar.ProducerMessage{

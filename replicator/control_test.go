@@ -10,6 +10,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 )
 
 // fakeControl is one cluster's control plane: topics by name with their
@@ -38,7 +39,7 @@ func (f *fakeControl) takeCalls() []string {
 	return c
 }
 
-func (f *fakeControl) topics(_ context.Context, namespace string) (partitioned, plain []string, err error) {
+func (f *fakeControl) Topics(_ context.Context, namespace string) (partitioned, plain []string, err error) {
 	if err := f.call("topics %s", namespace); err != nil {
 		return nil, nil, err
 	}
@@ -58,7 +59,7 @@ func (f *fakeControl) topics(_ context.Context, namespace string) (partitioned, 
 	return partitioned, plain, nil
 }
 
-func (f *fakeControl) partitions(_ context.Context, topic string) (int, bool, error) {
+func (f *fakeControl) Partitions(_ context.Context, topic string) (int, bool, error) {
 	if err := f.call("partitions %s", shortName(topic)); err != nil {
 		return 0, false, err
 	}
@@ -66,18 +67,18 @@ func (f *fakeControl) partitions(_ context.Context, topic string) (int, bool, er
 	return n, ok, nil
 }
 
-func (f *fakeControl) createTopic(_ context.Context, topic string, partitions int) error {
+func (f *fakeControl) CreateTopic(_ context.Context, topic string, partitions int) error {
 	if err := f.call("create %s %d", shortName(topic), partitions); err != nil {
 		return err
 	}
 	if _, ok := f.have[topic]; ok {
-		return errTopicExists
+		return cluster.ErrTopicExists
 	}
 	f.have[topic] = partitions
 	return nil
 }
 
-func (f *fakeControl) growTopic(_ context.Context, topic string, partitions int) error {
+func (f *fakeControl) GrowTopic(_ context.Context, topic string, partitions int) error {
 	if err := f.call("grow %s %d", shortName(topic), partitions); err != nil {
 		return err
 	}
@@ -85,18 +86,18 @@ func (f *fakeControl) growTopic(_ context.Context, topic string, partitions int)
 	return nil
 }
 
-func (f *fakeControl) layout(_ context.Context, topic string) (*partitionLayout, error) {
+func (f *fakeControl) Layout(_ context.Context, topic string) (*cluster.Layout, error) {
 	if err := f.call("layout %s", shortName(topic)); err != nil {
 		return nil, err
 	}
-	return &partitionLayout{cursors: f.cursorsOf[topic]}, nil
+	return &cluster.Layout{Cursors: f.cursorsOf[topic]}, nil
 }
 
-func (f *fakeControl) markDeletes(context.Context, string) (map[string]marker.Position, error) {
+func (f *fakeControl) MarkDeletes(context.Context, string) (map[string]marker.Position, error) {
 	return nil, f.call("markDeletes")
 }
 
-func (f *fakeControl) backlogs(context.Context, string) (map[string]int64, error) {
+func (f *fakeControl) Backlogs(context.Context, string) (map[string]int64, error) {
 	return nil, f.call("backlogs")
 }
 

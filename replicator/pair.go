@@ -2,7 +2,8 @@ package replicator
 
 // A pair's lifecycle: discovery of the entry's topics, one partition
 // replicator (and subscription sync) per partition, started and stopped
-// as topics come and go.
+// as topics come and go; and what the pair reports of its topics: their
+// status and the backlog gauges (read through stats.go).
 
 import (
 	"context"
@@ -14,10 +15,15 @@ import (
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entrypath"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
@@ -28,13 +34,13 @@ import (
 type pair struct {
 	entry         int
 	rep           config.Replication
-	local, remote *Conn
+	local, remote *cluster.Conn
 	subscription  string
 	maxPending    int
 	interval      time.Duration
-	msgRate       *limiter
-	byteRate      *limiter
-	m             *Metrics
+	msgRate       *cluster.Limiter
+	byteRate      *cluster.Limiter
+	m             *metrics.Metrics
 	log           *zap.Logger
 
 	running map[string]*worker   // by partition topic name
@@ -49,9 +55,9 @@ type pair struct {
 
 	cfg     *config.Config
 	keys    marker.Keys
-	applied *appliedPositions
-	budget  *byteBudget
-	pool    *receivePool // the target's share of the receive budget
+	applied *subsync.Applied
+	budget  *entrypath.ByteBudget
+	pool    *entrypath.ReceivePool // the target's share of the receive budget
 
 	// problem is why the pair cannot replicate at all, in a sentence
 	// naming the pair and what is missing (see checkTarget); nil when
@@ -75,13 +81,13 @@ var errPairSetup = errors.New("pair cannot replicate")
 // checkTarget asks the remote for the namespace's topics, as the pair's
 // topic checks will: a namespace that does not exist there (Pulsar answers
 // 404) or credentials that may not administer it (401, 403) stop every
-// partition of the pair. Before, a non-partitioned topic passed discovery
-// (the remote's metadata for it is simply absent until its producer
-// creates it), the partition started, and the first sign of trouble was a
-// producer retrying TopicNotFound once a message came, at debug level
-// with readiness at ok.
+// partition of the pair. Without this check a non-partitioned topic would
+// pass discovery (the remote's metadata for it is simply absent until its
+// producer creates it), the partition would start, and the first sign of
+// trouble would be a producer retrying TopicNotFound once a message came,
+// at debug level with readiness at ok.
 func (p *pair) checkTarget(ctx context.Context) error {
-	_, _, err := p.remote.control.topics(ctx, p.rep.Namespace)
+	_, _, err := p.remote.Control.Topics(ctx, p.rep.Namespace)
 	var re rest.Error
 	if !errors.As(err, &re) {
 		return err
@@ -148,7 +154,7 @@ func (p *pair) run(ctx context.Context, discoveredOnce func()) {
 			p.refreshStats(ctx, topics)
 			refreshed = time.Now()
 		}
-		if !sleep(ctx, min(p.interval, statsInterval)) {
+		if !cluster.Sleep(ctx, min(p.interval, statsInterval)) {
 			break
 		}
 	}
@@ -171,7 +177,7 @@ const statsInterval = 10 * time.Second
 // with the same partition count, and starts or stops partition replicators
 // to match. It returns the topics it found.
 func (p *pair) discover(ctx context.Context) ([]topicInfo, error) {
-	topics, err := listTopics(ctx, p.local.control, p.rep)
+	topics, err := listTopics(ctx, p.local.Control, p.rep)
 	if err != nil {
 		return nil, fmt.Errorf("list topics of %s on %s: %w", p.rep.Namespace, p.local.Name, err)
 	}
@@ -182,7 +188,7 @@ func (p *pair) discover(ctx context.Context) ([]topicInfo, error) {
 	want := map[string]string{} // partition topic -> topic
 	var refused int
 	for _, t := range topics {
-		if err := p.checked.ensure(ctx, p.remote.control, t); err != nil {
+		if err := p.checked.ensure(ctx, p.remote.Control, t); err != nil {
 			if p.hasRunning(t) && !errors.Is(err, errPartitionMismatch) {
 				// The remote is unreachable, not disagreeing: its running
 				// replicators keep their cursors and producers and resume
@@ -275,66 +281,58 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 	w := &worker{topic: topic, cancel: cancel, done: make(chan struct{})}
 	p.running[partitionTopic] = w
 	p.log.Info("replicating partition", zap.String("partition", partitionTopic))
-	pt := p.entryPartition(partitionTopic)
-	pt.received = &w.received
-	pt.sync = p.newSync(ctx, partitionTopic, topic)
+	c := p.entryPartition(partitionTopic)
+	c.Received = &w.received
+	if s := p.newSync(ctx, partitionTopic, topic); s != nil {
+		c.Sync = s
+	}
+	pt := entrypath.New(c)
 	go func() {
 		defer close(w.done)
 		_ = pt.Run(wctx)
 	}()
 }
 
-// entryPartition is the entry pipe's replicator of one partition.
-func (p *pair) entryPartition(partitionTopic string) *entryPartition {
+// entryPartition is the configuration of the entry path's replicator of
+// one partition.
+func (p *pair) entryPartition(partitionTopic string) entrypath.Config {
 	start := wire.Earliest
 	if p.startsLatest(partitionTopic) {
 		start = wire.Latest
 	}
-	log := p.log.With(zap.String("partition", partitionTopic))
-	return &entryPartition{
-		local: p.local.Name, remote: p.remote.Name,
-		ends: &wireEndpoints{
-			local: p.local, remote: p.remote, topic: partitionTopic,
-			subscription: p.subscription,
-			producerName: "geo-sidecar." + p.local.Name + "-->" + p.remote.Name,
-			start:        start, permits: cursorPermitsPerPending * p.maxPending, maxPending: p.maxPending,
-			pool: p.pool,
-			keys: p.keys, log: log,
-			readerPrefix: p.cfg.Sidecar.CursorPrefix,
-		},
-		topic: partitionTopic, keys: p.keys,
-		budget: p.budget, maxPending: p.maxPending, skipRefused: p.rep.OnRefused == config.OnRefusedSkip,
-		msgRate: p.msgRate, byteRate: p.byteRate,
-		m: p.m, log: log, drainTimeout: entryDrainTimeout,
-		stepDownAfter: stepDownAfter(p.remote.cluster.KeepAlive.Duration),
+	return entrypath.Config{
+		Local: p.local, Remote: p.remote, Topic: partitionTopic,
+		Subscription: p.subscription, Start: start, MaxPending: p.maxPending,
+		Keys: p.keys, ReaderPrefix: p.cfg.Sidecar.CursorPrefix,
+		Budget: p.budget, Pool: p.pool, SkipRefused: p.rep.OnRefused == config.OnRefusedSkip,
+		MsgRate: p.msgRate, ByteRate: p.byteRate,
+		Metrics: p.m, Log: p.log.With(zap.String("partition", partitionTopic)),
 	}
 }
 
-func shortName(topic string) string { return topic[strings.LastIndex(topic, "/")+1:] }
-
 // newSync returns the subscription sync of one partition, or nil when the
 // entry keeps no subscription in step.
-func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subSync {
+func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subsync.Sync {
 	if p.keys.IsZero() || (len(p.rep.Subscriptions) == 0 && len(p.rep.SubscriptionPatterns) == 0) {
 		return nil
 	}
-	layout, err := p.local.control.layout(ctx, partitionTopic)
+	layout, err := p.local.Control.Layout(ctx, partitionTopic)
 	if err != nil {
 		layout = nil // unknown: the re-read starts at the oldest entry
 	}
 	s := p.syncFor(partitionTopic, topic, layout)
-	s.layoutNow = func(ctx context.Context) (*partitionLayout, error) {
-		return p.local.control.layout(ctx, partitionTopic)
+	s.LayoutNow = func(ctx context.Context) (*cluster.Layout, error) {
+		return p.local.Control.Layout(ctx, partitionTopic)
 	}
 	return s
 }
 
 // syncFor builds the subscription sync of one partition, given the
 // partition's layout at start (nil if unknown).
-func (p *pair) syncFor(partitionTopic, topic string, layout *partitionLayout) *subSync {
+func (p *pair) syncFor(partitionTopic, topic string, layout *cluster.Layout) *subsync.Sync {
 	var cursors []string
 	if layout != nil {
-		cursors = layout.cursors
+		cursors = layout.Cursors
 		if cursors == nil {
 			cursors = []string{}
 		}
@@ -343,33 +341,138 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *partitionLayout) *s
 	// A cursor that does not exist yet and starts at the earliest message
 	// reads every message: the watermarks are exact from the start.
 	fresh := !p.startsLatest(partitionTopic) && cursors != nil && !slices.Contains(cursors, p.subscription)
-	return &subSync{
-		local: p.local.Name, remote: p.remote.Name, topic: partitionTopic, keys: p.keys,
-		interval: sc.Interval.Duration,
-		tracked:  func(sub string) bool { return p.rep.Tracks(p.cfg.Sidecar, sub) },
-		machine: snapshot.New(snapshot.Config{
+	return subsync.New(subsync.Config{
+		Local: p.local.Name, Remote: p.remote.Name, Topic: partitionTopic, Keys: p.keys,
+		Interval: sc.Interval.Duration,
+		Tracked:  func(sub string) bool { return p.rep.Tracks(p.cfg.Sidecar, sub) },
+		Machine: snapshot.New(snapshot.Config{
 			Topic: partitionTopic, Local: p.local.Name, Remote: p.remote.Name,
 			Interval: sc.Interval.Duration, Timeout: sc.Timeout.Duration, CacheSize: sc.CacheSize,
 			ThirdOrigins: p.cfg.ThirdOrigins(p.rep.Namespace, shortName(topic), p.local.Name, p.remote.Name),
 			Fresh:        fresh,
-			NewID:        newSnapshotID, Now: time.Now,
+			NewID:        uuid.NewString, Now: time.Now,
 		}),
-		planner: subscription.NewPlanner(),
-		writer: &markerWriter{client: p.local.Client, topic: partitionTopic, keys: p.keys,
-			name: markerProducers + p.local.Name + "-->" + p.remote.Name},
-		localAdmin:     p.local.control,
-		remoteAdmin:    p.remote.control,
-		subAdmin:       pulsarSubAdmin{p.local.Admin},
-		remoteSubs:     pulsarSubAdmin{p.remote.Admin},
-		history:        pulsarHistory{client: p.local.Client, topic: partitionTopic, cursorPrefix: p.cfg.Sidecar.CursorPrefix},
-		m:              p.m,
-		log:            p.log.With(zap.String("partition", partitionTopic)),
-		applyNow:       make(chan struct{}, 1),
-		relearn:        make(chan struct{}, 1),
-		wake:           make(chan struct{}, 1),
-		applied:        p.applied,
-		cursorsAtStart: cursors,
-		layoutAtStart:  layout,
-		historyEntries: sc.HistoryEntries,
+		Planner:        subscription.NewPlanner(),
+		Writer:         subsync.NewMarkerWriter(p.local.Client, partitionTopic, marker.MarkerProducerName(p.local.Name, p.remote.Name), p.keys),
+		LocalAdmin:     p.local.Control,
+		RemoteAdmin:    p.remote.Control,
+		SubAdmin:       subsync.NewSubAdmin(p.local.Admin),
+		RemoteSubs:     subsync.NewSubAdmin(p.remote.Admin),
+		History:        subsync.NewHistory(p.local.Client, partitionTopic, p.cfg.Sidecar.CursorPrefix),
+		Metrics:        p.m,
+		Log:            p.log.With(zap.String("partition", partitionTopic)),
+		Applied:        p.applied,
+		CursorsAtStart: cursors,
+		LayoutAtStart:  layout,
+		HistoryEntries: sc.HistoryEntries,
+	})
+}
+
+func (p *pair) status(ctx context.Context) ([]PairStatus, error) {
+	topics, err := listTopics(ctx, p.local.Control, p.rep)
+	if err != nil {
+		return nil, err
 	}
+	now := time.Now()
+	var out []PairStatus
+	for _, t := range topics {
+		st, err := inspect(ctx, p.local.Admin, t, p.subscription, now)
+		if err != nil {
+			return out, err
+		}
+		st.Source, st.Target = p.local.Name, p.remote.Name
+		if len(p.rep.Subscriptions) > 0 || len(p.rep.SubscriptionPatterns) > 0 {
+			st.Subscriptions = p.subStatus(ctx, t)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// subStatus compares the tracked subscriptions' backlogs on both sides.
+func (p *pair) subStatus(ctx context.Context, t topicInfo) []SubStatus {
+	local, err1 := subBacklogs(ctx, p.local.Admin, t)
+	remote, err2 := subBacklogs(ctx, p.remote.Admin, t)
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	var out []SubStatus
+	for name, lb := range local {
+		if !p.rep.Tracks(p.cfg.Sidecar, name) {
+			continue
+		}
+		rb, ok := remote[name]
+		if !ok {
+			rb = -1
+		}
+		out = append(out, SubStatus{Name: name, SourceBacklog: lb, TargetBacklog: rb, Lag: subscription.Lag(lb, max(rb, 0))})
+	}
+	slices.SortFunc(out, func(a, b SubStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// refreshStats sets the backlog and oldest-age gauges of topics, the
+// entry's topics as discovery just listed them. A topic that was caught
+// up at its last refresh (no backlog, every cursor connected) is asked
+// again at the next round after one of its cursors read something, and
+// otherwise only after quietRefresh: one stats request per topic every
+// 10 s was most of the CPU of an idle sidecar with 1,000 topics, and one
+// a minute still 16.7 admin requests a second (e2e/bench, scale rows).
+// A backlog can only grow on a quiet topic by new messages, which its
+// cursors read (the stats are then asked for at the next round), unless
+// a cursor lost its consumer meanwhile (then shown within quietRefresh;
+// connected_partitions shows it at once).
+func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
+	now := time.Now()
+	// A topic gone from the namespace (deleted, or no longer matching)
+	// takes its series with it.
+	listed := make(map[string]bool, len(topics))
+	for _, t := range topics {
+		listed[t.name] = true
+	}
+	for name := range p.gauged {
+		if !listed[name] {
+			labels := []string{p.local.Name, p.remote.Name, metrics.TopicLabel(name)}
+			p.m.Backlog.DeleteLabelValues(labels...)
+			p.m.OldestAge.DeleteLabelValues(labels...)
+			delete(p.gauged, name)
+			delete(p.quiet, name)
+		}
+	}
+	for _, t := range topics {
+		if at, ok := p.quiet[t.name]; ok && now.Sub(at) < quietRefresh && !p.received(t) {
+			continue
+		}
+		st, err := inspect(ctx, p.local.Admin, t, p.subscription, now)
+		if err != nil {
+			p.log.Debug("stats refresh failed", zap.String("topic", t.name), zap.Error(err))
+			delete(p.quiet, t.name)
+			continue
+		}
+		labels := []string{p.local.Name, p.remote.Name, metrics.TopicLabel(t.name)}
+		p.gauged[t.name] = true
+		p.m.Backlog.WithLabelValues(labels...).Set(float64(st.Backlog))
+		p.m.OldestAge.WithLabelValues(labels...).Set(st.OldestAge.Seconds())
+		if st.Backlog == 0 && st.Connected == max(t.partitions, 1) {
+			p.quiet[t.name] = now
+		} else {
+			delete(p.quiet, t.name)
+		}
+	}
+}
+
+// quietRefresh is how often the stats of a caught-up topic whose cursors
+// read nothing are asked for.
+const quietRefresh = 10 * time.Minute
+
+// received reports whether a cursor of t read anything since the last
+// call, and clears that.
+func (p *pair) received(t topicInfo) bool {
+	got := false
+	for _, pt := range t.partitionNames() {
+		if w, ok := p.running[pt]; ok && w.received.Swap(false) {
+			got = true
+		}
+	}
+	return got
 }

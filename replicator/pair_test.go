@@ -6,6 +6,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -23,7 +25,7 @@ func TestStartLatestOnlyAtSetup(t *testing.T) {
 		passes [][]topicInfo // discovery passes, in order
 		want   map[string]wire.InitialPosition
 	}{
-		{"earliest: every partition", config.StartEarliest,
+		{"cluster.Earliest: every partition", config.StartEarliest,
 			[][]topicInfo{{orders}, {orders, fresh}},
 			map[string]wire.InitialPosition{orders.name + "-partition-0": wire.Earliest, fresh.name: wire.Earliest}},
 		{"latest: the first pass's partitions", config.StartLatest,
@@ -45,13 +47,13 @@ func TestStartLatestOnlyAtSetup(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &pair{rep: config.Replication{Start: tt.start}, cfg: &config.Config{},
-				local: &Conn{Name: "east"}, remote: &Conn{Name: "west"},
-				m: NewMetrics(nil), log: zaptest.NewLogger(t)}
+				local: &cluster.Conn{Name: "east"}, remote: &cluster.Conn{Name: "west"},
+				m: metrics.New(nil), log: zaptest.NewLogger(t)}
 			for _, pass := range tt.passes {
 				p.noteListed(pass)
 			}
 			for pt, want := range tt.want {
-				got := p.entryPartition(pt).ends.(*wireEndpoints).start
+				got := p.entryPartition(pt).Start
 				if got != want {
 					t.Errorf("%s starts at %v, want %v", pt, got, want)
 				}

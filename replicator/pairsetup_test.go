@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 )
 
 // A pair whose namespace is missing on the target, or whose credentials
@@ -35,8 +37,8 @@ func TestPairTargetChecked(t *testing.T) {
 			local := &fakeControl{have: map[string]int{}}
 			remote := &fakeControl{have: map[string]int{}, fail: tt.fail}
 			p := &pair{rep: config.Replication{Source: "east", Namespace: "negt/ns"}, cfg: &config.Config{},
-				local: &Conn{Name: "east", control: local}, remote: &Conn{Name: "west", control: remote},
-				m: NewMetrics(nil), log: zaptest.NewLogger(t), running: map[string]*worker{}}
+				local: &cluster.Conn{Name: "east", Control: local}, remote: &cluster.Conn{Name: "west", Control: remote},
+				m: metrics.New(nil), log: zaptest.NewLogger(t), running: map[string]*worker{}}
 			_, err := p.discover(context.Background())
 			if tt.want == "" {
 				if errors.Is(err, errPairSetup) {
@@ -58,9 +60,9 @@ func TestPairTargetChecked(t *testing.T) {
 // clear once the target is set up.
 func TestPairProblemReported(t *testing.T) {
 	remote := &fakeControl{have: map[string]int{}, fail: rest.Error{Code: 404}}
-	m := NewMetrics(nil)
+	m := metrics.New(nil)
 	p := &pair{rep: config.Replication{Source: "east", Namespace: "negt/ns"}, cfg: &config.Config{},
-		local: &Conn{Name: "east", control: &fakeControl{have: map[string]int{}}}, remote: &Conn{Name: "west", control: remote},
+		local: &cluster.Conn{Name: "east", Control: &fakeControl{have: map[string]int{}}}, remote: &cluster.Conn{Name: "west", Control: remote},
 		m: m, log: zaptest.NewLogger(t), running: map[string]*worker{}, interval: 10 * time.Millisecond}
 	s := &Sidecar{pairs: []*pair{p}}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,32 +1,24 @@
-// Package replicator is the only part of geo-sidecar that reads and writes
-// Pulsar topics; marker, snapshot and subscription stay pure, and the
-// rules that keep messages from being lost live here, beside the I/O they
-// govern.
+// Package replicator is geo-sidecar's embeddable entry point (New, Run)
+// and the orchestration of its work: what to replicate, and for how long.
+// The work itself is done by the packages below it.
 //
 // A Sidecar runs one pair per replication entry and target cluster
-// (pair.go). A pair discovers the entry's topics, creates them on the
-// target with the same partitions (topics.go, over the admin calls of
-// control.go) and runs one replicator per partition, so that partitions
-// come and go and fail without touching the others.
+// (pair.go): it discovers the entry's topics and makes sure each exists on
+// the target with the same partitions (topics.go), runs one replicator per
+// partition (replicator/entrypath) with, when the entry keeps
+// subscriptions in step, its subscription sync (replicator/subsync), and
+// starts and stops them as topics come and go, so that one partition
+// failing never stops another. stats.go reads the replication state from
+// the source clusters for the status command and the backlog gauges.
 //
-// The replicator of a partition is the entry pipe (entrypipe.go): a
-// durable Failover subscription on the local partition, which instances
-// beside one cluster share, and a producer to the same partition on the
-// remote, both over the project's binary-protocol client (wire,
-// entryends.go). It forwards each stored entry whole with a signed origin
-// (origin.go) and acknowledges the cursor only after the remote
-// confirmed, in order. Any failure ends the session and the next one
-// starts from the cursor (entrysessions.go), skipping only the copies it
-// reads back from the remote with a valid signature (entryreadback.go):
-// an outage grows the backlog, a crash costs duplicates at worst, never a
-// message.
+// Below it: replicator/cluster holds the clients of each cluster, their
+// credentials and the admin control plane; replicator/metrics the
+// Prometheus metrics, built from an injected Registerer; replicator/wire
+// the binary protocol. The on-topic contract (markers, the copies' signed
+// origins, the producer names) is marker's.
 //
-// Beside each partition, subscription sync (sync.go, syncio.go,
-// history.go) feeds what the pipe reads to the snapshot machine and
-// writes the markers it returns. Metrics, status and security events
-// (metrics.go, linkmetrics.go, stats.go, security.go) tell operators what
-// they need in bounded labels; tokens and message contents never reach a
-// log.
+// A Sidecar's methods are safe for concurrent use: Status, Ready and
+// NotReady may be called while Run runs.
 package replicator
 
 import (
@@ -43,6 +35,10 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entrypath"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync"
 )
 
 // Options are what the embedding program supplies. No globals: two
@@ -59,16 +55,16 @@ type Options struct {
 type Sidecar struct {
 	cfg     *config.Config
 	log     *zap.Logger
-	m       *Metrics
+	m       *metrics.Metrics
 	cluster string
 	keys    marker.Keys // marker keys; zero when none is configured
-	applied appliedPositions
+	applied subsync.Applied
 	// budgets bound the bytes the entry pipe holds in flight, a share of
 	// the process's budget per target cluster.
-	budgets *targetBudgets
+	budgets *entrypath.TargetBudgets
 	// pools bound what the cursors hold and may be sent, a share of the
 	// receive budget per target cluster.
-	pools *receivePools
+	pools *entrypath.ReceivePools
 
 	ready atomic.Bool
 	mu    sync.Mutex
@@ -94,7 +90,7 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := NewMetrics(opts.Registry)
+	m := metrics.New(opts.Registry)
 	var targets []string
 	for _, r := range cfg.Replication {
 		if opts.Cluster == "" || r.Source == opts.Cluster {
@@ -102,11 +98,11 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 		}
 	}
 	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, keys: marker.NewKeys(key, accepted),
-		budgets: newTargetBudgets(inflightBudget, targets, m.InflightBytes.Set), pools: newReceivePools(receiveBudget, targets, m)}, nil
+		budgets: entrypath.NewTargetBudgets(entrypath.InflightBudget, targets, m.InflightBytes.Set), pools: entrypath.NewReceivePools(entrypath.ReceiveBudget, targets, m)}, nil
 }
 
 // Metrics returns the sidecar's metrics.
-func (s *Sidecar) Metrics() *Metrics { return s.m }
+func (s *Sidecar) Metrics() *metrics.Metrics { return s.m }
 
 // Ready reports whether every pair has completed one topic discovery.
 func (s *Sidecar) Ready() bool { return s.NotReady() == "" }
@@ -147,7 +143,7 @@ func (s *Sidecar) Check(ctx context.Context) ([]string, error) {
 	var problems []string
 	for _, p := range pairs {
 		name := fmt.Sprintf("%s->%s %s", p.local.Name, p.remote.Name, p.rep.Namespace)
-		if _, _, err := p.local.control.topics(ctx, p.rep.Namespace); err != nil {
+		if _, _, err := p.local.Control.Topics(ctx, p.rep.Namespace); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: cannot list the topics of %s on %s: %v", name, p.rep.Namespace, p.local.Name, err))
 		}
 		if err := p.checkTarget(ctx); err != nil {
@@ -193,22 +189,22 @@ func (s *Sidecar) Run(ctx context.Context) error {
 // build dials the clusters the pairs need and builds one pair per
 // (replication entry, target). The returned func closes the connections.
 func (s *Sidecar) build() ([]*pair, func(), error) {
-	conns := map[string]*Conn{}
+	conns := map[string]*cluster.Conn{}
 	closeConns := func() {
 		for _, c := range conns {
 			c.Close()
 		}
 	}
-	conn := func(name string) (*Conn, error) {
+	conn := func(name string) (*cluster.Conn, error) {
 		if c, ok := conns[name]; ok {
 			return c, nil
 		}
 		cc, _ := s.cfg.Cluster(name)
-		c, err := Dial(cc, s.log)
+		c, err := cluster.Dial(cc, s.log)
 		if err != nil {
 			return nil, err
 		}
-		c.countAdmin(s.m)
+		c.CountAdmin(s.m)
 		conns[name] = c
 		return c, nil
 	}
@@ -222,7 +218,7 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 			closeConns()
 			return nil, nil, err
 		}
-		msgRate, byteRate := newLimiter(r.RateLimit.MessagesPerSecond), newLimiter(r.RateLimit.BytesPerSecond)
+		msgRate, byteRate := cluster.NewLimiter(r.RateLimit.MessagesPerSecond), cluster.NewLimiter(r.RateLimit.BytesPerSecond)
 		for _, t := range r.Targets {
 			remote, err := conn(t)
 			if err != nil {
@@ -240,8 +236,8 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				cfg:     s.cfg,
 				keys:    s.keys,
 				applied: &s.applied,
-				budget:  s.budgets.of(t),
-				pool:    s.pools.of(t),
+				budget:  s.budgets.Of(t),
+				pool:    s.pools.Of(t),
 				log:     s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
 				running: map[string]*worker{},
 				quiet:   map[string]time.Time{},
@@ -253,4 +249,30 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 	s.pairs = pairs
 	s.mu.Unlock()
 	return pairs, closeConns, nil
+}
+
+// Status reads the replication state of every topic of every pair, from the
+// source clusters' admin APIs. It works whether or not Run is running (the
+// status command calls it on a sidecar that never runs).
+func (s *Sidecar) Status(ctx context.Context) ([]PairStatus, error) {
+	s.mu.Lock()
+	pairs := s.pairs
+	s.mu.Unlock()
+	if pairs == nil {
+		var closeConns func()
+		var err error
+		if pairs, closeConns, err = s.build(); err != nil {
+			return nil, err
+		}
+		defer closeConns()
+	}
+	var out []PairStatus
+	for _, p := range pairs {
+		st, err := p.status(ctx)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, st...)
+	}
+	return out, nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -40,11 +42,11 @@ func TestRefreshStatsQuietTopic(t *testing.T) {
 	topic := topicInfo{name: "persistent://t/ns/orders"}
 	w := &worker{topic: topic.name}
 	p := &pair{
-		local: &Conn{Name: "east", Admin: admin}, remote: &Conn{Name: "west"},
+		local: &cluster.Conn{Name: "east", Admin: admin}, remote: &cluster.Conn{Name: "west"},
 		subscription: "geo-sidecar.repl.west",
 		running:      map[string]*worker{topic.name: w},
 		quiet:        map[string]time.Time{}, gauged: map[string]bool{},
-		m: NewMetrics(nil), log: zaptest.NewLogger(t),
+		m: metrics.New(nil), log: zaptest.NewLogger(t),
 	}
 	ctx := context.Background()
 	round := func(want int32, what string) {

@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/rest"
-
 	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 )
 
 // topicInfo is one replicated topic as the source cluster has it.
@@ -37,8 +36,8 @@ var partitionSuffix = regexp.MustCompile(`-partition-\d+$`)
 // listTopics returns the persistent topics of r's namespace that r selects,
 // with their partition counts. System topics (names starting "__") are
 // never replicated.
-func listTopics(ctx context.Context, cp controlPlane, r config.Replication) ([]topicInfo, error) {
-	partitioned, plain, err := cp.topics(ctx, r.Namespace)
+func listTopics(ctx context.Context, cp cluster.ControlPlane, r config.Replication) ([]topicInfo, error) {
+	partitioned, plain, err := cp.Topics(ctx, r.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +48,7 @@ func listTopics(ctx context.Context, cp controlPlane, r config.Replication) ([]t
 			continue
 		}
 		isPartitioned[name] = true
-		n, _, err := cp.partitions(ctx, name)
+		n, _, err := cp.Partitions(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("partitions of %s: %w", name, err)
 		}
@@ -70,6 +69,9 @@ func listTopics(ctx context.Context, cp controlPlane, r config.Replication) ([]t
 	return out, nil
 }
 
+// shortName is a topic's name without its domain, tenant and namespace.
+func shortName(topic string) string { return topic[strings.LastIndex(topic, "/")+1:] }
+
 func selected(r config.Replication, name string) bool {
 	if !strings.HasPrefix(name, "persistent://") {
 		return false
@@ -87,8 +89,8 @@ var errPartitionMismatch = errors.New("partition count mismatch")
 // missing, and grows the remote's partitions when the source grew. The
 // remote's tenant and namespace must exist: creating them is an operator's
 // decision.
-func ensureRemote(ctx context.Context, cp controlPlane, t topicInfo) error {
-	have, found, err := cp.partitions(ctx, t.name)
+func ensureRemote(ctx context.Context, cp cluster.ControlPlane, t topicInfo) error {
+	have, found, err := cp.Partitions(ctx, t.name)
 	if err != nil {
 		return fmt.Errorf("read remote metadata: %w", err)
 	}
@@ -100,8 +102,8 @@ func ensureRemote(ctx context.Context, cp controlPlane, t topicInfo) error {
 		return nil
 	case have == 0:
 		// Absent, or non-partitioned and empty of metadata: create.
-		err := cp.createTopic(ctx, t.name, t.partitions)
-		if errors.Is(err, errTopicExists) {
+		err := cp.CreateTopic(ctx, t.name, t.partitions)
+		if errors.Is(err, cluster.ErrTopicExists) {
 			return fmt.Errorf("%w: source has %d partitions, remote has a non-partitioned topic", errPartitionMismatch, t.partitions)
 		}
 		if err != nil {
@@ -109,23 +111,13 @@ func ensureRemote(ctx context.Context, cp controlPlane, t topicInfo) error {
 		}
 		return nil
 	case t.partitions > have:
-		if err := cp.growTopic(ctx, t.name, t.partitions); err != nil {
+		if err := cp.GrowTopic(ctx, t.name, t.partitions); err != nil {
 			return fmt.Errorf("grow remote topic from %d to %d partitions: %w", have, t.partitions, err)
 		}
 		return nil
 	default:
 		return fmt.Errorf("%w: source has %d partitions, remote has %d", errPartitionMismatch, t.partitions, have)
 	}
-}
-
-func isNotFound(err error) bool {
-	var re rest.Error
-	return errors.As(err, &re) && re.Code == 404
-}
-
-func isConflict(err error) bool {
-	var re rest.Error
-	return errors.As(err, &re) && re.Code == 409
 }
 
 // remoteChecks remembers the topics ensureRemote found right on the remote,
@@ -144,7 +136,7 @@ type remoteCheck struct {
 // recheckRemote is how long a topic found right on the remote is trusted.
 const recheckRemote = 10 * time.Minute
 
-func (c *remoteChecks) ensure(ctx context.Context, cp controlPlane, t topicInfo) error {
+func (c *remoteChecks) ensure(ctx context.Context, cp cluster.ControlPlane, t topicInfo) error {
 	if v, ok := (*c)[t.name]; ok && v.partitions == t.partitions && time.Since(v.at) < recheckRemote {
 		return nil
 	}

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
-	"github.com/geo-sidecar/geo-sidecar/replicator"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/subscription/drill"
 )
 
@@ -104,7 +104,7 @@ func printDrill(w io.Writer, r drill.Report) {
 // dialDrill connects the drill with the sidecar's own clients: the same
 // TLS checks and credentials (a token file is read again when it changes).
 func dialDrill(cc config.Cluster) (pulsar.Client, pulsaradmin.Client, error) {
-	conn, err := replicator.Dial(cc, zap.NewNop())
+	conn, err := cluster.Dial(cc, zap.NewNop())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -8,11 +8,11 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
-	"github.com/geo-sidecar/geo-sidecar/replicator"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 )
 
 // securityMetrics follow the replicator's security events (credentials,
-// permissions, certificates; see replicator.EventPermissionDenied). Those
+// permissions, certificates; see cluster.EventPermissionDenied). Those
 // events are logged once when a condition starts and once when it ends,
 // from deep inside the clients of each cluster; the metrics are kept from
 // the same events, so the log line and the metric cannot disagree and the
@@ -53,7 +53,7 @@ func newSecurityMetrics(reg prometheus.Registerer, cfg *config.Config) *security
 		reg.MustRegister(m.denied, m.denials, m.tokenExpiry, m.tokenExpired, m.authRefused, m.tlsRefused)
 	}
 	for _, c := range cfg.Clusters {
-		for _, p := range []string{replicator.PermissionProduce, replicator.PermissionConsume, replicator.PermissionTenantAdmin} {
+		for _, p := range []string{cluster.PermissionProduce, cluster.PermissionConsume, cluster.PermissionTenantAdmin} {
 			m.denied.WithLabelValues(c.Name, p)
 			m.denials.WithLabelValues(c.Name, p)
 		}
@@ -68,29 +68,29 @@ func newSecurityMetrics(reg prometheus.Registerer, cfg *config.Config) *security
 
 // observe updates the metrics from one security event.
 func (m *securityMetrics) observe(msg string, f map[string]any) {
-	cluster, _ := f["cluster"].(string)
-	if cluster == "" {
+	clusterName, _ := f["cluster"].(string)
+	if clusterName == "" {
 		return
 	}
 	perm, _ := f["permission"].(string)
 	switch msg {
-	case replicator.EventPermissionDenied:
-		m.denied.WithLabelValues(cluster, perm).Inc()
-		m.denials.WithLabelValues(cluster, perm).Inc()
-	case replicator.EventPermissionGranted:
-		g := m.denied.WithLabelValues(cluster, perm)
+	case cluster.EventPermissionDenied:
+		m.denied.WithLabelValues(clusterName, perm).Inc()
+		m.denials.WithLabelValues(clusterName, perm).Inc()
+	case cluster.EventPermissionGranted:
+		g := m.denied.WithLabelValues(clusterName, perm)
 		g.Dec()
-	case replicator.EventTokenLoaded:
-		m.tokenExpired.WithLabelValues(cluster).Set(0)
-		m.tokenExpiry.WithLabelValues(cluster).Set(float64(asInt(f["expires_at"])))
-	case replicator.EventTokenExpired:
-		m.tokenExpired.WithLabelValues(cluster).Set(1)
-	case replicator.EventAuthRefused:
-		m.authRefused.WithLabelValues(cluster).Set(1)
-	case replicator.EventAuthAccepted:
-		m.authRefused.WithLabelValues(cluster).Set(0)
-	case replicator.EventTLSRefused:
-		m.tlsRefused.WithLabelValues(cluster).Inc()
+	case cluster.EventTokenLoaded:
+		m.tokenExpired.WithLabelValues(clusterName).Set(0)
+		m.tokenExpiry.WithLabelValues(clusterName).Set(float64(asInt(f["expires_at"])))
+	case cluster.EventTokenExpired:
+		m.tokenExpired.WithLabelValues(clusterName).Set(1)
+	case cluster.EventAuthRefused:
+		m.authRefused.WithLabelValues(clusterName).Set(1)
+	case cluster.EventAuthAccepted:
+		m.authRefused.WithLabelValues(clusterName).Set(0)
+	case cluster.EventTLSRefused:
+		m.tlsRefused.WithLabelValues(clusterName).Inc()
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
-	"github.com/geo-sidecar/geo-sidecar/replicator"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 )
 
 // TestSecurityMetrics: the metrics follow the security logger's events,
@@ -29,14 +29,14 @@ func TestSecurityMetrics(t *testing.T) {
 	log := withSecurityMetrics(zap.New(core), m)
 	sec := log.Named("security").With(zap.String("cluster", "south"))
 
-	sec.Info(replicator.EventTokenLoaded, zap.Int64("expires_at", 1700000000))
-	sec.Error(replicator.EventPermissionDenied, zap.String("permission", "produce"), zap.String("resource", "a"))
-	sec.Error(replicator.EventPermissionDenied, zap.String("permission", "produce"), zap.String("resource", "b"))
-	sec.Info(replicator.EventPermissionGranted, zap.String("permission", "produce"), zap.String("resource", "a"))
-	sec.Error(replicator.EventTokenExpired)
-	sec.Error(replicator.EventAuthRefused)
-	sec.Error(replicator.EventTLSRefused, zap.String("reason", "unknown CA"))
-	log.Named("replicator").With(zap.String("cluster", "south")).Error(replicator.EventPermissionDenied, zap.String("permission", "produce"))
+	sec.Info(cluster.EventTokenLoaded, zap.Int64("expires_at", 1700000000))
+	sec.Error(cluster.EventPermissionDenied, zap.String("permission", "produce"), zap.String("resource", "a"))
+	sec.Error(cluster.EventPermissionDenied, zap.String("permission", "produce"), zap.String("resource", "b"))
+	sec.Info(cluster.EventPermissionGranted, zap.String("permission", "produce"), zap.String("resource", "a"))
+	sec.Error(cluster.EventTokenExpired)
+	sec.Error(cluster.EventAuthRefused)
+	sec.Error(cluster.EventTLSRefused, zap.String("reason", "unknown CA"))
+	log.Named("replicator").With(zap.String("cluster", "south")).Error(cluster.EventPermissionDenied, zap.String("permission", "produce"))
 
 	tests := []struct {
 		name   string
@@ -59,10 +59,10 @@ func TestSecurityMetrics(t *testing.T) {
 	}
 	// Only the Error lines pass the level; the Info ones fed the metrics
 	// all the same.
-	if n := logs.FilterMessage(replicator.EventTokenLoaded).Len(); n != 0 {
+	if n := logs.FilterMessage(cluster.EventTokenLoaded).Len(); n != 0 {
 		t.Errorf("an Info line was written at --log-level error")
 	}
-	if n := logs.FilterMessage(replicator.EventPermissionDenied).Len(); n != 3 {
+	if n := logs.FilterMessage(cluster.EventPermissionDenied).Len(); n != 3 {
 		t.Errorf("%d permission denied lines written, want 3", n)
 	}
 	// Series exist before any event, so alerts can be written on them.

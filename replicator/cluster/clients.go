@@ -1,0 +1,309 @@
+// Package cluster is geo-sidecar's hold on one Pulsar cluster: the
+// clients it dials (Conn: the binary-protocol client of the entry path,
+// pulsar-client-go's and the admin API's), the credentials they present
+// and the refusals they meet (security.go: each reported once, by name,
+// tokens never logged), the admin control plane behind one small
+// interface (ControlPlane: list topics, partitions, create and grow,
+// layout, cursors, backlogs), and the retry primitives every loop over a
+// cluster uses (Backoff, Sleep, Limiter).
+//
+// It exists so that the packages above it (discovery and status in
+// replicator, the data path in entrypath, subscription sync in subsync)
+// each ask a cluster for what they need through a Conn or a ControlPlane,
+// and are unit-tested against fakes of those, never against Pulsar.
+//
+// Conn, its clients and ControlPlane implementations are safe for
+// concurrent use; a Backoff is used by one goroutine; a Limiter is shared.
+package cluster
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"github.com/apache/pulsar-client-go/pulsar/auth"
+	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	pulsaradminpkg "github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
+	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
+)
+
+// Conn is the clients geo-sidecar holds for one cluster: the entry pipe's
+// binary-protocol client (WireClient: shared by every cursor and producer
+// on that cluster, so they share connections), pulsar-client-go's (the
+// marker writers and the start-up re-read of subscription sync) and the
+// admin client.
+type Conn struct {
+	Name   string
+	Client pulsar.Client
+	Admin  pulsaradmin.Client
+	// Control is Admin as discovery and subscription sync use it.
+	Control ControlPlane
+	admin   *adminTransport // Admin's transport
+
+	// Config and Log are the cluster's, for the entry path's binary-
+	// protocol client, built on first use (WireClient).
+	Config   config.Cluster
+	Log      *zap.Logger
+	watch    *authWatch
+	wireOnce sync.Once
+	wire     *wire.Client
+	wireErr  error
+	// m, set by countAdmin, receives the wire client's link events.
+	m *metrics.Metrics
+}
+
+// Dial builds the clients for c. Neither keeps a copy of the token: both
+// ask for it when they need it (the binary client at each connection and
+// when the broker challenges an expiring token, the admin client before
+// each call), and each time the file or variable is read again, so a
+// short-lived token that an agent replaces keeps replication going
+// without a restart. Host names are verified on TLS connections. Refused
+// credentials, missing permissions and refused certificates are logged
+// once each by the "security" logger (see EventPermissionDenied); tokens
+// and message properties never reach a log.
+func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
+	w := newAuthWatch(c, log)
+	opts := pulsar.ClientOptions{
+		URL:                     c.ServiceURL,
+		TLSTrustCertsFilePath:   c.Auth.TLSTrustCertsFile,
+		TLSValidateHostname:     true,
+		Logger:                  zapLogger{s: log.Named("pulsar").With(zap.String("cluster", c.Name)).Sugar(), w: w},
+		MaxConnectionsPerBroker: 1,
+		// The client closes a connection silent for twice this.
+		KeepAliveInterval: c.KeepAlive.Duration / 2,
+	}
+	switch {
+	case c.Auth.HasToken():
+		// Read once now, so a missing file fails at start, naming it.
+		if _, err := w.Token(); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
+		}
+		opts.Authentication = pulsar.NewAuthenticationTokenFromSupplier(w.Token)
+	case c.Auth.TLSCertFile != "":
+		// Read at each handshake: a renewed certificate is used at the
+		// next connection.
+		opts.Authentication = pulsar.NewAuthenticationTLS(c.Auth.TLSCertFile, c.Auth.TLSKeyFile)
+	}
+	client, err := pulsar.NewClient(opts)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: pulsar client: %w", c.Name, err)
+	}
+	base, err := newAdminBase(c.Auth, c.KeepAlive.Duration)
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
+	}
+	rt := &adminTransport{base: base, w: w}
+	admin, err := pulsaradminpkg.NewPulsarClientWithAuthProvider(&pulsaradmin.Config{WebServiceURL: c.AdminURL}, rt)
+	if err != nil {
+		client.Close()
+		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
+	}
+	return &Conn{Name: c.Name, Client: client, Admin: admin, Control: pulsarControl{admin}, Config: c, watch: w, Log: log, admin: rt}, nil
+}
+
+// CountAdmin counts this cluster's admin calls in m, and its links'
+// events (before any call).
+func (c *Conn) CountAdmin(m *metrics.Metrics) {
+	if c.admin != nil {
+		c.admin.requests = m.AdminRequests.WithLabelValues(c.Name)
+	}
+	c.m = m
+}
+
+// Metrics are the metrics CountAdmin set; nil before.
+func (c *Conn) Metrics() *metrics.Metrics { return c.m }
+
+// Close releases the clients.
+func (c *Conn) Close() {
+	c.Client.Close()
+	c.wireOnce.Do(func() {}) // after this, c.wire is set or never will be
+	if c.wire != nil {
+		_ = c.wire.Close()
+	}
+}
+
+// zapLogger routes pulsar-client-go's logs into zap, one level down: the
+// client's Info is chatty (every connect), so it lands at Debug. Fields
+// that carry message contents are dropped (see dropField): the client logs
+// a failed send with the message's properties, and the history re-read
+// reads applications' messages, whose contents (customer ids, emails)
+// must not reach the sidecar's logs.
+// What the client says about producers, consumers and connections also
+// goes to the cluster's authWatch, which reports refusals once.
+type zapLogger struct {
+	s     *zap.SugaredLogger
+	w     *authWatch // nil in tests
+	topic string     // the "topic" field, for the authWatch
+	err   error      // the error given with WithError
+}
+
+func (l zapLogger) with(f pulsarlog.Fields) zapLogger {
+	args := make([]any, 0, 2*len(f))
+	for k, v := range f {
+		if dropField(k, v) {
+			continue
+		}
+		if k == "topic" {
+			if t, ok := v.(string); ok {
+				l.topic = t
+			}
+		}
+		args = append(args, k, v)
+	}
+	if len(args) > 0 {
+		l.s = l.s.With(args...)
+	}
+	return l
+}
+
+func (l zapLogger) SubLogger(f pulsarlog.Fields) pulsarlog.Logger { return l.with(f) }
+func (l zapLogger) WithFields(f pulsarlog.Fields) pulsarlog.Entry { return l.with(f) }
+func (l zapLogger) WithField(name string, v any) pulsarlog.Entry {
+	return l.with(pulsarlog.Fields{name: v})
+}
+func (l zapLogger) WithError(err error) pulsarlog.Entry {
+	l.err = err
+	l.s = l.s.With(zap.Error(err))
+	return l
+}
+func (l zapLogger) Debug(args ...any) {}
+func (l zapLogger) Info(args ...any) {
+	msg := fmt.Sprint(args...)
+	l.s.Debug(msg)
+	l.note(msg)
+}
+func (l zapLogger) Warn(args ...any) {
+	if msg := fmt.Sprint(args...); !l.note(msg) {
+		l.s.Info(msg)
+	}
+}
+func (l zapLogger) Error(args ...any) {
+	if msg := fmt.Sprint(args...); !l.note(msg) {
+		l.s.Warn(msg)
+	}
+}
+func (l zapLogger) Debugf(string, ...any)            {}
+func (l zapLogger) Infof(format string, args ...any) { l.s.Debugf(format, args...) }
+func (l zapLogger) Warnf(format string, args ...any) {
+	if msg := fmt.Sprintf(format, args...); !l.note(msg) {
+		l.s.Info(msg)
+	}
+}
+func (l zapLogger) Errorf(format string, args ...any) {
+	if msg := fmt.Sprintf(format, args...); !l.note(msg) {
+		l.s.Warn(msg)
+	}
+}
+
+// note gives msg to the cluster's authWatch. It reports whether msg was a
+// refusal that the security logger reports (once), in which case the
+// client's own line, repeated at every retry, goes to Debug instead.
+func (l zapLogger) note(msg string) bool {
+	if l.w == nil || !l.w.clientEvent(msg, l.err, l.topic) {
+		return false
+	}
+	l.s.Debug(msg)
+	return true
+}
+
+// dropField reports whether a field of the client's logs may carry message
+// contents: the properties (pulsar-client-go logs them with failed sends),
+// payloads and keys, and any string map, which is how properties travel.
+func dropField(name string, v any) bool {
+	switch strings.ToLower(name) {
+	case "properties", "payload", "key", "ordering_key", "orderingkey", "value", "msg", "message":
+		return true
+	}
+	switch v.(type) {
+	case map[string]string, []byte:
+		return true
+	}
+	return false
+}
+
+// WireClient is the cluster's binary-protocol client for the entry pipe,
+// built on first use: one pool of connections (one per broker) shared by
+// every cursor and producer of the entry pipe on this cluster. It
+// authenticates like the pulsar-client-go client: the token is asked for
+// at each connection and each challenge, client certificates are read at
+// each handshake, host names are verified.
+func (c *Conn) WireClient() (*wire.Client, error) {
+	c.wireOnce.Do(func() {
+		opts := wire.ClientOptions{
+			ServiceURL: c.Config.ServiceURL,
+			Logger:     c.Log.Named("wire").With(zap.String("cluster", c.Name)),
+		}
+		opts.Conn.KeepAlive = c.Config.KeepAlive.Duration
+		if c.m != nil {
+			l := c.m.Links
+			lost, silent := l.ConnectionsLost.WithLabelValues(c.Name), l.KeepAliveTimeouts.WithLabelValues(c.Name)
+			failed := l.ConnectFailures.WithLabelValues(c.Name)
+			for _, kind := range wire.ReconnectKinds {
+				for _, cause := range wire.ReconnectCauses {
+					l.Reconnects.WithLabelValues(c.Name, kind, cause) // at 0 (see ReconnectCauses)
+				}
+			}
+			opts.Conn.Events = wire.Events{
+				ConnLost: func(keepAlive bool) {
+					lost.Inc()
+					if keepAlive {
+						silent.Inc()
+					}
+				},
+				Reconnect:     func(kind, cause string) { l.Reconnects.WithLabelValues(c.Name, kind, cause).Inc() },
+				ConnectFailed: failed.Inc,
+			}
+		}
+		var err error
+		switch {
+		case c.Config.Auth.HasToken():
+			opts.Conn.Auth = auth.NewAuthenticationTokenFromSupplier(c.watch.Token)
+		case c.Config.Auth.TLSCertFile != "":
+			opts.Conn.Auth = auth.NewAuthenticationTLS(c.Config.Auth.TLSCertFile, c.Config.Auth.TLSKeyFile)
+		}
+		if opts.Conn.Auth != nil {
+			if err = opts.Conn.Auth.Init(); err != nil {
+				c.wireErr = fmt.Errorf("cluster %s: authentication: %w", c.Name, err)
+				return
+			}
+		}
+		if strings.HasPrefix(c.Config.ServiceURL, "pulsar+ssl://") {
+			if opts.Conn.TLS, err = clientTLS(c.Config.Auth); err != nil {
+				c.wireErr = fmt.Errorf("cluster %s: %w", c.Name, err)
+				return
+			}
+		}
+		c.wire, c.wireErr = wire.NewClient(opts)
+		if c.wireErr == nil && c.m != nil {
+			c.m.Links.WatchUnconfirmed(c.Name, c.wire.OldestUnconfirmed)
+		}
+	})
+	return c.wire, c.wireErr
+}
+
+// noteOpen reports the outcome of opening a producer (kind "producer") or
+// a cursor ("consumer") on topic with a client whose refusals do not pass
+// through zapLogger (the entry pipe's wire client): a refusal becomes one
+// security event (permission denied, authentication or certificate
+// refused), a success ends it. Safe for concurrent use.
+func (c *Conn) NoteOpen(kind, topic string, err error) {
+	if c == nil || c.watch == nil {
+		return
+	}
+	if err == nil {
+		if kind == "producer" {
+			c.watch.clientEvent("Created producer", nil, topic)
+		} else {
+			c.watch.clientEvent("Created consumer", nil, topic)
+		}
+		return
+	}
+	c.watch.clientEvent("Failed to create "+kind, err, topic)
+}

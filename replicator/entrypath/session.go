@@ -1,0 +1,510 @@
+package entrypath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
+)
+
+// session is one cursor and producer lifetime of a Partition: it opens
+// the cursor (open), takes its entries in order (receive), decides on
+// each and feeds the subscription sync (route), opens the producer and
+// reads the remote back when it has none (target), sends (send), and at
+// the first failure ends, closing what it opened (close). Run's next
+// session starts from the cursor (entrysessions.go).
+//
+// A session is used by the partition's goroutine, but for what the
+// producer's callbacks and the cursor's active-change reports touch: the
+// atomics, the results channel and cancel.
+type session struct {
+	p    *Partition
+	ctx  context.Context // the partition's: done when it stops
+	sctx context.Context // the session's: ends at its first failure (cancel)
+	// cancel ends the session with its cause.
+	cancel context.CancelCauseFunc
+	down   *stepDown
+	pair   []string // the metrics' labels: local, remote
+
+	// active: the cursor is the subscription's active consumer;
+	// holding: a producer is open (a standby then ends the session).
+	active, holding atomic.Bool
+	src             entrySource
+	dst             entryTarget // nil while no producer is open
+
+	// results carries the receipts to the acker, which acknowledges in
+	// send order; progress is set when it acknowledged something.
+	results   chan *entryInflight
+	stopAcker chan struct{}
+	ackerDone chan struct{}
+	progress  atomic.Bool
+	// halted is set when a send failed or was answered as a duplicate:
+	// the acker is ending the session.
+	halted atomic.Bool
+
+	copied   copySet         // the read-back's proof, for the producer open
+	last     marker.Position // the last entry received (hasLast)
+	hasLast  bool
+	started  bool   // the session's first entry to process was checked (startAt)
+	seq      uint64 // the lowest id the remote takes as new (entrySeq)
+	epoch    uint64 // the producer's epoch (entrySeq)
+	unpacked bool   // an entry of this producer got a counted id (logged once)
+}
+
+// verdict is what a step of the session decided about the entry at hand.
+type verdict int
+
+const (
+	proceed   verdict = iota // go on with this entry
+	nextEntry                // this entry is dealt with: take the next
+	stop                     // the session ends (its cause is set)
+)
+
+func (p *Partition) session(ctx context.Context) (bool, error) {
+	if !p.steppedDown.IsZero() {
+		if !p.awaitTarget(ctx) {
+			return false, nil
+		}
+		p.steppedDown = time.Time{}
+	}
+	s := &session{p: p, ctx: ctx, pair: []string{p.local, p.remote}}
+	s.sctx, s.cancel = context.WithCancelCause(ctx)
+	defer s.cancel(nil)
+	s.down = &stepDown{after: p.stepDownAfter, fire: func() { s.cancel(errSteppedDown) }}
+	defer s.down.stop()
+
+	if err := s.open(); err != nil {
+		return false, fmt.Errorf("open cursor: %w", err)
+	}
+	for s.next() {
+	}
+	return s.close()
+}
+
+// next takes one entry through the session; false ends it.
+func (s *session) next() bool {
+	e, pos, v := s.receive()
+	if v != proceed {
+		return v == nextEntry
+	}
+	md, v := s.route(e, pos)
+	if v != proceed {
+		return v == nextEntry
+	}
+	if v := s.target(e, pos); v != proceed {
+		return v == nextEntry
+	}
+	return s.send(e, pos, &md) == nextEntry
+}
+
+// open opens the cursor and starts the acker.
+func (s *session) open() error {
+	p := s.p
+	s.active.Store(true)
+	src, err := p.ends.openCursor(s.sctx, func(a bool) {
+		s.active.Store(a)
+		if !a && s.holding.Load() {
+			s.cancel(errStandby)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	s.src = src
+	// Room for every entry in flight: callbacks run on the connection's
+	// goroutine and must never block, even after the acker stopped.
+	s.results = make(chan *entryInflight, p.maxPending+1)
+	s.stopAcker = make(chan struct{})
+	s.ackerDone = make(chan struct{})
+	go func() {
+		defer close(s.ackerDone)
+		p.acker(src, s.results, s.stopAcker, s.cancel, &s.progress)
+	}()
+	return nil
+}
+
+// receive takes the cursor's next entry and checks where it stands: a
+// redelivery ends the session, a standby's entry is handed back, and the
+// session's first entry to process is judged against the mark-delete
+// position (startAt).
+func (s *session) receive() (wire.Entry, marker.Position, verdict) {
+	p := s.p
+	e, err := s.src.Receive(s.sctx)
+	if err != nil {
+		if s.sctx.Err() == nil {
+			s.cancel(fmt.Errorf("receive: %w", err))
+		}
+		return e, marker.Position{}, stop
+	}
+	pos := entryPos(e.ID)
+	if p.received != nil && !p.received.Load() {
+		p.received.Store(true)
+	}
+	if ce := p.log.Check(zap.DebugLevel, "entry received"); ce != nil {
+		ce.Write(zap.Stringer("id", e.ID), zap.Int32("messages", e.NumMessages), zap.Uint32("redeliveries", e.RedeliveryCount), zap.Bool("active", s.active.Load()))
+	}
+	if s.hasLast && pos.Compare(s.last) <= 0 {
+		s.cancel(errRedelivered)
+		return e, pos, stop
+	}
+	s.last, s.hasLast = pos, true
+	if !s.active.Load() {
+		s.closeTarget(true)
+		_ = s.src.Release(e)
+		return e, pos, nextEntry
+	}
+	if !s.started {
+		switch at, err := p.startAt(s.sctx, s.src, pos); {
+		case err != nil:
+			s.cancel(fmt.Errorf("mark-delete position: %w", err))
+		case at == startAcknowledged:
+			_ = s.src.Release(e)
+			return e, pos, nextEntry
+		case at == startAhead:
+			s.cancel(errStartAhead)
+		}
+		if s.sctx.Err() != nil {
+			_ = s.src.Release(e)
+			return e, pos, stop
+		}
+		s.started = true
+	}
+	return e, pos, proceed
+}
+
+// route decides on the entry from its metadata (decideEntry), feeds it to
+// the subscription sync, and skips what is not forwarded.
+func (s *session) route(e wire.Entry, pos marker.Position) (wire.Metadata, verdict) {
+	p := s.p
+	md, err := wire.ParseMetadata(e.Metadata)
+	if err != nil {
+		// The broker stored it, so it parsed there: a malformed entry
+		// here is a bug on our side. Stop rather than skip it.
+		s.cancel(fmt.Errorf("entry %s: %w", e.ID, err))
+		return md, stop
+	}
+	reason := decideEntry(&md, p.remote)
+	if p.sync != nil {
+		if !p.continues(pos) {
+			p.sync.Takeover()
+		}
+		if !p.hasSeen || pos.Compare(p.lastSeen) > 0 {
+			p.lastSeen, p.hasSeen = pos, true
+		}
+		from := entryOrigin(&md, e, p.keys, p.topic, p.local)
+		if body, ok := markerEntry(&md, e.Payload); ok {
+			reason = skipMarker
+			if body == nil {
+				p.sync.BatchedMarker(pos)
+			} else if p.sync.MarkerAt(s.sctx, pos, body, from, md.ProducerName) {
+				reason = ""
+			}
+		} else if from.Signed {
+			p.sync.DataAt(s.sctx, pos, from.Cluster, from.At)
+		} else {
+			p.sync.DataAt(s.sctx, pos, "", marker.Position{})
+		}
+	}
+	if reason != "" {
+		s.skip(e, reason)
+		return md, nextEntry
+	}
+	return md, proceed
+}
+
+// target makes sure a producer of the entry's epoch is open: an entry of
+// another epoch ends the session once what was sent is confirmed; with
+// none open, it opens one (after the previous one has closed) and reads
+// the remote back (copiedSince).
+func (s *session) target(e wire.Entry, pos marker.Position) verdict {
+	p := s.p
+	if s.dst != nil && seqEpoch(pos.Ledger) != s.epoch {
+		// The entry's copy goes under another producer name (entrySeq):
+		// end the session once every entry sent was confirmed (and so
+		// acknowledged), so that the next one opens the producer of the
+		// entry's epoch and starts with this entry.
+		_ = s.src.Release(e)
+		if err := s.dst.Flush(s.sctx); err != nil {
+			if s.sctx.Err() == nil {
+				s.cancel(fmt.Errorf("flush before the producer name changes: %w", err))
+			}
+			return stop
+		}
+		if s.halted.Load() {
+			<-s.sctx.Done() // the acker ends the session on that receipt
+			return stop
+		}
+		p.log.Info("ledger ids reached another sequence id epoch: the next session sends under its producer name",
+			zap.Stringer("id", e.ID), zap.Uint64("epoch", seqEpoch(pos.Ledger)), zap.Uint64("previous_epoch", s.epoch))
+		s.cancel(errEpochChanged)
+		return stop
+	}
+	if s.dst != nil {
+		return proceed
+	}
+	if p.closing != nil {
+		select {
+		case <-p.closing:
+		case <-s.sctx.Done():
+		}
+		if s.sctx.Err() != nil {
+			return stop
+		}
+	}
+	s.epoch = seqEpoch(pos.Ledger)
+	dst, err := p.openTarget(s.sctx, s.epoch, s.down, &s.active)
+	if err != nil {
+		s.cancel(fmt.Errorf("open producer: %w", err))
+		return stop
+	}
+	s.dst = dst
+	s.holding.Store(true)
+	p.linkUp.Store(true)
+	p.m.Connected.WithLabelValues(s.pair...).Inc()
+	if !s.active.Load() {
+		s.cancel(errStandby)
+		return stop
+	}
+	// Sequence ids follow from positions (entrySeq), above the remote's
+	// record for the producer name (the epoch's): with deduplication on,
+	// nothing new is ever taken for a duplicate.
+	s.seq = uint64(dst.LastSequenceID() + 1)
+	s.unpacked = false
+	if s.copied, err = p.ends.copiedSince(s.sctx, pos, recordReach(dst.LastSequenceID(), pos)); err != nil {
+		if s.sctx.Err() != nil {
+			return stop
+		}
+		if wire.IsRetryable(err) && p.readBackFails < maxReadBackRetries {
+			p.readBackFails++
+			s.cancel(fmt.Errorf("read back the remote: %w", err))
+			return stop
+		}
+		p.log.Warn("cannot read back every copy on the remote; entries it may hold are sent again (duplicates, not loss)", zap.Error(err))
+	}
+	p.readBackFails = 0
+	p.log.Debug("producer open", zap.Uint64("epoch", s.epoch), zap.Int64("last_sequence_id", dst.LastSequenceID()), zap.Int("copies_found", len(s.copied)))
+	return proceed
+}
+
+// send skips an entry the read-back found on the remote, and sends any
+// other under its position's sequence id, with the remote's schema
+// version and the signed origin, within the rate limits and the byte
+// budget; the acker takes its receipt.
+func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) verdict {
+	p := s.p
+	if s.copied.has(pos) {
+		delete(s.copied, pos)
+		s.skip(e, skipAlreadyCopied)
+		return nextEntry
+	}
+	var schema []byte
+	if len(md.SchemaVersion) > 0 {
+		// Schema versions are per cluster: typed consumers on the remote
+		// need the remote's version of the same schema.
+		var err error
+		if schema, err = p.ends.targetSchema(s.sctx, md.SchemaVersion); err != nil {
+			if reason := refusal(err); reason != "" {
+				if p.skipRefused {
+					p.log.Error("remote refused an entry's schema for good; skipped (on_refused: skip)", zap.Stringer("id", e.ID), zap.Error(err))
+					s.skip(e, reason)
+					return nextEntry
+				}
+				s.cancel(&refusedError{pos: pos, reason: reason, err: fmt.Errorf("schema: %w", err)})
+				return stop
+			}
+			s.cancel(fmt.Errorf("entry %s: schema: %w", e.ID, err))
+			return stop
+		}
+	}
+	patched, err := p.forwardMetadata(e, md.HasTxnID, schema)
+	if err != nil {
+		s.cancel(fmt.Errorf("entry %s: patch metadata: %w", e.ID, err))
+		return stop
+	}
+	if p.msgRate.Wait(s.sctx, float64(max(e.NumMessages, 1))) != nil || p.byteRate.Wait(s.sctx, float64(len(e.Payload))) != nil {
+		return stop
+	}
+	f := &entryInflight{e: e, published: time.UnixMilli(int64(md.PublishTime))}
+	size := int64(len(patched) + len(e.Payload))
+	if err := p.budget.acquire(s.sctx, size); err != nil {
+		return stop
+	}
+	if s.halted.Load() {
+		// A send failed or was answered as a duplicate: the acker is
+		// ending the session. Sending on would put more entries on the
+		// remote beyond the cursor's position than the next session's
+		// read-back reaches (max_pending_messages + 100 entries back from
+		// the remote's end): the window freed by a run of duplicate
+		// receipts lets more through, and the read-back then misses the
+		// oldest copies and sends them again.
+		p.budget.release(size)
+		<-s.sctx.Done()
+		return stop
+	}
+	id, packed := entrySeq(pos, s.seq)
+	if !packed && !s.unpacked {
+		s.unpacked = true
+		p.log.Warn("entry sent under a counted sequence id, not its position's: should an earlier session's copy of it still arrive, the remote stores it twice",
+			zap.Stringer("id", e.ID), zap.Uint64("floor", s.seq))
+	}
+	out := wire.Outgoing{Metadata: patched, Payload: e.Payload, NumMessages: max(e.NumMessages, 1), SequenceID: id}
+	s.seq = id + 1
+	err = s.dst.Send(s.sctx, out, func(r wire.Receipt, err error) {
+		p.budget.release(size)
+		f.r, f.err = r, err
+		if err != nil || isDuplicate(r) {
+			s.halted.Store(true) // before the window slot frees (see above)
+		}
+		s.results <- f
+	})
+	if err != nil {
+		p.budget.release(size)
+		if reason := refusal(err); reason != "" {
+			if p.skipRefused {
+				p.log.Error("remote refused an entry for good; skipped (on_refused: skip)", zap.Stringer("id", e.ID), zap.Error(err))
+				s.skip(e, reason)
+				return nextEntry
+			}
+			s.cancel(&refusedError{pos: pos, reason: reason, err: err})
+			return stop
+		}
+		if s.sctx.Err() == nil {
+			s.cancel(fmt.Errorf("send: %w", err))
+		}
+		return stop
+	}
+	return nextEntry
+}
+
+// skip acknowledges an entry that is not copied (see Partition.skip).
+func (s *session) skip(e wire.Entry, reason string) { s.p.skip(s.src, e, reason) }
+
+// closeTarget closes the producer, if one is open, in its own goroutine
+// (closeWithin), after draining what it sent when drain is set.
+func (s *session) closeTarget(drain bool) {
+	if s.dst == nil {
+		return
+	}
+	p := s.p
+	d := s.dst
+	s.dst = nil
+	s.down.disarm()
+	s.holding.Store(false)
+	p.linkUp.Store(false)
+	p.m.Connected.WithLabelValues(s.pair...).Dec()
+	p.closing = closeWithin(p.drainTimeout, p.log, func() {
+		if drain {
+			fctx, fcancel := context.WithTimeout(context.Background(), p.drainTimeout)
+			_ = d.Flush(fctx)
+			fcancel()
+		}
+		_ = d.Close()
+	})
+}
+
+// close ends the session: the producer is closed (drained when the
+// partition stops), the acker handles what arrived and stops, the cursor
+// closes. It returns whether anything was acknowledged, and why the
+// session ended (nil when the partition stops).
+func (s *session) close() (bool, error) {
+	p := s.p
+	s.closeTarget(s.ctx.Err() != nil && errors.Is(context.Cause(s.sctx), context.Cause(s.ctx)))
+	close(s.stopAcker)
+	<-s.ackerDone
+	_ = s.src.Close()
+	if s.ctx.Err() != nil {
+		return s.progress.Load(), nil
+	}
+	cause := context.Cause(s.sctx)
+	if errors.Is(cause, errSteppedDown) {
+		p.steppedDown = time.Now()
+		p.m.Links.StepDowns.WithLabelValues(p.remote).Inc()
+		p.log.Warn("remote unreachable from this instance: stepped down (cursor closed, another instance's becomes active); resubscribing once the remote answers",
+			zap.String("remote", p.remote), zap.Duration("without_link", s.down.downFor().Round(time.Millisecond)),
+			zap.Duration("step_down_after", p.stepDownAfter), zap.NamedError("last_error", s.down.lastError()))
+	}
+	return s.progress.Load(), cause
+}
+
+// entryInflight is one entry sent and not yet confirmed.
+type entryInflight struct {
+	e         wire.Entry
+	published time.Time // at the origin
+	r         wire.Receipt
+	err       error
+}
+
+// isDuplicate reports whether a receipt is the broker's answer for a send
+// its deduplication dropped (message id -1:-1).
+func isDuplicate(r wire.Receipt) bool {
+	return r.MessageID.Ledger == math.MaxUint64 || int64(r.MessageID.Ledger) < 0
+}
+
+// acker acknowledges entries in send order as the remote confirms them,
+// and hands their permits and bytes back. After the first failure (or a
+// duplicate receipt, which is no proof) nothing more is acknowledged.
+func (p *Partition) acker(src entrySource, results <-chan *entryInflight, stop <-chan struct{},
+	fail context.CancelCauseFunc, progress *atomic.Bool) {
+	failed := false
+	copiedMsgs := p.m.Messages.WithLabelValues(p.local, p.remote)
+	copiedBytes := p.m.Bytes.WithLabelValues(p.local, p.remote)
+	latency := p.m.Latency.WithLabelValues(p.local, p.remote)
+	handle := func(f *entryInflight) {
+		switch {
+		case failed:
+		case f.err != nil:
+			failed = true
+			p.m.SendErrors.WithLabelValues(p.local, p.remote).Inc()
+			// The first failure in send order is the entry the broker
+			// answered with SEND_ERROR; the wire producer fails the
+			// ones behind it with the same error when it gives up.
+			reason := refusal(f.err)
+			switch {
+			case reason != "" && p.skipRefused:
+				p.log.Error("remote refused an entry for good; skipped (on_refused: skip)", zap.Stringer("id", f.e.ID), zap.String("reason", reason), zap.Error(f.err))
+				p.skip(src, f.e, reason)
+				progress.Store(true)
+				// The producer gave up with the refusal: the next session
+				// sends what came after the skipped entry.
+				fail(errRefusedSkipped)
+			case reason != "":
+				fail(&refusedError{pos: entryPos(f.e.ID), reason: reason, err: f.err})
+			default:
+				fail(fmt.Errorf("send: %w", f.err))
+			}
+		case isDuplicate(f.r):
+			failed = true
+			p.m.DupsUnproven.WithLabelValues(p.local, p.remote).Inc()
+			fail(errUnprovenDuplicate)
+		default:
+			copiedMsgs.Add(float64(max(f.e.NumMessages, 1)))
+			copiedBytes.Add(float64(len(f.e.Payload)))
+			latency.Observe(time.Since(f.published).Seconds())
+			_ = src.Ack(f.e.ID)
+			_ = src.Release(f.e)
+			progress.Store(true)
+		}
+	}
+	for {
+		select {
+		case f := <-results:
+			handle(f)
+		case <-stop:
+			for {
+				select {
+				case f := <-results:
+					handle(f)
+				default:
+					return
+				}
+			}
+		}
+	}
+}

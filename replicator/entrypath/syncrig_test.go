@@ -1,0 +1,406 @@
+package entrypath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync"
+	"github.com/geo-sidecar/geo-sidecar/snapshot"
+	"github.com/geo-sidecar/geo-sidecar/subscription"
+)
+
+// A subscription sync for the tests of what feeds it and builds it (the
+// entry pipe, pair.syncFor): subsync.New over fakes of the admin APIs, the
+// marker producer and the start-up reader of one pair (east, west) on one
+// partition, copied from subsync's own (syncfakes_test.go there), whose
+// rig reaches into the sync and cannot be shared.
+
+const syncTopic = "persistent://shop/orders/orders-partition-0"
+
+var syncKey = []byte("sync-test-marker-key-0123456789")
+
+// syncTracked is the rig's subscription selection: billing and audit.
+func syncTracked(sub string) bool { return sub == "billing" || sub == "audit" }
+
+// pos is an entry position (no batch).
+func pos(ledger, entry int64) marker.Position {
+	return marker.Position{Ledger: ledger, Entry: entry, Batch: -1}
+}
+
+// errAdmin is what failing fakes return.
+var errAdmin = errors.New("admin API unavailable")
+
+// fakeSyncAdmin is a Admin with settable answers. Safe for concurrent
+// use.
+type fakeSyncAdmin struct {
+	mu       sync.Mutex
+	md       map[string]marker.Position
+	backlog  map[string]int64
+	mdErr    error
+	blogErr  error
+	mdCalls  int
+	lagCalls int
+}
+
+func (a *fakeSyncAdmin) MarkDeletes(_ context.Context, topic string) (map[string]marker.Position, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.mdCalls++
+	if topic != syncTopic {
+		return nil, fmt.Errorf("unexpected topic %q", topic)
+	}
+	if a.mdErr != nil {
+		return nil, a.mdErr
+	}
+	return maps.Clone(a.md), nil
+}
+
+func (a *fakeSyncAdmin) Backlogs(_ context.Context, topic string) (map[string]int64, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.lagCalls++
+	if topic != syncTopic {
+		return nil, fmt.Errorf("unexpected topic %q", topic)
+	}
+	if a.blogErr != nil {
+		return nil, a.blogErr
+	}
+	return maps.Clone(a.backlog), nil
+}
+
+func (a *fakeSyncAdmin) setMD(sub string, p marker.Position) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.md == nil {
+		a.md = map[string]marker.Position{}
+	}
+	a.md[sub] = p
+}
+
+// fakeSink is a MarkerSink recording what was written. Safe for concurrent
+// use.
+type fakeSink struct {
+	mu      sync.Mutex
+	written []marker.Marker
+	failN   int // fail the next failN writes
+	closed  int
+}
+
+func (s *fakeSink) Write(_ context.Context, mk marker.Marker) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failN > 0 {
+		s.failN--
+		return errors.New("marker producer unavailable")
+	}
+	s.written = append(s.written, mk)
+	return nil
+}
+
+func (s *fakeSink) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed++
+}
+
+// take returns what was written since the last take.
+func (s *fakeSink) take() []marker.Marker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.written
+	s.written = nil
+	return out
+}
+
+func (s *fakeSink) failNext(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failN = n
+}
+
+// fakeSubAdmin is a subscription.Admin over an in-memory set of
+// subscriptions of syncTopic. Reset and Create put the subscription's
+// mark-delete position just before `at`, as Pulsar does. Safe for
+// concurrent use.
+type fakeSubAdmin struct {
+	mu       sync.Mutex
+	subs     map[string]subscription.State
+	stateErr error
+	calls    []string // "reset billing 1:20:-1", "create audit 3:4:-1"
+}
+
+func (a *fakeSubAdmin) State(_ context.Context, topic, sub string) (subscription.State, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if topic != syncTopic {
+		return subscription.State{}, fmt.Errorf("unexpected topic %q", topic)
+	}
+	if a.stateErr != nil {
+		return subscription.State{}, a.stateErr
+	}
+	return a.subs[sub], nil
+}
+
+func (a *fakeSubAdmin) Create(_ context.Context, topic, sub string, at marker.Position) error {
+	return a.move("create", topic, sub, at)
+}
+
+func (a *fakeSubAdmin) Reset(_ context.Context, topic, sub string, at marker.Position) error {
+	return a.move("reset", topic, sub, at)
+}
+
+func (a *fakeSubAdmin) move(op, topic, sub string, at marker.Position) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if topic != syncTopic {
+		return fmt.Errorf("unexpected topic %q", topic)
+	}
+	a.calls = append(a.calls, fmt.Sprintf("%s %s %s", op, sub, at))
+	if a.subs == nil {
+		a.subs = map[string]subscription.State{}
+	}
+	st := a.subs[sub]
+	st.Exists = true
+	st.MarkDelete = pos(at.Ledger, at.Entry-1)
+	a.subs[sub] = st
+	return nil
+}
+
+func (a *fakeSubAdmin) set(sub string, st subscription.State) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.subs == nil {
+		a.subs = map[string]subscription.State{}
+	}
+	a.subs[sub] = st
+}
+
+func (a *fakeSubAdmin) takeCalls() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.calls
+	a.calls = nil
+	return out
+}
+
+// fakeHistory is a HistorySource over a fixed list of messages.
+type fakeHistory struct {
+	mu      sync.Mutex
+	msgs    []pulsar.Message
+	openErr error
+	nextErr error // after the messages, HasNext stays true and Next fails with it
+	opened  int
+	closed  int
+	read    int
+	froms   []marker.Position // where each reader started
+}
+
+func (h *fakeHistory) Open(from marker.Position) (subsync.HistoryReader, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.opened++
+	h.froms = append(h.froms, from)
+	if h.openErr != nil {
+		return nil, h.openErr
+	}
+	i := 0
+	if from.Ledger >= 0 {
+		for i < len(h.msgs) && positionOf(h.msgs[i].ID()).Compare(from) < 0 {
+			i++
+		}
+	}
+	return &fakeHistoryReader{h: h, i: i}, nil
+}
+
+func (h *fakeHistory) opens() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.opened
+}
+
+type fakeHistoryReader struct {
+	h *fakeHistory
+	i int
+}
+
+func (r *fakeHistoryReader) HasNext() bool {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	return r.i < len(r.h.msgs) || r.h.nextErr != nil
+}
+
+func (r *fakeHistoryReader) Next(ctx context.Context) (pulsar.Message, error) {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if r.i >= len(r.h.msgs) {
+		return nil, r.h.nextErr
+	}
+	m := r.h.msgs[r.i]
+	r.i++
+	r.h.read++
+	return m, nil
+}
+
+func (r *fakeHistoryReader) Close() {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	r.h.closed++
+}
+
+// syncRig is one Sync for (east, west) on syncTopic with fakes around
+// it.
+type syncRig struct {
+	s       *subsync.Sync
+	local   *fakeSyncAdmin
+	remote  *fakeSyncAdmin
+	subs    *fakeSubAdmin
+	sink    *fakeSink
+	hist    *fakeHistory
+	applied *subsync.Applied
+	m       *metrics.Metrics
+}
+
+// rigConfig varies the rig's snapshot machine and start-up state.
+type rigConfig struct {
+	third   []string // third origins
+	fresh   bool
+	cursors []string // cursors at start
+}
+
+func newSyncRig(t *testing.T, rc rigConfig) *syncRig {
+	t.Helper()
+	ids := 0
+	r := &syncRig{
+		local: &fakeSyncAdmin{}, remote: &fakeSyncAdmin{}, subs: &fakeSubAdmin{},
+		sink: &fakeSink{}, hist: &fakeHistory{}, applied: &subsync.Applied{}, m: metrics.New(nil),
+	}
+	r.s = subsync.New(subsync.Config{
+		Local: "east", Remote: "west", Topic: syncTopic, Keys: marker.NewKeys(syncKey),
+		Interval: 1e9, // 1 s
+		Tracked:  syncTracked,
+		Machine: snapshot.New(snapshot.Config{
+			Topic: syncTopic, Local: "east", Remote: "west",
+			ThirdOrigins: rc.third, Fresh: rc.fresh,
+			NewID: func() string { ids++; return fmt.Sprintf("snap-%d", ids) },
+		}),
+		Planner:        subscription.NewPlanner(),
+		Writer:         r.sink,
+		LocalAdmin:     r.local,
+		RemoteAdmin:    r.remote,
+		SubAdmin:       r.subs,
+		History:        r.hist,
+		Metrics:        r.m,
+		Log:            zaptest.NewLogger(t),
+		Applied:        r.applied,
+		CursorsAtStart: slices.Clone(rc.cursors),
+	})
+	return r
+}
+
+// pending returns the updates waiting to be applied.
+func (r *syncRig) pending() map[string]marker.Position { return r.s.Pending() }
+
+// fakeMsg is a pulsar.Message read from the local cluster (the start-up
+// re-read's reader returns them). Only the methods the sync uses are
+// implemented; any other call panics on the nil embedded interface, which
+// flags an unexpected dependency.
+type fakeMsg struct {
+	pulsar.Message
+
+	id       pulsar.MessageID
+	payload  []byte
+	props    map[string]string
+	producer string
+}
+
+func (m *fakeMsg) ID() pulsar.MessageID          { return m.id }
+func (m *fakeMsg) Payload() []byte               { return m.payload }
+func (m *fakeMsg) Properties() map[string]string { return m.props }
+func (m *fakeMsg) ProducerName() string          { return m.producer }
+
+// msgAt is a plain message at position (ledger, entry, batch) of partition 0.
+func msgAt(ledger, entry int64, batch int32, payload string) *fakeMsg {
+	return &fakeMsg{
+		id:      pulsar.NewMessageID(ledger, entry, batch, 0),
+		payload: []byte(payload),
+		props:   map[string]string{},
+	}
+}
+
+// readOrigin is where msg says it was copied from, as the entry pipe hands
+// a copy's origin to the sync after checking it (entryOrigin): a copy
+// whose origin id parses counts as signed here, so that these tests judge
+// the sync's rules, not the signature (entryguards_test.go does that).
+func readOrigin(msg *fakeMsg) marker.Origin {
+	at, ok := marker.ParsePosition(msg.props[marker.PropOriginID])
+	cluster := msg.props[marker.PropOriginCluster]
+	return marker.Origin{Cluster: cluster, At: at, Signed: cluster != "" && ok}
+}
+
+// readMarker gives s a marker message read from the local partition, as
+// the entry pipe does (Sync.MarkerAt).
+func readMarker(ctx context.Context, s *subsync.Sync, msg *fakeMsg) (forward bool) {
+	return s.MarkerAt(ctx, positionOf(msg.ID()), msg.Payload(), readOrigin(msg), msg.ProducerName())
+}
+
+// readData gives s a data message read from the local partition, as the
+// entry pipe does (Sync.DataAt): a copy with a signed origin as a copy,
+// anything else as local data.
+func readData(ctx context.Context, s *subsync.Sync, msg *fakeMsg) {
+	if from := readOrigin(msg); from.Signed {
+		s.DataAt(ctx, positionOf(msg.ID()), from.Cluster, from.At)
+		return
+	}
+	s.DataAt(ctx, positionOf(msg.ID()), "", marker.Position{})
+}
+
+// markerMsg is a message at (ledger, entry) of the local partition holding
+// mk signed with key. A non-empty copiedFrom makes it a copy from that
+// cluster (origin properties set), as a remote's markers arrive.
+func markerMsg(t *testing.T, ledger, entry int64, mk marker.Marker, key []byte, copiedFrom string) *fakeMsg {
+	t.Helper()
+	payload, err := marker.Encode(mk, key)
+	if err != nil {
+		t.Fatalf("marker.Encode(%+v): %v", mk, err)
+	}
+	m := msgAt(ledger, entry, -1, "")
+	m.payload = payload
+	m.props = marker.Properties(mk.Kind)
+	if copiedFrom != "" {
+		m.props[marker.PropOriginCluster] = copiedFrom
+		m.props[marker.PropOriginID] = fmt.Sprintf("90:%d:-1", entry) // each copy's origin after the one before
+	}
+	return m
+}
+
+// copyMsg is a data message at (ledger, entry) copied from origin, where it
+// was at opos.
+func copyMsg(ledger, entry int64, origin string, opos marker.Position) *fakeMsg {
+	m := msgAt(ledger, entry, -1, "data")
+	m.props[marker.PropOriginCluster] = origin
+	m.props[marker.PropOriginID] = fmt.Sprintf("%d:%d:%d", opos.Ledger, opos.Entry, opos.Batch)
+	return m
+}
+
+// positionOf is where a message read by pulsar-client-go sits in its
+// partition (as subsync reads it).
+func positionOf(id pulsar.MessageID) marker.Position {
+	return marker.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
+}
+
+func request(from, to, topic string) marker.Marker {
+	return marker.Marker{Kind: marker.KindSnapshotRequest, SnapshotID: "req-1", From: from, To: to, Topic: topic, Time: 1}
+}

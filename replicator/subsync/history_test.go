@@ -1,0 +1,178 @@
+package subsync
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+)
+
+// threeLedgers: ledger 3 holds entries 0-9, ledger 5 0-3, ledger 9 0-5.
+func threeLedgers() *cluster.Layout {
+	return &cluster.Layout{Ledgers: []cluster.LedgerSpan{{ID: 3, Entries: 10}, {ID: 5, Entries: 4}, {ID: 9, Entries: 6}}}
+}
+
+func TestPlanHistory(t *testing.T) {
+	l := threeLedgers() // 20 entries
+	tests := []struct {
+		name    string
+		at      []marker.Position
+		n       int64
+		tail    entrySpan
+		windows []entrySpan
+	}{
+		{"no subscription: the tail", nil, 4, entrySpan{pos(9, 2), pos(9, 5)}, nil},
+		{"tail larger than the partition", nil, 100, entrySpan{pos(3, 0), pos(9, 5)}, nil},
+		{"subscription inside the tail: the entries before it, up to the tail", []marker.Position{pos(9, 3)}, 4,
+			entrySpan{pos(9, 2), pos(9, 5)}, []entrySpan{{pos(5, 3), pos(9, 1)}}},
+		{"partition smaller than the tail: one read", []marker.Position{pos(5, 2)}, 100, entrySpan{pos(3, 0), pos(9, 5)}, nil},
+		{"subscription far behind", []marker.Position{pos(3, 5)}, 2,
+			entrySpan{pos(9, 4), pos(9, 5)}, []entrySpan{{pos(3, 3), pos(3, 7)}}},
+		{"window clipped at the tail", []marker.Position{pos(5, 3)}, 4,
+			entrySpan{pos(9, 2), pos(9, 5)}, []entrySpan{{pos(3, 9), pos(9, 1)}}},
+		{"two subscriptions close together: one window", []marker.Position{pos(3, 6), pos(3, 3)}, 2,
+			entrySpan{pos(9, 4), pos(9, 5)}, []entrySpan{{pos(3, 1), pos(3, 8)}}},
+		{"two subscriptions apart: two windows", []marker.Position{pos(5, 2), pos(3, 1)}, 1,
+			entrySpan{pos(9, 5), pos(9, 5)}, []entrySpan{{pos(3, 0), pos(3, 2)}, {pos(5, 1), pos(5, 3)}}},
+		{"adjacent windows merge", []marker.Position{pos(3, 1), pos(3, 4)}, 1,
+			entrySpan{pos(9, 5), pos(9, 5)}, []entrySpan{{pos(3, 0), pos(3, 5)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := planHistory(l, tt.at, tt.n)
+			if got.tail != tt.tail || !slices.Equal(got.windows, tt.windows) {
+				t.Errorf("plan = %+v, want tail %+v windows %+v", got, tt.tail, tt.windows)
+			}
+		})
+	}
+}
+
+// TestRebuildBounded: with the partition's layout known, the start-up
+// re-read reads the tail and the window around each tracked subscription,
+// not the whole partition; it goes further back only while a third
+// origin's watermark is unknown, and learns watermarks only from a
+// contiguous suffix of the partition.
+func TestRebuildBounded(t *testing.T) {
+	snap := func(id string, at marker.Position) marker.Marker {
+		return marker.Marker{Kind: marker.KindSnapshot, SnapshotID: id, From: "east", To: "west", Topic: syncTopic,
+			Local: at, Remote: pos(70, at.Entry), Time: 1}
+	}
+	// 100 entries in ledgers 1 and 2 (50 each). Entry (1,10) is a
+	// snapshot covering billing at (1,12); (2,45) a snapshot near the end.
+	build := func(t *testing.T, r *syncRig, extra map[marker.Position]*fakeMsg) *cluster.Layout {
+		for l := int64(1); l <= 2; l++ {
+			for e := int64(0); e < 50; e++ {
+				p := pos(l, e)
+				var m *fakeMsg
+				switch {
+				case extra[p] != nil:
+					m = extra[p]
+				case p == pos(1, 10):
+					m = markerMsg(t, 1, 10, snap("old", pos(1, 10)), syncKey, "")
+				case p == pos(2, 45):
+					m = markerMsg(t, 2, 45, snap("new", pos(2, 45)), syncKey, "")
+				default:
+					m = msgAt(l, e, -1, "x")
+				}
+				r.hist.msgs = append(r.hist.msgs, m)
+			}
+		}
+		return &cluster.Layout{Ledgers: []cluster.LedgerSpan{{ID: 1, Entries: 50}, {ID: 2, Entries: 50}},
+			MarkDeletes: map[string]marker.Position{"billing": pos(1, 12), "other-app": pos(1, 30)},
+			Cursors:     []string{"billing", "other-app"}}
+	}
+	// resp is this sidecar's own response at (ledger, entry) naming wm as
+	// north's watermark: what teaches a watermark in the re-read.
+	resp := func(ledger, entry int64, wm marker.Position) *fakeMsg {
+		mk := response("east", "west", syncTopic)
+		mk.Watermarks = map[string]marker.Position{"north": wm}
+		return markerMsg(t, ledger, entry, mk, syncKey, "")
+	}
+	tests := []struct {
+		name     string
+		third    []string
+		extra    map[marker.Position]*fakeMsg
+		froms    []marker.Position
+		read     int // entries read
+		covering map[marker.Position]string
+		wm       marker.Position // north's watermark after ("" if unknown)
+		unknown  bool
+	}{
+		{name: "tail and the subscription's window",
+			froms: []marker.Position{pos(2, 40), pos(1, 2)}, read: 10 + 21,
+			covering: map[marker.Position]string{pos(1, 12): "old", pos(2, 49): "new"}},
+		{name: "watermark in the tail: no further back", third: []string{"north"},
+			extra: map[marker.Position]*fakeMsg{pos(2, 42): resp(2, 42, pos(40, 9))},
+			froms: []marker.Position{pos(2, 40), pos(1, 2)}, read: 10 + 21, wm: pos(40, 9)},
+		{name: "watermark further back: read back in doubling steps", third: []string{"north"},
+			extra: map[marker.Position]*fakeMsg{pos(1, 45): resp(1, 45, pos(40, 5))},
+			// tail (2,40); back 10 to (2,30); back 20 to (2,10); back 40 to (1,20): found.
+			froms: []marker.Position{pos(2, 40), pos(2, 30), pos(2, 10), pos(1, 20), pos(1, 2)},
+			read:  10 + 10 + 20 + 40 + 18, wm: pos(40, 5)},
+		{name: "a response inside a subscription's window counts once the suffix reaches it", third: []string{"north"},
+			// The window is not read on its own: the suffix covers it.
+			extra: map[marker.Position]*fakeMsg{pos(1, 5): resp(1, 5, pos(40, 2))},
+			froms: []marker.Position{pos(2, 40), pos(2, 30), pos(2, 10), pos(1, 20), pos(1, 0)},
+			read:  10 + 10 + 20 + 40 + 20, wm: pos(40, 2)},
+		{name: "an unverifiable copy teaches nothing", third: []string{"north"},
+			// Its origin properties could be anyone's: a watermark named
+			// far ahead would date snapshots past uncopied messages.
+			extra: map[marker.Position]*fakeMsg{pos(2, 42): copyMsg(2, 42, "north", pos(40, 9))},
+			froms: []marker.Position{pos(2, 40), pos(2, 30), pos(2, 10), pos(1, 20), pos(1, 0)},
+			read:  100, unknown: true},
+		{name: "watermark nowhere: the whole partition once", third: []string{"north"},
+			froms: []marker.Position{pos(2, 40), pos(2, 30), pos(2, 10), pos(1, 20), pos(1, 0)},
+			read:  100, unknown: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newSyncRig(t, rigConfig{third: tt.third, cursors: []string{"billing", "other-app"}})
+			r.s.HistoryEntries = 10
+			layout := build(t, r, tt.extra)
+			r.s.rebuild(context.Background(), layout)
+			if !slices.Equal(r.hist.froms, tt.froms) {
+				t.Errorf("readers started at %v, want %v", r.hist.froms, tt.froms)
+			}
+			if r.hist.closed != r.hist.opened {
+				t.Errorf("%d readers opened, %d closed", r.hist.opened, r.hist.closed)
+			}
+			for md, id := range tt.covering {
+				if s, ok := r.s.Machine.Covering(md); !ok || s.ID != id {
+					t.Errorf("snapshot covering %v = %+v, %v; want %q", md, s, ok, id)
+				}
+			}
+			if got := r.s.Machine.Unknown(); (len(got) > 0) != tt.unknown {
+				t.Errorf("unknown watermarks = %v, want unknown %v", got, tt.unknown)
+			}
+			if !tt.unknown && len(tt.third) > 0 {
+				readMarker(context.Background(), r.s, markerMsg(t, 3, 1, request("west", "east", syncTopic), syncKey, "west"))
+				w := r.sink.take()
+				if len(w) != 1 || w[0].Watermarks["north"] != tt.wm {
+					t.Errorf("response = %+v, want north's watermark %v", w, tt.wm)
+				}
+			}
+			if got := counter(r.m.HistoryEntriesRead, "east"); got != float64(tt.read) {
+				t.Errorf("entries read (history_entries_read_total) = %v, want %d", got, tt.read)
+			}
+		})
+	}
+}
+
+func TestPartitionIndex(t *testing.T) {
+	for topic, want := range map[string]int32{
+		"persistent://t/n/orders-partition-3":  3,
+		"persistent://t/n/orders":              -1,
+		"persistent://t/n/orders-partition-x":  -1,
+		"persistent://t/n/a-partition-1-other": -1,
+	} {
+		if got := partitionIndex(topic); got != want {
+			t.Errorf("partitionIndex(%q) = %d, want %d", topic, got, want)
+		}
+	}
+}
+
+var _ HistoryReader = pulsar.Reader(nil)

@@ -1,0 +1,845 @@
+// Package subsync keeps replicated subscriptions in step for one (local
+// partition, remote): the glue between the entry path, which reads the
+// partition, and the pure protocol of snapshot/ and subscription/. It
+// feeds what the entry path reads (DataAt, MarkerAt, BatchedMarker,
+// Takeover: the entrypath.Sync interface) to the snapshot machine, writes
+// the markers the machine returns (MarkerSink), follows the tracked
+// subscriptions' positions and sends updates when they pass a snapshot,
+// applies the updates that arrive from the remote (subscription.Admin),
+// and at start re-reads a bounded part of the partition's history to
+// rebuild the snapshot cache and the third origins' watermarks
+// (history.go).
+//
+// It exists apart from the entry path so that the data path does not
+// depend on how subscriptions follow: the entry path knows only the
+// interface it feeds, and this package can be rewritten behind it.
+//
+// A Sync is fed from one goroutine at a time while its Run goroutine
+// runs; its Config is fixed after New. Applied is safe for concurrent
+// use and shared by the syncs of one partition.
+package subsync
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
+	"github.com/geo-sidecar/geo-sidecar/snapshot"
+	"github.com/geo-sidecar/geo-sidecar/subscription"
+)
+
+// Config is what a Sync is built from: the partition and pair it keeps in
+// step, the snapshot machine and planner it drives, and its I/O, each
+// behind a small interface so that the sync is unit-tested with fakes.
+type Config struct {
+	Local, Remote string
+	Topic         string // partition topic name, the same on both sides
+	Keys          marker.Keys
+	Interval      time.Duration
+	// Tracked reports whether a subscription of the partition is kept in
+	// step.
+	Tracked     func(sub string) bool
+	Machine     *snapshot.Machine
+	Planner     *subscription.Planner
+	Writer      MarkerSink
+	LocalAdmin  Admin              // local cluster, for follow and lag
+	RemoteAdmin Admin              // remote cluster, for lag
+	SubAdmin    subscription.Admin // local cluster, to apply updates
+	// RemoteSubs creates, on the remote, tracked subscriptions it lacks
+	// (createOnRemote); nil: never.
+	RemoteSubs subscription.Admin
+	History    HistorySource // local partition, for the start-up re-read
+	// HistoryEntries bounds the re-read (sidecar.snapshot.history_entries).
+	HistoryEntries int64
+	// LayoutNow reads the partition's layout for a re-read after a
+	// takeover; nil: unknown (the re-read starts at the oldest entry).
+	LayoutNow func(ctx context.Context) (*cluster.Layout, error)
+	Metrics   *metrics.Metrics
+	Log       *zap.Logger
+	// Applied records where received updates put subscriptions on this
+	// cluster; it is shared by every remote's Sync of the partition.
+	Applied *Applied
+	// CursorsAtStart are the partition's cursors when the sync was built
+	// (nil if unknown), for the start-up re-read; LayoutAtStart is where
+	// its entries and cursors were then (nil if unknown).
+	CursorsAtStart []string
+	LayoutAtStart  *cluster.Layout
+}
+
+// Sync keeps the configured subscriptions of one (local partition,
+// remote) in step: it feeds what the partition's replicator reads to the
+// snapshot machine, writes the markers the machine returns, sends updates
+// when a local subscription passes a snapshot, and applies updates that
+// arrive from the remote. It outlives the replicator's sessions. The
+// entry path feeds it from one goroutine at a time (DataAt, MarkerAt,
+// BatchedMarker, Takeover, StartsAt) while Run runs on another; the
+// Config is not changed after New.
+type Sync struct {
+	Config
+
+	applyMu  sync.Mutex
+	toApply  map[string]marker.Position // latest pending update per subscription
+	applyNow chan struct{}
+
+	badLogAt time.Time // last time an invalid marker was logged
+	last     snapshot.Stats
+	sent     map[string]snapshot.Snapshot // last update sent per subscription
+
+	// outbox holds the markers this process wrote and has not forwarded
+	// yet: only those are forwarded (a marker of ours published again by
+	// someone else is not).
+	outbox outbox
+	// lastCopy is the origin position of the newest copy of a remote
+	// marker taken, and lastCopyAt where it was read here: a copy read
+	// after it with an origin not after it is a replay; one read at or
+	// before it is the cursor delivering again what was judged already.
+	lastCopy, lastCopyAt marker.Position
+	hasLastCopy          bool
+	// updateFrom is the origin position of the newest update taken per
+	// subscription, and writerTime the newest write time (the writer's
+	// clock) of any copy taken from the remote (applyMu).
+	updateFrom map[string]marker.Position
+	writerTime int64
+
+	// seenOnRemote are the tracked subscriptions found on the remote.
+	seenOnRemote map[string]bool
+
+	// dataSeen is set by DataAt: the partition had traffic since the
+	// last follow.
+	dataSeen atomic.Bool
+	// relearn asks run to re-read the partition's history (takeover).
+	relearn chan struct{}
+	// wake ends run's sleep on an idle partition (poke); sleeping is set
+	// while run sleeps longer than a tick.
+	wake     chan struct{}
+	sleeping atomic.Bool
+	// lagReported are the subscriptions whose lag the last follow set
+	// (run alone): one gone since has its series dropped.
+	lagReported map[string]lagReading
+	// fl is when and why follow runs (followDue); used by run alone.
+	fl followState
+}
+
+// Pending returns the updates received and not applied yet, the newest
+// per subscription.
+func (s *Sync) Pending() map[string]marker.Position {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	return maps.Clone(s.toApply)
+}
+
+// Wrote records mk as a marker this process wrote, as the sync does for
+// each marker it sends (before the write returns, since the replicator
+// may read it back first): read back from the partition, it is forwarded
+// once (MarkerAt).
+func (s *Sync) Wrote(mk marker.Marker) { s.outbox.put(mk) }
+
+// New builds the sync of c; nothing runs until Run.
+func New(c Config) *Sync {
+	return &Sync{Config: c, applyNow: make(chan struct{}, 1), relearn: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+}
+
+// followState paces follow, the sync's only periodic admin calls, by
+// activity: a partition whose tracked subscriptions have passed the
+// newest snapshot and that receives nothing costs no admin call but one
+// every idleFollow.
+type followState struct {
+	once     bool
+	at       time.Time
+	every    time.Duration // interval/2, doubled while nothing changes, up to behindFollow (idleFollow once stale)
+	movedAt  time.Time     // last follow that saw a change
+	newestID string        // the newest snapshot at the last follow
+	mds      map[string]marker.Position
+	behind   bool // a tracked subscription had not passed the newest snapshot
+	// lagAt is when lag last read both sides' backlogs and found every
+	// tracked subscription on the remote (zero: not yet, or not so).
+	lagAt time.Time
+}
+
+const (
+	// behindFollow bounds the pause between two follows while a tracked
+	// subscription has not passed the newest snapshot and nothing moves
+	// (an update then goes out at most this late: more redelivered after
+	// a failover, never lost).
+	behindFollow = 30 * time.Second
+	// idleFollow is how often an idle partition is followed anyway, to
+	// see subscriptions created or reset there.
+	idleFollow = 5 * time.Minute
+	// staleBehind: a subscription behind the newest snapshot whose
+	// position has not moved for this long has nobody consuming it (a
+	// standby region's copy, say); it is then followed every idleFollow
+	// like an idle one. At 30 s each, 1,000 such partitions cost 100
+	// admin requests a second (e2e/bench, subs row).
+	staleBehind = 5 * time.Minute
+	// lagRefresh is how often the lag gauges are read again when nothing
+	// moved on the partition (no data, no position, no snapshot): the two
+	// backlog calls of each idle follow were two thirds of its admin cost.
+	// Only a consumer on the remote moving the copy goes unseen that long.
+	lagRefresh = time.Hour
+)
+
+// Takeover tells the sync that the replicator resumed past messages it
+// did not read itself (another instance processed them): the third
+// origins' watermarks it knows may be too low, and a response naming
+// them could date a snapshot too early. They are dropped at once and
+// learned again from the partition's history (run, off the data path);
+// requests go unanswered meanwhile.
+func (s *Sync) Takeover() {
+	s.Machine.Forget()
+	if len(s.Machine.Unknown()) == 0 {
+		return // no third origins: no watermark to learn
+	}
+	s.Log.Info("resuming past messages another instance processed: re-learning third-origin watermarks")
+	select {
+	case s.relearn <- struct{}{}:
+	default:
+	}
+}
+
+// StartsAt reports whether pos, the first entry the replicator reads, is
+// where the sync assumes reading starts: any entry when the machine did
+// not start fresh; otherwise only the partition's first entry at start
+// (layoutAtStart), unknown without a layout.
+func (s *Sync) StartsAt(pos marker.Position) bool {
+	if !s.Machine.Fresh() {
+		return true
+	}
+	l := s.LayoutAtStart
+	return l != nil && pos.Ledger == l.Start().Ledger && pos.Entry == l.Start().Entry
+}
+
+// followDue reports whether follow runs now.
+func (s *Sync) followDue(now time.Time) bool {
+	f := &s.fl
+	if !f.once {
+		return true
+	}
+	since := now.Sub(f.at)
+	newest, _ := s.Machine.Newest()
+	switch {
+	case since < min(f.every, s.Interval/2) && newest.ID == f.newestID:
+		return false
+	case newest.ID != f.newestID:
+		return since >= s.Interval/2
+	case since < f.every:
+		return false
+	}
+	return f.behind || s.dataSeen.Load() || since >= idleFollow
+}
+
+// maxUpdateAge bounds how far an update's write time may lie behind the
+// newest write time of any copy taken from the same writer: an update that
+// much older than what the writer has sent since waited out a long outage
+// in a backlog (or is a replay), and skipping it only delays the sync
+// until the next update. Both times are the writer's clock, so a writer
+// whose clock is behind or ahead of this host's is judged the same as one
+// in step: compared with this host's clock, a writer 10 minutes behind had
+// every update refused as stale, and one briefly ahead (an NTP step back)
+// every later update as replayed until real time caught up.
+const maxUpdateAge = 10 * time.Minute
+
+// outbox is a bounded set of the markers this process wrote, each with
+// the position where the replicator first read it back.
+type outbox struct {
+	mu    sync.Mutex
+	keys  map[string]*marker.Position // nil until read back
+	order []string
+}
+
+const outboxSize = 4096
+
+func outboxKey(mk marker.Marker) string {
+	return fmt.Sprintf("%d\x00%s\x00%s\x00%d", mk.Kind, mk.SnapshotID, mk.Subscription, mk.Time)
+}
+
+func (o *outbox) put(mk marker.Marker) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.keys == nil {
+		o.keys = map[string]*marker.Position{}
+	}
+	k := outboxKey(mk)
+	if len(o.order) >= outboxSize {
+		delete(o.keys, o.order[0])
+		o.order = o.order[1:]
+	}
+	o.keys[k] = nil
+	o.order = append(o.order, k)
+}
+
+// take reports whether mk, read at pos, is a marker this process wrote:
+// read back for the first time, or delivered again at the same position
+// (a new session of the replicator). A copy of it anywhere else is not.
+func (o *outbox) take(mk marker.Marker, pos marker.Position) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	at, ok := o.keys[outboxKey(mk)]
+	switch {
+	case !ok:
+		return false
+	case at == nil:
+		o.keys[outboxKey(mk)] = &pos
+		return true
+	}
+	return *at == pos
+}
+
+// Admin is what follow and lag need of one cluster's admin API, for
+// one partition. Implementations must be safe for concurrent use.
+type Admin interface {
+	// MarkDeletes returns the mark-delete position (entry granular, Batch
+	// -1) of each subscription of topic, leaving out any reported without
+	// a readable one.
+	MarkDeletes(ctx context.Context, topic string) (map[string]marker.Position, error)
+	// Backlogs returns the precise backlog, in entries, of each
+	// subscription of topic.
+	Backlogs(ctx context.Context, topic string) (map[string]int64, error)
+}
+
+// MarkerSink writes markers into the local partition. write may return
+// before the marker is stored; a marker lost after that is only a snapshot
+// or update that comes again later. Implementations must be safe for
+// concurrent use: the replicator's reader and the sync's ticker both write.
+type MarkerSink interface {
+	Write(ctx context.Context, mk marker.Marker) error
+	// close flushes and releases what write opened; write may open it
+	// again.
+	Close()
+}
+
+// lagLabels are the lag series' labels for sub.
+func (s *Sync) lagLabels(sub string) [4]string {
+	return [4]string{s.Local, s.Remote, metrics.TopicLabel(s.Topic), sub}
+}
+
+// lagKey names this sync among the reporters of subscription lag.
+func (s *Sync) lagKey() string { return s.Remote + " " + s.Topic }
+
+// DataAt feeds data read from the local partition at pos: a copy of
+// origin's message at opos, or local data when origin is "".
+func (s *Sync) DataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
+	s.dataSeen.Store(true)
+	s.write(ctx, s.Machine.Data(pos, origin, opos))
+	s.poke()
+}
+
+// poke wakes run if it sleeps: the machine has something to do (data
+// came, or a marker changed its state).
+func (s *Sync) poke() {
+	if s.sleeping.Load() && s.sleeping.CompareAndSwap(true, false) {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// MarkerAt handles a marker read from the local partition at pos, copied
+// from another cluster or not, and reports whether the replicator
+// forwards it to the remote: only markers this process wrote for that
+// remote, of the kinds that travel (request, response, update).
+//
+// A valid signature proves who wrote a marker, not that this is the
+// first time it is read: a marker published again by someone who can
+// read it (a replay), or a copy published early on this side (an
+// injected response), carries the same signature. So a marker of ours
+// is forwarded only if this process wrote it and has not forwarded it
+// yet; a copy of the remote's counts only with a signed origin naming
+// the remote, at a position after the last copy taken; and an update
+// only when its origin is after the last one taken for its subscription and its
+// write time not maxUpdateAge behind the newest copy from its writer. What fails these checks is counted as an invalid
+// marker and has no effect: at worst a snapshot or an update comes again
+// later.
+//
+// producer is the name the marker was written under: one of ours that
+// this process did not write came from another instance of the sidecar
+// (HA, or before a restart) and is dropped without being counted.
+func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte, from marker.Origin, producer string) (forward bool) {
+	defer s.poke()
+	mk, err := s.Keys.Decode(payload)
+	if err != nil {
+		s.invalidMarker(pos, marker.Reason(err))
+		return false
+	}
+	if mk.Topic != s.Topic {
+		s.Metrics.MarkersInvalid.WithLabelValues(s.Local, "wrong-topic").Inc()
+		return false
+	}
+	switch {
+	case from.Cluster == "" && mk.From == s.Local && mk.To == s.Remote:
+		// Ours, towards this remote. Snapshot markers stay here and feed
+		// the cache (also when re-read after a restart).
+		if mk.Kind == marker.KindSnapshot {
+			s.write(ctx, s.Machine.Marker(pos, mk))
+			return false
+		}
+		if !s.outbox.take(mk, pos) {
+			if !strings.HasPrefix(producer, marker.MarkerProducers) {
+				s.invalidMarker(pos, "not-written-here")
+			}
+			return false
+		}
+		return true
+	case from.Cluster != "" && mk.From == s.Remote && mk.To == s.Local:
+		if !from.Signed || from.Cluster != s.Remote {
+			s.invalidMarker(pos, "unsigned-copy")
+			return false
+		}
+		if s.hasLastCopy && pos.Compare(s.lastCopyAt) <= 0 {
+			// Delivered again (a new session reads from the cursor): it
+			// was judged, and acted on if valid, the first time.
+			return false
+		}
+		if s.hasLastCopy && from.At.Compare(s.lastCopy) <= 0 {
+			s.invalidMarker(pos, "replayed")
+			return false
+		}
+		s.lastCopy, s.lastCopyAt, s.hasLastCopy = from.At, pos, true
+		s.applyMu.Lock()
+		s.writerTime = max(s.writerTime, mk.Time) // every kind: the writer's clock now
+		s.applyMu.Unlock()
+		if mk.Kind == marker.KindUpdate {
+			if reason := s.enqueueApply(mk, from.At); reason != "" {
+				s.invalidMarker(pos, reason)
+			}
+			return false
+		}
+		s.write(ctx, s.Machine.Marker(pos, mk))
+	}
+	return false
+}
+
+// BatchedMarker counts a marker read at pos in an entry that cannot hold
+// one marker as written (a batch, compressed, encrypted): the writer sends
+// each marker alone and plain.
+func (s *Sync) BatchedMarker(pos marker.Position) { s.invalidMarker(pos, "batched") }
+
+// invalidMarker counts a marker that does not decode or verify, and logs
+// it at most every 10 s.
+func (s *Sync) invalidMarker(pos marker.Position, reason string) {
+	s.Metrics.MarkersInvalid.WithLabelValues(s.Local, reason).Inc()
+	if time.Since(s.badLogAt) > 10*time.Second {
+		s.badLogAt = time.Now()
+		s.Log.Warn("skipping a marker that does not decode or verify (logged at most every 10 s)",
+			zap.String("reason", reason), zap.Stringer("position", pos))
+	}
+}
+
+// write puts markers into the local partition.
+func (s *Sync) write(ctx context.Context, mks []marker.Marker) {
+	for _, mk := range mks {
+		if err := s.send(ctx, mk); err != nil {
+			s.Log.Warn("writing a marker failed", zap.Stringer("kind", mk.Kind), zap.Error(err))
+			continue
+		}
+		s.Metrics.MarkersWritten.WithLabelValues(s.Local, s.Remote, mk.Kind.String()).Inc()
+	}
+}
+
+// Run ticks the snapshot machine, follows the tracked subscriptions and
+// applies received updates until ctx is done.
+func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
+	defer s.Writer.Close()
+	defer s.Metrics.DropLag(s.lagKey())
+	s.rebuild(ctx, s.LayoutAtStart)
+	go s.applyLoop(ctx)
+	// While the machine has work (data since the last request, or a
+	// request pending), it is ticked four times per interval, so a request
+	// goes out as soon as the interval has passed rather than up to a
+	// whole tick later. Otherwise run sleeps until the next follow is due
+	// or poke wakes it: 1,000 idle partitions ticked four times a second
+	// in both directions cost a tenth of a core (e2e/bench, subs row).
+	tick := max(s.Interval/4, 10*time.Millisecond)
+	t := time.NewTimer(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.relearn:
+			s.rebuild(ctx, s.currentLayout(ctx))
+			continue
+		case <-s.wake:
+		case <-t.C:
+		}
+		s.sleeping.Store(false)
+		s.write(ctx, s.Machine.Tick(linkUp()))
+		s.countStats()
+		if s.followDue(time.Now()) {
+			if err := s.follow(ctx); err != nil && ctx.Err() == nil {
+				s.fl.every = s.Interval / 2 // try again soon
+				s.Log.Debug("following subscriptions failed", zap.Error(err))
+			}
+		}
+		t.Reset(s.sleepFor(tick))
+	}
+}
+
+// sleepFor is how long run waits before its next round: a tick while the
+// machine has work, else until the next follow is due. A long sleep is
+// announced (sleeping) before the machine is asked again, so data that
+// arrives meanwhile either is seen here or pokes run awake.
+func (s *Sync) sleepFor(tick time.Duration) time.Duration {
+	if !s.Machine.Idle() {
+		return tick
+	}
+	d := s.followIn(time.Now())
+	if d <= tick {
+		return tick
+	}
+	s.sleeping.Store(true)
+	if !s.Machine.Idle() {
+		s.sleeping.Store(false)
+		return tick
+	}
+	return d
+}
+
+// followIn is how long until followDue turns true if nothing happens
+// meanwhile (no data, no new snapshot: those poke run).
+func (s *Sync) followIn(now time.Time) time.Duration {
+	f := &s.fl
+	if !f.once {
+		return 0
+	}
+	newest, _ := s.Machine.Newest()
+	switch {
+	case newest.ID != f.newestID:
+		return f.at.Add(s.Interval / 2).Sub(now)
+	case f.behind || s.dataSeen.Load():
+		return f.at.Add(f.every).Sub(now)
+	}
+	return f.at.Add(idleFollow).Sub(now)
+}
+
+func (s *Sync) countStats() {
+	st := s.Machine.Stats()
+	pair := []string{s.Local, s.Remote}
+	s.Metrics.SnapshotsStarted.WithLabelValues(pair...).Add(float64(st.Started - s.last.Started))
+	s.Metrics.SnapshotsCompleted.WithLabelValues(pair...).Add(float64(st.Completed - s.last.Completed))
+	s.Metrics.SnapshotsTimedOut.WithLabelValues(pair...).Add(float64(st.TimedOut - s.last.TimedOut))
+	s.Metrics.SnapshotsUnanswered.WithLabelValues(pair...).Add(float64(st.Unanswered - s.last.Unanswered))
+	if st.Completed > s.last.Completed {
+		s.Metrics.SnapshotRTT.WithLabelValues(pair...).Observe(st.LastRTT.Seconds())
+	}
+	s.last = st
+}
+
+// follow reads the tracked subscriptions' mark-delete positions on the
+// local partition and sends an update for each one that passed a newer
+// snapshot; it also sets the lag gauges.
+func (s *Sync) follow(ctx context.Context) error {
+	f := &s.fl
+	newest, hasNewest := s.Machine.Newest()
+	hadData := s.dataSeen.Swap(false)
+	changed := !f.once || newest.ID != f.newestID
+	f.once, f.at, f.newestID = true, time.Now(), newest.ID
+	mds, err := s.LocalAdmin.MarkDeletes(ctx, s.Topic)
+	if err != nil {
+		f.every = s.Interval / 2
+		return fmt.Errorf("local mark-delete positions: %w", err)
+	}
+	f.behind = false
+	for name, md := range mds {
+		if s.Tracked(name) {
+			if last, ok := f.mds[name]; !ok || last != md {
+				changed = true
+			}
+			// A subscription still where a remote's update put it has no
+			// consumer moving it here (a standby region's copy): it is
+			// followed like an idle one, not polled for a move.
+			if hasNewest && md.Compare(newest.Local) < 0 && !s.movedByUpdate(name, md) {
+				f.behind = true
+			}
+		}
+	}
+	if len(f.mds) != len(mds) {
+		changed = true
+	}
+	f.mds = mds
+	switch {
+	case changed:
+		f.every, f.movedAt = s.Interval/2, f.at
+	case f.at.Sub(f.movedAt) >= staleBehind:
+		f.every = min(max(f.every, s.Interval/2)*2, idleFollow)
+	default:
+		f.every = min(max(f.every, s.Interval/2)*2, behindFollow)
+	}
+	var slowest *marker.Position
+	for name, md := range mds {
+		if !s.Tracked(name) {
+			continue
+		}
+		if s.movedByUpdate(name, md) {
+			// The position came from a remote's update, not from consumers
+			// here: echoing it back (or on to a third cluster) would chain
+			// snapshots of different pairs, whose positions do not compose,
+			// and could move a subscription past unconsumed messages.
+			continue
+		}
+		if slowest == nil || md.Compare(*slowest) < 0 {
+			slowest = &md
+		}
+		snap, ok := s.Planner.Next(name, md, s.Machine)
+		if !ok {
+			if changed {
+				// Why the remote does not follow: most often no snapshot
+				// covers md (it lies before the partition's first one).
+				_, covered := s.Machine.Covering(md)
+				s.Log.Debug("no update for a subscription", zap.String("subscription", name), zap.Stringer("mark_delete", md),
+					zap.Bool("covered", covered), zap.Stringer("newest_local", newest.Local), zap.Bool("has_newest", hasNewest))
+			}
+			continue
+		}
+		up := marker.Marker{Kind: marker.KindUpdate, From: s.Local, To: s.Remote, Topic: s.Topic,
+			Subscription: name, Local: snap.Local, Remote: snap.Remote, Time: time.Now().UnixMilli()}
+		if err := s.send(ctx, up); err != nil {
+			s.Planner.Forget(name) // send it again next time
+			return fmt.Errorf("write update: %w", err)
+		}
+		if s.sent == nil {
+			s.sent = map[string]snapshot.Snapshot{}
+		}
+		s.sent[name] = snap
+		s.Log.Debug("subscription update sent", zap.String("subscription", name), zap.Stringer("mark_delete", md),
+			zap.Stringer("snapshot_local", snap.Local), zap.Stringer("snapshot_remote", snap.Remote))
+		s.Metrics.UpdatesSent.WithLabelValues(s.Local, s.Remote).Inc()
+		s.Metrics.MarkersWritten.WithLabelValues(s.Local, s.Remote, marker.KindUpdate.String()).Inc()
+	}
+	if slowest != nil {
+		s.Machine.Prune(*slowest)
+	}
+	if !changed && !hadData && !f.lagAt.IsZero() && f.at.Sub(f.lagAt) < lagRefresh {
+		s.lagAged() // the backlogs did not move here
+		return nil
+	}
+	return s.lag(ctx)
+}
+
+// movedByUpdate reports whether sub's mark-delete position md is still
+// where an update from the remote put it (not moved by consumers here).
+func (s *Sync) movedByUpdate(sub string, md marker.Position) bool {
+	at, ok := s.Applied.get(s.Local, s.Topic, sub)
+	return ok && md.Compare(at) < 0
+}
+
+// lag sets, per tracked subscription, how many messages the remote copy of
+// the subscription would deliver again after a failover right now, and how
+// old the snapshot behind its last update is.
+func (s *Sync) lag(ctx context.Context) error {
+	s.fl.lagAt = time.Time{}
+	local, err := s.LocalAdmin.Backlogs(ctx, s.Topic)
+	if err != nil {
+		return fmt.Errorf("local backlogs: %w", err)
+	}
+	remote, err := s.RemoteAdmin.Backlogs(ctx, s.Topic)
+	if err != nil {
+		return fmt.Errorf("remote backlogs: %w", err)
+	}
+	reported, complete := map[string]lagReading{}, true
+	defer func() {
+		if complete {
+			s.fl.lagAt = s.fl.at
+		}
+		for name := range s.lagReported {
+			if _, ok := reported[name]; !ok {
+				s.Metrics.DropSubLag(s.lagLabels(name), s.lagKey())
+			}
+		}
+		s.lagReported = reported
+	}()
+	for name, lb := range local {
+		if !s.Tracked(name) {
+			continue
+		}
+		rb, ok := remote[name]
+		if !ok {
+			s.createOnRemote(ctx, name)
+			complete = false
+			continue
+		}
+		if s.seenOnRemote == nil {
+			s.seenOnRemote = map[string]bool{}
+		}
+		s.seenOnRemote[name] = true
+		r := lagReading{entries: float64(subscription.Lag(lb, rb))}
+		age := 0.0
+		if snap, ok := s.sent[name]; ok && lb < rb {
+			age, r.aging = time.Since(snap.Time).Seconds(), true
+		}
+		s.Metrics.SetLag(s.lagLabels(name), s.lagKey(), r.entries, age)
+		reported[name] = r
+	}
+	return nil
+}
+
+// lagReading is what lag last read for a subscription: the entries a
+// failover would deliver again, and whether the age of the snapshot
+// behind its copy counts (the copy trails).
+type lagReading struct {
+	entries float64
+	aging   bool
+}
+
+// lagAged moves the age gauges on without reading the backlogs (follow
+// found nothing moved): the entries stand, the snapshot only gets older.
+func (s *Sync) lagAged() {
+	for name, r := range s.lagReported {
+		if snap, ok := s.sent[name]; ok && r.aging {
+			s.Metrics.SetLag(s.lagLabels(name), s.lagKey(), r.entries, time.Since(snap.Time).Seconds())
+		}
+	}
+}
+
+// send writes one marker, remembering it for forwarding (outbox) first:
+// the replicator may read it back before the write returns.
+func (s *Sync) send(ctx context.Context, mk marker.Marker) error {
+	if mk.Kind != marker.KindSnapshot {
+		s.Wrote(mk)
+	}
+	return s.Writer.Write(ctx, mk)
+}
+
+// createOnRemote creates a tracked subscription that the remote lacks
+// there, at its earliest message: until a snapshot covers it no update
+// can say where it should be, and a consumer failing over to a missing
+// subscription would start at its initial position (Latest by default in
+// every client) and skip everything not consumed here. Earliest delivers
+// again instead. A subscription once seen on the remote is not created
+// again (its deletion there is the operator's).
+func (s *Sync) createOnRemote(ctx context.Context, sub string) {
+	if s.RemoteSubs == nil || s.seenOnRemote[sub] {
+		return
+	}
+	earliest := marker.Position{Ledger: -1, Entry: -1, Batch: -1}
+	if err := s.RemoteSubs.Create(ctx, s.Topic, sub, earliest); err != nil {
+		s.Log.Warn("creating a subscription on the remote failed", zap.String("subscription", sub), zap.Error(err))
+		return
+	}
+	if s.seenOnRemote == nil {
+		s.seenOnRemote = map[string]bool{}
+	}
+	s.seenOnRemote[sub] = true
+	s.Metrics.SubsCreatedRemote.WithLabelValues(s.Local, s.Remote).Inc()
+	s.Log.Info("subscription created on the remote at its cluster.Earliest message: no snapshot covers it yet",
+		zap.String("subscription", sub))
+}
+
+// enqueueApply queues a received update copied from origin (its position
+// in the writer's partition), unless an update from at or after that
+// origin was taken for its subscription already (replayed), or its write
+// time lies more than maxUpdateAge behind the newest copy taken from its
+// writer (stale-update); it returns the reason when it does not. Origins
+// grow with every marker the writer's partition holds, so the order needs
+// no clock; the age compares the writer's clock only with itself.
+func (s *Sync) enqueueApply(up marker.Marker, origin marker.Position) (refused string) {
+	sub, at := up.Subscription, up.Remote
+	s.applyMu.Lock()
+	s.writerTime = max(s.writerTime, up.Time)
+	if time.Duration(s.writerTime-up.Time)*time.Millisecond > maxUpdateAge {
+		s.applyMu.Unlock()
+		return "stale-update"
+	}
+	if s.updateFrom == nil {
+		s.updateFrom = map[string]marker.Position{}
+	}
+	if last, ok := s.updateFrom[sub]; ok && origin.Compare(last) <= 0 {
+		s.applyMu.Unlock()
+		return "replayed"
+	}
+	s.updateFrom[sub] = origin
+	if s.toApply == nil {
+		s.toApply = map[string]marker.Position{}
+	}
+	if cur, ok := s.toApply[sub]; !ok || at.Compare(cur) > 0 {
+		s.toApply[sub] = at
+	}
+	s.applyMu.Unlock()
+	select {
+	case s.applyNow <- struct{}{}:
+	default:
+	}
+	return ""
+}
+
+// applyLoop applies received updates, the newest per subscription, off the
+// data path: an admin call must not hold up replication.
+func (s *Sync) applyLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.applyNow:
+		}
+		s.applyMu.Lock()
+		batch := s.toApply
+		s.toApply = nil
+		s.applyMu.Unlock()
+		for sub, at := range batch {
+			out, err := subscription.Apply(ctx, s.SubAdmin, s.Topic, sub, at)
+			s.Log.Debug("subscription update received", zap.String("subscription", sub), zap.Stringer("to", at), zap.String("outcome", string(out)))
+			s.Metrics.UpdatesApplied.WithLabelValues(s.Local, string(out)).Inc()
+			if out == subscription.Applied || out == subscription.Created {
+				s.Applied.set(s.Local, s.Topic, sub, at)
+			}
+			switch {
+			case err != nil:
+				s.Log.Warn("applying a subscription update failed", zap.String("subscription", sub), zap.Error(err))
+			case out == subscription.RefusedConsumers:
+				s.Log.Debug("subscription update not applied: consumers attached", zap.String("subscription", sub))
+			}
+		}
+	}
+}
+
+// currentLayout reads the partition's layout now; nil if it cannot.
+func (s *Sync) currentLayout(ctx context.Context) *cluster.Layout {
+	if s.LayoutNow == nil {
+		return nil
+	}
+	l, err := s.LayoutNow(ctx)
+	if err != nil {
+		s.Log.Debug("partition layout unknown; the re-read starts at the oldest entry", zap.Error(err))
+		return nil
+	}
+	return l
+}
+
+// Applied remembers, per (cluster, partition, subscription), the
+// position the last applied update moved the subscription to. Safe for
+// concurrent use.
+type Applied struct {
+	mu sync.Mutex
+	m  map[string]marker.Position
+}
+
+func (a *Applied) key(cluster, topic, sub string) string {
+	return cluster + "\x00" + topic + "\x00" + sub
+}
+
+// set records at, entry granular (the subscription sits at at's entry).
+func (a *Applied) set(cluster, topic, sub string, at marker.Position) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[string]marker.Position{}
+	}
+	at.Batch = -1
+	a.m[a.key(cluster, topic, sub)] = at
+}
+
+func (a *Applied) get(cluster, topic, sub string) (marker.Position, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.m[a.key(cluster, topic, sub)]
+	return p, ok
+}
