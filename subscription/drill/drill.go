@@ -194,17 +194,9 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 	// traffic is: snapshots are taken between messages, and the switch can
 	// only be as precise as the newest snapshot before the position reached.
 	say("publishing %d messages in each of %d regions over %s", per, len(sides), o.PublishOver)
-	errs := make(chan error, len(sides))
-	for _, s := range sides {
-		go func() { errs <- publish(ctx, s.client, topic, run, s.name, per, o.PublishOver) }()
-	}
-	var perr error
-	for range sides {
-		perr = errors.Join(perr, <-errs)
-	}
-	if perr != nil {
+	if err := publishAll(ctx, sides, topic, run, per, o.PublishOver); err != nil {
 		cons.Close()
-		return rep, perr
+		return rep, err
 	}
 	rep.Published = per * len(sides)
 
@@ -222,7 +214,42 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 	rep.ConsumedBefore = len(got)
 
 	say("consumer in %s stopped; waiting until the subscription is in step in %s", o.From, o.To)
-	st := waitInStep(ctx, backlogSampler(from.admin, to.admin, topic, sub), sub, say)
+	awaitInStep(ctx, &rep, backlogSampler(from.admin, to.admin, topic, sub), o, sub, say)
+
+	say("resuming in %s", o.To)
+	if err := resume(ctx, &rep, to, typ, topic, sub, o.To, run, seen); err != nil {
+		return rep, err
+	}
+	for _, s := range sides {
+		for i := range per {
+			if seen[payload(run, s.name, i)] == 0 {
+				rep.Lost++
+			}
+		}
+	}
+	rep.complete = true
+	return rep, nil
+}
+
+// publishAll publishes per messages of the drill's run from each side at
+// once, spread over the given time.
+func publishAll(ctx context.Context, sides []*side, topic, run string, per int, over time.Duration) error {
+	errs := make(chan error, len(sides))
+	for _, s := range sides {
+		go func() { errs <- publish(ctx, s.client, topic, run, s.name, per, over) }()
+	}
+	var err error
+	for range sides {
+		err = errors.Join(err, <-errs)
+	}
+	return err
+}
+
+// awaitInStep waits until sub's copy in o.To is in step with o.From (or
+// as close as it gets, or given up on), records how it ended in rep and
+// says so: a drill never calls a subscription in step that is not.
+func awaitInStep(ctx context.Context, rep *Report, sample sampler, o Options, sub string, say func(string, ...any)) {
+	st := waitInStep(ctx, sample, sub, say)
 	rep.InStep, rep.Trailing, rep.GaveUp = st.inStep, st.trailing, st.gaveUp
 	rep.InStepSeconds, rep.WaitedSeconds = st.closestAfter.Seconds(), st.waited.Seconds()
 	switch {
@@ -237,20 +264,25 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 		say("%s trails by %d backlog entries in %s, as close as it got (unchanged for %s): a switch now delivers them again",
 			sub, st.trailing, o.To, settleAfterMove)
 	}
+}
 
-	say("resuming in %s", o.To)
-	// The sidecar created the subscription in o.To from the one in
-	// o.From; if it has not, this creates it (at the earliest message:
-	// duplicates, never a loss), and it is the drill's all the same.
-	cons2, err := to.client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Type: typ,
+// resume consumes in the failover target (cluster name toName) everything
+// sub holds of the run, counting in rep what arrives and, against seen
+// (what was consumed before the switch), the duplicates.
+func resume(ctx context.Context, rep *Report, to *side, typ pulsar.SubscriptionType, topic, sub, toName, run string, seen map[string]int) error {
+	// The sidecar created the subscription in the target from the one in
+	// the source; if it has not, this creates it (at the earliest
+	// message: duplicates, never a loss), and it is the drill's all the
+	// same.
+	cons, err := to.client.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Type: typ,
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest})
 	if err != nil {
-		return rep, fmt.Errorf("subscribe in %s: %w", o.To, err)
+		return fmt.Errorf("subscribe in %s: %w", toName, err)
 	}
-	after, err := consume(ctx, cons2, run, 1<<30, 5*time.Second, false)
-	cons2.Close()
+	after, err := consume(ctx, cons, run, 1<<30, 5*time.Second, false)
+	cons.Close()
 	if err != nil {
-		return rep, fmt.Errorf("consume in %s: %w", o.To, err)
+		return fmt.Errorf("consume in %s: %w", toName, err)
 	}
 	rep.ConsumedAfter = len(after)
 	for _, p := range after {
@@ -259,15 +291,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 		}
 		seen[p]++
 	}
-	for _, s := range sides {
-		for i := range per {
-			if seen[payload(run, s.name, i)] == 0 {
-				rep.Lost++
-			}
-		}
-	}
-	rep.complete = true
-	return rep, nil
+	return nil
 }
 
 // side is one cluster as the drill publishes and consumes on it.
