@@ -14,6 +14,7 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 )
 
 // A pair whose namespace is missing on the target, or whose credentials
@@ -71,7 +72,7 @@ func TestPairProblemReported(t *testing.T) {
 	go func() { defer wg.Done(); p.run(ctx, func() { s.ready.Store(true) }) }()
 	defer wg.Wait()
 	defer cancel()
-	problem := func() float64 { return gauge(m.PairProblems, "east", "west") }
+	problem := func() float64 { return metricstest.Gauge(m.PairProblems, "east", "west") }
 	waitUntil(t, "the problem reported", func() bool { return s.NotReady() != "" && problem() == 1 })
 	if why := s.NotReady(); !strings.Contains(why, "east->west negt/ns") || !strings.Contains(why, "does not exist on west") {
 		t.Errorf("not ready because %q, want the pair and the missing namespace named", why)

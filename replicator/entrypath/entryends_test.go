@@ -9,13 +9,15 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 )
 
 // Unit tests of wireEndpoints (entryends.go) through its seams: the
@@ -218,7 +220,7 @@ func TestWireEndpointsLinkHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	connected := func() float64 { return gauge(m.Connected, "east", "west") }
+	connected := func() float64 { return metricstest.Gauge(m.Connected, "east", "west") }
 	m.Connected.WithLabelValues("east", "west").Inc() // the entry pipe counts the open producer
 	e.health.update(func(h *linkHealth) { h.open = true })
 	hs := src.(*healthySource)

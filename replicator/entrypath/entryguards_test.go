@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -74,7 +75,7 @@ func TestEntryPipeRecordAhead(t *testing.T) {
 					t.Errorf("remote holds %d entries, want %d, each once, in order: %v from its %dth on",
 						len(remote), tt.local, remote[i:min(len(remote), i+5)], i)
 				}
-				if got := counter(p.m.DupsUnproven, "east", "west"); got != 0 {
+				if got := metricstest.Counter(p.m.DupsUnproven, "east", "west"); got != 0 {
 					t.Errorf("unproven duplicates = %v, want 0", got)
 				}
 				for _, v := range w.violations {

@@ -22,6 +22,7 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -729,11 +730,11 @@ func TestEntryPipeForwardsAndSkips(t *testing.T) {
 			t.Errorf("sequence ids %v, want %v (the positions, ledger 10)", w.seqs, want)
 		}
 		for reason, n := range map[string]float64{skipRemoteOrigin: 4, skipReplicateTo: 2, skipMarker: 4} {
-			if got := counter(p.m.Skipped, "east", "west", reason); got != n {
+			if got := metricstest.Counter(p.m.Skipped, "east", "west", reason); got != n {
 				t.Errorf("skipped{reason=%q} = %v messages, want %v", reason, got, n)
 			}
 		}
-		if got := counter(p.m.Messages, "east", "west"); got != 8 {
+		if got := metricstest.Counter(p.m.Messages, "east", "west"); got != 8 {
 			t.Errorf("replicated messages = %v, want 8", got)
 		}
 		if got := p.budget.held(); got != 0 {
@@ -769,7 +770,7 @@ func TestEntryPipeProof(t *testing.T) {
 		if want := []string{"e0", "e2", "e4", "e5"}; !slices.Equal(remote, want) {
 			t.Errorf("remote holds %v, want %v (e1, e3 were there; e4 sent again after the unproven duplicate)", remote, want)
 		}
-		if got := counter(p.m.DupsUnproven, "east", "west"); got != 1 {
+		if got := metricstest.Counter(p.m.DupsUnproven, "east", "west"); got != 1 {
 			t.Errorf("unproven duplicates = %v, want 1", got)
 		}
 		// e1 and e3 were there before; e5, when it went out behind e4 in
@@ -781,7 +782,7 @@ func TestEntryPipeProof(t *testing.T) {
 			want = 6
 		}
 		w.mu.Unlock()
-		if got := counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != want {
+		if got := metricstest.Counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != want {
 			t.Errorf("skipped as already copied = %v messages, want %v (e1, e3, and e5 if the first session sent it)", got, want)
 		}
 		for _, v := range w.violations {
@@ -828,7 +829,7 @@ func TestEntryPipeReadBackRetried(t *testing.T) {
 				if tc.fails > maxReadBackRetries {
 					want = 0
 				}
-				if got := counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != want {
+				if got := metricstest.Counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != want {
 					t.Errorf("skipped as already copied = %v messages, want %v", got, want)
 				}
 			})
@@ -850,7 +851,7 @@ func TestEntryPipeRefusedEntry(t *testing.T) {
 					waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
 				} else {
 					waitFor(t, "the partition stopped", func() bool {
-						return gauge(p.m.PartitionsStopped, "east", "west", skipRejectedTooBig) == 1
+						return metricstest.Gauge(p.m.PartitionsStopped, "east", "west", skipRejectedTooBig) == 1
 					})
 					time.Sleep(time.Minute)
 					synctest.Wait()
@@ -928,7 +929,7 @@ func TestEntryPipeBrokerRefusals(t *testing.T) {
 						waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
 					} else {
 						waitFor(t, "the partition stopped", func() bool {
-							return gauge(p.m.PartitionsStopped, "east", "west", tt.reason) == 1
+							return metricstest.Gauge(p.m.PartitionsStopped, "east", "west", tt.reason) == 1
 						})
 						time.Sleep(time.Minute)
 						synctest.Wait()
@@ -942,7 +943,7 @@ func TestEntryPipeBrokerRefusals(t *testing.T) {
 						}
 						return
 					}
-					if got := counter(p.m.Skipped, "east", "west", tt.reason); got != 2 {
+					if got := metricstest.Counter(p.m.Skipped, "east", "west", tt.reason); got != 2 {
 						t.Errorf("skipped{reason=%s} = %v messages, want e2's 2", tt.reason, got)
 					}
 					if slices.Contains(remote, "e2") || !slices.Contains(remote, "e3") {
@@ -1034,7 +1035,7 @@ func TestEntryPipeDropsTransactionID(t *testing.T) {
 				t.Errorf("%s: sent with a transaction id: %v, replicated_from %q", name, md.HasTxnID, md.ReplicatedFrom)
 			}
 		}
-		if got := counter(p.m.Messages, "east", "west"); got != 7 {
+		if got := metricstest.Counter(p.m.Messages, "east", "west"); got != 7 {
 			t.Errorf("replicated messages = %v, want 7", got)
 		}
 		for _, v := range w.violations {
@@ -1163,7 +1164,7 @@ func TestEntryPipeStandby(t *testing.T) {
 		p := newTestEntryPartition(t, w)
 		stop := runEntryPartition(t, p)
 		waitFor(t, "two entries acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 2 })
-		if got := gauge(p.m.Connected, "east", "west"); got != 1 {
+		if got := metricstest.Gauge(p.m.Connected, "east", "west"); got != 1 {
 			t.Fatalf("connected = %v while active, want 1", got)
 		}
 		w.mu.Lock()
@@ -1171,7 +1172,7 @@ func TestEntryPipeStandby(t *testing.T) {
 		w.mu.Unlock()
 		f(false)
 		synctest.Wait()
-		if got := gauge(p.m.Connected, "east", "west"); got != 0 {
+		if got := metricstest.Gauge(p.m.Connected, "east", "west"); got != 0 {
 			t.Errorf("connected = %v as a standby, want 0 (producer released)", got)
 		}
 		stop()
@@ -1281,7 +1282,7 @@ func TestEntryPipeSync(t *testing.T) {
 			}
 		}
 		for reason, n := range map[string]float64{"signature": 1, "batched": 1, "not-written-here": 1, "unsigned-copy": 3, "replayed": 1} {
-			if got := counter(rig.m.MarkersInvalid, "east", reason); got != n {
+			if got := metricstest.Counter(rig.m.MarkersInvalid, "east", reason); got != n {
 				t.Errorf("invalid markers{reason=%q} = %v, want %v", reason, got, n)
 			}
 		}
@@ -1456,7 +1457,7 @@ func TestEntryPipeStepsDown(t *testing.T) {
 					}
 					return len(w.sources), firstClosed, w.probes
 				}
-				steps := func() float64 { return counter(p.m.Links.StepDowns, "west") }
+				steps := func() float64 { return metricstest.Counter(p.m.Links.StepDowns, "west") }
 
 				// Just inside the bound, or at the fault's end if sooner:
 				// still active, still subscribed.
@@ -1780,7 +1781,7 @@ func TestEntryPipeEpochs(t *testing.T) {
 		if want := []int64{0, 6, 0, 3, 0, 0}; !slices.Equal(w.reaches, want) {
 			t.Errorf("read-backs reached %v entries by the records, want %v", w.reaches, want)
 		}
-		if got := counter(p.m.DupsUnproven, "east", "west"); got != 0 {
+		if got := metricstest.Counter(p.m.DupsUnproven, "east", "west"); got != 0 {
 			t.Errorf("duplicates_unproven = %v, want 0", got)
 		}
 		for _, v := range w.violations {

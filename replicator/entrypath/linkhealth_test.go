@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 )
 
 // TestLinkHealth: the entry pipe counts a partition in
@@ -51,7 +53,7 @@ func TestLinkHealth(t *testing.T) {
 				case "cons-down", "cons-up":
 					h.update(func(h *linkHealth) { h.consDown = s.what == "cons-down" })
 				}
-				if got := gauge(gv, "east"); got != s.want {
+				if got := metricstest.Gauge(gv, "east"); got != s.want {
 					t.Fatalf("step %d (%s): gauge %v, want %v", i, s.what, got, s.want)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 )
 
 // The open cursors share their pool: each window is the pool over their
@@ -289,8 +290,8 @@ func TestReceivePoolsIsolateTargets(t *testing.T) {
 		if len(a.order()) != 0 {
 			t.Fatalf("%v let in; west's waiter must stay out while its entries fill its pool", a.order())
 		}
-		gauge := gauges(t, reg, "geo_sidecar_receive_reserved_bytes")
-		waiting := gauges(t, reg, "geo_sidecar_receive_waiting_cursors")
+		gauge := metricstest.Gauges(t, reg, "geo_sidecar_receive_reserved_bytes")
+		waiting := metricstest.Gauges(t, reg, "geo_sidecar_receive_waiting_cursors")
 		if gauge["/west"] != 100 || gauge["/north"] != 0 || waiting["/west"] != 1 || waiting["/north"] != 0 {
 			t.Errorf("gauges %v, waiting %v; want west 100 with 1 waiting, north 0", gauge, waiting)
 		}

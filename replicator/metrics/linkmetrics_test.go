@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 )
 
 func TestLinkMetricsExported(t *testing.T) {
@@ -16,7 +18,7 @@ func TestLinkMetricsExported(t *testing.T) {
 	m.Links.StepDowns.WithLabelValues("far").Inc()
 	m.Links.WatchUnconfirmed("far", func() time.Duration { return 90 * time.Second })
 	m.Links.WatchUnconfirmed("west", func() time.Duration { return 0 })
-	if got := gauges(t, reg, "geo_sidecar_link_unconfirmed_age_seconds"); got["/far"] != 90 || got["/west"] != 0 || len(got) != 2 {
+	if got := metricstest.Gauges(t, reg, "geo_sidecar_link_unconfirmed_age_seconds"); got["/far"] != 90 || got["/west"] != 0 || len(got) != 2 {
 		t.Errorf("link_unconfirmed_age_seconds %v", got)
 	}
 	mfs, err := reg.Gather()

@@ -4,32 +4,9 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-)
 
-// gauges returns the value of every series of the named metric in reg,
-// keyed by its label values joined with "/".
-func gauges(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			key := ""
-			for _, l := range m.GetLabel() {
-				key += "/" + l.GetValue()
-			}
-			out[key] = m.GetGauge().GetValue()
-		}
-	}
-	return out
-}
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
+)
 
 func TestTopicLabel(t *testing.T) {
 	for in, want := range map[string]string{
@@ -53,8 +30,8 @@ func TestSubscriptionLagCombinesPartitions(t *testing.T) {
 	labels := [4]string{"east", "west", "t/ns/orders", "sub"}
 	// Label values sorted by label name: source, subscription, target, topic.
 	const key = "/east/sub/west/t/ns/orders"
-	entries := func() float64 { return gauges(t, reg, "geo_sidecar_subscription_lag_entries")[key] }
-	seconds := func() float64 { return gauges(t, reg, "geo_sidecar_subscription_lag_seconds")[key] }
+	entries := func() float64 { return metricstest.Gauges(t, reg, "geo_sidecar_subscription_lag_entries")[key] }
+	seconds := func() float64 { return metricstest.Gauges(t, reg, "geo_sidecar_subscription_lag_seconds")[key] }
 
 	steps := []struct {
 		name          string
@@ -73,25 +50,7 @@ func TestSubscriptionLagCombinesPartitions(t *testing.T) {
 		}
 	}
 	m.DropLag("west p0")
-	if n := len(gauges(t, reg, "geo_sidecar_subscription_lag_entries")); n != 0 {
+	if n := len(metricstest.Gauges(t, reg, "geo_sidecar_subscription_lag_entries")); n != 0 {
 		t.Fatalf("%d series left after every partition stopped, want 0", n)
 	}
-}
-
-// counter and gauge read one metric. (prometheus/testutil would need a
-// module go.mod does not list.)
-func counter(c *prometheus.CounterVec, labels ...string) float64 {
-	var m dto.Metric
-	if err := c.WithLabelValues(labels...).Write(&m); err != nil {
-		panic(err)
-	}
-	return m.GetCounter().GetValue()
-}
-
-func gauge(g *prometheus.GaugeVec, labels ...string) float64 {
-	var m dto.Metric
-	if err := g.WithLabelValues(labels...).Write(&m); err != nil {
-		panic(err)
-	}
-	return m.GetGauge().GetValue()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 )
 
 // threeLedgers: ledger 3 holds entries 0-9, ledger 5 0-3, ledger 9 0-5.
@@ -155,7 +156,7 @@ func TestRebuildBounded(t *testing.T) {
 					t.Errorf("response = %+v, want north's watermark %v", w, tt.wm)
 				}
 			}
-			if got := counter(r.m.HistoryEntriesRead, "east"); got != float64(tt.read) {
+			if got := metricstest.Counter(r.m.HistoryEntriesRead, "east"); got != float64(tt.read) {
 				t.Errorf("entries read (history_entries_read_total) = %v, want %d", got, tt.read)
 			}
 		})

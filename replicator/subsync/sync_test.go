@@ -12,6 +12,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
 
@@ -28,7 +29,7 @@ var invalidReasons = []string{"wrong-topic", "signature", "malformed", "version"
 func checkInvalid(t *testing.T, m *metrics.Metrics, want map[string]float64) {
 	t.Helper()
 	for _, r := range invalidReasons {
-		if got := counter(m.MarkersInvalid, "east", r); got != want[r] {
+		if got := metricstest.Counter(m.MarkersInvalid, "east", r); got != want[r] {
 			t.Errorf("markers_invalid_total{reason=%q} = %v, want %v", r, got, want[r])
 		}
 	}
@@ -146,7 +147,7 @@ func TestSyncMarkerRouting(t *testing.T) {
 					if !equalMarker(mk, want) {
 						t.Errorf("response = %+v, want %+v", mk, want)
 					}
-					if got := counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 1 {
+					if got := metricstest.Counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 1 {
 						t.Errorf("markers_written_total{kind=snapshot-response} = %v, want 1", got)
 					}
 				}
@@ -177,17 +178,17 @@ func TestSyncWriteFailure(t *testing.T) {
 	r.sink.failNext(1)
 	req := markerMsg(t, 3, 4, request("west", "east", syncTopic), syncKey, "west")
 	readMarker(context.Background(), r.s, req)
-	if got := counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 0 {
+	if got := metricstest.Counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 0 {
 		t.Errorf("markers_written_total{kind=snapshot-response} = %v after a failed write, want 0", got)
 	}
 	// Delivered again (a new session): judged already, not answered again.
 	readMarker(context.Background(), r.s, req)
-	if got := counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 0 {
+	if got := metricstest.Counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 0 {
 		t.Errorf("markers_written_total{kind=snapshot-response} = %v after a redelivery, want 0", got)
 	}
 	// The remote's next request is answered.
 	readMarker(context.Background(), r.s, markerMsg(t, 3, 5, request("west", "east", syncTopic), syncKey, "west"))
-	if got := counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 1 {
+	if got := metricstest.Counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 1 {
 		t.Errorf("markers_written_total{kind=snapshot-response} = %v, want 1", got)
 	}
 }
@@ -379,7 +380,7 @@ func TestSyncApplyUpdate(t *testing.T) {
 					if o == tt.outcome {
 						want = 1
 					}
-					if got := counter(r.m.UpdatesApplied, "east", string(o)); got != want {
+					if got := metricstest.Counter(r.m.UpdatesApplied, "east", string(o)); got != want {
 						t.Errorf("subscription_updates_received_total{outcome=%q} = %v, want %v", o, got, want)
 					}
 				}
@@ -440,10 +441,10 @@ func TestSyncFollowSendsUpdates(t *testing.T) {
 	if mk.Time == 0 || !equalMarker(mk, want) {
 		t.Errorf("update = %+v, want %+v", mk, want)
 	}
-	if got := counter(r.m.UpdatesSent, "east", "west"); got != 1 {
+	if got := metricstest.Counter(r.m.UpdatesSent, "east", "west"); got != 1 {
 		t.Errorf("subscription_updates_sent_total = %v, want 1", got)
 	}
-	if got := counter(r.m.MarkersWritten, "east", "west", "update"); got != 1 {
+	if got := metricstest.Counter(r.m.MarkersWritten, "east", "west", "update"); got != 1 {
 		t.Errorf("markers_written_total{kind=update} = %v, want 1", got)
 	}
 
@@ -591,7 +592,7 @@ func TestSyncFollowRetriesFailedWrite(t *testing.T) {
 	if err := r.s.follow(ctx); err == nil {
 		t.Error("follow with a failing write returned nil")
 	}
-	if got := counter(r.m.UpdatesSent, "east", "west"); got != 0 {
+	if got := metricstest.Counter(r.m.UpdatesSent, "east", "west"); got != 0 {
 		t.Errorf("subscription_updates_sent_total = %v after a failed write, want 0", got)
 	}
 	if err := r.s.follow(ctx); err != nil {
@@ -908,10 +909,10 @@ func TestSyncRun(t *testing.T) {
 		if len(written) != 1 || written[0].Kind != marker.KindSnapshotRequest || written[0].To != "west" {
 			t.Fatalf("link up: wrote %+v, want one request to west", written)
 		}
-		if got := counter(r.m.SnapshotsStarted, "east", "west"); got != 1 {
+		if got := metricstest.Counter(r.m.SnapshotsStarted, "east", "west"); got != 1 {
 			t.Errorf("snapshots_started_total = %v, want 1", got)
 		}
-		if got := counter(r.m.MarkersWritten, "east", "west", "snapshot-request"); got != 1 {
+		if got := metricstest.Counter(r.m.MarkersWritten, "east", "west", "snapshot-request"); got != 1 {
 			t.Errorf("markers_written_total{kind=snapshot-request} = %v, want 1", got)
 		}
 
@@ -926,7 +927,7 @@ func TestSyncRun(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if got := counter(r.m.SnapshotsCompleted, "east", "west"); got != 1 {
+		if got := metricstest.Counter(r.m.SnapshotsCompleted, "east", "west"); got != 1 {
 			t.Errorf("snapshots_completed_total = %v, want 1", got)
 		}
 
@@ -946,10 +947,10 @@ func TestSyncRun(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		for name, c := range map[string]float64{
-			"snapshots_started_total":            counter(r.m.SnapshotsStarted, "east", "west"),
-			"snapshots_completed_total":          counter(r.m.SnapshotsCompleted, "east", "west"),
-			"snapshots_timed_out_total":          counter(r.m.SnapshotsTimedOut, "east", "west"),
-			"snapshot_requests_unanswered_total": counter(r.m.SnapshotsUnanswered, "east", "west"),
+			"snapshots_started_total":            metricstest.Counter(r.m.SnapshotsStarted, "east", "west"),
+			"snapshots_completed_total":          metricstest.Counter(r.m.SnapshotsCompleted, "east", "west"),
+			"snapshots_timed_out_total":          metricstest.Counter(r.m.SnapshotsTimedOut, "east", "west"),
+			"snapshot_requests_unanswered_total": metricstest.Counter(r.m.SnapshotsUnanswered, "east", "west"),
 		} {
 			want := 1.0
 			if strings.Contains(name, "timed_out") || strings.Contains(name, "unanswered") {
@@ -998,7 +999,7 @@ func TestSyncCreatesMissingRemoteSubscription(t *testing.T) {
 	if got := remoteSubs.takeCalls(); len(got) != 0 {
 		t.Errorf("remote admin calls %v after the first creation, want none", got)
 	}
-	if got := counter(r.m.SubsCreatedRemote, "east", "west"); got != 1 {
+	if got := metricstest.Counter(r.m.SubsCreatedRemote, "east", "west"); got != 1 {
 		t.Errorf("subscriptions_created_on_remote_total = %v, want 1", got)
 	}
 }

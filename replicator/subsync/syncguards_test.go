@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 )
 
@@ -51,7 +52,7 @@ func TestSyncSignedCopyFromTheRemote(t *testing.T) {
 			if tt.applied {
 				want = 0
 			}
-			if got := counter(r.m.MarkersInvalid, "east", "unsigned-copy"); got != want {
+			if got := metricstest.Counter(r.m.MarkersInvalid, "east", "unsigned-copy"); got != want {
 				t.Errorf("markers_invalid_total{reason=\"unsigned-copy\"} = %v, want %v", got, want)
 			}
 		})
@@ -153,7 +154,7 @@ func TestSyncCopyDeliveredAgain(t *testing.T) {
 	for range 2 {
 		r.s.MarkerAt(context.Background(), pos(3, 4), payload, from, "geo-sidecar.markers.west-->east")
 	}
-	if got := counter(r.m.MarkersInvalid, "east", "replayed"); got != 0 {
+	if got := metricstest.Counter(r.m.MarkersInvalid, "east", "replayed"); got != 0 {
 		t.Errorf("markers_invalid_total{reason=\"replayed\"} = %v, want 0 (delivered again, not replayed)", got)
 	}
 	if _, queued := r.pending()["billing"]; !queued {
@@ -177,7 +178,7 @@ func TestSyncStaleCopyCounted(t *testing.T) {
 		from := marker.Origin{Cluster: "west", At: pos(90, int64(4+i)), Signed: true}
 		r.s.MarkerAt(context.Background(), pos(3, int64(4+i)), payload, from, "geo-sidecar.markers.west-->east")
 	}
-	if got := counter(r.m.MarkersInvalid, "east", "stale-update"); got != 1 {
+	if got := metricstest.Counter(r.m.MarkersInvalid, "east", "stale-update"); got != 1 {
 		t.Errorf("markers_invalid_total{reason=\"stale-update\"} = %v, want 1", got)
 	}
 	if got := r.pending(); len(got) != 1 {
@@ -287,7 +288,7 @@ func TestSyncCountStats(t *testing.T) {
 		"started": {r.m.SnapshotsStarted, 4}, "completed": {r.m.SnapshotsCompleted, 1},
 		"timed out": {r.m.SnapshotsTimedOut, 2}, "unanswered": {r.m.SnapshotsUnanswered, 3},
 	} {
-		if got := counter(c.v, "east", "west"); got != c.want {
+		if got := metricstest.Counter(c.v, "east", "west"); got != c.want {
 			t.Errorf("snapshots %s = %v, want %v", name, got, c.want)
 		}
 	}
