@@ -1,0 +1,63 @@
+package replicator
+
+import (
+	"testing"
+
+	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entrypath"
+)
+
+// The sidecar gives each target cluster of the pairs it runs a budget of
+// its own, an equal share of entrypath.InflightBudget.
+func TestSidecarBudgetPerTarget(t *testing.T) {
+	testSharePerTarget(t, "budget", entrypath.InflightBudget, func(s *Sidecar, target string) *entrypath.ByteBudget {
+		return s.budgets.Of(target)
+	})
+}
+
+// The sidecar gives each target cluster of the pairs it runs a receive
+// pool of its own, an equal share of entrypath.ReceiveBudget.
+func TestSidecarReceivePoolPerTarget(t *testing.T) {
+	testSharePerTarget(t, "pool", entrypath.ReceiveBudget, func(s *Sidecar, target string) *entrypath.ReceivePool {
+		return s.pools.Of(target)
+	})
+}
+
+// testSharePerTarget checks that, with and without --cluster, of(s,
+// target) is a limit of target's own (what names it in errors) whose
+// Limit is an equal share of total.
+func testSharePerTarget[L interface {
+	comparable
+	Limit() int64
+}](t *testing.T, what string, total int, of func(*Sidecar, string) L) {
+	t.Helper()
+	cfg, err := config.Load("../config/testdata/good/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Sidecar.MarkerKeyFile, cfg.Sidecar.MarkerKeyAcceptedFile = "", "" // not on this machine; no limit depends on them
+	for _, tt := range []struct {
+		cluster string
+		targets []string
+	}{
+		{"", []string{"west", "north_2", "east"}},
+		{"east", []string{"west", "north_2"}},
+	} {
+		s, err := New(cfg, Options{Cluster: tt.cluster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var none L
+		seen := map[L]bool{}
+		for _, target := range tt.targets {
+			l := of(s, target)
+			if l == none || seen[l] {
+				t.Fatalf("--cluster %q: target %s has %s %p, want one of its own", tt.cluster, target, what, any(l))
+			}
+			seen[l] = true
+			if want := int64(total / len(tt.targets)); l.Limit() != want {
+				t.Errorf("--cluster %q: target %s limit %d, want %d", tt.cluster, target, l.Limit(), want)
+			}
+		}
+	}
+}
