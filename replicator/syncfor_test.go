@@ -6,13 +6,20 @@ import (
 	"slices"
 	"testing"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/subsync"
-	"go.uber.org/zap/zaptest"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
 )
+
+// The pair (east, west) on one partition that these tests build the sync of.
+const syncTopic = "persistent://shop/orders/orders-partition-0"
+
+var syncKey = []byte("sync-test-marker-key-0123456789")
 
 const syncForYAML = `
 sidecar:
@@ -87,20 +94,20 @@ func TestSyncFor(t *testing.T) {
 				t.Errorf("cursors at start = %#v, want %#v", s.CursorsAtStart, tt.cursors)
 			}
 			// A request from west, read now.
-			fw := &fakeSink{}
+			fw := &subsynctest.Sink{}
 			s.Writer = fw
-			readMarker(context.Background(), s, markerMsg(t, 2, 1, request("west", "east", syncTopic), syncKey, "west"))
-			got := fw.take()
+			subsynctest.ReadMarker(context.Background(), s, subsynctest.MarkerMsg(t, 2, 1, subsynctest.Request("west", "east", syncTopic), syncKey, "west"))
+			got := fw.Take()
 			if len(wantUnknown) > 0 {
 				if len(got) > 0 {
 					t.Errorf("request answered with %+v, want no answer before the watermarks are known", got)
 				}
 				// A copy from each third origin makes it answer.
 				for i, c := range tt.third {
-					readData(context.Background(), s, copyMsg(2, int64(2+i), c, pos(40, 1)))
+					subsynctest.ReadData(context.Background(), s, subsynctest.CopyMsg(2, int64(2+i), c, subsynctest.Pos(40, 1)))
 				}
-				readMarker(context.Background(), s, markerMsg(t, 2, 9, request("west", "east", syncTopic), syncKey, "west"))
-				got = fw.take()
+				subsynctest.ReadMarker(context.Background(), s, subsynctest.MarkerMsg(t, 2, 9, subsynctest.Request("west", "east", syncTopic), syncKey, "west"))
+				got = fw.Take()
 			}
 			if len(got) != 1 || got[0].Kind != marker.KindSnapshotResponse {
 				t.Fatalf("request answered with %+v, want one response", got)
@@ -109,7 +116,7 @@ func TestSyncFor(t *testing.T) {
 			for _, c := range tt.third {
 				want[c] = marker.NoneSeen
 				if !tt.fresh {
-					want[c] = pos(40, 1)
+					want[c] = subsynctest.Pos(40, 1)
 				}
 			}
 			if !maps.Equal(got[0].Watermarks, want) && (len(want) > 0 || len(got[0].Watermarks) > 0) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -250,8 +251,8 @@ func TestOriginPropsSigned(t *testing.T) {
 // taken for a takeover, and the third origins' watermarks re-learned).
 func TestEntryContinuesSameEntry(t *testing.T) {
 	rig := newSyncRig(t, rigConfig{third: []string{"north"}, fresh: true})
-	p := &Partition{sync: rig.s, lastSeen: pos(10, 4), hasSeen: true}
-	if !p.continues(pos(10, 4)) {
+	p := &Partition{sync: rig.s, lastSeen: subsynctest.Pos(10, 4), hasSeen: true}
+	if !p.continues(subsynctest.Pos(10, 4)) {
 		t.Error("continues(10:4) after 10:4 = false, want true")
 	}
 }
@@ -282,14 +283,14 @@ func TestStartAt(t *testing.T) {
 		seq  []marker.Position // first entries of successive sessions
 		want []int
 	}{
-		{"the next entry", []marker.Position{pos(10, 5)}, []int{startNext}},
-		{"a later ledger's first entry", []marker.Position{pos(11, 0)}, []int{startNext}},
-		{"acknowledged", []marker.Position{pos(10, 4), pos(10, 0), pos(9, 0)}, []int{startAcknowledged, startAcknowledged, startAcknowledged}},
-		{"a later entry", []marker.Position{pos(10, 7)}, []int{startAhead}},
-		{"a later ledger's later entry", []marker.Position{pos(11, 3)}, []int{startAhead}},
-		{"the same later entry, again and again", []marker.Position{pos(10, 7), pos(10, 7), pos(10, 7), pos(10, 7)},
+		{"the next entry", []marker.Position{subsynctest.Pos(10, 5)}, []int{startNext}},
+		{"a later ledger's first entry", []marker.Position{subsynctest.Pos(11, 0)}, []int{startNext}},
+		{"acknowledged", []marker.Position{subsynctest.Pos(10, 4), subsynctest.Pos(10, 0), subsynctest.Pos(9, 0)}, []int{startAcknowledged, startAcknowledged, startAcknowledged}},
+		{"a later entry", []marker.Position{subsynctest.Pos(10, 7)}, []int{startAhead}},
+		{"a later ledger's later entry", []marker.Position{subsynctest.Pos(11, 3)}, []int{startAhead}},
+		{"the same later entry, again and again", []marker.Position{subsynctest.Pos(10, 7), subsynctest.Pos(10, 7), subsynctest.Pos(10, 7), subsynctest.Pos(10, 7)},
 			[]int{startAhead, startAhead, startAhead, startNext}},
-		{"different later entries", []marker.Position{pos(10, 7), pos(10, 7), pos(10, 8), pos(10, 8), pos(10, 7)},
+		{"different later entries", []marker.Position{subsynctest.Pos(10, 7), subsynctest.Pos(10, 7), subsynctest.Pos(10, 8), subsynctest.Pos(10, 8), subsynctest.Pos(10, 7)},
 			[]int{startAhead, startAhead, startAhead, startAhead, startAhead}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

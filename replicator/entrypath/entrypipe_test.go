@@ -23,6 +23,7 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -1234,14 +1235,14 @@ func TestEntryPipeSync(t *testing.T) {
 		req := marker.Marker{Kind: marker.KindSnapshotRequest, From: "east", To: "west", SnapshotID: "r1", Time: 5}
 		rig.s.Wrote(mk(req)) // written by this process
 		up := marker.Marker{Kind: marker.KindUpdate, From: "west", To: "east", Subscription: "billing",
-			Remote: pos(7, 3), Time: time.Now().UnixMilli()}
+			Remote: subsynctest.Pos(7, 3), Time: time.Now().UnixMilli()}
 		w.add(1, nil)                                                                // e0: data
 		w.addPayload(enc(req, syncKey), single(own, "", marker.KindSnapshotRequest)) // e1: ours, forwarded
-		w.addPayload(enc(marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", SnapshotID: "s1", Local: pos(9, 1), Remote: pos(8, 1)}, syncKey),
+		w.addPayload(enc(marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", SnapshotID: "s1", Local: subsynctest.Pos(9, 1), Remote: subsynctest.Pos(8, 1)}, syncKey),
 			single(own, "", marker.KindSnapshot)) // e2: stays
 		signedCopy(enc(up, syncKey), marker.KindUpdate, "60:3:-1", "east", nil) // e3: applied here
 		w.addPayload(enc(marker.Marker{Kind: marker.KindUpdate, From: "east", To: "west", Subscription: "billing",
-			Remote: pos(1, 1)}, []byte("not-the-key-0123456789")), single("mallory", "", marker.KindUpdate)) // e4: forged
+			Remote: subsynctest.Pos(1, 1)}, []byte("not-the-key-0123456789")), single("mallory", "", marker.KindUpdate)) // e4: forged
 		w.add(1, func(b *wire.MetadataBuilder) { // e5: an application's batch whose first message looks like a marker
 			b.Properties = []wire.KeyValue{{Key: marker.Property, Value: "13"}}
 		})
@@ -1249,7 +1250,7 @@ func TestEntryPipeSync(t *testing.T) {
 			func(b *wire.MetadataBuilder) { b.ProducerName, b.NumMessagesInBatch = own, 3 }) // e6: a batch of markers (older writers)
 		w.addPayload(enc(req, syncKey), single("mallory", "", marker.KindSnapshotRequest)) // e7: ours, published again
 		up2 := up
-		up2.Remote, up2.Time = pos(9, 9), up.Time+1
+		up2.Remote, up2.Time = subsynctest.Pos(9, 9), up.Time+1
 		w.addPayload(enc(up2, syncKey), single(theirs, "west", marker.KindUpdate)) // e8: a copy without a signed origin
 		signedCopy(enc(up, syncKey), marker.KindUpdate, "60:3:-1", "east", nil)    // e9: e3 published again: a replay
 		// e10: a genuine marker body (up2, as north or west holds it)
@@ -1273,7 +1274,7 @@ func TestEntryPipeSync(t *testing.T) {
 		// neither the unsigned copy, the replay nor the transplants moved
 		// it on.
 		queued, calls := rig.pending(), rig.subs.takeCalls()
-		if at, ok := queued["billing"]; (ok && at != pos(7, 3)) || (!ok && len(calls) == 0) {
+		if at, ok := queued["billing"]; (ok && at != subsynctest.Pos(7, 3)) || (!ok && len(calls) == 0) {
 			t.Errorf("queued %v, applied %v; want billing at 7:3 (not the replay's 9:9)", queued, calls)
 		}
 		for _, c := range calls {
@@ -1353,7 +1354,7 @@ func TestEntryPipeTakeoverRelearns(t *testing.T) {
 				rig := newSyncRig(t, rigConfig{third: []string{"north"}, fresh: tt.fresh})
 				rig.s.LayoutAtStart = &cluster.Layout{Writing: tt.writing}
 				if !tt.fresh {
-					rig.s.Machine.Learn("north", pos(4, 4))
+					rig.s.Machine.Learn("north", subsynctest.Pos(4, 4))
 				}
 				p := newTestEntryPartition(t, w)
 				p.topic, p.keys, p.sync = syncTopic, marker.NewKeys(syncKey), rig.s
@@ -1377,16 +1378,16 @@ func TestEntryPipeTakeoverRelearns(t *testing.T) {
 // one seen already follows; the first entry of a later ledger does not
 // (the ledger before may hold entries another instance read).
 func TestEntryContinues(t *testing.T) {
-	last := pos(10, 4)
+	last := subsynctest.Pos(10, 4)
 	tests := []struct {
 		name string
 		next marker.Position
 		want bool
 	}{
-		{"next entry", pos(10, 5), true},
-		{"delivered again", pos(10, 3), true},
-		{"gap in the ledger", pos(10, 7), false},
-		{"first entry of a later ledger", pos(11, 0), false},
+		{"next entry", subsynctest.Pos(10, 5), true},
+		{"delivered again", subsynctest.Pos(10, 3), true},
+		{"gap in the ledger", subsynctest.Pos(10, 7), false},
+		{"first entry of a later ledger", subsynctest.Pos(11, 0), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,9 +7,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 )
 
 // Tests written against the mutants that survived `make mutate` in the

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -132,7 +133,7 @@ func TestOriginProof(t *testing.T) {
 			if o.Signed != tt.want {
 				t.Errorf("entryOrigin signed = %v, want %v (%+v)", o.Signed, tt.want, o)
 			}
-			if tt.want && (o.Cluster != "east" || o.At != pos(10, 5)) {
+			if tt.want && (o.Cluster != "east" || o.At != subsynctest.Pos(10, 5)) {
 				t.Errorf("entryOrigin = %+v, want east 10:5", o)
 			}
 		})
@@ -197,7 +198,7 @@ func TestForwardedCopyVerifies(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := readBackCopy(wire.Entry{Metadata: md, Payload: e.Payload})
-			if !bySignature(keys, p.topic, "west")(c) || c.origins[0].pos != pos(10, 5) || c.origins[0].cluster != "east" {
+			if !bySignature(keys, p.topic, "west")(c) || c.origins[0].pos != subsynctest.Pos(10, 5) || c.origins[0].cluster != "east" {
 				t.Errorf("forwarded copy not proof: %+v", c.origins)
 			}
 		})
@@ -243,7 +244,7 @@ func FuzzOriginRoundTrip(f *testing.F) {
 		if err != nil {
 			t.Fatalf("forwarded metadata does not parse: %v", err)
 		}
-		if o := entryOrigin(&fmd, copied, keys, topic, "west"); !o.Signed || o.At != pos(7, 9) || o.Cluster != "east" {
+		if o := entryOrigin(&fmd, copied, keys, topic, "west"); !o.Signed || o.At != subsynctest.Pos(7, 9) || o.Cluster != "east" {
 			t.Fatalf("entryOrigin = %+v, want signed east 7:9", o)
 		}
 		longer := copied

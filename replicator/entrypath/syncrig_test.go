@@ -15,6 +15,7 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/subsync"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
@@ -31,11 +32,6 @@ var syncKey = []byte("sync-test-marker-key-0123456789")
 
 // syncTracked is the rig's subscription selection: billing and audit.
 func syncTracked(sub string) bool { return sub == "billing" || sub == "audit" }
-
-// pos is an entry position (no batch).
-func pos(ledger, entry int64) marker.Position {
-	return marker.Position{Ledger: ledger, Entry: entry, Batch: -1}
-}
 
 // errAdmin is what failing fakes return.
 var errAdmin = errors.New("admin API unavailable")
@@ -87,47 +83,6 @@ func (a *fakeSyncAdmin) setMD(sub string, p marker.Position) {
 	a.md[sub] = p
 }
 
-// fakeSink is a MarkerSink recording what was written. Safe for concurrent
-// use.
-type fakeSink struct {
-	mu      sync.Mutex
-	written []marker.Marker
-	failN   int // fail the next failN writes
-	closed  int
-}
-
-func (s *fakeSink) Write(_ context.Context, mk marker.Marker) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failN > 0 {
-		s.failN--
-		return errors.New("marker producer unavailable")
-	}
-	s.written = append(s.written, mk)
-	return nil
-}
-
-func (s *fakeSink) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed++
-}
-
-// take returns what was written since the last take.
-func (s *fakeSink) take() []marker.Marker {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.written
-	s.written = nil
-	return out
-}
-
-func (s *fakeSink) failNext(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failN = n
-}
-
 // fakeSubAdmin is a subscription.Admin over an in-memory set of
 // subscriptions of syncTopic. Reset and Create put the subscription's
 // mark-delete position just before `at`, as Pulsar does. Safe for
@@ -171,7 +126,7 @@ func (a *fakeSubAdmin) move(op, topic, sub string, at marker.Position) error {
 	}
 	st := a.subs[sub]
 	st.Exists = true
-	st.MarkDelete = pos(at.Ledger, at.Entry-1)
+	st.MarkDelete = subsynctest.Pos(at.Ledger, at.Entry-1)
 	a.subs[sub] = st
 	return nil
 }
@@ -215,7 +170,7 @@ func (h *fakeHistory) Open(from marker.Position) (subsync.HistoryReader, error) 
 	}
 	i := 0
 	if from.Ledger >= 0 {
-		for i < len(h.msgs) && positionOf(h.msgs[i].ID()).Compare(from) < 0 {
+		for i < len(h.msgs) && subsynctest.PositionOf(h.msgs[i].ID()).Compare(from) < 0 {
 			i++
 		}
 	}
@@ -267,7 +222,7 @@ type syncRig struct {
 	local   *fakeSyncAdmin
 	remote  *fakeSyncAdmin
 	subs    *fakeSubAdmin
-	sink    *fakeSink
+	sink    *subsynctest.Sink
 	hist    *fakeHistory
 	applied *subsync.Applied
 	m       *metrics.Metrics
@@ -285,7 +240,7 @@ func newSyncRig(t *testing.T, rc rigConfig) *syncRig {
 	ids := 0
 	r := &syncRig{
 		local: &fakeSyncAdmin{}, remote: &fakeSyncAdmin{}, subs: &fakeSubAdmin{},
-		sink: &fakeSink{}, hist: &fakeHistory{}, applied: &subsync.Applied{}, m: metrics.New(nil),
+		sink: &subsynctest.Sink{}, hist: &fakeHistory{}, applied: &subsync.Applied{}, m: metrics.New(nil),
 	}
 	r.s = subsync.New(subsync.Config{
 		Local: "east", Remote: "west", Topic: syncTopic, Keys: marker.NewKeys(syncKey),
@@ -312,95 +267,3 @@ func newSyncRig(t *testing.T, rc rigConfig) *syncRig {
 
 // pending returns the updates waiting to be applied.
 func (r *syncRig) pending() map[string]marker.Position { return r.s.Pending() }
-
-// fakeMsg is a pulsar.Message read from the local cluster (the start-up
-// re-read's reader returns them). Only the methods the sync uses are
-// implemented; any other call panics on the nil embedded interface, which
-// flags an unexpected dependency.
-type fakeMsg struct {
-	pulsar.Message
-
-	id       pulsar.MessageID
-	payload  []byte
-	props    map[string]string
-	producer string
-}
-
-func (m *fakeMsg) ID() pulsar.MessageID          { return m.id }
-func (m *fakeMsg) Payload() []byte               { return m.payload }
-func (m *fakeMsg) Properties() map[string]string { return m.props }
-func (m *fakeMsg) ProducerName() string          { return m.producer }
-
-// msgAt is a plain message at position (ledger, entry, batch) of partition 0.
-func msgAt(ledger, entry int64, batch int32, payload string) *fakeMsg {
-	return &fakeMsg{
-		id:      pulsar.NewMessageID(ledger, entry, batch, 0),
-		payload: []byte(payload),
-		props:   map[string]string{},
-	}
-}
-
-// readOrigin is where msg says it was copied from, as the entry pipe hands
-// a copy's origin to the sync after checking it (entryOrigin): a copy
-// whose origin id parses counts as signed here, so that these tests judge
-// the sync's rules, not the signature (entryguards_test.go does that).
-func readOrigin(msg *fakeMsg) marker.Origin {
-	at, ok := marker.ParsePosition(msg.props[marker.PropOriginID])
-	cluster := msg.props[marker.PropOriginCluster]
-	return marker.Origin{Cluster: cluster, At: at, Signed: cluster != "" && ok}
-}
-
-// readMarker gives s a marker message read from the local partition, as
-// the entry pipe does (Sync.MarkerAt).
-func readMarker(ctx context.Context, s *subsync.Sync, msg *fakeMsg) (forward bool) {
-	return s.MarkerAt(ctx, positionOf(msg.ID()), msg.Payload(), readOrigin(msg), msg.ProducerName())
-}
-
-// readData gives s a data message read from the local partition, as the
-// entry pipe does (Sync.DataAt): a copy with a signed origin as a copy,
-// anything else as local data.
-func readData(ctx context.Context, s *subsync.Sync, msg *fakeMsg) {
-	if from := readOrigin(msg); from.Signed {
-		s.DataAt(ctx, positionOf(msg.ID()), from.Cluster, from.At)
-		return
-	}
-	s.DataAt(ctx, positionOf(msg.ID()), "", marker.Position{})
-}
-
-// markerMsg is a message at (ledger, entry) of the local partition holding
-// mk signed with key. A non-empty copiedFrom makes it a copy from that
-// cluster (origin properties set), as a remote's markers arrive.
-func markerMsg(t *testing.T, ledger, entry int64, mk marker.Marker, key []byte, copiedFrom string) *fakeMsg {
-	t.Helper()
-	payload, err := marker.Encode(mk, key)
-	if err != nil {
-		t.Fatalf("marker.Encode(%+v): %v", mk, err)
-	}
-	m := msgAt(ledger, entry, -1, "")
-	m.payload = payload
-	m.props = marker.Properties(mk.Kind)
-	if copiedFrom != "" {
-		m.props[marker.PropOriginCluster] = copiedFrom
-		m.props[marker.PropOriginID] = fmt.Sprintf("90:%d:-1", entry) // each copy's origin after the one before
-	}
-	return m
-}
-
-// copyMsg is a data message at (ledger, entry) copied from origin, where it
-// was at opos.
-func copyMsg(ledger, entry int64, origin string, opos marker.Position) *fakeMsg {
-	m := msgAt(ledger, entry, -1, "data")
-	m.props[marker.PropOriginCluster] = origin
-	m.props[marker.PropOriginID] = fmt.Sprintf("%d:%d:%d", opos.Ledger, opos.Entry, opos.Batch)
-	return m
-}
-
-// positionOf is where a message read by pulsar-client-go sits in its
-// partition (as subsync reads it).
-func positionOf(id pulsar.MessageID) marker.Position {
-	return marker.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
-}
-
-func request(from, to, topic string) marker.Marker {
-	return marker.Marker{Kind: marker.KindSnapshotRequest, SnapshotID: "req-1", From: from, To: to, Topic: topic, Time: 1}
-}

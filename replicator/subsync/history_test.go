@@ -10,6 +10,7 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
 )
 
 // threeLedgers: ledger 3 holds entries 0-9, ledger 5 0-3, ledger 9 0-5.
@@ -26,21 +27,21 @@ func TestPlanHistory(t *testing.T) {
 		tail    entrySpan
 		windows []entrySpan
 	}{
-		{"no subscription: the tail", nil, 4, entrySpan{pos(9, 2), pos(9, 5)}, nil},
-		{"tail larger than the partition", nil, 100, entrySpan{pos(3, 0), pos(9, 5)}, nil},
-		{"subscription inside the tail: the entries before it, up to the tail", []marker.Position{pos(9, 3)}, 4,
-			entrySpan{pos(9, 2), pos(9, 5)}, []entrySpan{{pos(5, 3), pos(9, 1)}}},
-		{"partition smaller than the tail: one read", []marker.Position{pos(5, 2)}, 100, entrySpan{pos(3, 0), pos(9, 5)}, nil},
-		{"subscription far behind", []marker.Position{pos(3, 5)}, 2,
-			entrySpan{pos(9, 4), pos(9, 5)}, []entrySpan{{pos(3, 3), pos(3, 7)}}},
-		{"window clipped at the tail", []marker.Position{pos(5, 3)}, 4,
-			entrySpan{pos(9, 2), pos(9, 5)}, []entrySpan{{pos(3, 9), pos(9, 1)}}},
-		{"two subscriptions close together: one window", []marker.Position{pos(3, 6), pos(3, 3)}, 2,
-			entrySpan{pos(9, 4), pos(9, 5)}, []entrySpan{{pos(3, 1), pos(3, 8)}}},
-		{"two subscriptions apart: two windows", []marker.Position{pos(5, 2), pos(3, 1)}, 1,
-			entrySpan{pos(9, 5), pos(9, 5)}, []entrySpan{{pos(3, 0), pos(3, 2)}, {pos(5, 1), pos(5, 3)}}},
-		{"adjacent windows merge", []marker.Position{pos(3, 1), pos(3, 4)}, 1,
-			entrySpan{pos(9, 5), pos(9, 5)}, []entrySpan{{pos(3, 0), pos(3, 5)}}},
+		{"no subscription: the tail", nil, 4, entrySpan{subsynctest.Pos(9, 2), subsynctest.Pos(9, 5)}, nil},
+		{"tail larger than the partition", nil, 100, entrySpan{subsynctest.Pos(3, 0), subsynctest.Pos(9, 5)}, nil},
+		{"subscription inside the tail: the entries before it, up to the tail", []marker.Position{subsynctest.Pos(9, 3)}, 4,
+			entrySpan{subsynctest.Pos(9, 2), subsynctest.Pos(9, 5)}, []entrySpan{{subsynctest.Pos(5, 3), subsynctest.Pos(9, 1)}}},
+		{"partition smaller than the tail: one read", []marker.Position{subsynctest.Pos(5, 2)}, 100, entrySpan{subsynctest.Pos(3, 0), subsynctest.Pos(9, 5)}, nil},
+		{"subscription far behind", []marker.Position{subsynctest.Pos(3, 5)}, 2,
+			entrySpan{subsynctest.Pos(9, 4), subsynctest.Pos(9, 5)}, []entrySpan{{subsynctest.Pos(3, 3), subsynctest.Pos(3, 7)}}},
+		{"window clipped at the tail", []marker.Position{subsynctest.Pos(5, 3)}, 4,
+			entrySpan{subsynctest.Pos(9, 2), subsynctest.Pos(9, 5)}, []entrySpan{{subsynctest.Pos(3, 9), subsynctest.Pos(9, 1)}}},
+		{"two subscriptions close together: one window", []marker.Position{subsynctest.Pos(3, 6), subsynctest.Pos(3, 3)}, 2,
+			entrySpan{subsynctest.Pos(9, 4), subsynctest.Pos(9, 5)}, []entrySpan{{subsynctest.Pos(3, 1), subsynctest.Pos(3, 8)}}},
+		{"two subscriptions apart: two windows", []marker.Position{subsynctest.Pos(5, 2), subsynctest.Pos(3, 1)}, 1,
+			entrySpan{subsynctest.Pos(9, 5), subsynctest.Pos(9, 5)}, []entrySpan{{subsynctest.Pos(3, 0), subsynctest.Pos(3, 2)}, {subsynctest.Pos(5, 1), subsynctest.Pos(5, 3)}}},
+		{"adjacent windows merge", []marker.Position{subsynctest.Pos(3, 1), subsynctest.Pos(3, 4)}, 1,
+			entrySpan{subsynctest.Pos(9, 5), subsynctest.Pos(9, 5)}, []entrySpan{{subsynctest.Pos(3, 0), subsynctest.Pos(3, 5)}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,43 +61,43 @@ func TestPlanHistory(t *testing.T) {
 func TestRebuildBounded(t *testing.T) {
 	snap := func(id string, at marker.Position) marker.Marker {
 		return marker.Marker{Kind: marker.KindSnapshot, SnapshotID: id, From: "east", To: "west", Topic: syncTopic,
-			Local: at, Remote: pos(70, at.Entry), Time: 1}
+			Local: at, Remote: subsynctest.Pos(70, at.Entry), Time: 1}
 	}
 	// 100 entries in ledgers 1 and 2 (50 each). Entry (1,10) is a
 	// snapshot covering billing at (1,12); (2,45) a snapshot near the end.
-	build := func(t *testing.T, r *syncRig, extra map[marker.Position]*fakeMsg) *cluster.Layout {
+	build := func(t *testing.T, r *syncRig, extra map[marker.Position]*subsynctest.Msg) *cluster.Layout {
 		for l := int64(1); l <= 2; l++ {
 			for e := int64(0); e < 50; e++ {
-				p := pos(l, e)
-				var m *fakeMsg
+				p := subsynctest.Pos(l, e)
+				var m *subsynctest.Msg
 				switch {
 				case extra[p] != nil:
 					m = extra[p]
-				case p == pos(1, 10):
-					m = markerMsg(t, 1, 10, snap("old", pos(1, 10)), syncKey, "")
-				case p == pos(2, 45):
-					m = markerMsg(t, 2, 45, snap("new", pos(2, 45)), syncKey, "")
+				case p == subsynctest.Pos(1, 10):
+					m = subsynctest.MarkerMsg(t, 1, 10, snap("old", subsynctest.Pos(1, 10)), syncKey, "")
+				case p == subsynctest.Pos(2, 45):
+					m = subsynctest.MarkerMsg(t, 2, 45, snap("new", subsynctest.Pos(2, 45)), syncKey, "")
 				default:
-					m = msgAt(l, e, -1, "x")
+					m = subsynctest.MsgAt(l, e, -1, "x")
 				}
 				r.hist.msgs = append(r.hist.msgs, m)
 			}
 		}
 		return &cluster.Layout{Ledgers: []cluster.LedgerSpan{{ID: 1, Entries: 50}, {ID: 2, Entries: 50}},
-			MarkDeletes: map[string]marker.Position{"billing": pos(1, 12), "other-app": pos(1, 30)},
+			MarkDeletes: map[string]marker.Position{"billing": subsynctest.Pos(1, 12), "other-app": subsynctest.Pos(1, 30)},
 			Cursors:     []string{"billing", "other-app"}}
 	}
 	// resp is this sidecar's own response at (ledger, entry) naming wm as
 	// north's watermark: what teaches a watermark in the re-read.
-	resp := func(ledger, entry int64, wm marker.Position) *fakeMsg {
+	resp := func(ledger, entry int64, wm marker.Position) *subsynctest.Msg {
 		mk := response("east", "west", syncTopic)
 		mk.Watermarks = map[string]marker.Position{"north": wm}
-		return markerMsg(t, ledger, entry, mk, syncKey, "")
+		return subsynctest.MarkerMsg(t, ledger, entry, mk, syncKey, "")
 	}
 	tests := []struct {
 		name     string
 		third    []string
-		extra    map[marker.Position]*fakeMsg
+		extra    map[marker.Position]*subsynctest.Msg
 		froms    []marker.Position
 		read     int // entries read
 		covering map[marker.Position]string
@@ -104,29 +105,29 @@ func TestRebuildBounded(t *testing.T) {
 		unknown  bool
 	}{
 		{name: "tail and the subscription's window",
-			froms: []marker.Position{pos(2, 40), pos(1, 2)}, read: 10 + 21,
-			covering: map[marker.Position]string{pos(1, 12): "old", pos(2, 49): "new"}},
+			froms: []marker.Position{subsynctest.Pos(2, 40), subsynctest.Pos(1, 2)}, read: 10 + 21,
+			covering: map[marker.Position]string{subsynctest.Pos(1, 12): "old", subsynctest.Pos(2, 49): "new"}},
 		{name: "watermark in the tail: no further back", third: []string{"north"},
-			extra: map[marker.Position]*fakeMsg{pos(2, 42): resp(2, 42, pos(40, 9))},
-			froms: []marker.Position{pos(2, 40), pos(1, 2)}, read: 10 + 21, wm: pos(40, 9)},
+			extra: map[marker.Position]*subsynctest.Msg{subsynctest.Pos(2, 42): resp(2, 42, subsynctest.Pos(40, 9))},
+			froms: []marker.Position{subsynctest.Pos(2, 40), subsynctest.Pos(1, 2)}, read: 10 + 21, wm: subsynctest.Pos(40, 9)},
 		{name: "watermark further back: read back in doubling steps", third: []string{"north"},
-			extra: map[marker.Position]*fakeMsg{pos(1, 45): resp(1, 45, pos(40, 5))},
+			extra: map[marker.Position]*subsynctest.Msg{subsynctest.Pos(1, 45): resp(1, 45, subsynctest.Pos(40, 5))},
 			// tail (2,40); back 10 to (2,30); back 20 to (2,10); back 40 to (1,20): found.
-			froms: []marker.Position{pos(2, 40), pos(2, 30), pos(2, 10), pos(1, 20), pos(1, 2)},
-			read:  10 + 10 + 20 + 40 + 18, wm: pos(40, 5)},
+			froms: []marker.Position{subsynctest.Pos(2, 40), subsynctest.Pos(2, 30), subsynctest.Pos(2, 10), subsynctest.Pos(1, 20), subsynctest.Pos(1, 2)},
+			read:  10 + 10 + 20 + 40 + 18, wm: subsynctest.Pos(40, 5)},
 		{name: "a response inside a subscription's window counts once the suffix reaches it", third: []string{"north"},
 			// The window is not read on its own: the suffix covers it.
-			extra: map[marker.Position]*fakeMsg{pos(1, 5): resp(1, 5, pos(40, 2))},
-			froms: []marker.Position{pos(2, 40), pos(2, 30), pos(2, 10), pos(1, 20), pos(1, 0)},
-			read:  10 + 10 + 20 + 40 + 20, wm: pos(40, 2)},
+			extra: map[marker.Position]*subsynctest.Msg{subsynctest.Pos(1, 5): resp(1, 5, subsynctest.Pos(40, 2))},
+			froms: []marker.Position{subsynctest.Pos(2, 40), subsynctest.Pos(2, 30), subsynctest.Pos(2, 10), subsynctest.Pos(1, 20), subsynctest.Pos(1, 0)},
+			read:  10 + 10 + 20 + 40 + 20, wm: subsynctest.Pos(40, 2)},
 		{name: "an unverifiable copy teaches nothing", third: []string{"north"},
 			// Its origin properties could be anyone's: a watermark named
 			// far ahead would date snapshots past uncopied messages.
-			extra: map[marker.Position]*fakeMsg{pos(2, 42): copyMsg(2, 42, "north", pos(40, 9))},
-			froms: []marker.Position{pos(2, 40), pos(2, 30), pos(2, 10), pos(1, 20), pos(1, 0)},
+			extra: map[marker.Position]*subsynctest.Msg{subsynctest.Pos(2, 42): subsynctest.CopyMsg(2, 42, "north", subsynctest.Pos(40, 9))},
+			froms: []marker.Position{subsynctest.Pos(2, 40), subsynctest.Pos(2, 30), subsynctest.Pos(2, 10), subsynctest.Pos(1, 20), subsynctest.Pos(1, 0)},
 			read:  100, unknown: true},
 		{name: "watermark nowhere: the whole partition once", third: []string{"north"},
-			froms: []marker.Position{pos(2, 40), pos(2, 30), pos(2, 10), pos(1, 20), pos(1, 0)},
+			froms: []marker.Position{subsynctest.Pos(2, 40), subsynctest.Pos(2, 30), subsynctest.Pos(2, 10), subsynctest.Pos(1, 20), subsynctest.Pos(1, 0)},
 			read:  100, unknown: true},
 	}
 	for _, tt := range tests {
@@ -150,8 +151,8 @@ func TestRebuildBounded(t *testing.T) {
 				t.Errorf("unknown watermarks = %v, want unknown %v", got, tt.unknown)
 			}
 			if !tt.unknown && len(tt.third) > 0 {
-				readMarker(context.Background(), r.s, markerMsg(t, 3, 1, request("west", "east", syncTopic), syncKey, "west"))
-				w := r.sink.take()
+				subsynctest.ReadMarker(context.Background(), r.s, subsynctest.MarkerMsg(t, 3, 1, subsynctest.Request("west", "east", syncTopic), syncKey, "west"))
+				w := r.sink.Take()
 				if len(w) != 1 || w[0].Watermarks["north"] != tt.wm {
 					t.Errorf("response = %+v, want north's watermark %v", w, tt.wm)
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
 
@@ -35,23 +36,19 @@ func checkInvalid(t *testing.T, m *metrics.Metrics, want map[string]float64) {
 	}
 }
 
-func request(from, to, topic string) marker.Marker {
-	return marker.Marker{Kind: marker.KindSnapshotRequest, SnapshotID: "req-1", From: from, To: to, Topic: topic, Time: 1}
-}
-
 func response(from, to, topic string) marker.Marker {
 	return marker.Marker{Kind: marker.KindSnapshotResponse, SnapshotID: "req-1", From: from, To: to, Topic: topic,
-		Local: pos(7, 3), Time: 1}
+		Local: subsynctest.Pos(7, 3), Time: 1}
 }
 
 func snapshotMarker(from, to, topic string) marker.Marker {
 	return marker.Marker{Kind: marker.KindSnapshot, SnapshotID: "snap-x", From: from, To: to, Topic: topic,
-		Local: pos(1, 2), Remote: pos(7, 3), Time: 1}
+		Local: subsynctest.Pos(1, 2), Remote: subsynctest.Pos(7, 3), Time: 1}
 }
 
 func update(from, to, topic string) marker.Marker {
 	return marker.Marker{Kind: marker.KindUpdate, From: from, To: to, Topic: topic,
-		Subscription: "billing", Local: pos(7, 3), Remote: pos(5, 7), Time: time.Now().UnixMilli()}
+		Subscription: "billing", Local: subsynctest.Pos(7, 3), Remote: subsynctest.Pos(5, 7), Time: time.Now().UnixMilli()}
 }
 
 // TestSyncMarkerRouting: only this sidecar's own request, response and
@@ -77,49 +74,49 @@ func TestSyncMarkerRouting(t *testing.T) {
 		producer string
 	}{
 		// Ours, towards this remote.
-		{name: "own request to this remote", mk: request("east", "west", syncTopic), forward: true},
+		{name: "own request to this remote", mk: subsynctest.Request("east", "west", syncTopic), forward: true},
 		{name: "own response to this remote", mk: response("east", "west", syncTopic), forward: true},
 		{name: "own update to this remote", mk: update("east", "west", syncTopic), forward: true},
 		{name: "own snapshot stays local and is cached", mk: snapshotMarker("east", "west", syncTopic), cached: true},
 		// Replays: a valid marker of ours that this process did not write.
-		{name: "own request published again", mk: request("east", "west", syncTopic), replay: true, invalid: "not-written-here"},
+		{name: "own request published again", mk: subsynctest.Request("east", "west", syncTopic), replay: true, invalid: "not-written-here"},
 		{name: "own update published again", mk: update("east", "west", syncTopic), replay: true, invalid: "not-written-here"},
 		{name: "own update of another instance (HA) is dropped, not counted", mk: update("east", "west", syncTopic), replay: true,
 			producer: "geo-sidecar.markers.east-->west"},
 
 		// Receiver check (To == remote).
-		{name: "own request to another remote", mk: request("east", "north", syncTopic)},
+		{name: "own request to another remote", mk: subsynctest.Request("east", "north", syncTopic)},
 		{name: "own update to another remote", mk: update("east", "north", syncTopic)},
 		{name: "own snapshot of another pair", mk: snapshotMarker("east", "north", syncTopic)},
 		// Sender check (From == local).
-		{name: "uncopied request from another sender", mk: request("north", "west", syncTopic)},
+		{name: "uncopied request from another sender", mk: subsynctest.Request("north", "west", syncTopic)},
 		{name: "uncopied update from another sender", mk: update("north", "west", syncTopic)},
 		// Not copied: a copy claiming to be ours is not forwarded.
-		{name: "copied request claiming to be ours", mk: request("east", "west", syncTopic), copiedFrom: "west"},
+		{name: "copied request claiming to be ours", mk: subsynctest.Request("east", "west", syncTopic), copiedFrom: "west"},
 		{name: "copied update claiming to be ours", mk: update("east", "west", syncTopic), copiedFrom: "north"},
 		// Topic check.
-		{name: "own request for another partition", mk: request("east", "west", syncOtherTopic), invalid: "wrong-topic"},
+		{name: "own request for another partition", mk: subsynctest.Request("east", "west", syncOtherTopic), invalid: "wrong-topic"},
 		{name: "own update for another partition", mk: update("east", "west", syncOtherTopic), invalid: "wrong-topic"},
 
 		// The remote's, towards this cluster.
 		{name: "remote's update is queued", mk: update("west", "east", syncTopic), copiedFrom: "west",
-			apply: map[string]marker.Position{"billing": pos(5, 7)}},
-		{name: "remote's request is answered", mk: request("west", "east", syncTopic), copiedFrom: "west",
+			apply: map[string]marker.Position{"billing": subsynctest.Pos(5, 7)}},
+		{name: "remote's request is answered", mk: subsynctest.Request("west", "east", syncTopic), copiedFrom: "west",
 			written: []marker.Kind{marker.KindSnapshotResponse}},
 		{name: "remote's snapshot marker is not ours", mk: snapshotMarker("west", "east", syncTopic), copiedFrom: "west"},
 		{name: "remote's response to no request of ours", mk: response("west", "east", syncTopic), copiedFrom: "west"},
 		// Copied check.
 		{name: "uncopied update from the remote", mk: update("west", "east", syncTopic)},
-		{name: "uncopied request from the remote", mk: request("west", "east", syncTopic)},
+		{name: "uncopied request from the remote", mk: subsynctest.Request("west", "east", syncTopic)},
 		// Sender check (From == remote).
 		{name: "third cluster's update for us", mk: update("north", "east", syncTopic), copiedFrom: "north"},
-		{name: "third cluster's request for us", mk: request("north", "east", syncTopic), copiedFrom: "north"},
+		{name: "third cluster's request for us", mk: subsynctest.Request("north", "east", syncTopic), copiedFrom: "north"},
 		// Receiver check (To == local).
 		{name: "remote's update for another cluster", mk: update("west", "north", syncTopic), copiedFrom: "west"},
 		// Topic check.
 		{name: "remote's update for another partition", mk: update("west", "east", syncOtherTopic), copiedFrom: "west",
 			invalid: "wrong-topic"},
-		{name: "remote's request for another partition", mk: request("west", "east", syncOtherTopic), copiedFrom: "west",
+		{name: "remote's request for another partition", mk: subsynctest.Request("west", "east", syncOtherTopic), copiedFrom: "west",
 			invalid: "wrong-topic"},
 	}
 	for _, tt := range tests {
@@ -128,22 +125,22 @@ func TestSyncMarkerRouting(t *testing.T) {
 			if tt.copiedFrom == "" && !tt.replay {
 				r.s.outbox.put(tt.mk)
 			}
-			msg := markerMsg(t, 3, 4, tt.mk, syncKey, tt.copiedFrom)
-			msg.producer = tt.producer
-			if got := readMarker(context.Background(), r.s, msg); got != tt.forward {
+			msg := subsynctest.MarkerMsg(t, 3, 4, tt.mk, syncKey, tt.copiedFrom)
+			msg.Producer = tt.producer
+			if got := subsynctest.ReadMarker(context.Background(), r.s, msg); got != tt.forward {
 				t.Errorf("markerAt() forward = %v, want %v", got, tt.forward)
 			}
 			if got := r.pending(); !maps.Equal(got, tt.apply) {
 				t.Errorf("queued updates = %v, want %v", got, tt.apply)
 			}
-			written := r.sink.take()
-			if got := kindsOf(written); !slices.Equal(got, tt.written) {
+			written := r.sink.Take()
+			if got := subsynctest.KindsOf(written); !slices.Equal(got, tt.written) {
 				t.Errorf("markers written = %v, want %v", got, tt.written)
 			}
 			for _, mk := range written {
 				if mk.Kind == marker.KindSnapshotResponse {
 					want := marker.Marker{Kind: marker.KindSnapshotResponse, SnapshotID: "req-1", From: "east", To: "west",
-						Topic: syncTopic, Local: pos(3, 4), Time: mk.Time}
+						Topic: syncTopic, Local: subsynctest.Pos(3, 4), Time: mk.Time}
 					if !equalMarker(mk, want) {
 						t.Errorf("response = %+v, want %+v", mk, want)
 					}
@@ -152,7 +149,7 @@ func TestSyncMarkerRouting(t *testing.T) {
 					}
 				}
 			}
-			snap, cached := r.s.Machine.Covering(pos(1, 2))
+			snap, cached := r.s.Machine.Covering(subsynctest.Pos(1, 2))
 			if cached != tt.cached {
 				t.Errorf("snapshot cached = %v (%+v), want %v", cached, snap, tt.cached)
 			}
@@ -175,19 +172,19 @@ func equalMarker(a, b marker.Marker) bool {
 // as written, and the sync carries on.
 func TestSyncWriteFailure(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
-	r.sink.failNext(1)
-	req := markerMsg(t, 3, 4, request("west", "east", syncTopic), syncKey, "west")
-	readMarker(context.Background(), r.s, req)
+	r.sink.FailNext(1)
+	req := subsynctest.MarkerMsg(t, 3, 4, subsynctest.Request("west", "east", syncTopic), syncKey, "west")
+	subsynctest.ReadMarker(context.Background(), r.s, req)
 	if got := metricstest.Counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 0 {
 		t.Errorf("markers_written_total{kind=snapshot-response} = %v after a failed write, want 0", got)
 	}
 	// Delivered again (a new session): judged already, not answered again.
-	readMarker(context.Background(), r.s, req)
+	subsynctest.ReadMarker(context.Background(), r.s, req)
 	if got := metricstest.Counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 0 {
 		t.Errorf("markers_written_total{kind=snapshot-response} = %v after a redelivery, want 0", got)
 	}
 	// The remote's next request is answered.
-	readMarker(context.Background(), r.s, markerMsg(t, 3, 5, request("west", "east", syncTopic), syncKey, "west"))
+	subsynctest.ReadMarker(context.Background(), r.s, subsynctest.MarkerMsg(t, 3, 5, subsynctest.Request("west", "east", syncTopic), syncKey, "west"))
 	if got := metricstest.Counter(r.m.MarkersWritten, "east", "west", "snapshot-response"); got != 1 {
 		t.Errorf("markers_written_total{kind=snapshot-response} = %v, want 1", got)
 	}
@@ -235,30 +232,30 @@ func TestSyncInvalidMarkers(t *testing.T) {
 				mk         marker.Marker
 				copiedFrom string
 			}{
-				{request("east", "west", syncTopic), ""},
+				{subsynctest.Request("east", "west", syncTopic), ""},
 				{update("east", "west", syncTopic), ""},
 				{update("west", "east", syncTopic), "west"},
-				{request("west", "east", syncTopic), "west"},
+				{subsynctest.Request("west", "east", syncTopic), "west"},
 			} {
 				r := newSyncRig(t, rigConfig{})
-				msg := markerMsg(t, 3, 4, c.mk, syncKey, c.copiedFrom)
-				msg.payload = tt.payload(t, c.mk)
+				msg := subsynctest.MarkerMsg(t, 3, 4, c.mk, syncKey, c.copiedFrom)
+				msg.Body = tt.payload(t, c.mk)
 				for range 2 {
-					if readMarker(context.Background(), r.s, msg) {
+					if subsynctest.ReadMarker(context.Background(), r.s, msg) {
 						t.Errorf("%v from %q: forwarded", c.mk.Kind, c.copiedFrom)
 					}
 				}
 				if got := r.pending(); len(got) > 0 {
 					t.Errorf("%v from %q: queued %v", c.mk.Kind, c.copiedFrom, got)
 				}
-				if got := r.sink.take(); len(got) > 0 {
-					t.Errorf("%v from %q: wrote %v", c.mk.Kind, c.copiedFrom, kindsOf(got))
+				if got := r.sink.Take(); len(got) > 0 {
+					t.Errorf("%v from %q: wrote %v", c.mk.Kind, c.copiedFrom, subsynctest.KindsOf(got))
 				}
 				checkInvalid(t, r.m, map[string]float64{tt.reason: 2})
 				// The sync carries on: a valid marker after it is handled.
-				r.s.outbox.put(request("east", "west", syncTopic))
-				ok := markerMsg(t, 3, 5, request("east", "west", syncTopic), syncKey, "")
-				if !readMarker(context.Background(), r.s, ok) {
+				r.s.outbox.put(subsynctest.Request("east", "west", syncTopic))
+				ok := subsynctest.MarkerMsg(t, 3, 5, subsynctest.Request("east", "west", syncTopic), syncKey, "")
+				if !subsynctest.ReadMarker(context.Background(), r.s, ok) {
 					t.Errorf("a valid request after an invalid marker is not forwarded")
 				}
 			}
@@ -279,18 +276,18 @@ func TestSyncPendingUpdateFurthest(t *testing.T) {
 		seq  []upd
 		want map[string]marker.Position
 	}{
-		{"one", []upd{{"billing", pos(5, 7)}}, map[string]marker.Position{"billing": pos(5, 7)}},
-		{"later one behind", []upd{{"billing", pos(5, 7)}, {"billing", pos(5, 3)}},
-			map[string]marker.Position{"billing": pos(5, 7)}},
-		{"later one ahead", []upd{{"billing", pos(5, 3)}, {"billing", pos(5, 7)}},
-			map[string]marker.Position{"billing": pos(5, 7)}},
-		{"older ledger last", []upd{{"billing", pos(6, 0)}, {"billing", pos(5, 9)}, {"billing", pos(5, 8)}},
-			map[string]marker.Position{"billing": pos(6, 0)}},
+		{"one", []upd{{"billing", subsynctest.Pos(5, 7)}}, map[string]marker.Position{"billing": subsynctest.Pos(5, 7)}},
+		{"later one behind", []upd{{"billing", subsynctest.Pos(5, 7)}, {"billing", subsynctest.Pos(5, 3)}},
+			map[string]marker.Position{"billing": subsynctest.Pos(5, 7)}},
+		{"later one ahead", []upd{{"billing", subsynctest.Pos(5, 3)}, {"billing", subsynctest.Pos(5, 7)}},
+			map[string]marker.Position{"billing": subsynctest.Pos(5, 7)}},
+		{"older ledger last", []upd{{"billing", subsynctest.Pos(6, 0)}, {"billing", subsynctest.Pos(5, 9)}, {"billing", subsynctest.Pos(5, 8)}},
+			map[string]marker.Position{"billing": subsynctest.Pos(6, 0)}},
 		{"batch index", []upd{{"billing", marker.Position{Ledger: 5, Entry: 7, Batch: 2}},
 			{"billing", marker.Position{Ledger: 5, Entry: 7, Batch: 1}}},
 			map[string]marker.Position{"billing": {Ledger: 5, Entry: 7, Batch: 2}}},
-		{"per subscription", []upd{{"billing", pos(5, 7)}, {"audit", pos(5, 2)}, {"billing", pos(5, 1)}, {"audit", pos(5, 1)}},
-			map[string]marker.Position{"billing": pos(5, 7), "audit": pos(5, 2)}},
+		{"per subscription", []upd{{"billing", subsynctest.Pos(5, 7)}, {"audit", subsynctest.Pos(5, 2)}, {"billing", subsynctest.Pos(5, 1)}, {"audit", subsynctest.Pos(5, 1)}},
+			map[string]marker.Position{"billing": subsynctest.Pos(5, 7), "audit": subsynctest.Pos(5, 2)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -299,14 +296,14 @@ func TestSyncPendingUpdateFurthest(t *testing.T) {
 				for i, u := range tt.seq {
 					mk := update("west", "east", syncTopic)
 					mk.Subscription, mk.Remote, mk.Time = u.sub, u.at, mk.Time+int64(i) // written in this order
-					readMarker(context.Background(), r.s, markerMsg(t, 3, int64(10+i), mk, syncKey, "west"))
+					subsynctest.ReadMarker(context.Background(), r.s, subsynctest.MarkerMsg(t, 3, int64(10+i), mk, syncKey, "west"))
 				}
 				if got := r.pending(); !maps.Equal(got, tt.want) {
 					t.Errorf("queued = %v, want %v", got, tt.want)
 				}
 				// The apply loop applies those, once each.
 				for sub := range tt.want {
-					r.subs.set(sub, subscription.State{Exists: true, MarkDelete: pos(1, 0)})
+					r.subs.set(sub, subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 0)})
 				}
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
@@ -314,7 +311,7 @@ func TestSyncPendingUpdateFurthest(t *testing.T) {
 				synctest.Wait()
 				var want []string
 				for sub, at := range tt.want {
-					want = append(want, "reset "+sub+" "+pos(at.Ledger, at.Entry).String())
+					want = append(want, "reset "+sub+" "+subsynctest.Pos(at.Ledger, at.Entry).String())
 				}
 				got := r.subs.takeCalls()
 				slices.Sort(got)
@@ -346,13 +343,13 @@ func TestSyncApplyUpdate(t *testing.T) {
 	}{
 		{name: "missing: created at the entry", outcome: subscription.Created,
 			calls: []string{"create billing 1:20:-1"}, applied: true},
-		{name: "behind: moved forward to the entry", state: &subscription.State{Exists: true, MarkDelete: pos(1, 10)},
+		{name: "behind: moved forward to the entry", state: &subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 10)},
 			outcome: subscription.Applied, calls: []string{"reset billing 1:20:-1"}, applied: true},
-		{name: "at the entry: not moved back", state: &subscription.State{Exists: true, MarkDelete: pos(1, 20)},
+		{name: "at the entry: not moved back", state: &subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 20)},
 			outcome: subscription.RefusedBackwards},
-		{name: "ahead: not moved back", state: &subscription.State{Exists: true, MarkDelete: pos(2, 0)},
+		{name: "ahead: not moved back", state: &subscription.State{Exists: true, MarkDelete: subsynctest.Pos(2, 0)},
 			outcome: subscription.RefusedBackwards},
-		{name: "consumers attached", state: &subscription.State{Exists: true, MarkDelete: pos(1, 10), Consumers: 2},
+		{name: "consumers attached", state: &subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 10), Consumers: 2},
 			outcome: subscription.RefusedConsumers},
 		{name: "admin error", stateErr: errAdmin, outcome: subscription.Failed},
 	}
@@ -369,7 +366,7 @@ func TestSyncApplyUpdate(t *testing.T) {
 				go r.s.applyLoop(ctx)
 				mk := update("west", "east", syncTopic)
 				mk.Remote = at
-				readMarker(ctx, r.s, markerMsg(t, 3, 4, mk, syncKey, "west"))
+				subsynctest.ReadMarker(ctx, r.s, subsynctest.MarkerMsg(t, 3, 4, mk, syncKey, "west"))
 				synctest.Wait()
 				if got := r.subs.takeCalls(); !slices.Equal(got, tt.calls) {
 					t.Errorf("admin calls = %v, want %v", got, tt.calls)
@@ -385,7 +382,7 @@ func TestSyncApplyUpdate(t *testing.T) {
 					}
 				}
 				got, ok := r.applied.get("east", syncTopic, "billing")
-				if ok != tt.applied || (ok && got != pos(1, 20)) {
+				if ok != tt.applied || (ok && got != subsynctest.Pos(1, 20)) {
 					t.Errorf("applied position = %v, %v; want set=%v at 1:20:-1", got, ok, tt.applied)
 				}
 			})
@@ -399,7 +396,7 @@ func cacheSnapshot(t *testing.T, r *syncRig, id string, a, b marker.Position) {
 	t.Helper()
 	mk := marker.Marker{Kind: marker.KindSnapshot, SnapshotID: id, From: "east", To: "west", Topic: syncTopic,
 		Local: a, Remote: b, Time: time.Now().UnixMilli()}
-	if readMarker(context.Background(), r.s, markerMsg(t, a.Ledger, a.Entry+1, mk, syncKey, "")) {
+	if subsynctest.ReadMarker(context.Background(), r.s, subsynctest.MarkerMsg(t, a.Ledger, a.Entry+1, mk, syncKey, "")) {
 		t.Fatal("a snapshot marker was forwarded")
 	}
 }
@@ -420,19 +417,19 @@ func updatesWritten(mks []marker.Marker) map[string]marker.Marker {
 func TestSyncFollowSendsUpdates(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
 	ctx := context.Background()
-	cacheSnapshot(t, r, "s1", pos(1, 10), pos(7, 20))
+	cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
 	r.local.md = map[string]marker.Position{
-		"billing":  pos(1, 12), // passed it
-		"audit":    pos(1, 5),  // not yet
-		"adhoc":    pos(1, 12), // untracked
-		"geo.west": pos(1, 12),
+		"billing":  subsynctest.Pos(1, 12), // passed it
+		"audit":    subsynctest.Pos(1, 5),  // not yet
+		"adhoc":    subsynctest.Pos(1, 12), // untracked
+		"geo.west": subsynctest.Pos(1, 12),
 	}
 	if err := r.s.follow(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got := updatesWritten(r.sink.take())
+	got := updatesWritten(r.sink.Take())
 	want := marker.Marker{Kind: marker.KindUpdate, From: "east", To: "west", Topic: syncTopic,
-		Subscription: "billing", Local: pos(1, 10), Remote: pos(7, 20)}
+		Subscription: "billing", Local: subsynctest.Pos(1, 10), Remote: subsynctest.Pos(7, 20)}
 	if len(got) != 1 {
 		t.Fatalf("updates = %v, want one for billing", got)
 	}
@@ -452,18 +449,18 @@ func TestSyncFollowSendsUpdates(t *testing.T) {
 	if err := r.s.follow(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.sink.take(); len(got) > 0 {
-		t.Errorf("second follow wrote %v", kindsOf(got))
+	if got := r.sink.Take(); len(got) > 0 {
+		t.Errorf("second follow wrote %v", subsynctest.KindsOf(got))
 	}
 	// audit passes it too; a newer snapshot for billing.
-	r.local.setMD("audit", pos(1, 11))
-	cacheSnapshot(t, r, "s2", pos(1, 30), pos(7, 40))
-	r.local.setMD("billing", pos(1, 31))
+	r.local.setMD("audit", subsynctest.Pos(1, 11))
+	cacheSnapshot(t, r, "s2", subsynctest.Pos(1, 30), subsynctest.Pos(7, 40))
+	r.local.setMD("billing", subsynctest.Pos(1, 31))
 	if err := r.s.follow(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got = updatesWritten(r.sink.take())
-	if len(got) != 2 || got["audit"].Remote != pos(7, 20) || got["billing"].Remote != pos(7, 40) {
+	got = updatesWritten(r.sink.Take())
+	if len(got) != 2 || got["audit"].Remote != subsynctest.Pos(7, 20) || got["billing"].Remote != subsynctest.Pos(7, 40) {
 		t.Errorf("updates = %v, want audit to 7:20, billing to 7:40", got)
 	}
 }
@@ -481,23 +478,23 @@ func TestSyncFollowEchoSuppression(t *testing.T) {
 		md        marker.Position
 		wantSent  bool
 	}{
-		{"set by an update, not consumed since", "east", syncTopic, pos(1, 15), pos(1, 14), false},
-		{"set by an update further back in the ledger", "east", syncTopic, pos(2, 0), pos(1, 14), false},
-		{"consumed up to the applied entry", "east", syncTopic, pos(1, 15), pos(1, 15), true},
-		{"consumed past it", "east", syncTopic, pos(1, 15), pos(1, 16), true},
-		{"another cluster's record", "west", syncTopic, pos(1, 15), pos(1, 14), true},
-		{"another partition's record", "east", syncOtherTopic, pos(1, 15), pos(1, 14), true},
+		{"set by an update, not consumed since", "east", syncTopic, subsynctest.Pos(1, 15), subsynctest.Pos(1, 14), false},
+		{"set by an update further back in the ledger", "east", syncTopic, subsynctest.Pos(2, 0), subsynctest.Pos(1, 14), false},
+		{"consumed up to the applied entry", "east", syncTopic, subsynctest.Pos(1, 15), subsynctest.Pos(1, 15), true},
+		{"consumed past it", "east", syncTopic, subsynctest.Pos(1, 15), subsynctest.Pos(1, 16), true},
+		{"another cluster's record", "west", syncTopic, subsynctest.Pos(1, 15), subsynctest.Pos(1, 14), true},
+		{"another partition's record", "east", syncOtherTopic, subsynctest.Pos(1, 15), subsynctest.Pos(1, 14), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{})
-			cacheSnapshot(t, r, "s1", pos(1, 10), pos(7, 20))
+			cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
 			r.applied.set(tt.cluster, tt.topic, "billing", tt.appliedAt)
 			r.local.setMD("billing", tt.md)
 			if err := r.s.follow(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			_, sent := updatesWritten(r.sink.take())["billing"]
+			_, sent := updatesWritten(r.sink.Take())["billing"]
 			if sent != tt.wantSent {
 				t.Errorf("update sent = %v, want %v", sent, tt.wantSent)
 			}
@@ -514,11 +511,11 @@ func TestSyncReceivedPositionNotEchoed(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go r.s.applyLoop(ctx)
-		cacheSnapshot(t, r, "s1", pos(1, 10), pos(7, 20))
-		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: pos(1, 3)})
+		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
+		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 3)})
 		mk := update("west", "east", syncTopic)
-		mk.Remote = pos(1, 15) // where billing on west was, mapped here
-		readMarker(ctx, r.s, markerMsg(t, 3, 4, mk, syncKey, "west"))
+		mk.Remote = subsynctest.Pos(1, 15) // where billing on west was, mapped here
+		subsynctest.ReadMarker(ctx, r.s, subsynctest.MarkerMsg(t, 3, 4, mk, syncKey, "west"))
 		synctest.Wait()
 		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 1:15:-1"}) {
 			t.Fatalf("admin calls = %v, want the reset to 1:15", got)
@@ -528,15 +525,15 @@ func TestSyncReceivedPositionNotEchoed(t *testing.T) {
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := r.sink.take(); len(got) > 0 {
+		if got := r.sink.Take(); len(got) > 0 {
 			t.Errorf("the received position was echoed: %+v", got)
 		}
 		// Consumers here move on: updates resume.
-		r.local.setMD("billing", pos(1, 16))
+		r.local.setMD("billing", subsynctest.Pos(1, 16))
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got := updatesWritten(r.sink.take()); got["billing"].Remote != pos(7, 20) {
+		if got := updatesWritten(r.sink.Take()); got["billing"].Remote != subsynctest.Pos(7, 20) {
 			t.Errorf("updates after consuming past it = %v, want billing to 7:20", got)
 		}
 	})
@@ -552,17 +549,17 @@ func TestSyncFollowPrunes(t *testing.T) {
 		echoed map[string]marker.Position // applied positions
 		kept   bool                       // the old snapshot (1:5) is still cached
 	}{
-		{"slowest tracked is past both", map[string]marker.Position{"billing": pos(1, 12), "audit": pos(1, 11)}, nil, false},
-		{"slowest tracked needs the old one", map[string]marker.Position{"billing": pos(1, 12), "audit": pos(1, 6)}, nil, true},
-		{"untracked behind", map[string]marker.Position{"billing": pos(1, 12), "adhoc": pos(1, 6)}, nil, false},
-		{"tracked behind at a position set by an update", map[string]marker.Position{"billing": pos(1, 12), "audit": pos(1, 6)},
-			map[string]marker.Position{"audit": pos(1, 7)}, false},
+		{"slowest tracked is past both", map[string]marker.Position{"billing": subsynctest.Pos(1, 12), "audit": subsynctest.Pos(1, 11)}, nil, false},
+		{"slowest tracked needs the old one", map[string]marker.Position{"billing": subsynctest.Pos(1, 12), "audit": subsynctest.Pos(1, 6)}, nil, true},
+		{"untracked behind", map[string]marker.Position{"billing": subsynctest.Pos(1, 12), "adhoc": subsynctest.Pos(1, 6)}, nil, false},
+		{"tracked behind at a position set by an update", map[string]marker.Position{"billing": subsynctest.Pos(1, 12), "audit": subsynctest.Pos(1, 6)},
+			map[string]marker.Position{"audit": subsynctest.Pos(1, 7)}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{})
-			cacheSnapshot(t, r, "old", pos(1, 5), pos(7, 5))
-			cacheSnapshot(t, r, "new", pos(1, 10), pos(7, 10))
+			cacheSnapshot(t, r, "old", subsynctest.Pos(1, 5), subsynctest.Pos(7, 5))
+			cacheSnapshot(t, r, "new", subsynctest.Pos(1, 10), subsynctest.Pos(7, 10))
 			r.local.md = tt.md
 			for sub, at := range tt.echoed {
 				r.applied.set("east", syncTopic, sub, at)
@@ -570,11 +567,11 @@ func TestSyncFollowPrunes(t *testing.T) {
 			if err := r.s.follow(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			_, kept := r.s.Machine.Covering(pos(1, 6))
+			_, kept := r.s.Machine.Covering(subsynctest.Pos(1, 6))
 			if kept != tt.kept {
 				t.Errorf("old snapshot kept = %v, want %v", kept, tt.kept)
 			}
-			if s, ok := r.s.Machine.Covering(pos(1, 12)); !ok || s.ID != "new" {
+			if s, ok := r.s.Machine.Covering(subsynctest.Pos(1, 12)); !ok || s.ID != "new" {
 				t.Errorf("Covering(1:12) = %+v, %v; want the new snapshot", s, ok)
 			}
 		})
@@ -586,9 +583,9 @@ func TestSyncFollowPrunes(t *testing.T) {
 func TestSyncFollowRetriesFailedWrite(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
 	ctx := context.Background()
-	cacheSnapshot(t, r, "s1", pos(1, 10), pos(7, 20))
-	r.local.setMD("billing", pos(1, 12))
-	r.sink.failNext(1)
+	cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
+	r.local.setMD("billing", subsynctest.Pos(1, 12))
+	r.sink.FailNext(1)
 	if err := r.s.follow(ctx); err == nil {
 		t.Error("follow with a failing write returned nil")
 	}
@@ -598,7 +595,7 @@ func TestSyncFollowRetriesFailedWrite(t *testing.T) {
 	if err := r.s.follow(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := updatesWritten(r.sink.take()); got["billing"].Remote != pos(7, 20) {
+	if got := updatesWritten(r.sink.Take()); got["billing"].Remote != subsynctest.Pos(7, 20) {
 		t.Errorf("updates = %v, want billing to 7:20 again", got)
 	}
 }
@@ -617,7 +614,7 @@ func TestSyncFollowAdminErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{})
-			r.local.md = map[string]marker.Position{"billing": pos(1, 1)}
+			r.local.md = map[string]marker.Position{"billing": subsynctest.Pos(1, 1)}
 			r.local.backlog = map[string]int64{"billing": 1}
 			r.remote.backlog = map[string]int64{"billing": 5}
 			tt.set(r)
@@ -639,8 +636,8 @@ func TestSyncLag(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
 		ctx := context.Background()
-		cacheSnapshot(t, r, "s1", pos(1, 10), pos(7, 20)) // completed now
-		r.local.md = map[string]marker.Position{"billing": pos(1, 12), "audit": pos(1, 12)}
+		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20)) // completed now
+		r.local.md = map[string]marker.Position{"billing": subsynctest.Pos(1, 12), "audit": subsynctest.Pos(1, 12)}
 		r.local.backlog = map[string]int64{"billing": 3, "audit": 9, "adhoc": 1, "only-here": 2, "gone": 4}
 		r.remote.backlog = map[string]int64{"billing": 10, "audit": 4, "adhoc": 50, "only-there": 7}
 		r.s.Tracked = func(sub string) bool { return sub != "adhoc" }
@@ -686,27 +683,27 @@ func TestSyncLag(t *testing.T) {
 func TestSyncDataFeedsMachine(t *testing.T) {
 	tests := []struct {
 		name        string
-		msg         *fakeMsg
+		msg         *subsynctest.Msg
 		wantUnknown []string
 	}{
-		{"local data", msgAt(3, 1, -1, "x"), []string{"north"}},
-		{"third origin's copy", copyMsg(3, 1, "north", pos(40, 2)), nil},
-		{"remote's copy", copyMsg(3, 1, "west", pos(40, 2)), []string{"north"}},
-		{"copy with a bad origin id", func() *fakeMsg {
-			m := copyMsg(3, 1, "north", pos(40, 2))
-			m.props[marker.PropOriginID] = "40:2"
+		{"local data", subsynctest.MsgAt(3, 1, -1, "x"), []string{"north"}},
+		{"third origin's copy", subsynctest.CopyMsg(3, 1, "north", subsynctest.Pos(40, 2)), nil},
+		{"remote's copy", subsynctest.CopyMsg(3, 1, "west", subsynctest.Pos(40, 2)), []string{"north"}},
+		{"copy with a bad origin id", func() *subsynctest.Msg {
+			m := subsynctest.CopyMsg(3, 1, "north", subsynctest.Pos(40, 2))
+			m.Props[marker.PropOriginID] = "40:2"
 			return m
 		}(), []string{"north"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{third: []string{"north"}})
-			readData(context.Background(), r.s, tt.msg)
+			subsynctest.ReadData(context.Background(), r.s, tt.msg)
 			if got := r.s.Machine.Unknown(); !slices.Equal(got, tt.wantUnknown) {
 				t.Errorf("unknown watermarks = %v, want %v", got, tt.wantUnknown)
 			}
 			// Any data message makes a request due.
-			if got := kindsOf(r.s.Machine.Tick(true)); !slices.Equal(got, []marker.Kind{marker.KindSnapshotRequest}) {
+			if got := subsynctest.KindsOf(r.s.Machine.Tick(true)); !slices.Equal(got, []marker.Kind{marker.KindSnapshotRequest}) {
 				t.Errorf("Tick after data = %v, want a request", got)
 			}
 		})
@@ -734,7 +731,7 @@ func TestSyncRebuild(t *testing.T) {
 		mk         *marker.Marker // nil: data
 		key        []byte
 		copiedFrom string
-		data       *fakeMsg
+		data       *subsynctest.Msg
 	}
 	mk := func(m marker.Marker) hmsg { return hmsg{mk: &m} }
 	tests := []struct {
@@ -753,69 +750,69 @@ func TestSyncRebuild(t *testing.T) {
 	}{
 		{name: "nothing tracked, no third origin: not read",
 			rc:      rigConfig{cursors: []string{"adhoc", "geo.west"}},
-			history: []hmsg{mk(ownSnap("own", pos(1, 4), pos(7, 4)))}},
+			history: []hmsg{mk(ownSnap("own", subsynctest.Pos(1, 4), subsynctest.Pos(7, 4)))}},
 		{name: "cursors unknown, no third origin: not read",
-			history: []hmsg{mk(ownSnap("own", pos(1, 4), pos(7, 4)))}},
+			history: []hmsg{mk(ownSnap("own", subsynctest.Pos(1, 4), subsynctest.Pos(7, 4)))}},
 		{name: "nothing tracked, fresh: not read",
 			rc:      rigConfig{third: third, fresh: true, cursors: []string{"adhoc"}},
-			history: []hmsg{mk(ownResp(pos(40, 2)))},
+			history: []hmsg{mk(ownResp(subsynctest.Pos(40, 2)))},
 			wm:      marker.NoneSeen},
 		{name: "tracked subscription: own snapshot markers re-read",
 			rc: rigConfig{cursors: []string{"adhoc", "billing"}},
 			history: []hmsg{
-				{data: msgAt(1, 1, -1, "x")},
-				mk(ownSnap("own", pos(1, 4), pos(7, 4))),
-				mk(request("east", "west", syncTopic)),
-				mk(with(ownSnap("other-pair", pos(1, 50), pos(7, 50)), func(m *marker.Marker) { m.To = "north" })),
-				mk(with(ownSnap("other-topic", pos(1, 50), pos(7, 50)), func(m *marker.Marker) { m.Topic = syncOtherTopic })),
-				{mk: new(ownSnap("bad-key", pos(1, 50), pos(7, 50))), key: syncOtherKey},
-				{mk: new(with(ownSnap("remote's", pos(1, 50), pos(7, 50)), func(m *marker.Marker) { m.From, m.To = "west", "east" })), copiedFrom: "west"},
+				{data: subsynctest.MsgAt(1, 1, -1, "x")},
+				mk(ownSnap("own", subsynctest.Pos(1, 4), subsynctest.Pos(7, 4))),
+				mk(subsynctest.Request("east", "west", syncTopic)),
+				mk(with(ownSnap("other-pair", subsynctest.Pos(1, 50), subsynctest.Pos(7, 50)), func(m *marker.Marker) { m.To = "north" })),
+				mk(with(ownSnap("other-topic", subsynctest.Pos(1, 50), subsynctest.Pos(7, 50)), func(m *marker.Marker) { m.Topic = syncOtherTopic })),
+				{mk: new(ownSnap("bad-key", subsynctest.Pos(1, 50), subsynctest.Pos(7, 50))), key: syncOtherKey},
+				{mk: new(with(ownSnap("remote's", subsynctest.Pos(1, 50), subsynctest.Pos(7, 50)), func(m *marker.Marker) { m.From, m.To = "west", "east" })), copiedFrom: "west"},
 			},
 			opened: true, cached: "own"},
 		{name: "tracked subscription, read error: what was read stays",
 			rc:      rigConfig{cursors: []string{"billing"}},
-			history: []hmsg{mk(ownSnap("own", pos(1, 4), pos(7, 4)))}, nextErr: true,
+			history: []hmsg{mk(ownSnap("own", subsynctest.Pos(1, 4), subsynctest.Pos(7, 4)))}, nextErr: true,
 			opened: true, cached: "own"},
 		{name: "tracked subscription, reader does not open",
 			rc:      rigConfig{cursors: []string{"billing"}},
-			history: []hmsg{mk(ownSnap("own", pos(1, 4), pos(7, 4)))}, openErr: true,
+			history: []hmsg{mk(ownSnap("own", subsynctest.Pos(1, 4), subsynctest.Pos(7, 4)))}, openErr: true,
 			opened: true},
 		{name: "unknown watermark, no third-origin data: stays unknown",
 			rc:      rigConfig{third: third},
-			history: []hmsg{{data: msgAt(1, 1, -1, "x")}, {data: copyMsg(1, 2, "west", pos(40, 9))}},
+			history: []hmsg{{data: subsynctest.MsgAt(1, 1, -1, "x")}, {data: subsynctest.CopyMsg(1, 2, "west", subsynctest.Pos(40, 9))}},
 			opened:  true, unanswered: true},
 		{name: "unknown watermark learned from own response",
 			rc:      rigConfig{third: third, cursors: []string{"adhoc"}},
-			history: []hmsg{mk(ownResp(pos(40, 2)))},
-			opened:  true, wm: pos(40, 2)},
+			history: []hmsg{mk(ownResp(subsynctest.Pos(40, 2)))},
+			opened:  true, wm: subsynctest.Pos(40, 2)},
 		{name: "own response naming none seen",
 			rc:      rigConfig{third: third},
 			history: []hmsg{mk(ownResp(marker.NoneSeen))},
 			opened:  true, wm: marker.NoneSeen},
 		{name: "the remote's response does not count",
 			rc:      rigConfig{third: third},
-			history: []hmsg{{mk: new(with(ownResp(pos(40, 9)), func(m *marker.Marker) { m.From, m.To = "west", "east" })), copiedFrom: "west"}},
+			history: []hmsg{{mk: new(with(ownResp(subsynctest.Pos(40, 9)), func(m *marker.Marker) { m.From, m.To = "west", "east" })), copiedFrom: "west"}},
 			opened:  true, unanswered: true},
 		{name: "own response to another remote does not count",
 			rc:      rigConfig{third: third},
-			history: []hmsg{mk(with(ownResp(pos(40, 9)), func(m *marker.Marker) { m.To = "south" }))},
+			history: []hmsg{mk(with(ownResp(subsynctest.Pos(40, 9)), func(m *marker.Marker) { m.To = "south" }))},
 			opened:  true, unanswered: true},
 		{name: "another sidecar's response to this remote does not count",
 			rc:      rigConfig{third: third},
-			history: []hmsg{mk(with(ownResp(pos(40, 9)), func(m *marker.Marker) { m.From = "south" }))},
+			history: []hmsg{mk(with(ownResp(subsynctest.Pos(40, 9)), func(m *marker.Marker) { m.From = "south" }))},
 			opened:  true, unanswered: true},
 		{name: "own response for another partition does not count",
 			rc:      rigConfig{third: third},
-			history: []hmsg{mk(with(ownResp(pos(40, 9)), func(m *marker.Marker) { m.Topic = syncOtherTopic }))},
+			history: []hmsg{mk(with(ownResp(subsynctest.Pos(40, 9)), func(m *marker.Marker) { m.Topic = syncOtherTopic }))},
 			opened:  true, unanswered: true},
 		{name: "response signed with another key does not count",
 			rc:      rigConfig{third: third},
-			history: []hmsg{{mk: new(ownResp(pos(40, 9))), key: syncOtherKey}},
+			history: []hmsg{{mk: new(ownResp(subsynctest.Pos(40, 9))), key: syncOtherKey}},
 			opened:  true, unanswered: true},
 		{name: "tracked and unknown: both",
 			rc:      rigConfig{third: third, cursors: []string{"billing"}},
-			history: []hmsg{mk(ownSnap("own", pos(1, 4), pos(7, 4))), mk(ownResp(pos(40, 3)))},
-			opened:  true, cached: "own", wm: pos(40, 3)},
+			history: []hmsg{mk(ownSnap("own", subsynctest.Pos(1, 4), subsynctest.Pos(7, 4))), mk(ownResp(subsynctest.Pos(40, 3)))},
+			opened:  true, cached: "own", wm: subsynctest.Pos(40, 3)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -829,7 +826,7 @@ func TestSyncRebuild(t *testing.T) {
 					if key == nil {
 						key = syncKey
 					}
-					r.hist.msgs = append(r.hist.msgs, markerMsg(t, 1, int64(60+i), *h.mk, key, h.copiedFrom))
+					r.hist.msgs = append(r.hist.msgs, subsynctest.MarkerMsg(t, 1, int64(60+i), *h.mk, key, h.copiedFrom))
 				}
 			}
 			if tt.nextErr {
@@ -845,21 +842,21 @@ func TestSyncRebuild(t *testing.T) {
 			if r.hist.opened > 0 && !tt.openErr && r.hist.closed != 1 {
 				t.Errorf("reader closed %d times, want once", r.hist.closed)
 			}
-			if got := r.sink.take(); len(got) > 0 {
-				t.Errorf("rebuild wrote %v", kindsOf(got))
+			if got := r.sink.Take(); len(got) > 0 {
+				t.Errorf("rebuild wrote %v", subsynctest.KindsOf(got))
 			}
-			s, ok := r.s.Machine.Covering(pos(1, 100))
+			s, ok := r.s.Machine.Covering(subsynctest.Pos(1, 100))
 			if (tt.cached == "") == ok || (ok && s.ID != tt.cached) {
 				t.Errorf("cached snapshot = %+v, %v; want %q", s, ok, tt.cached)
 			}
 			// A request from the remote read now.
-			readMarker(context.Background(), r.s, markerMsg(t, 2, 1, request("west", "east", syncTopic), syncKey, "west"))
-			written := r.sink.take()
+			subsynctest.ReadMarker(context.Background(), r.s, subsynctest.MarkerMsg(t, 2, 1, subsynctest.Request("west", "east", syncTopic), syncKey, "west"))
+			written := r.sink.Take()
 			switch {
 			case tt.unanswered && len(written) > 0:
 				t.Errorf("request answered with %+v, want no answer (watermark unknown)", written)
 			case !tt.unanswered && len(written) != 1:
-				t.Errorf("request answered with %v, want one response", kindsOf(written))
+				t.Errorf("request answered with %v, want one response", subsynctest.KindsOf(written))
 			case !tt.unanswered:
 				want := map[string]marker.Position{}
 				if len(tt.rc.third) > 0 {
@@ -880,7 +877,7 @@ func TestSyncRebuild(t *testing.T) {
 func TestSyncRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{cursors: []string{"billing"}})
-		r.local.md = map[string]marker.Position{"billing": pos(1, 1)}
+		r.local.md = map[string]marker.Position{"billing": subsynctest.Pos(1, 1)}
 		r.local.backlog = map[string]int64{"billing": 3}
 		r.remote.backlog = map[string]int64{"billing": 5}
 		var up atomic.Bool
@@ -894,18 +891,18 @@ func TestSyncRun(t *testing.T) {
 		if got := r.hist.opens(); got != 1 {
 			t.Errorf("history read %d times at start, want once", got)
 		}
-		readData(ctx, r.s, msgAt(1, 2, -1, "x"))
+		subsynctest.ReadData(ctx, r.s, subsynctest.MsgAt(1, 2, -1, "x"))
 
 		// Link down: no request.
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		if got := r.sink.take(); len(got) > 0 {
-			t.Errorf("link down: wrote %v", kindsOf(got))
+		if got := r.sink.Take(); len(got) > 0 {
+			t.Errorf("link down: wrote %v", subsynctest.KindsOf(got))
 		}
 		up.Store(true)
 		time.Sleep(300 * time.Millisecond)
 		synctest.Wait()
-		written := r.sink.take()
+		written := r.sink.Take()
 		if len(written) != 1 || written[0].Kind != marker.KindSnapshotRequest || written[0].To != "west" {
 			t.Fatalf("link up: wrote %+v, want one request to west", written)
 		}
@@ -920,9 +917,9 @@ func TestSyncRun(t *testing.T) {
 		resp := response("west", "east", syncTopic)
 		resp.SnapshotID = written[0].SnapshotID
 		time.Sleep(40 * time.Millisecond)
-		readMarker(ctx, r.s, markerMsg(t, 1, 3, resp, syncKey, "west"))
-		written = r.sink.take()
-		if len(written) != 1 || written[0].Kind != marker.KindSnapshot || written[0].Local != pos(1, 3) || written[0].Remote != pos(7, 3) {
+		subsynctest.ReadMarker(ctx, r.s, subsynctest.MarkerMsg(t, 1, 3, resp, syncKey, "west"))
+		written = r.sink.Take()
+		if len(written) != 1 || written[0].Kind != marker.KindSnapshot || written[0].Local != subsynctest.Pos(1, 3) || written[0].Remote != subsynctest.Pos(7, 3) {
 			t.Fatalf("after the response: wrote %+v, want the snapshot (1:3, 7:3)", written)
 		}
 		time.Sleep(time.Second)
@@ -936,8 +933,8 @@ func TestSyncRun(t *testing.T) {
 			t.Errorf("lag = %v, want billing 2 entries", got)
 		}
 		// Received updates are applied.
-		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: pos(1, 1)})
-		readMarker(ctx, r.s, markerMsg(t, 1, 4, update("west", "east", syncTopic), syncKey, "west"))
+		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 1)})
+		subsynctest.ReadMarker(ctx, r.s, subsynctest.MarkerMsg(t, 1, 4, update("west", "east", syncTopic), syncKey, "west"))
 		synctest.Wait()
 		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 5:7:-1"}) {
 			t.Errorf("admin calls = %v, want the reset to 5:7", got)
@@ -963,8 +960,8 @@ func TestSyncRun(t *testing.T) {
 
 		cancel()
 		<-done
-		if r.sink.closed != 1 {
-			t.Errorf("marker sink closed %d times, want once", r.sink.closed)
+		if r.sink.Closed != 1 {
+			t.Errorf("marker sink closed %d times, want once", r.sink.Closed)
 		}
 		if got := lagSeries(t, r.m); len(got) > 0 {
 			t.Errorf("lag series after stop = %v, want none", got)
@@ -1014,7 +1011,7 @@ func TestSyncCreatesMissingRemoteSubscription(t *testing.T) {
 func TestIdleSyncWakesOnData(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
-		r.local.setMD("billing", pos(3, 10))
+		r.local.setMD("billing", subsynctest.Pos(3, 10))
 		ctx, wait, stop := runSyncRig(r)
 
 		// Idle: run sleeps until the next follow (no request without data).
@@ -1022,13 +1019,13 @@ func TestIdleSyncWakesOnData(t *testing.T) {
 		if !r.s.sleeping.Load() {
 			t.Fatal("idle for 2 minutes, run not asleep")
 		}
-		if got := kindsOf(r.sink.take()); len(got) != 0 {
+		if got := subsynctest.KindsOf(r.sink.Take()); len(got) != 0 {
 			t.Fatalf("idle: markers written %v, want none", got)
 		}
 		// Data pokes it awake: the request goes out within a tick.
-		r.s.DataAt(ctx, pos(3, 11), "", marker.Position{})
+		r.s.DataAt(ctx, subsynctest.Pos(3, 11), "", marker.Position{})
 		wait(r.s.Interval / 2)
-		if got := kindsOf(r.sink.take()); !slices.Contains(got, marker.KindSnapshotRequest) {
+		if got := subsynctest.KindsOf(r.sink.Take()); !slices.Contains(got, marker.KindSnapshotRequest) {
 			t.Errorf("after data: markers written %v, want a snapshot request", got)
 		}
 		// While the request is pending, run ticks (it must time out).
@@ -1042,7 +1039,7 @@ func TestIdleSyncWakesOnData(t *testing.T) {
 func TestFollowPacing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
-		r.local.setMD("billing", pos(3, 10))
+		r.local.setMD("billing", subsynctest.Pos(3, 10))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); r.s.Run(ctx, func() bool { return true }) }()
@@ -1067,15 +1064,15 @@ func TestFollowPacing(t *testing.T) {
 		}
 
 		// Traffic: followed again within half an interval.
-		r.s.DataAt(ctx, pos(3, 11), "", marker.Position{})
+		r.s.DataAt(ctx, subsynctest.Pos(3, 11), "", marker.Position{})
 		wait(time.Second)
 		if got := calls(); got != 3 {
 			t.Errorf("after data: %d calls, want 3", got)
 		}
 
 		// A snapshot the subscription has not passed: polled, backing off.
-		r.s.Machine.Marker(pos(3, 12), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
-			SnapshotID: "s1", Local: pos(3, 12), Remote: pos(7, 1), Time: time.Now().UnixMilli()})
+		r.s.Machine.Marker(subsynctest.Pos(3, 12), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
+			SnapshotID: "s1", Local: subsynctest.Pos(3, 12), Remote: subsynctest.Pos(7, 1), Time: time.Now().UnixMilli()})
 		before := calls()
 		wait(2 * time.Minute)
 		if n := calls() - before; n < 4 || n > 12 {
@@ -1083,9 +1080,9 @@ func TestFollowPacing(t *testing.T) {
 		}
 		// The consumer passes it: the update goes out at the next poll,
 		// then the partition is idle again.
-		r.local.setMD("billing", pos(3, 12))
+		r.local.setMD("billing", subsynctest.Pos(3, 12))
 		wait(behindFollow + time.Second)
-		if got := kindsOf(r.sink.take()); !slices.Contains(got, marker.KindUpdate) {
+		if got := subsynctest.KindsOf(r.sink.Take()); !slices.Contains(got, marker.KindUpdate) {
 			t.Errorf("markers written %v, want an update", got)
 		}
 		before = calls()
@@ -1096,8 +1093,8 @@ func TestFollowPacing(t *testing.T) {
 
 		// Behind a newer snapshot, and nobody consumes: after staleBehind
 		// without a move, polled like an idle partition.
-		r.s.Machine.Marker(pos(3, 20), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
-			SnapshotID: "s2", Local: pos(3, 20), Remote: pos(7, 2), Time: time.Now().UnixMilli()})
+		r.s.Machine.Marker(subsynctest.Pos(3, 20), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
+			SnapshotID: "s2", Local: subsynctest.Pos(3, 20), Remote: subsynctest.Pos(7, 2), Time: time.Now().UnixMilli()})
 		wait(staleBehind + time.Minute)
 		before = calls()
 		wait(10 * time.Minute)
@@ -1115,7 +1112,7 @@ func TestFollowPacing(t *testing.T) {
 func TestIdleFollowSkipsLag(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
-		r.local.setMD("billing", pos(3, 10))
+		r.local.setMD("billing", subsynctest.Pos(3, 10))
 		r.local.mu.Lock()
 		r.local.backlog = map[string]int64{"billing": 0}
 		r.local.mu.Unlock()
@@ -1143,7 +1140,7 @@ func TestIdleFollowSkipsLag(t *testing.T) {
 		if got := lagCalls(); got != 3 {
 			t.Errorf("idle, nothing moved for 3 follows: %d backlog reads, want still 3", got)
 		}
-		r.s.DataAt(ctx, pos(3, 11), "", marker.Position{})
+		r.s.DataAt(ctx, subsynctest.Pos(3, 11), "", marker.Position{})
 		wait(idleFollow)
 		if got := lagCalls(); got != 4 {
 			t.Errorf("data, then a follow: %d backlog reads, want 4", got)
@@ -1162,10 +1159,10 @@ func TestIdleFollowSkipsLag(t *testing.T) {
 func TestFollowPacingUpdatedCopy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
-		r.local.setMD("billing", pos(3, 10))
-		r.applied.set("east", syncTopic, "billing", pos(3, 11))
-		r.s.Machine.Marker(pos(3, 20), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
-			SnapshotID: "s1", Local: pos(3, 20), Remote: pos(7, 2), Time: time.Now().UnixMilli()})
+		r.local.setMD("billing", subsynctest.Pos(3, 10))
+		r.applied.set("east", syncTopic, "billing", subsynctest.Pos(3, 11))
+		r.s.Machine.Marker(subsynctest.Pos(3, 20), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
+			SnapshotID: "s1", Local: subsynctest.Pos(3, 20), Remote: subsynctest.Pos(7, 2), Time: time.Now().UnixMilli()})
 		_, wait, stop := runSyncRig(r)
 		calls := func() int {
 			r.local.mu.Lock()
@@ -1178,7 +1175,7 @@ func TestFollowPacingUpdatedCopy(t *testing.T) {
 			t.Errorf("left where an update put it, 4 minutes: %d mark-delete calls, want 1", got)
 		}
 		// A consumer here moves it: polled again while behind.
-		r.local.setMD("billing", pos(3, 15))
+		r.local.setMD("billing", subsynctest.Pos(3, 15))
 		wait(2 * time.Minute)
 		before := calls()
 		wait(2 * time.Minute)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
@@ -37,11 +38,6 @@ var (
 
 // syncTracked is the rig's subscription selection: billing and audit.
 func syncTracked(sub string) bool { return sub == "billing" || sub == "audit" }
-
-// pos is an entry position (no batch).
-func pos(ledger, entry int64) marker.Position {
-	return marker.Position{Ledger: ledger, Entry: entry, Batch: -1}
-}
 
 // errAdmin is what failing fakes return.
 var errAdmin = errors.New("admin API unavailable")
@@ -93,55 +89,6 @@ func (a *fakeSyncAdmin) setMD(sub string, p marker.Position) {
 	a.md[sub] = p
 }
 
-// fakeSink is a MarkerSink recording what was written. Safe for concurrent
-// use.
-type fakeSink struct {
-	mu      sync.Mutex
-	written []marker.Marker
-	failN   int // fail the next failN writes
-	closed  int
-}
-
-func (s *fakeSink) Write(_ context.Context, mk marker.Marker) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failN > 0 {
-		s.failN--
-		return errors.New("marker producer unavailable")
-	}
-	s.written = append(s.written, mk)
-	return nil
-}
-
-func (s *fakeSink) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed++
-}
-
-// take returns what was written since the last take.
-func (s *fakeSink) take() []marker.Marker {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.written
-	s.written = nil
-	return out
-}
-
-func (s *fakeSink) failNext(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failN = n
-}
-
-func kindsOf(mks []marker.Marker) []marker.Kind {
-	var out []marker.Kind
-	for _, mk := range mks {
-		out = append(out, mk.Kind)
-	}
-	return out
-}
-
 // fakeSubAdmin is a subscription.Admin over an in-memory set of
 // subscriptions of syncTopic. Reset and Create put the subscription's
 // mark-delete position just before `at`, as Pulsar does. Safe for
@@ -185,7 +132,7 @@ func (a *fakeSubAdmin) move(op, topic, sub string, at marker.Position) error {
 	}
 	st := a.subs[sub]
 	st.Exists = true
-	st.MarkDelete = pos(at.Ledger, at.Entry-1)
+	st.MarkDelete = subsynctest.Pos(at.Ledger, at.Entry-1)
 	a.subs[sub] = st
 	return nil
 }
@@ -281,7 +228,7 @@ type syncRig struct {
 	local   *fakeSyncAdmin
 	remote  *fakeSyncAdmin
 	subs    *fakeSubAdmin
-	sink    *fakeSink
+	sink    *subsynctest.Sink
 	hist    *fakeHistory
 	applied *Applied
 	m       *metrics.Metrics
@@ -299,7 +246,7 @@ func newSyncRig(t *testing.T, rc rigConfig) *syncRig {
 	ids := 0
 	r := &syncRig{
 		local: &fakeSyncAdmin{}, remote: &fakeSyncAdmin{}, subs: &fakeSubAdmin{},
-		sink: &fakeSink{}, hist: &fakeHistory{}, applied: &Applied{}, m: metrics.New(nil),
+		sink: &subsynctest.Sink{}, hist: &fakeHistory{}, applied: &Applied{}, m: metrics.New(nil),
 	}
 	r.s = &Sync{
 		Config: Config{
@@ -333,88 +280,6 @@ func (r *syncRig) pending() map[string]marker.Position {
 	r.s.applyMu.Lock()
 	defer r.s.applyMu.Unlock()
 	return maps.Clone(r.s.toApply)
-}
-
-// fakeMsg is a pulsar.Message read from the local cluster (the start-up
-// re-read's reader returns them). Only the methods the sync uses are
-// implemented; any other call panics on the nil embedded interface, which
-// flags an unexpected dependency.
-type fakeMsg struct {
-	pulsar.Message
-
-	id       pulsar.MessageID
-	payload  []byte
-	props    map[string]string
-	producer string
-}
-
-func (m *fakeMsg) ID() pulsar.MessageID          { return m.id }
-func (m *fakeMsg) Payload() []byte               { return m.payload }
-func (m *fakeMsg) Properties() map[string]string { return m.props }
-func (m *fakeMsg) ProducerName() string          { return m.producer }
-
-// msgAt is a plain message at position (ledger, entry, batch) of partition 0.
-func msgAt(ledger, entry int64, batch int32, payload string) *fakeMsg {
-	return &fakeMsg{
-		id:      pulsar.NewMessageID(ledger, entry, batch, 0),
-		payload: []byte(payload),
-		props:   map[string]string{},
-	}
-}
-
-// readOrigin is where msg says it was copied from, as the entry pipe hands
-// a copy's origin to the sync after checking it (entryOrigin): a copy
-// whose origin id parses counts as signed here, so that these tests judge
-// the sync's rules, not the signature (entrypath's tests do that).
-func readOrigin(msg *fakeMsg) marker.Origin {
-	at, ok := marker.ParsePosition(msg.props[marker.PropOriginID])
-	cluster := msg.props[marker.PropOriginCluster]
-	return marker.Origin{Cluster: cluster, At: at, Signed: cluster != "" && ok}
-}
-
-// readMarker gives s a marker message read from the local partition, as
-// the entry pipe does (Sync.MarkerAt).
-func readMarker(ctx context.Context, s *Sync, msg *fakeMsg) (forward bool) {
-	return s.MarkerAt(ctx, positionOf(msg.ID()), msg.Payload(), readOrigin(msg), msg.ProducerName())
-}
-
-// readData gives s a data message read from the local partition, as the
-// entry pipe does (Sync.DataAt): a copy with a signed origin as a copy,
-// anything else as local data.
-func readData(ctx context.Context, s *Sync, msg *fakeMsg) {
-	if from := readOrigin(msg); from.Signed {
-		s.DataAt(ctx, positionOf(msg.ID()), from.Cluster, from.At)
-		return
-	}
-	s.DataAt(ctx, positionOf(msg.ID()), "", marker.Position{})
-}
-
-// markerMsg is a message at (ledger, entry) of the local partition holding
-// mk signed with key. A non-empty copiedFrom makes it a copy from that
-// cluster (origin properties set), as a remote's markers arrive.
-func markerMsg(t *testing.T, ledger, entry int64, mk marker.Marker, key []byte, copiedFrom string) *fakeMsg {
-	t.Helper()
-	payload, err := marker.Encode(mk, key)
-	if err != nil {
-		t.Fatalf("marker.Encode(%+v): %v", mk, err)
-	}
-	m := msgAt(ledger, entry, -1, "")
-	m.payload = payload
-	m.props = marker.Properties(mk.Kind)
-	if copiedFrom != "" {
-		m.props[marker.PropOriginCluster] = copiedFrom
-		m.props[marker.PropOriginID] = fmt.Sprintf("90:%d:-1", entry) // each copy's origin after the one before
-	}
-	return m
-}
-
-// copyMsg is a data message at (ledger, entry) copied from origin, where it
-// was at opos.
-func copyMsg(ledger, entry int64, origin string, opos marker.Position) *fakeMsg {
-	m := msgAt(ledger, entry, -1, "data")
-	m.props[marker.PropOriginCluster] = origin
-	m.props[marker.PropOriginID] = fmt.Sprintf("%d:%d:%d", opos.Ledger, opos.Entry, opos.Batch)
-	return m
 }
 
 // lagSeries returns the subscription-lag series (entries and seconds) by

@@ -12,6 +12,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 )
 
@@ -30,9 +31,9 @@ func TestSyncSignedCopyFromTheRemote(t *testing.T) {
 		from    marker.Origin
 		applied bool
 	}{
-		{"signed, from the remote", marker.Origin{Cluster: "west", At: pos(90, 4), Signed: true}, true},
-		{"unsigned, from the remote", marker.Origin{Cluster: "west", At: pos(90, 4)}, false},
-		{"signed, from a third cluster", marker.Origin{Cluster: "north", At: pos(90, 4), Signed: true}, false},
+		{"signed, from the remote", marker.Origin{Cluster: "west", At: subsynctest.Pos(90, 4), Signed: true}, true},
+		{"unsigned, from the remote", marker.Origin{Cluster: "west", At: subsynctest.Pos(90, 4)}, false},
+		{"signed, from a third cluster", marker.Origin{Cluster: "north", At: subsynctest.Pos(90, 4), Signed: true}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,7 +42,7 @@ func TestSyncSignedCopyFromTheRemote(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.s.MarkerAt(context.Background(), pos(3, 4), payload, tt.from, "geo-sidecar.markers.west-->east") {
+			if r.s.MarkerAt(context.Background(), subsynctest.Pos(3, 4), payload, tt.from, "geo-sidecar.markers.west-->east") {
 				t.Error("a copy of the remote's update forwarded")
 			}
 			_, queued := r.pending()["billing"]
@@ -78,7 +79,7 @@ func TestSyncTakeover(t *testing.T) {
 			r := newSyncRig(t, rigConfig{third: tt.third})
 			r.s.relearn = make(chan struct{}, 1)
 			for _, o := range tt.third {
-				r.s.Machine.Learn(o, pos(4, 4))
+				r.s.Machine.Learn(o, subsynctest.Pos(4, 4))
 			}
 			r.s.Takeover()
 			if got := len(r.s.relearn) == 1; got != tt.asked {
@@ -132,10 +133,10 @@ func TestOutboxBound(t *testing.T) {
 	for i := range outboxSize + 1 {
 		o.put(mk(i))
 	}
-	if o.take(mk(0), pos(1, 1)) {
+	if o.take(mk(0), subsynctest.Pos(1, 1)) {
 		t.Error("the oldest marker still held past outboxSize")
 	}
-	if !o.take(mk(1), pos(1, 2)) {
+	if !o.take(mk(1), subsynctest.Pos(1, 2)) {
 		t.Error("the second oldest marker evicted")
 	}
 }
@@ -150,9 +151,9 @@ func TestSyncCopyDeliveredAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	from := marker.Origin{Cluster: "west", At: pos(90, 4), Signed: true}
+	from := marker.Origin{Cluster: "west", At: subsynctest.Pos(90, 4), Signed: true}
 	for range 2 {
-		r.s.MarkerAt(context.Background(), pos(3, 4), payload, from, "geo-sidecar.markers.west-->east")
+		r.s.MarkerAt(context.Background(), subsynctest.Pos(3, 4), payload, from, "geo-sidecar.markers.west-->east")
 	}
 	if got := metricstest.Counter(r.m.MarkersInvalid, "east", "replayed"); got != 0 {
 		t.Errorf("markers_invalid_total{reason=\"replayed\"} = %v, want 0 (delivered again, not replayed)", got)
@@ -175,8 +176,8 @@ func TestSyncStaleCopyCounted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		from := marker.Origin{Cluster: "west", At: pos(90, int64(4+i)), Signed: true}
-		r.s.MarkerAt(context.Background(), pos(3, int64(4+i)), payload, from, "geo-sidecar.markers.west-->east")
+		from := marker.Origin{Cluster: "west", At: subsynctest.Pos(90, int64(4+i)), Signed: true}
+		r.s.MarkerAt(context.Background(), subsynctest.Pos(3, int64(4+i)), payload, from, "geo-sidecar.markers.west-->east")
 	}
 	if got := metricstest.Counter(r.m.MarkersInvalid, "east", "stale-update"); got != 1 {
 		t.Errorf("markers_invalid_total{reason=\"stale-update\"} = %v, want 1", got)
@@ -190,9 +191,9 @@ func TestSyncStaleCopyCounted(t *testing.T) {
 // (gremlins survivor sync.go:396, `continue` → `break`).
 func TestSyncWriteGoesOn(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
-	r.sink.failNext(1)
-	r.s.write(context.Background(), []marker.Marker{request("east", "west", syncTopic), response("east", "west", syncTopic)})
-	if got := kindsOf(r.sink.take()); len(got) != 1 || got[0] != marker.KindSnapshotResponse {
+	r.sink.FailNext(1)
+	r.s.write(context.Background(), []marker.Marker{subsynctest.Request("east", "west", syncTopic), response("east", "west", syncTopic)})
+	if got := subsynctest.KindsOf(r.sink.Take()); len(got) != 1 || got[0] != marker.KindSnapshotResponse {
 		t.Errorf("wrote %v, want the response after the failed request", got)
 	}
 }
@@ -210,19 +211,19 @@ func TestSyncFollowSeesEverySubscription(t *testing.T) {
 	for round := range 5 {
 		r := newSyncRig(t, rigConfig{})
 		r.s.Tracked = func(sub string) bool { return strings.HasPrefix(sub, "t-") }
-		cacheSnapshot(t, r, "s1", pos(1, 10), pos(7, 20))
-		r.local.md = map[string]marker.Position{"t-go": pos(1, 12)}
+		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
+		r.local.md = map[string]marker.Position{"t-go": subsynctest.Pos(1, 12)}
 		for i := range 8 {
-			r.local.md[fmt.Sprintf("untracked-%d", i)] = pos(1, 12)
-			r.local.md[fmt.Sprintf("t-waiting-%d", i)] = pos(1, 5) // before the snapshot
+			r.local.md[fmt.Sprintf("untracked-%d", i)] = subsynctest.Pos(1, 12)
+			r.local.md[fmt.Sprintf("t-waiting-%d", i)] = subsynctest.Pos(1, 5) // before the snapshot
 			moved := fmt.Sprintf("t-moved-%d", i)
-			r.local.md[moved] = pos(1, 12)
-			r.applied.set("east", syncTopic, moved, pos(1, 20)) // set by a remote's update: still before it
+			r.local.md[moved] = subsynctest.Pos(1, 12)
+			r.applied.set("east", syncTopic, moved, subsynctest.Pos(1, 20)) // set by a remote's update: still before it
 		}
 		if err := r.s.follow(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if got := updatesWritten(r.sink.take()); len(got) != 1 || got["t-go"].Remote != pos(7, 20) {
+		if got := updatesWritten(r.sink.Take()); len(got) != 1 || got["t-go"].Remote != subsynctest.Pos(7, 20) {
 			t.Fatalf("round %d: updates %v, want one, t-go to 7:20", round, got)
 		}
 	}
@@ -235,14 +236,14 @@ func TestSyncFollowSeesEverySubscription(t *testing.T) {
 func TestSyncUpdateSameOriginReplayed(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
 	up := update("west", "east", syncTopic)
-	if reason := r.s.enqueueApply(up, pos(90, 4)); reason != "" {
+	if reason := r.s.enqueueApply(up, subsynctest.Pos(90, 4)); reason != "" {
 		t.Fatalf("first update refused: %s", reason)
 	}
-	up.Remote = pos(9, 9)
-	if reason := r.s.enqueueApply(up, pos(90, 4)); reason != "replayed" {
+	up.Remote = subsynctest.Pos(9, 9)
+	if reason := r.s.enqueueApply(up, subsynctest.Pos(90, 4)); reason != "replayed" {
 		t.Errorf("an update from the same origin refused as %q, want replayed", reason)
 	}
-	if got := r.pending()["billing"]; got != pos(5, 7) {
+	if got := r.pending()["billing"]; got != subsynctest.Pos(5, 7) {
 		t.Errorf("billing queued at %v, want 5:7", got)
 	}
 }
@@ -252,7 +253,7 @@ func TestSyncUpdateSameOriginReplayed(t *testing.T) {
 // Fails for the gremlins survivor sync.go:651 (`mk.Kind == KindSnapshot`:
 // nothing this process writes would ever reach the remote).
 func TestSyncSentMarkerForwarded(t *testing.T) {
-	for i, mk := range []marker.Marker{request("east", "west", syncTopic), response("east", "west", syncTopic), update("east", "west", syncTopic)} {
+	for i, mk := range []marker.Marker{subsynctest.Request("east", "west", syncTopic), response("east", "west", syncTopic), update("east", "west", syncTopic)} {
 		r := newSyncRig(t, rigConfig{})
 		if err := r.s.send(context.Background(), mk); err != nil {
 			t.Fatal(err)
@@ -261,7 +262,7 @@ func TestSyncSentMarkerForwarded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !r.s.MarkerAt(context.Background(), pos(3, int64(i)), payload, marker.Origin{}, "geo-sidecar.markers.east-->west") {
+		if !r.s.MarkerAt(context.Background(), subsynctest.Pos(3, int64(i)), payload, marker.Origin{}, "geo-sidecar.markers.east-->west") {
 			t.Errorf("%v written by the sync and read back: not forwarded", mk.Kind)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
 )
 
 // Updates are ordered by their origin in the writer's partition and aged
@@ -24,27 +25,27 @@ func TestUpdateAcceptanceIgnoresHostClock(t *testing.T) {
 		updates []update
 	}{
 		{"writer an hour behind", []update{
-			{now.Add(-time.Hour), pos(60, 1), ""},
-			{now.Add(-time.Hour + time.Second), pos(60, 2), ""},
+			{now.Add(-time.Hour), subsynctest.Pos(60, 1), ""},
+			{now.Add(-time.Hour + time.Second), subsynctest.Pos(60, 2), ""},
 		}},
 		{"writer ahead, then stepped back", []update{
-			{now.Add(5 * time.Minute), pos(60, 1), ""},
-			{now, pos(60, 2), ""},
-			{now.Add(time.Second), pos(60, 3), ""},
+			{now.Add(5 * time.Minute), subsynctest.Pos(60, 1), ""},
+			{now, subsynctest.Pos(60, 2), ""},
+			{now.Add(time.Second), subsynctest.Pos(60, 3), ""},
 		}},
 		{"writer a day ahead", []update{
-			{now.Add(24 * time.Hour), pos(60, 1), ""},
+			{now.Add(24 * time.Hour), subsynctest.Pos(60, 1), ""},
 		}},
 		{"the same origin again: a replay", []update{
-			{now, pos(60, 5), ""},
-			{now.Add(time.Second), pos(60, 5), "replayed"},
-			{now.Add(2 * time.Second), pos(60, 4), "replayed"},
-			{now.Add(3 * time.Second), pos(61, 0), ""},
+			{now, subsynctest.Pos(60, 5), ""},
+			{now.Add(time.Second), subsynctest.Pos(60, 5), "replayed"},
+			{now.Add(2 * time.Second), subsynctest.Pos(60, 4), "replayed"},
+			{now.Add(3 * time.Second), subsynctest.Pos(61, 0), ""},
 		}},
 		{"far behind what the writer sent since: stale", []update{
-			{now, pos(60, 5), ""},
-			{now.Add(-11 * time.Minute), pos(60, 6), "stale-update"},
-			{now.Add(-9 * time.Minute), pos(60, 7), ""},
+			{now, subsynctest.Pos(60, 5), ""},
+			{now.Add(-11 * time.Minute), subsynctest.Pos(60, 6), "stale-update"},
+			{now.Add(-9 * time.Minute), subsynctest.Pos(60, 7), ""},
 		}},
 	}
 	for _, tt := range tests {
@@ -52,7 +53,7 @@ func TestUpdateAcceptanceIgnoresHostClock(t *testing.T) {
 			s := &Sync{}
 			for i, u := range tt.updates {
 				up := marker.Marker{Kind: marker.KindUpdate, From: "west", To: "east", Subscription: "billing",
-					Remote: pos(9, int64(i)), Time: u.time.UnixMilli()}
+					Remote: subsynctest.Pos(9, int64(i)), Time: u.time.UnixMilli()}
 				if got := s.enqueueApply(up, u.origin); got != u.want {
 					t.Errorf("update %d (written %s from now, origin %s): %q, want %q", i, u.time.Sub(now).Round(time.Second), u.origin, got, u.want)
 				}
