@@ -247,9 +247,20 @@ func TestKillNineUnderLoad(t *testing.T) {
 	}
 }
 
+// TestTargetOutage: west killed (-9) under load and started again 30 s
+// later. Deduplication is on on west: the producer resends what was
+// unconfirmed when west died, and some of it may have been stored (a
+// receipt lost with the broker); without deduplication those come twice,
+// as docs/guarantees.md allows for a broken connection (one run had 5).
+// With it, every message must arrive once and in order. The read-back with
+// deduplication off is TestKillNineUnderLoad's and the HA tests' (a new
+// session reads back; this one's producer reconnects within its session).
 func TestTargetOutage(t *testing.T) {
 	DisruptClusters(t, "west")
 	ns := NewNamespace(t, "east", "west")
+	if err := Admin(t, "west").Namespaces().SetDeduplicationStatus(ns, true); err != nil {
+		t.Fatal(err)
+	}
 	topic := Topic(ns, "outage")
 	east := Client(t, "east")
 	s := StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
@@ -300,7 +311,7 @@ func TestTargetOutage(t *testing.T) {
 
 	west := Client(t, "west")
 	got := drain(t, west, topic, "check", n+10, 180*time.Second, 2*time.Second)
-	missing, dups, breaks := checkCopies(t, got, "m", n, false)
+	missing, dups, breaks := checkCopies(t, got, "m", n, true)
 	Eventually(t, 60*time.Second, func() error {
 		if b := s.Metric("geo_sidecar_backlog_messages"); b > 0 {
 			return fmt.Errorf("backlog %v", b)
@@ -309,7 +320,6 @@ func TestTargetOutage(t *testing.T) {
 	})
 	t.Logf("outage: %d messages, %d missing, %d duplicates, %d out of order, all on west %s after west was ready again",
 		n, missing, dups, breaks, time.Since(upAt).Round(100*time.Millisecond))
-	noReadBackDuplicates(t, dups)
 }
 
 var stopWest = func() error { return Kill("west") }
