@@ -175,6 +175,11 @@ func TestCheckSize(t *testing.T) {
 	if err := checkSize(md, make([]byte, 1001), limit); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("an entry a byte beyond the limit: %v, want ErrTooLarge", err)
 	}
+	// The error names the broker's limit, its max_message_size.
+	err := checkSize(md, make([]byte, 1<<16+framePadding), 1<<16+framePadding)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "limit 65536") {
+		t.Errorf("an entry beyond a 64 KiB limit: %v, want ErrTooLarge naming the limit", err)
+	}
 }
 
 // TestWriteQueueReset: a write queue keeps its buffer for the next batch,

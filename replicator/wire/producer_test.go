@@ -103,56 +103,69 @@ func TestProducerTooLargeWhileReconnecting(t *testing.T) {
 
 // TestProducerLimitLoweredAcrossReconnect: entries sent under one
 // connection's limit and too large for the next one's (a broker with a
-// lower max_message_size) fail with ErrTooLarge in their turn, and the
-// ones behind them are sent again and confirmed: the resend does not
-// stop at them.
+// lower max_message_size) fail with ErrTooLarge in their turn, whether
+// first in line or behind others, and the ones behind them are sent again
+// at once and confirmed: the resend does not stop at them (nor wait for a
+// send timeout's re-creation to get past one).
 func TestProducerLimitLoweredAcrossReconnect(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		b := newFakeMemBroker(t)
-		var confirm atomic.Bool // only the second connection confirms
-		b.set(func() {
-			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
-				x, ok := cmd.Body.(*Send)
-				if !ok {
-					return false
+	for _, tt := range []struct {
+		name  string
+		sizes []int
+	}{
+		{"behind others", []int{1, 20000, 1, 20000, 20000, 1}},
+		{"first in line", []int{20000, 20000, 1, 20000, 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				var confirm atomic.Bool // only the second connection confirms
+				b.set(func() {
+					b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+						x, ok := cmd.Body.(*Send)
+						if !ok {
+							return false
+						}
+						if confirm.Load() {
+							fc.send(&SendReceipt{ProducerID: x.ProducerID, SequenceID: x.SequenceID, MessageID: EntryID(1, x.SequenceID)})
+						}
+						return true
+					}
+				})
+				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+				p, fc, _ := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+				var log sendLog
+				ctx := context.Background()
+				for i, size := range tt.sizes {
+					seq := uint64(i + 1)
+					if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: make([]byte, size), SequenceID: seq}, log.done(seq)); err != nil {
+						t.Fatal(err)
+					}
 				}
-				if confirm.Load() {
-					fc.send(&SendReceipt{ProducerID: x.ProducerID, SequenceID: x.SequenceID, MessageID: EntryID(1, x.SequenceID)})
+				synctest.Wait()
+				b.set(func() { b.maxMessageSize = 4096 })
+				confirm.Store(true)
+				fc.nc.Close() // the connection lost: the next one has the lower limit
+				fctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+				defer cancel()
+				if err := p.Flush(fctx); err != nil {
+					t.Fatal(err)
 				}
-				return true
-			}
+				seqs, errs := log.snapshot()
+				if len(seqs) != len(tt.sizes) {
+					t.Fatalf("callbacks for %v, want all of 1 to %d", seqs, len(tt.sizes))
+				}
+				for i, seq := range seqs {
+					tooLarge := tt.sizes[i] > 4096
+					if seq != uint64(i+1) || tooLarge != errors.Is(errs[i], ErrTooLarge) || !tooLarge && errs[i] != nil {
+						t.Errorf("callback %d: sequence id %d, %v; want %d, too large %v", i, seq, errs[i], i+1, tooLarge)
+					}
+				}
+				if n := len(b.commands(TypeProducer)); n != 2 {
+					t.Errorf("%d PRODUCERs, want 2 (one re-creation, for the lost connection)", n)
+				}
+			})
 		})
-		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
-		p, fc, _ := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
-		var log sendLog
-		ctx := context.Background()
-		sizes := []int{1, 20000, 1, 20000, 20000, 1}
-		for i, size := range sizes {
-			seq := uint64(i + 1)
-			if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: make([]byte, size), SequenceID: seq}, log.done(seq)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		synctest.Wait()
-		b.set(func() { b.maxMessageSize = 4096 })
-		confirm.Store(true)
-		fc.nc.Close() // the connection lost: the next one has the lower limit
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		defer cancel()
-		if err := p.Flush(fctx); err != nil {
-			t.Fatal(err)
-		}
-		seqs, errs := log.snapshot()
-		if len(seqs) != len(sizes) {
-			t.Fatalf("callbacks for %v, want all of 1 to %d", seqs, len(sizes))
-		}
-		for i, seq := range seqs {
-			tooLarge := sizes[i] > 4096
-			if seq != uint64(i+1) || tooLarge != errors.Is(errs[i], ErrTooLarge) || !tooLarge && errs[i] != nil {
-				t.Errorf("callback %d: sequence id %d, %v; want %d, too large %v", i, seq, errs[i], i+1, tooLarge)
-			}
-		}
-	})
+	}
 }
 
 // TestProducerDefaults: MaxPending 0 is 1000 entries in flight, and
