@@ -204,6 +204,21 @@ func TestProducerCommandNameIsTheClients(t *testing.T) {
 	}
 }
 
+// TestMessageIDString: ledger:entry for an entry, and the batch index
+// after it for a message of a batch, index 0 included (the form logs and
+// operators use).
+func TestMessageIDString(t *testing.T) {
+	for id, want := range map[MessageID]string{
+		EntryID(5, 7): "5:7",
+		{Ledger: 5, Entry: 7, Partition: 2, BatchIndex: 0}:  "5:7:0",
+		{Ledger: 5, Entry: 7, Partition: -1, BatchIndex: 3}: "5:7:3",
+	} {
+		if got := id.String(); got != want {
+			t.Errorf("%#v.String() = %q, want %q", id, got, want)
+		}
+	}
+}
+
 // TestDecodeDefaults: optional fields left out decode to the protocol's
 // defaults, not Go's zero values.
 func TestDecodeDefaults(t *testing.T) {
