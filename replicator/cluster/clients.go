@@ -26,6 +26,7 @@ import (
 	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	pulsaradminpkg "github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
@@ -112,7 +113,7 @@ func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
 // events (before any call).
 func (c *Conn) CountAdmin(m *metrics.Metrics) {
 	if c.admin != nil {
-		c.admin.requests = m.AdminRequests.WithLabelValues(c.Name)
+		c.admin.requests = m.AdminRequests.MustCurryWith(prometheus.Labels{"cluster": c.Name})
 	}
 	c.m = m
 }

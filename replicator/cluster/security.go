@@ -354,13 +354,14 @@ func (e *TLSError) Unwrap() error { return e.Err }
 type adminTransport struct {
 	base http.RoundTripper
 	w    *authWatch
-	// requests counts the calls (admin_requests_total); nil: not counted.
-	requests prometheus.Counter
+	// requests counts the calls by kind (admin_requests_total, curried
+	// with the cluster); nil: not counted.
+	requests *prometheus.CounterVec
 }
 
 func (t *adminTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.requests != nil {
-		t.requests.Inc()
+		t.requests.WithLabelValues(AdminKind(req.Method, req.URL.Path)).Inc()
 	}
 	if t.w.auth.HasToken() {
 		tok, err := t.w.Token()
@@ -417,6 +418,52 @@ func (t *adminTransport) observe(req *http.Request, resp *http.Response) {
 		op = string(m[1])
 	}
 	t.w.deny(denial{permission: adminPermission(req.Method, req.URL.Path, body), operation: op, resource: resource})
+}
+
+// AdminKind names the kind of an admin call for the admin_requests_total
+// label: one of a fixed set (the calls geo-sidecar makes, "other" for
+// the rest), so the label stays bounded whatever the path holds.
+func AdminKind(method, path string) string {
+	p := strings.TrimPrefix(path, "/admin/v2/")
+	for _, domain := range []string{"persistent/", "non-persistent/"} {
+		if !strings.HasPrefix(p, domain) {
+			continue
+		}
+		parts := strings.Split(strings.TrimPrefix(p, domain), "/")
+		if len(parts) <= 3 {
+			return "list-topics"
+		}
+		rest := strings.Join(parts[3:], "/")
+		switch {
+		case rest == "partitions" && method == http.MethodPut:
+			return "create-topic"
+		case rest == "partitions" && method == http.MethodPost:
+			return "grow-topic"
+		case rest == "partitions":
+			return "topic-metadata"
+		case rest == "partitioned-stats":
+			return "partitioned-stats"
+		case rest == "stats":
+			return "stats"
+		case rest == "internalStats":
+			return "internal-stats"
+		case strings.HasPrefix(rest, "subscription/") && strings.Contains(rest, "/resetcursor"):
+			return "reset-cursor"
+		case strings.HasPrefix(rest, "subscription/") && method == http.MethodPut:
+			return "create-subscription"
+		case rest == "subscriptions":
+			return "list-subscriptions"
+		case rest == "lastMessageId":
+			return "last-message-id"
+		case strings.HasPrefix(rest, "ledger/"):
+			return "read-message"
+		}
+		return "other"
+	}
+	if strings.HasPrefix(p, "namespaces/") {
+		return "namespace"
+	}
+	return "other"
 }
 
 // adminOperation names an admin call of the kinds geo-sidecar makes, and
