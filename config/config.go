@@ -40,6 +40,8 @@ const (
 	DefaultSnapshotTimeout    = 30 * time.Second
 	DefaultSnapshotCacheSize  = 10
 	DefaultHistoryEntries     = 10000
+	DefaultAdminRate          = 50
+	DefaultAdminBurst         = 100
 	DefaultMaxPendingMessages = 1000
 	DefaultKeepAlive          = 30 * time.Second
 	DefaultStart              = StartEarliest
@@ -128,6 +130,23 @@ type Sidecar struct {
 	MarkerKeyAcceptedEnv  string `yaml:"marker_key_accepted_env"`
 	// Snapshot tunes replicated-subscription snapshots.
 	Snapshot Snapshot `yaml:"snapshot"`
+	// AdminBudget bounds the admin requests subscription sync makes to
+	// each cluster.
+	AdminBudget AdminBudget `yaml:"admin_budget"`
+}
+
+// AdminBudget is the token bucket of admin requests that subscription
+// sync may make to one cluster (the stats readings, the position reads,
+// the backlogs): every cluster gets its own, shared by all its
+// partitions, and follows wait in it most behind first. Discovery, the
+// status command and the data path's read-back are outside it. A short
+// budget only makes subscriptions follow later (more redelivered after a
+// failover), never lose a message.
+type AdminBudget struct {
+	// RequestsPerSecond is the steady rate per cluster.
+	RequestsPerSecond float64 `yaml:"requests_per_second"`
+	// Burst is how many may go at once after a quiet spell.
+	Burst int `yaml:"burst"`
 }
 
 // Snapshot tunes the snapshots that let subscription positions be carried
@@ -476,6 +495,7 @@ func Parse(data []byte) (*Config, error) {
 			CacheSize:      DefaultSnapshotCacheSize,
 			HistoryEntries: DefaultHistoryEntries,
 		},
+		AdminBudget: AdminBudget{RequestsPerSecond: DefaultAdminRate, Burst: DefaultAdminBurst},
 	}}
 	strict := yaml.NewDecoder(bytes.NewReader(data))
 	strict.KnownFields(true)

@@ -83,6 +83,7 @@ func TestParseFull(t *testing.T) {
 			MarkerKeyFile:         "/etc/geo-sidecar/marker.key",
 			MarkerKeyAcceptedFile: "/etc/geo-sidecar/marker-old.key",
 			Snapshot:              Snapshot{Interval: Duration{2 * time.Second}, Timeout: Duration{90 * time.Second}, CacheSize: 20, HistoryEntries: DefaultHistoryEntries},
+			AdminBudget:           AdminBudget{RequestsPerSecond: DefaultAdminRate, Burst: DefaultAdminBurst},
 		},
 		Clusters: []Cluster{
 			{
@@ -189,6 +190,8 @@ func TestParseDefaults(t *testing.T) {
 		{"snapshot.timeout", s.Snapshot.Timeout.Duration, 30 * time.Second},
 		{"snapshot.cache_size", s.Snapshot.CacheSize, 10},
 		{"snapshot.history_entries", s.Snapshot.HistoryEntries, int64(10000)},
+		{"admin_budget.requests_per_second", s.AdminBudget.RequestsPerSecond, 50.0},
+		{"admin_budget.burst", s.AdminBudget.Burst, 100},
 		{"clusters[0].max_pending_messages", cfg.Clusters[0].MaxPendingMessages, 1000},
 		{"clusters[1].max_pending_messages", cfg.Clusters[1].MaxPendingMessages, 1000},
 		{"clusters[0].keep_alive", cfg.Clusters[0].KeepAlive.Duration, 30 * time.Second},
@@ -235,6 +238,7 @@ func validConfig() *Config {
 			CursorPrefix:      DefaultCursorPrefix,
 			MarkerKeyEnv:      "GEO_MARKER_KEY",
 			Snapshot:          Snapshot{Interval: Duration{time.Second}, Timeout: Duration{2 * time.Second}, CacheSize: 1, HistoryEntries: 100},
+			AdminBudget:       AdminBudget{RequestsPerSecond: 1, Burst: 1},
 		},
 		Clusters: []Cluster{
 			{Name: "a", ServiceURL: "pulsar://a:6650", AdminURL: "http://a:8080", MaxPendingMessages: 1, KeepAlive: Duration{time.Second}},

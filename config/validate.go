@@ -119,6 +119,12 @@ func (c *Config) validateSidecar(p *problems) {
 	if sn.HistoryEntries < 100 {
 		p.add("sidecar.snapshot.history_entries", "%d must be at least 100", sn.HistoryEntries)
 	}
+	if ab := s.AdminBudget; ab.RequestsPerSecond <= 0 || ab.RequestsPerSecond > 100000 || math.IsNaN(ab.RequestsPerSecond) {
+		p.add("sidecar.admin_budget.requests_per_second", "%v must be more than 0 and at most 100000", ab.RequestsPerSecond)
+	}
+	if ab := s.AdminBudget; ab.Burst < 1 || ab.Burst > 100000 {
+		p.add("sidecar.admin_budget.burst", "%d must be from 1 to 100000", ab.Burst)
+	}
 }
 
 // validateClusters checks the cluster list and returns the set of valid,

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -144,11 +145,14 @@ func TestSubscriptionTail(t *testing.T) {
 	ns := NewNamespace(t, "east", "west")
 	topic := Topic(ns, "tail")
 	const (
-		parts = 4
-		sub   = "app"
-		n     = 2000
-		rate  = 200
+		sub  = "app"
+		n    = 2000
+		rate = 200
 	)
+	parts := 4 // GEO_E2E_TAIL_PARTITIONS: 40 spreads the load as issue 23's side-by-side run did
+	if v, err := strconv.Atoi(os.Getenv("GEO_E2E_TAIL_PARTITIONS")); err == nil && v > 0 {
+		parts = v
+	}
 	CreatePartitioned(t, topic, parts, "east", "west")
 	east, west := Client(t, "east"), Client(t, "west")
 	app, err := east.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Type: pulsar.Failover,

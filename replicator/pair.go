@@ -56,6 +56,7 @@ type pair struct {
 	cfg     *config.Config
 	keys    marker.Keys
 	applied *subsync.Applied
+	pollers *subsync.Pollers // nil: every follow reads positions and backlogs itself
 	budget  *entrypath.ByteBudget
 	pool    *entrypath.ReceivePool // the target's share of the receive budget
 
@@ -323,6 +324,13 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subsy
 	s := p.syncFor(partitionTopic, topic, layout)
 	s.LayoutNow = func(ctx context.Context) (*cluster.Layout, error) {
 		return p.local.Control.Layout(ctx, partitionTopic)
+	}
+	if p.pollers != nil {
+		partitioned := partitionTopic != topic
+		local, releaseLocal := p.pollers.Acquire(p.local.Name, subsync.NewStatsSource(p.local.Admin), topic, partitioned)
+		remote, releaseRemote := p.pollers.Acquire(p.remote.Name, subsync.NewStatsSource(p.remote.Admin), topic, partitioned)
+		s.Stats, s.RemoteStats, s.Budget = local, remote, p.pollers.Budget(p.local.Name)
+		s.Release = func() { releaseLocal(); releaseRemote() }
 	}
 	return s
 }

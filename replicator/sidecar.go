@@ -59,6 +59,9 @@ type Sidecar struct {
 	cluster string
 	keys    marker.Keys // marker keys; zero when none is configured
 	applied subsync.Applied
+	// pollers share each topic's stats reading among the syncs of its
+	// partitions, and hold each cluster's admin budget.
+	pollers *subsync.Pollers
 	// budgets bound the bytes the entry pipe holds in flight, a share of
 	// the process's budget per target cluster.
 	budgets *entrypath.TargetBudgets
@@ -97,7 +100,12 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 			targets = append(targets, r.Targets...)
 		}
 	}
-	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, keys: marker.NewKeys(key, accepted),
+	ab := cfg.Sidecar.AdminBudget
+	if ab.RequestsPerSecond <= 0 || ab.Burst < 1 { // a config built in code, not validated
+		ab = config.AdminBudget{RequestsPerSecond: config.DefaultAdminRate, Burst: config.DefaultAdminBurst}
+	}
+	pollers := subsync.NewPollers(ab.RequestsPerSecond, ab.Burst, func(c string, n int) { m.AdminBudgetWaiting.WithLabelValues(c).Set(float64(n)) })
+	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, keys: marker.NewKeys(key, accepted), pollers: pollers,
 		budgets: entrypath.NewTargetBudgets(entrypath.InflightBudget, targets, m.InflightBytes.Set), pools: entrypath.NewReceivePools(entrypath.ReceiveBudget, targets, m)}, nil
 }
 
@@ -236,6 +244,7 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				cfg:     s.cfg,
 				keys:    s.keys,
 				applied: &s.applied,
+				pollers: s.pollers,
 				budget:  s.budgets.Of(t),
 				pool:    s.pools.Of(t),
 				log:     s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),

@@ -11,7 +11,7 @@ import (
 // snapshot.go take m.mu around them.
 
 func (m *Machine) data(pos marker.Position, origin string, originPos marker.Position) []marker.Marker {
-	m.dataSince = true
+	m.dataSince, m.retries = true, 0
 	// Only third origins' watermarks are ever used. Tracking no other
 	// keeps seen bounded by the config, whatever origin properties
 	// producers put on messages.
@@ -143,6 +143,7 @@ func (m *Machine) met(need map[string]marker.Position) bool {
 func (m *Machine) complete(pos marker.Position) []marker.Marker {
 	p := m.pending
 	m.pending = nil
+	m.retries = 0
 	// A cursor that rewinds (a consumer redelivering after a reconnect)
 	// could report data before the response's position; the snapshot is
 	// never earlier than the response.
@@ -169,6 +170,11 @@ func (m *Machine) tick(linkUp bool) []marker.Marker {
 	if p := m.pending; p != nil && now.Sub(p.started) >= m.cfg.Timeout {
 		m.pending = nil
 		m.stats.TimedOut++
+		// The data the request was to cover is not covered yet.
+		if m.retries < maxRetries {
+			m.retries++
+			m.dataSince = true
+		}
 	}
 	if !linkUp || !m.dataSince || m.pending != nil ||
 		(m.requested && now.Sub(m.lastRequest) < m.cfg.Interval) {

@@ -66,6 +66,10 @@ const (
 	defaultInterval  = 1 * time.Second
 	defaultTimeout   = 30 * time.Second
 	defaultCacheSize = 10
+	// maxRetries bounds the requests written again after a timeout with
+	// no new data: a remote that never answers (no sidecar there) costs
+	// this many more requests per quiet spell, not one per interval.
+	maxRetries = 3
 )
 
 // Config is one Machine's setting.
@@ -144,6 +148,9 @@ type Machine struct {
 	requested   bool
 	lastRequest time.Time
 	dataSince   bool
+	// retries counts the requests timed out in a row that were tried
+	// again (tick): at most maxRetries.
+	retries int
 
 	cache cache
 	stats Stats
@@ -252,8 +259,11 @@ func (m *Machine) Unknown() []string {
 	return m.unknown()
 }
 
-// Tick lets time pass: pending requests older than Timeout are dropped,
-// and a request (kind 10) addressed to Remote is returned when one is due:
+// Tick lets time pass: pending requests older than Timeout are dropped
+// (the data they were to cover counts as not covered: up to maxRetries
+// requests in a row are tried again without new data, so the tail of a
+// partition that went quiet is covered even when its last request got no
+// answer), and a request (kind 10) addressed to Remote is returned when one is due:
 // new data was read since the last request, linkUp (the replicator towards
 // Remote is connected), Interval has passed, and no request is pending.
 func (m *Machine) Tick(linkUp bool) []marker.Marker {
@@ -304,6 +314,14 @@ func (m *Machine) Idle() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.pending == nil && !m.dataSince
+}
+
+// Pending reports whether a request is waiting for its response or
+// watermarks.
+func (m *Machine) Pending() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pending != nil
 }
 
 // Newest returns the cached snapshot with the furthest Local position.

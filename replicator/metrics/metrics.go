@@ -63,6 +63,7 @@ type Metrics struct {
 	UpdatesApplied         *prometheus.CounterVec
 	SubscriptionLag        *prometheus.GaugeVec
 	SubscriptionLagSeconds *prometheus.GaugeVec
+	AdminBudgetWaiting     *prometheus.GaugeVec
 
 	// lag combines the partitions' subscription lags into their topic's
 	// series: every partition's sync reports its own.
@@ -152,11 +153,13 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "subscription_lag_entries", Help: "Backlog entries (batches) the remote copy of a subscription would deliver again after a failover now (remote backlog minus local), summed over the topic's partitions."}, sub)
 	m.SubscriptionLagSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 		Name: "subscription_lag_seconds", Help: "Age of the snapshot behind the remote copy of a subscription, while it trails the local one; the oldest over the topic's partitions."}, sub)
+	m.AdminBudgetWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+		Name: "admin_budget_waiting", Help: "Subscription-sync admin requests waiting for a token of the cluster's admin budget (sidecar.admin_budget); always above 0 means follows run late."}, []string{"cluster"})
 	if reg != nil {
 		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsUnproven,
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused, m.PairProblems,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
-			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.HistoryEntriesRead, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds,
+			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.HistoryEntriesRead, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds, m.AdminBudgetWaiting,
 			m.InflightBytes, m.ReceiveBytes, m.ReceiveWaiting, m.PartitionsStopped)
 	}
 	m.Links = newLinkMetrics()

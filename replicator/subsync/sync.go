@@ -73,6 +73,19 @@ type Config struct {
 	// its entries and cursors were then (nil if unknown).
 	CursorsAtStart []string
 	LayoutAtStart  *cluster.Layout
+	// Stats is the shared stats reading of the partition's topic on this
+	// cluster (moved.go): follow reads positions only for what moved, and
+	// the lag gauges take the local backlogs from it; RemoteStats is the
+	// same on the remote, for the remote half of the lag. Nil: every
+	// follow reads positions (LocalAdmin.MarkDeletes) and the lag reads
+	// both backlogs (LocalAdmin, RemoteAdmin).
+	Stats, RemoteStats *Poller
+	// Budget is this cluster's admin request budget, shared by its syncs
+	// (budget.go); nil: unbounded.
+	Budget *Budget
+	// Release, if set, is called when Run returns (gives back the
+	// pollers).
+	Release func()
 }
 
 // Sync keeps the configured subscriptions of one (local partition,
@@ -114,8 +127,17 @@ type Sync struct {
 	seenOnRemote map[string]bool
 
 	// dataSeen is set by DataAt: the partition had traffic since the
-	// last follow.
-	dataSeen atomic.Bool
+	// last follow; dataCount counts the entries since then, for the
+	// follow's priority in the budget.
+	dataSeen  atomic.Bool
+	dataCount atomic.Int64
+	// useless is set when no snapshot request could serve a tracked
+	// subscription here (snapshotUseful, at the last follow): requests
+	// wait until one could. Unset until the first follow.
+	useless atomic.Bool
+	// lastLag is the largest lag (entries) the last lag reading set (run
+	// alone).
+	lastLag float64
 	// relearn asks run to re-read the partition's history (takeover).
 	relearn chan struct{}
 	// wake ends run's sleep on an idle partition (poke); sleeping is set
@@ -163,6 +185,16 @@ type followState struct {
 	// lagAt is when lag last read both sides' backlogs and found every
 	// tracked subscription on the remote (zero: not yet, or not so).
 	lagAt time.Time
+	// seen is each tracked subscription's stats at the last position
+	// read (Stats set), and readAt when positions were last read: a
+	// subscription whose stats did not change since is not read again
+	// before idleFollow (moved).
+	seen   map[string]SubStat
+	readAt time.Time
+	// reading is the stats reading of the current follow (nil without
+	// Stats, or when it failed), prio its place in the budget.
+	reading map[string]SubStat
+	prio    float64
 }
 
 const (
@@ -328,6 +360,7 @@ func (s *Sync) lagKey() string { return s.Remote + " " + s.Topic }
 // origin's message at opos, or local data when origin is "".
 func (s *Sync) DataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
 	s.dataSeen.Store(true)
+	s.dataCount.Add(1)
 	s.write(ctx, s.Machine.Data(pos, origin, opos))
 	s.poke()
 }
@@ -450,6 +483,9 @@ func (s *Sync) write(ctx context.Context, mks []marker.Marker) {
 func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 	defer s.Writer.Close()
 	defer s.Metrics.DropLag(s.lagKey())
+	if s.Release != nil {
+		defer s.Release()
+	}
 	s.rebuild(ctx, s.LayoutAtStart)
 	go s.applyLoop(ctx)
 	// While the machine has work (data since the last request, or a
@@ -472,7 +508,9 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 		case <-t.C:
 		}
 		s.sleeping.Store(false)
-		s.write(ctx, s.Machine.Tick(linkUp()))
+		// A request only where a tracked subscription can use the
+		// snapshot (snapshotUseful); the data waits in the machine.
+		s.write(ctx, s.Machine.Tick(linkUp() && !s.useless.Load()))
 		s.countStats()
 		if s.followDue(time.Now()) {
 			if err := s.follow(ctx); err != nil && ctx.Err() == nil {
@@ -489,19 +527,30 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 // announced (sleeping) before the machine is asked again, so data that
 // arrives meanwhile either is seen here or pokes run awake.
 func (s *Sync) sleepFor(tick time.Duration) time.Duration {
-	if !s.Machine.Idle() {
+	if s.machineBusy() {
 		return tick
 	}
 	d := s.followIn(time.Now())
 	if d <= tick {
 		return tick
 	}
-	s.sleeping.Store(true)
 	if !s.Machine.Idle() {
+		// Data waits for a subscription that can use a snapshot; only
+		// the next follow can tell, so data need not wake run.
+		return d
+	}
+	s.sleeping.Store(true)
+	if s.machineBusy() {
 		s.sleeping.Store(false)
 		return tick
 	}
 	return d
+}
+
+// machineBusy reports whether the snapshot machine wants ticks: a request
+// pending, or data to cover and a subscription that can use a snapshot.
+func (s *Sync) machineBusy() bool {
+	return !s.Machine.Idle() && (!s.useless.Load() || s.Machine.Pending())
 }
 
 // followIn is how long until followDue turns true if nothing happens
@@ -543,7 +592,8 @@ func (s *Sync) follow(ctx context.Context) error {
 	hadData := s.dataSeen.Swap(false)
 	changed := !f.once || newest.ID != f.newestID
 	f.once, f.at, f.newestID = true, time.Now(), newest.ID
-	mds, err := s.LocalAdmin.MarkDeletes(ctx, s.Topic)
+	f.prio = s.priority()
+	mds, err := s.positions(ctx, f.prio)
 	if err != nil {
 		f.every = s.Interval / 2
 		return fmt.Errorf("local mark-delete positions: %w", err)
@@ -618,6 +668,7 @@ func (s *Sync) follow(ctx context.Context) error {
 	if slowest != nil {
 		s.Machine.Prune(*slowest)
 	}
+	s.useless.Store(!s.snapshotUseful(mds))
 	if !changed && !hadData && !f.lagAt.IsZero() && f.at.Sub(f.lagAt) < lagRefresh {
 		s.lagAged() // the backlogs did not move here
 		return nil
@@ -637,16 +688,16 @@ func (s *Sync) movedByUpdate(sub string, md marker.Position) bool {
 // old the snapshot behind its last update is.
 func (s *Sync) lag(ctx context.Context) error {
 	s.fl.lagAt = time.Time{}
-	local, err := s.LocalAdmin.Backlogs(ctx, s.Topic)
+	local, remote, err := s.backlogs(ctx, s.fl.prio)
 	if err != nil {
-		return fmt.Errorf("local backlogs: %w", err)
-	}
-	remote, err := s.RemoteAdmin.Backlogs(ctx, s.Topic)
-	if err != nil {
-		return fmt.Errorf("remote backlogs: %w", err)
+		return err
 	}
 	reported, complete := map[string]lagReading{}, true
 	defer func() {
+		s.lastLag = 0
+		for _, r := range reported {
+			s.lastLag = max(s.lastLag, r.entries)
+		}
 		if complete {
 			s.fl.lagAt = s.fl.at
 		}

@@ -1,0 +1,157 @@
+package subsync
+
+// What a follow reads (sync.go's follow and lag): positions only for a
+// partition whose shared stats reading shows a tracked subscription moved
+// (moved.go), the backlogs from the same reading, every admin request in
+// the cluster's budget at the follow's priority (budget.go).
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+)
+
+// priority is the follow's place in the cluster's budget: the redelivery
+// a failover would cost now, as far as known without a request (the last
+// lag measured plus the entries read here since the last follow).
+func (s *Sync) priority() float64 {
+	return s.lastLag + float64(s.dataCount.Swap(0))
+}
+
+// positions returns the partition's mark-delete positions: read again
+// (LocalAdmin.MarkDeletes) when the shared stats reading shows a tracked
+// subscription moved, else the last ones read. It sets fl.reading to the
+// partition's part of the reading.
+func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.Position, error) {
+	f := &s.fl
+	f.reading = nil
+	if s.Stats == nil {
+		return s.readPositions(ctx, prio)
+	}
+	r, err := s.Stats.Read(ctx, s.Interval/2, prio)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		s.Log.Debug("stats reading failed; reading positions", zap.Error(err))
+		return s.readPositions(ctx, prio)
+	}
+	subs, ok := r.Partitions[s.Topic]
+	if ok {
+		f.reading = subs
+		if !s.moved(subs) {
+			return f.mds, nil
+		}
+	}
+	mds, err := s.readPositions(ctx, prio)
+	if err != nil {
+		return nil, err
+	}
+	f.seen, f.readAt = nil, f.at
+	if ok {
+		f.seen = map[string]SubStat{}
+		for name, st := range subs {
+			if s.Tracked(name) {
+				f.seen[name] = st
+			}
+		}
+	}
+	return mds, nil
+}
+
+// moved reports whether subs, the partition's stats now, may hide a move
+// of a tracked subscription since positions were last read: a
+// subscription new or gone, its lastMarkDeleteAdvancedTimestamp changed
+// (acknowledgements, expiry; 0 after a reload), its backlog smaller (a
+// reset forward, skip or clear-backlog, which leave the timestamp); or
+// idleFollow passed since the last read (what the stats cannot show: a
+// reset forward hidden by new data).
+func (s *Sync) moved(subs map[string]SubStat) bool {
+	f := &s.fl
+	if f.mds == nil || f.seen == nil || f.at.Sub(f.readAt) >= idleFollow {
+		return true
+	}
+	n := 0
+	for name, st := range subs {
+		if !s.Tracked(name) {
+			continue
+		}
+		n++
+		old, ok := f.seen[name]
+		if !ok || st.MarkDeleteAdvanced != old.MarkDeleteAdvanced || st.Backlog < old.Backlog {
+			return true
+		}
+	}
+	return n != len(f.seen)
+}
+
+// readPositions reads the mark-delete positions, in the budget.
+func (s *Sync) readPositions(ctx context.Context, prio float64) (map[string]marker.Position, error) {
+	if err := s.Budget.Take(ctx, prio); err != nil {
+		return nil, err
+	}
+	return s.LocalAdmin.MarkDeletes(ctx, s.Topic)
+}
+
+// backlogs returns the tracked subscriptions' backlogs here, from the
+// follow's stats reading, and on the remote, from the remote's shared
+// reading; each read by itself when there is none.
+func (s *Sync) backlogs(ctx context.Context, prio float64) (local, remote map[string]int64, err error) {
+	if s.fl.reading != nil {
+		local = backlogsOf(s.fl.reading)
+	} else {
+		if err := s.Budget.Take(ctx, prio); err != nil {
+			return nil, nil, err
+		}
+		if local, err = s.LocalAdmin.Backlogs(ctx, s.Topic); err != nil {
+			return nil, nil, fmt.Errorf("local backlogs: %w", err)
+		}
+	}
+	if s.RemoteStats != nil {
+		if r, err := s.RemoteStats.Read(ctx, s.Interval/2, prio); err == nil {
+			if subs, ok := r.Partitions[s.Topic]; ok {
+				return local, backlogsOf(subs), nil
+			}
+		} else if ctx.Err() != nil {
+			return nil, nil, err
+		}
+	}
+	if remote, err = s.RemoteAdmin.Backlogs(ctx, s.Topic); err != nil {
+		return nil, nil, fmt.Errorf("remote backlogs: %w", err)
+	}
+	return local, remote, nil
+}
+
+func backlogsOf(subs map[string]SubStat) map[string]int64 {
+	out := make(map[string]int64, len(subs))
+	for name, st := range subs {
+		out[name] = st.Backlog
+	}
+	return out
+}
+
+// snapshotUseful reports whether a snapshot request could serve a tracked
+// subscription of the partition, given its positions mds: one that
+// consumers move here (not still where a remote's update put it), or one
+// with consumers attached. A standby region's copy, moved only by
+// updates, has no use for snapshots of this direction: writing none
+// there halves the markers of a one-sided load. Fewer snapshots only mean
+// more redelivered after a failover, never a loss; the data waits in the
+// machine, and the request goes out as soon as a follow finds a use.
+func (s *Sync) snapshotUseful(mds map[string]marker.Position) bool {
+	for name, md := range mds {
+		if !s.Tracked(name) {
+			continue
+		}
+		if !s.movedByUpdate(name, md) {
+			return true
+		}
+		if st, ok := s.fl.reading[name]; ok && st.Consumers > 0 {
+			return true
+		}
+	}
+	return false
+}
