@@ -175,6 +175,25 @@ func TestTick(t *testing.T) {
 			{advance: 10*time.Second - time.Millisecond, op: tick(true)},
 			{advance: time.Millisecond, op: tick(true), want: wantRequest("id-2", 10*time.Second)},
 		}, Stats{Started: 2, TimedOut: 1}},
+		{"the tail: a timed-out request is tried again without new data, maxRetries times in a row", []step{
+			{op: data(1, "", 0)},
+			{op: tick(true), want: wantRequest("id-1", 0)},
+			{advance: 10 * time.Second, op: tick(true), want: wantRequest("id-2", 10*time.Second)},
+			{advance: 10 * time.Second, op: tick(true), want: wantRequest("id-3", 20*time.Second)},
+			{advance: 10 * time.Second, op: tick(true), want: wantRequest("id-4", 30*time.Second)},
+			{advance: 10 * time.Second, op: tick(true)},
+			{advance: time.Minute, op: tick(true)},
+			{op: data(2, "", 0)}, // new data: tried again, and may be retried again
+			{op: tick(true), want: wantRequest("id-5", 100*time.Second)},
+			{advance: 10 * time.Second, op: tick(true), want: wantRequest("id-6", 110*time.Second)},
+		}, Stats{Started: 6, TimedOut: 5}},
+		{"the tail: a retried request that completes covers the data", []step{
+			{op: data(1, "", 0)},
+			{op: tick(true), want: wantRequest("id-1", 0)},
+			{advance: 10 * time.Second, op: tick(true), want: wantRequest("id-2", 10*time.Second)},
+			{op: read(2, responseFromB("id-2", 5, nil)), want: wantSnapshot("id-2", 2, 5, 10*time.Second)},
+			{advance: time.Minute, op: tick(true)},
+		}, Stats{Started: 2, TimedOut: 1, Completed: 1}},
 		{"a timed-out request's response is ignored", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},

@@ -42,7 +42,9 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 	subs, ok := r.Partitions[s.Topic]
 	if ok {
 		f.reading = subs
-		if !s.moved(subs) {
+		if !s.moved(subs) || !s.couldUpdate() {
+			// Kept: a move not read yet stays a move (seen is not
+			// changed) for when a snapshot could use it.
 			return f.mds, nil
 		}
 	}
@@ -51,6 +53,10 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 		return nil, err
 	}
 	f.seen, f.readAt = nil, f.at
+	f.readNewest = ""
+	if newest, ok := s.Machine.Newest(); ok {
+		f.readNewest = newest.ID
+	}
 	if ok {
 		f.seen = map[string]SubStat{}
 		for name, st := range subs {
@@ -86,6 +92,30 @@ func (s *Sync) moved(subs map[string]SubStat) bool {
 		}
 	}
 	return n != len(f.seen)
+}
+
+// couldUpdate reports whether positions read now could send an update or
+// tell more than the last ones: a snapshot completed since they were
+// read, or one of them had not reached the newest snapshot (or idleFollow
+// passed). A subscription acknowledging steadily moves its timestamp at
+// every reading, but between two snapshots no new position can pass one.
+func (s *Sync) couldUpdate() bool {
+	f := &s.fl
+	newest, ok := s.Machine.Newest()
+	switch {
+	case f.mds == nil || f.at.Sub(f.readAt) >= idleFollow:
+		return true
+	case !ok:
+		return false
+	case newest.ID != f.readNewest:
+		return true
+	}
+	for name, md := range f.mds {
+		if s.Tracked(name) && md.Compare(newest.Local) < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // readPositions reads the mark-delete positions, in the budget.

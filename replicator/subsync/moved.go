@@ -70,13 +70,13 @@ func NewPoller(src StatsSource, topic string, partitioned bool, budget *Budget) 
 	return &Poller{src: src, topic: topic, partitioned: partitioned, budget: budget}
 }
 
-// Read returns a reading of the topic sent at most maxAge ago: the last
+// Read returns a reading of the topic sent less than maxAge ago: the last
 // one if it is that young, else a new one (shared with whoever asks
 // meanwhile). priority orders the request in the cluster's budget.
 func (p *Poller) Read(ctx context.Context, maxAge time.Duration, priority float64) (*Reading, error) {
 	for {
 		p.mu.Lock()
-		if p.last != nil && time.Since(p.last.At) <= maxAge {
+		if p.last != nil && time.Since(p.last.At) < maxAge {
 			r := p.last
 			p.mu.Unlock()
 			return r, nil

@@ -191,6 +191,8 @@ type followState struct {
 	// before idleFollow (moved).
 	seen   map[string]SubStat
 	readAt time.Time
+	// readNewest is the newest snapshot when positions were last read.
+	readNewest string
 	// reading is the stats reading of the current follow (nil without
 	// Stats, or when it failed), prio its place in the budget.
 	reading map[string]SubStat
@@ -265,7 +267,9 @@ func (s *Sync) followDue(now time.Time) bool {
 	case since < f.every:
 		return false
 	}
-	return f.behind || s.dataSeen.Load() || since >= idleFollow
+	// Data waiting for a subscription that can use a snapshot
+	// (snapshotUseful) is followed like new data.
+	return f.behind || s.dataSeen.Load() || !s.Machine.Idle() || since >= idleFollow
 }
 
 // maxUpdateAge bounds how far an update's write time may lie behind the
@@ -564,7 +568,7 @@ func (s *Sync) followIn(now time.Time) time.Duration {
 	switch {
 	case newest.ID != f.newestID:
 		return f.at.Add(s.Interval / 2).Sub(now)
-	case f.behind || s.dataSeen.Load():
+	case f.behind || s.dataSeen.Load() || !s.Machine.Idle():
 		return f.at.Add(f.every).Sub(now)
 	}
 	return f.at.Add(idleFollow).Sub(now)

@@ -1,0 +1,480 @@
+package subsync
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
+)
+
+// fakeStats is a StatsSource with settable answers, counting requests;
+// gate, when set, holds every request until closed. Safe for concurrent
+// use.
+type fakeStats struct {
+	mu    sync.Mutex
+	parts map[string]map[string]SubStat
+	err   error
+	calls int
+	gate  chan struct{}
+}
+
+func (f *fakeStats) SubStats(ctx context.Context, _ string, _ bool) (map[string]map[string]SubStat, error) {
+	f.mu.Lock()
+	f.calls++
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := map[string]map[string]SubStat{}
+	for p, subs := range f.parts {
+		out[p] = maps.Clone(subs)
+	}
+	return out, nil
+}
+
+func (f *fakeStats) set(partition, sub string, st SubStat) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.parts == nil {
+		f.parts = map[string]map[string]SubStat{}
+	}
+	if f.parts[partition] == nil {
+		f.parts[partition] = map[string]SubStat{}
+	}
+	f.parts[partition][sub] = st
+}
+
+func (f *fakeStats) drop(partition, sub string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.parts[partition], sub)
+}
+
+func (f *fakeStats) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// TestPollerShares: callers asking at the same time share one request; a
+// reading younger than maxAge is handed out again, an older one is not;
+// a failed reading is not kept.
+func TestPollerShares(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &fakeStats{gate: make(chan struct{})}
+		src.set(syncTopic, "billing", SubStat{Backlog: 3})
+		p := NewPoller(src, "persistent://shop/orders/orders", true, nil)
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		readings := make([]*Reading, 10)
+		for i := range readings {
+			wg.Go(func() {
+				r, err := p.Read(ctx, time.Second, float64(i))
+				if err != nil {
+					t.Error(err)
+				}
+				readings[i] = r
+			})
+		}
+		synctest.Wait()
+		close(src.gate)
+		wg.Wait()
+		if n := src.count(); n != 1 {
+			t.Fatalf("%d requests for 10 callers at once, want 1", n)
+		}
+		for _, r := range readings {
+			if r != readings[0] || r.Partitions[syncTopic]["billing"].Backlog != 3 {
+				t.Fatalf("callers got different readings: %v", readings)
+			}
+		}
+		for _, tt := range []struct {
+			name      string
+			sleep     time.Duration
+			maxAge    time.Duration
+			wantCalls int
+		}{
+			{"young enough: again", 500 * time.Millisecond, time.Second, 1},
+			{"too old: a new one", 600 * time.Millisecond, time.Second, 2},
+			{"maxAge 0: always new", 0, 0, 3},
+		} {
+			time.Sleep(tt.sleep)
+			if _, err := p.Read(ctx, tt.maxAge, 0); err != nil {
+				t.Fatal(err)
+			}
+			if n := src.count(); n != tt.wantCalls {
+				t.Errorf("%s: %d requests, want %d", tt.name, n, tt.wantCalls)
+			}
+		}
+		src.mu.Lock()
+		src.err = errAdmin
+		src.mu.Unlock()
+		if _, err := p.Read(ctx, 0, 0); !errors.Is(err, errAdmin) {
+			t.Fatalf("Read = %v, want %v", err, errAdmin)
+		}
+		src.mu.Lock()
+		src.err = nil
+		src.mu.Unlock()
+		if _, err := p.Read(ctx, time.Hour, 0); err != nil {
+			t.Fatalf("after a failed reading, the last good one is handed out: %v", err)
+		}
+	})
+}
+
+// TestPollerCallerGone: when the caller whose request is in flight goes
+// away, a caller waiting for the same reading asks again under its own
+// context.
+func TestPollerCallerGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &fakeStats{gate: make(chan struct{})}
+		p := NewPoller(src, "t", true, nil)
+		first, cancel := context.WithCancel(context.Background())
+		go func() { _, _ = p.Read(first, 0, 0) }()
+		synctest.Wait()
+		done := make(chan error, 1)
+		go func() {
+			_, err := p.Read(context.Background(), 0, 0)
+			done <- err
+		}()
+		synctest.Wait()
+		cancel()
+		synctest.Wait()
+		close(src.gate)
+		if err := <-done; err != nil {
+			t.Fatalf("the second caller got %v", err)
+		}
+		if n := src.count(); n != 2 {
+			t.Errorf("%d requests, want 2", n)
+		}
+	})
+}
+
+// TestPollersShareAndRelease: one poller per (cluster, topic), one budget
+// per cluster; the last release drops the poller.
+func TestPollersShareAndRelease(t *testing.T) {
+	ps := NewPollers(10, 10, nil)
+	src := &fakeStats{}
+	a, ra := ps.Acquire("east", src, "t", true)
+	b, rb := ps.Acquire("east", src, "t", true)
+	c, rc := ps.Acquire("west", src, "t", true)
+	if a != b || a == c {
+		t.Fatalf("pollers: east %p %p, west %p: want east shared, west its own", a, b, c)
+	}
+	if a.budget != ps.Budget("east") || c.budget != ps.Budget("west") || ps.Budget("east") == ps.Budget("west") {
+		t.Error("each cluster's pollers take from that cluster's budget")
+	}
+	ra()
+	ra() // twice: once only
+	if d, rd := ps.Acquire("east", src, "t", true); d != a {
+		t.Error("a poller still held was dropped")
+	} else {
+		rd()
+	}
+	rb()
+	if d, _ := ps.Acquire("east", src, "t", true); d == a {
+		t.Error("the last release kept the poller")
+	}
+	rc()
+	var nilPs *Pollers
+	if p, release := nilPs.Acquire("east", src, "t", true); p != nil || nilPs.Budget("east") != nil {
+		t.Error("a nil registry has pollers")
+	} else {
+		release()
+	}
+}
+
+// TestBudget: the bucket grants burst requests at once, then rate a
+// second; a nil budget never waits.
+func TestBudget(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		rate         float64
+		burst, n     int
+		atOnce       int
+		allGrantedBy time.Duration
+	}{
+		{"within the burst", 10, 5, 5, 5, 0},
+		{"past the burst", 10, 5, 15, 5, time.Second},
+		{"burst of one", 2, 1, 5, 1, 2 * time.Second},
+		{"slow", 0.5, 1, 3, 1, 4 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := NewBudget(tt.rate, tt.burst, nil)
+				start := time.Now()
+				var mu sync.Mutex
+				var at []time.Duration
+				var wg sync.WaitGroup
+				for range tt.n {
+					wg.Go(func() {
+						if err := b.Take(context.Background(), 0); err != nil {
+							t.Error(err)
+						}
+						mu.Lock()
+						at = append(at, time.Since(start))
+						mu.Unlock()
+					})
+				}
+				wg.Wait()
+				now := 0
+				for _, d := range at {
+					if d == 0 {
+						now++
+					}
+				}
+				last := time.Since(start)
+				if now != tt.atOnce {
+					t.Errorf("%d granted at once, want %d", now, tt.atOnce)
+				}
+				// The fake clock: exactly when the last token was earned
+				// (the timer rounds up to a millisecond).
+				if last < tt.allGrantedBy || last > tt.allGrantedBy+10*time.Millisecond {
+					t.Errorf("all granted after %v, want %v", last, tt.allGrantedBy)
+				}
+			})
+		})
+	}
+	var nilBudget *Budget
+	if err := nilBudget.Take(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBudgetOrder: waiters are served highest priority first, the oldest
+// first on ties; one that gives up leaves the queue and its place goes to
+// the next.
+func TestBudgetOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var wmu sync.Mutex
+		var waiting []int
+		b := NewBudget(1, 1, func(n int) { wmu.Lock(); waiting = append(waiting, n); wmu.Unlock() })
+		ctx := context.Background()
+		if err := b.Take(ctx, 0); err != nil { // the burst
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var order []string
+		var wg sync.WaitGroup
+		gone, cancel := context.WithCancel(ctx)
+		for _, w := range []struct {
+			name string
+			prio float64
+			ctx  context.Context
+		}{{"low", 1, ctx}, {"high", 50, ctx}, {"gives up", 100, gone}, {"mid-first", 5, ctx}, {"mid-second", 5, ctx}} {
+			wg.Go(func() {
+				if err := b.Take(w.ctx, w.prio); err != nil {
+					if w.ctx != gone {
+						t.Error(err)
+					}
+					return
+				}
+				mu.Lock()
+				order = append(order, w.name)
+				mu.Unlock()
+			})
+			synctest.Wait() // queued in this order
+		}
+		cancel()
+		wg.Wait()
+		want := []string{"high", "mid-first", "mid-second", "low"}
+		if len(order) != len(want) {
+			t.Fatalf("order %v, want %v", order, want)
+		}
+		for i := range want {
+			if order[i] != want[i] {
+				t.Fatalf("order %v, want %v", order, want)
+			}
+		}
+		wmu.Lock()
+		defer wmu.Unlock()
+		if len(waiting) == 0 || waiting[len(waiting)-1] != 0 {
+			t.Errorf("waiting gauge ended at %v, want 0", waiting)
+		}
+	})
+}
+
+// movedRig is a sync rig whose follows read the shared stats of fake
+// (every step a second apart, so each follow gets a new reading).
+func movedRig(t *testing.T) (*syncRig, *fakeStats) {
+	r := newSyncRig(t, rigConfig{})
+	st := &fakeStats{}
+	r.s.Stats = NewPoller(st, "persistent://shop/orders/orders", true, nil)
+	r.s.RemoteStats = NewPoller(st, "persistent://shop/orders/orders", true, nil)
+	return r, st
+}
+
+// TestFollowReadsPositionsOnlyWhenMoved: a follow reads the partition's
+// positions (MarkDeletes) only when the stats reading shows a tracked
+// subscription may have moved: new or gone, its mark-delete timestamp
+// changed (including to 0, a reload), its backlog smaller, or idleFollow
+// passed; otherwise the last positions stand. A move is read only when a
+// snapshot could use it (one completed since, or a position read last
+// was behind the newest). An update follows a move the signal shows.
+func TestFollowReadsPositionsOnlyWhenMoved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, st := movedRig(t)
+		ctx := context.Background()
+		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
+		st.set(syncTopic, "billing", SubStat{Backlog: 10, MarkDeleteAdvanced: 100})
+		st.set(syncTopic, "adhoc", SubStat{Backlog: 10, MarkDeleteAdvanced: 100})
+		r.local.setMD("billing", subsynctest.Pos(1, 5))
+		reads := 0
+		for i, step := range []struct {
+			name    string
+			change  func()
+			read    bool
+			updates int
+		}{
+			{"first follow", func() {}, true, 0},
+			{"nothing changed", func() {}, false, 0},
+			{"new data only: backlog up", func() { st.set(syncTopic, "billing", SubStat{Backlog: 30, MarkDeleteAdvanced: 100}) }, false, 0},
+			{"an untracked subscription moved", func() { st.set(syncTopic, "adhoc", SubStat{Backlog: 0, MarkDeleteAdvanced: 200}) }, false, 0},
+			{"acknowledged: timestamp moved", func() {
+				st.set(syncTopic, "billing", SubStat{Backlog: 30, MarkDeleteAdvanced: 300})
+				r.local.setMD("billing", subsynctest.Pos(1, 12))
+			}, true, 1},
+			{"acknowledged again, no newer snapshot to pass", func() {
+				st.set(syncTopic, "billing", SubStat{Backlog: 30, MarkDeleteAdvanced: 400})
+				r.local.setMD("billing", subsynctest.Pos(1, 13))
+			}, false, 0},
+			{"a newer snapshot: the move not read yet is read", func() {
+				cacheSnapshot(t, r, "s2", subsynctest.Pos(1, 40), subsynctest.Pos(7, 50))
+			}, true, 0},
+			{"reset forward: backlog down, timestamp unchanged", func() { st.set(syncTopic, "billing", SubStat{Backlog: 2, MarkDeleteAdvanced: 400}) }, true, 0},
+			{"topic reloaded: timestamp 0", func() { st.set(syncTopic, "billing", SubStat{Backlog: 2}) }, true, 0},
+			{"a tracked subscription created", func() { st.set(syncTopic, "audit", SubStat{Backlog: 2}) }, true, 0},
+			{"a tracked subscription gone", func() { st.drop(syncTopic, "audit") }, true, 0},
+			{"quiet", func() {}, false, 0},
+			{"idleFollow passed", func() { time.Sleep(idleFollow) }, true, 0},
+			{"partition missing from the reading", func() { st.drop(syncTopic, "billing"); delete(st.parts, syncTopic) }, true, 0},
+		} {
+			time.Sleep(time.Second)
+			step.change()
+			before := r.local.mdCalls
+			if err := r.s.follow(ctx); err != nil {
+				t.Fatalf("step %d (%s): %v", i, step.name, err)
+			}
+			read := r.local.mdCalls > before
+			if read {
+				reads++
+			}
+			if read != step.read {
+				t.Errorf("step %d (%s): positions read %v, want %v", i, step.name, read, step.read)
+			}
+			if n := len(updatesWritten(r.sink.Take())); n != step.updates {
+				t.Errorf("step %d (%s): %d updates, want %d", i, step.name, n, step.updates)
+			}
+		}
+		if r.local.lagCalls != 0 || r.remote.lagCalls != 0 {
+			t.Errorf("backlogs read by themselves %d/%d times: they come from the stats readings", r.local.lagCalls, r.remote.lagCalls)
+		}
+	})
+}
+
+// TestFollowLagFromReadings: the lag gauges take both halves from the
+// shared readings (this cluster's and the remote's).
+func TestFollowLagFromReadings(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSyncRig(t, rigConfig{})
+		local, remote := &fakeStats{}, &fakeStats{}
+		r.s.Stats = NewPoller(local, "persistent://shop/orders/orders", true, nil)
+		r.s.RemoteStats = NewPoller(remote, "persistent://shop/orders/orders", true, nil)
+		local.set(syncTopic, "billing", SubStat{Backlog: 2, MarkDeleteAdvanced: 1})
+		remote.set(syncTopic, "billing", SubStat{Backlog: 9})
+		r.local.setMD("billing", subsynctest.Pos(1, 5))
+		if err := r.s.follow(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := lagSeries(t, r.m)["billing"]; got[0] != 7 {
+			t.Errorf("lag = %v entries, want 7 (remote 9 - local 2)", got[0])
+		}
+		if r.local.lagCalls != 0 || r.remote.lagCalls != 0 {
+			t.Errorf("backlogs read by themselves %d/%d times", r.local.lagCalls, r.remote.lagCalls)
+		}
+	})
+}
+
+// TestSnapshotUseful: a snapshot request is written only where a tracked
+// subscription can use one: one that consumers move here, or one with
+// consumers attached; not where only untracked subscriptions live, nor
+// where the tracked ones sit where a remote's update put them with
+// nobody attached.
+func TestSnapshotUseful(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		mds       map[string]marker.Position
+		applied   map[string]marker.Position
+		consumers int
+		want      bool
+	}{
+		{"no subscription", nil, nil, 0, false},
+		{"untracked only", map[string]marker.Position{"adhoc": subsynctest.Pos(1, 5)}, nil, 0, false},
+		{"tracked, moved by consumers", map[string]marker.Position{"billing": subsynctest.Pos(1, 5)}, nil, 0, true},
+		{"tracked, past the update applied", map[string]marker.Position{"billing": subsynctest.Pos(1, 9)},
+			map[string]marker.Position{"billing": subsynctest.Pos(1, 6)}, 0, true},
+		{"tracked, where the update put it, nobody attached", map[string]marker.Position{"billing": subsynctest.Pos(1, 5)},
+			map[string]marker.Position{"billing": subsynctest.Pos(1, 6)}, 0, false},
+		{"tracked, where the update put it, consumers attached", map[string]marker.Position{"billing": subsynctest.Pos(1, 5)},
+			map[string]marker.Position{"billing": subsynctest.Pos(1, 6)}, 1, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newSyncRig(t, rigConfig{})
+			for sub, at := range tt.applied {
+				r.applied.set("east", syncTopic, sub, at)
+			}
+			r.s.fl.reading = map[string]SubStat{"billing": {Consumers: tt.consumers}}
+			if got := r.s.snapshotUseful(tt.mds); got != tt.want {
+				t.Errorf("snapshotUseful = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestNoRequestWhereUseless: a partition whose only tracked subscription
+// sits where a remote's update put it writes no snapshot request for its
+// data; once consumers move it here, the request goes out.
+func TestNoRequestWhereUseless(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSyncRig(t, rigConfig{fresh: true})
+		r.local.setMD("billing", subsynctest.Pos(1, 5))
+		r.applied.set("east", syncTopic, "billing", subsynctest.Pos(1, 6))
+		ctx, wait, stop := runSyncRig(r)
+		defer stop()
+		wait(time.Second)
+		r.s.DataAt(ctx, subsynctest.Pos(1, 7), "", marker.Position{})
+		wait(10 * time.Second)
+		if n := countKind(r.sink.Take(), marker.KindSnapshotRequest); n != 0 {
+			t.Fatalf("%d requests for a subscription moved only by updates", n)
+		}
+		r.local.setMD("billing", subsynctest.Pos(1, 8)) // a consumer here moved it
+		wait(behindFollow + time.Second)
+		if n := countKind(r.sink.Take(), marker.KindSnapshotRequest); n != 1 {
+			t.Fatalf("%d requests once consumers move the subscription, want 1", n)
+		}
+	})
+}
+
+func countKind(mks []marker.Marker, k marker.Kind) int {
+	n := 0
+	for _, mk := range mks {
+		if mk.Kind == k {
+			n++
+		}
+	}
+	return n
+}
