@@ -8,6 +8,7 @@ package subsync
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -21,6 +22,18 @@ func (s *Sync) priority() float64 {
 	return s.lastLag + float64(s.dataCount.Swap(0))
 }
 
+// readingAge is how old a shared stats reading a follow may use: half a
+// snapshot interval when a snapshot completed or data came (an update may
+// be due), else half of idleFollow. The partitions of an idle topic are
+// followed at different moments: each asking for a fresh reading made one
+// request per partition, not per topic.
+func (s *Sync) readingAge(newSnapshot, hadData bool) time.Duration {
+	if newSnapshot || hadData || s.fl.behind {
+		return s.Interval / 2
+	}
+	return idleFollow / 2
+}
+
 // positions returns the partition's mark-delete positions: read again
 // (LocalAdmin.MarkDeletes) when the shared stats reading shows a tracked
 // subscription moved, else the last ones read. It sets fl.reading to the
@@ -31,7 +44,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 	if s.Stats == nil {
 		return s.readPositions(ctx, prio)
 	}
-	r, err := s.Stats.Read(ctx, s.Interval/2, prio)
+	r, err := s.Stats.Read(ctx, f.maxAge, prio)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
@@ -52,7 +65,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 	if err != nil {
 		return nil, err
 	}
-	f.seen, f.readAt = nil, f.at
+	f.seen, f.readAt, f.dataSinceRead = nil, f.at, false
 	f.readNewest = ""
 	if newest, ok := s.Machine.Newest(); ok {
 		f.readNewest = newest.ID
@@ -73,11 +86,12 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 // subscription new or gone, its lastMarkDeleteAdvancedTimestamp changed
 // (acknowledgements, expiry; 0 after a reload), its backlog smaller (a
 // reset forward, skip or clear-backlog, which leave the timestamp); or
-// idleFollow passed since the last read (what the stats cannot show: a
-// reset forward hidden by new data).
+// idleFollow passed since the last read with data in between (what the
+// stats cannot show: a reset forward hidden by new data; without data a
+// reset forward shrinks the backlog).
 func (s *Sync) moved(subs map[string]SubStat) bool {
 	f := &s.fl
-	if f.mds == nil || f.seen == nil || f.at.Sub(f.readAt) >= idleFollow {
+	if f.mds == nil || f.seen == nil || (f.dataSinceRead && f.at.Sub(f.readAt) >= idleFollow) {
 		return true
 	}
 	n := 0
@@ -103,7 +117,7 @@ func (s *Sync) couldUpdate() bool {
 	f := &s.fl
 	newest, ok := s.Machine.Newest()
 	switch {
-	case f.mds == nil || f.at.Sub(f.readAt) >= idleFollow:
+	case f.mds == nil || (f.dataSinceRead && f.at.Sub(f.readAt) >= idleFollow):
 		return true
 	case !ok:
 		return false
@@ -141,7 +155,7 @@ func (s *Sync) backlogs(ctx context.Context, prio float64) (local, remote map[st
 		}
 	}
 	if s.RemoteStats != nil {
-		if r, err := s.RemoteStats.Read(ctx, s.Interval/2, prio); err == nil {
+		if r, err := s.RemoteStats.Read(ctx, s.fl.maxAge, prio); err == nil {
 			if subs, ok := r.Partitions[s.Topic]; ok {
 				return local, backlogsOf(subs), nil
 			}
@@ -164,18 +178,22 @@ func backlogsOf(subs map[string]SubStat) map[string]int64 {
 }
 
 // snapshotUseful reports whether a snapshot request could serve a tracked
-// subscription of the partition, given its positions mds: one that
-// consumers move here (not still where a remote's update put it), or one
-// with consumers attached. A standby region's copy, moved only by
-// updates, has no use for snapshots of this direction: writing none
-// there halves the markers of a one-sided load. Fewer snapshots only mean
-// more redelivered after a failover, never a loss; the data waits in the
-// machine, and the request goes out as soon as a follow finds a use.
+// subscription of the partition, given its positions mds: not when every
+// tracked subscription there sits where a remote's update put it with
+// nobody attached (a standby region's copy, moved only by updates, has no
+// use for snapshots of this direction: writing none there halves the
+// markers of a one-sided load). A partition without a tracked
+// subscription yet keeps its snapshots: one may be created at any moment
+// and consume at once. Fewer snapshots only mean more redelivered after a
+// failover, never a loss; the data waits in the machine, and the request
+// goes out as soon as a follow finds a use.
 func (s *Sync) snapshotUseful(mds map[string]marker.Position) bool {
+	tracked := 0
 	for name, md := range mds {
 		if !s.Tracked(name) {
 			continue
 		}
+		tracked++
 		if !s.movedByUpdate(name, md) {
 			return true
 		}
@@ -183,5 +201,5 @@ func (s *Sync) snapshotUseful(mds map[string]marker.Position) bool {
 			return true
 		}
 	}
-	return false
+	return tracked == 0
 }

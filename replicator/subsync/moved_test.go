@@ -322,7 +322,8 @@ func movedRig(t *testing.T) (*syncRig, *fakeStats) {
 // positions (MarkDeletes) only when the stats reading shows a tracked
 // subscription may have moved: new or gone, its mark-delete timestamp
 // changed (including to 0, a reload), its backlog smaller, or idleFollow
-// passed; otherwise the last positions stand. A move is read only when a
+// passed with data since (a reset forward the data hid); otherwise the
+// last positions stand. A move is read only when a
 // snapshot could use it (one completed since, or a position read last
 // was behind the newest). An update follows a move the signal shows.
 func TestFollowReadsPositionsOnlyWhenMoved(t *testing.T) {
@@ -360,7 +361,8 @@ func TestFollowReadsPositionsOnlyWhenMoved(t *testing.T) {
 			{"a tracked subscription created", func() { st.set(syncTopic, "audit", SubStat{Backlog: 2}) }, true, 0},
 			{"a tracked subscription gone", func() { st.drop(syncTopic, "audit") }, true, 0},
 			{"quiet", func() {}, false, 0},
-			{"idleFollow passed", func() { time.Sleep(idleFollow) }, true, 0},
+			{"idleFollow passed, no data: nothing the stats would not show", func() { time.Sleep(idleFollow) }, false, 0},
+			{"idleFollow passed with data since: read anyway", func() { r.s.dataSeen.Store(true) }, true, 0},
 			{"partition missing from the reading", func() { st.drop(syncTopic, "billing"); delete(st.parts, syncTopic) }, true, 0},
 		} {
 			time.Sleep(time.Second)
@@ -409,11 +411,11 @@ func TestFollowLagFromReadings(t *testing.T) {
 	})
 }
 
-// TestSnapshotUseful: a snapshot request is written only where a tracked
-// subscription can use one: one that consumers move here, or one with
-// consumers attached; not where only untracked subscriptions live, nor
-// where the tracked ones sit where a remote's update put them with
-// nobody attached.
+// TestSnapshotUseful: a snapshot request is written unless every tracked
+// subscription of the partition sits where a remote's update put it with
+// nobody attached: one that consumers move here, or one with consumers
+// attached, can use it, and so can one created later where there is none
+// yet.
 func TestSnapshotUseful(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
@@ -422,8 +424,10 @@ func TestSnapshotUseful(t *testing.T) {
 		consumers int
 		want      bool
 	}{
-		{"no subscription", nil, nil, 0, false},
-		{"untracked only", map[string]marker.Position{"adhoc": subsynctest.Pos(1, 5)}, nil, 0, false},
+		{"no subscription yet", nil, nil, 0, true},
+		{"untracked only", map[string]marker.Position{"adhoc": subsynctest.Pos(1, 5)}, nil, 0, true},
+		{"one tracked where the update put it, another moved here", map[string]marker.Position{"billing": subsynctest.Pos(1, 5), "audit": subsynctest.Pos(1, 5)},
+			map[string]marker.Position{"billing": subsynctest.Pos(1, 6)}, 0, true},
 		{"tracked, moved by consumers", map[string]marker.Position{"billing": subsynctest.Pos(1, 5)}, nil, 0, true},
 		{"tracked, past the update applied", map[string]marker.Position{"billing": subsynctest.Pos(1, 9)},
 			map[string]marker.Position{"billing": subsynctest.Pos(1, 6)}, 0, true},
@@ -477,4 +481,26 @@ func countKind(mks []marker.Marker, k marker.Kind) int {
 		}
 	}
 	return n
+}
+
+// TestReadingAge: a follow that may send an update wants a fresh reading;
+// an idle one takes the topic's reading of the last idleFollow/2, so the
+// partitions of an idle topic, followed at different moments, share it.
+func TestReadingAge(t *testing.T) {
+	for _, tt := range []struct {
+		name                         string
+		newSnapshot, hadData, behind bool
+		want                         time.Duration
+	}{
+		{"idle", false, false, false, idleFollow / 2},
+		{"a new snapshot", true, false, false, 500 * time.Millisecond},
+		{"data", false, true, false, 500 * time.Millisecond},
+		{"behind the newest snapshot", false, false, true, 500 * time.Millisecond},
+	} {
+		r := newSyncRig(t, rigConfig{})
+		r.s.fl.behind = tt.behind
+		if got := r.s.readingAge(tt.newSnapshot, tt.hadData); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
 }

@@ -197,6 +197,11 @@ type followState struct {
 	// Stats, or when it failed), prio its place in the budget.
 	reading map[string]SubStat
 	prio    float64
+	// maxAge is how old a shared reading this follow may use
+	// (readingAge); dataSinceRead whether data came since positions
+	// were last read.
+	maxAge        time.Duration
+	dataSinceRead bool
 }
 
 const (
@@ -596,7 +601,8 @@ func (s *Sync) follow(ctx context.Context) error {
 	hadData := s.dataSeen.Swap(false)
 	changed := !f.once || newest.ID != f.newestID
 	f.once, f.at, f.newestID = true, time.Now(), newest.ID
-	f.prio = s.priority()
+	f.prio, f.maxAge = s.priority(), s.readingAge(changed, hadData)
+	f.dataSinceRead = f.dataSinceRead || hadData
 	mds, err := s.positions(ctx, f.prio)
 	if err != nil {
 		f.every = s.Interval / 2
