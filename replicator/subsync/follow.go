@@ -23,12 +23,14 @@ func (s *Sync) priority() float64 {
 }
 
 // readingAge is how old a shared stats reading a follow may use: half a
-// snapshot interval when a snapshot completed or data came (an update may
-// be due), else half of idleFollow. The partitions of an idle topic are
-// followed at different moments: each asking for a fresh reading made one
-// request per partition, not per topic.
+// snapshot interval when a snapshot completed, data came or a
+// subscription behind the newest snapshot is polled (an update may be
+// due), else half of idleFollow (idle, or behind and stale: nobody
+// consumes it). The partitions of an idle topic are followed at
+// different moments: each asking for a fresh reading made one request per
+// partition, not per topic.
 func (s *Sync) readingAge(newSnapshot, hadData bool) time.Duration {
-	if newSnapshot || hadData || s.fl.behind {
+	if newSnapshot || hadData || (s.fl.behind && s.fl.every <= behindFollow) {
 		return s.Interval / 2
 	}
 	return idleFollow / 2

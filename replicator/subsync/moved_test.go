@@ -490,15 +490,17 @@ func TestReadingAge(t *testing.T) {
 	for _, tt := range []struct {
 		name                         string
 		newSnapshot, hadData, behind bool
+		every                        time.Duration
 		want                         time.Duration
 	}{
-		{"idle", false, false, false, idleFollow / 2},
-		{"a new snapshot", true, false, false, 500 * time.Millisecond},
-		{"data", false, true, false, 500 * time.Millisecond},
-		{"behind the newest snapshot", false, false, true, 500 * time.Millisecond},
+		{"idle", false, false, false, idleFollow, idleFollow / 2},
+		{"a new snapshot", true, false, false, idleFollow, 500 * time.Millisecond},
+		{"data", false, true, false, idleFollow, 500 * time.Millisecond},
+		{"behind the newest snapshot", false, false, true, behindFollow, 500 * time.Millisecond},
+		{"behind and stale: nobody consumes it", false, false, true, 2 * behindFollow, idleFollow / 2},
 	} {
 		r := newSyncRig(t, rigConfig{})
-		r.s.fl.behind = tt.behind
+		r.s.fl.behind, r.s.fl.every = tt.behind, tt.every
 		if got := r.s.readingAge(tt.newSnapshot, tt.hadData); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
