@@ -22,7 +22,9 @@ func (s *Sync) priority() float64 {
 	return s.lastLag + float64(s.dataCount.Swap(0))
 }
 
-// readingAge is how old a shared stats reading a follow may use: half a
+// readingAge is how old a shared stats reading a follow may use (never
+// older than the previous follow: a reading from before it shows no move
+// since, and the next follow may come 30 s later): half a
 // snapshot interval when a snapshot completed, data came or a
 // subscription behind the newest snapshot is polled (an update may be
 // due), else half of idleFollow (idle, or behind and stale: nobody

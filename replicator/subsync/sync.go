@@ -600,8 +600,9 @@ func (s *Sync) follow(ctx context.Context) error {
 	newest, hasNewest := s.Machine.Newest()
 	hadData := s.dataSeen.Swap(false)
 	changed := !f.once || newest.ID != f.newestID
+	prevAt := f.at
 	f.once, f.at, f.newestID = true, time.Now(), newest.ID
-	f.prio, f.maxAge = s.priority(), s.readingAge(changed, hadData)
+	f.prio, f.maxAge = s.priority(), min(s.readingAge(changed, hadData), f.at.Sub(prevAt))
 	f.dataSinceRead = f.dataSinceRead || hadData
 	mds, err := s.positions(ctx, f.prio)
 	if err != nil {
