@@ -47,6 +47,22 @@ const (
 	DefaultOnRefused          = OnRefusedStop
 )
 
+// Default memory budgets of the entry path (sidecar.receive_budget,
+// sidecar.send_budget, sidecar.readback_budget), each split evenly among
+// the target clusters of the process; see docs/guarantees.md, Memory.
+const (
+	DefaultReceiveBudget  ByteSize = 512 << 20
+	DefaultSendBudget     ByteSize = 256 << 20
+	DefaultReadBackBudget ByteSize = 64 << 20
+)
+
+// MinBudgetShare is the least each target cluster's share of a memory
+// budget may be (the budget over the number of targets): a whole entry
+// of the broker's default maximum message size (5 MiB) with room for its
+// metadata and a second, smaller one, and one read-back reader's window
+// (8 MiB). Below it every large entry would pass alone, one at a time.
+const MinBudgetShare ByteSize = 8 << 20
+
 // Values of [Replication.OnRefused].
 const (
 	// OnRefusedStop stops a partition at a message its target refuses for
@@ -128,6 +144,17 @@ type Sidecar struct {
 	MarkerKeyAcceptedEnv  string `yaml:"marker_key_accepted_env"`
 	// Snapshot tunes replicated-subscription snapshots.
 	Snapshot Snapshot `yaml:"snapshot"`
+	// ReceiveBudget bounds what the replication cursors hold (entries
+	// received, not yet confirmed by the target) and may still be sent;
+	// SendBudget what the entry path holds in flight (sent, not yet
+	// confirmed); ReadBackBudget what the read-backs of the remote
+	// partitions hold. Each is split evenly among the target clusters of
+	// the process, and each target's share must be at least
+	// [MinBudgetShare]. Together, plus about 100 MiB for the process
+	// itself, they are what the sidecar's memory limit must hold.
+	ReceiveBudget  ByteSize `yaml:"receive_budget"`
+	SendBudget     ByteSize `yaml:"send_budget"`
+	ReadBackBudget ByteSize `yaml:"readback_budget"`
 }
 
 // Snapshot tunes the snapshots that let subscription positions be carried
@@ -470,6 +497,9 @@ func Parse(data []byte) (*Config, error) {
 		Listen:            DefaultListen,
 		DiscoveryInterval: Duration{DefaultDiscoveryInterval},
 		CursorPrefix:      DefaultCursorPrefix,
+		ReceiveBudget:     DefaultReceiveBudget,
+		SendBudget:        DefaultSendBudget,
+		ReadBackBudget:    DefaultReadBackBudget,
 		Snapshot: Snapshot{
 			Interval:       Duration{DefaultSnapshotInterval},
 			Timeout:        Duration{DefaultSnapshotTimeout},

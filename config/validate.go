@@ -51,6 +51,7 @@ func (p *problems) add(path, format string, args ...any) {
 func (c *Config) Validate() error {
 	var p problems
 	c.validateSidecar(&p)
+	c.validateBudgets(&p)
 	clusters := c.validateClusters(&p)
 	c.validateReplication(&p, clusters)
 	return errors.Join(p...)
@@ -118,6 +119,36 @@ func (c *Config) validateSidecar(p *problems) {
 	}
 	if sn.HistoryEntries < 100 {
 		p.add("sidecar.snapshot.history_entries", "%d must be at least 100", sn.HistoryEntries)
+	}
+}
+
+// validateBudgets checks the memory budgets against MinBudgetShare: each
+// is split among the target clusters, so the floor is on the share of the
+// process that runs every pair of the file (--cluster picks fewer
+// targets, and larger shares).
+func (c *Config) validateBudgets(p *problems) {
+	targets := map[string]bool{}
+	for _, r := range c.Replication {
+		for _, t := range r.Targets {
+			targets[t] = true
+		}
+	}
+	n := ByteSize(max(len(targets), 1))
+	for _, b := range []struct {
+		field string
+		v     ByteSize
+	}{
+		{"receive_budget", c.Sidecar.ReceiveBudget},
+		{"send_budget", c.Sidecar.SendBudget},
+		{"readback_budget", c.Sidecar.ReadBackBudget},
+	} {
+		switch share := b.v / n; {
+		case share >= MinBudgetShare:
+		case n == 1:
+			p.add("sidecar."+b.field, "%s is below %s, the least a target's share may be: one whole entry of the broker's default maximum message size (5MiB) with room for its metadata", b.v, MinBudgetShare)
+		default:
+			p.add("sidecar."+b.field, "%s is %s for each of %d target clusters, below %s, the least a target's share may be: one whole entry of the broker's default maximum message size (5MiB) with room for its metadata; at least %s", b.v, share.approx(), n, MinBudgetShare, MinBudgetShare*n)
+		}
 	}
 }
 

@@ -58,6 +58,8 @@ type pair struct {
 	applied *subsync.Applied
 	budget  *entrypath.ByteBudget
 	pool    *entrypath.ReceivePool // the target's share of the receive budget
+	// readBack is the target's share of the read-back budget.
+	readBack *entrypath.ReadBackPool
 
 	// problem is why the pair cannot replicate at all, in a sentence
 	// naming the pair and what is missing (see checkTarget); nil when
@@ -304,7 +306,7 @@ func (p *pair) entryPartition(partitionTopic string) entrypath.Config {
 		Local: p.local, Remote: p.remote, Topic: partitionTopic,
 		Subscription: p.subscription, Start: start, MaxPending: p.maxPending,
 		Keys: p.keys, ReaderPrefix: p.cfg.Sidecar.CursorPrefix,
-		Budget: p.budget, Pool: p.pool, SkipRefused: p.rep.OnRefused == config.OnRefusedSkip,
+		Budget: p.budget, Pool: p.pool, ReadBack: p.readBack, SkipRefused: p.rep.OnRefused == config.OnRefusedSkip,
 		MsgRate: p.msgRate, ByteRate: p.byteRate,
 		Metrics: p.m, Log: p.log.With(zap.String("partition", partitionTopic)),
 	}

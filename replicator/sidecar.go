@@ -65,6 +65,9 @@ type Sidecar struct {
 	// pools bound what the cursors hold and may be sent, a share of the
 	// receive budget per target cluster.
 	pools *entrypath.ReceivePools
+	// readBacks bound what the read-backs of the remote partitions hold,
+	// a share of the read-back budget per target cluster.
+	readBacks *entrypath.ReadBackPools
 
 	ready atomic.Bool
 	mu    sync.Mutex
@@ -98,7 +101,9 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 		}
 	}
 	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, keys: marker.NewKeys(key, accepted),
-		budgets: entrypath.NewTargetBudgets(entrypath.InflightBudget, targets, m.InflightBytes.Set), pools: entrypath.NewReceivePools(entrypath.ReceiveBudget, targets, m)}, nil
+		budgets:   entrypath.NewTargetBudgets(int64(cfg.Sidecar.SendBudget), targets, m.InflightBytes.Set),
+		pools:     entrypath.NewReceivePools(int64(cfg.Sidecar.ReceiveBudget), targets, m),
+		readBacks: entrypath.NewReadBackPools(int64(cfg.Sidecar.ReadBackBudget), targets, m)}, nil
 }
 
 // Metrics returns the sidecar's metrics.
@@ -232,16 +237,17 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				maxPending:   rc.MaxPendingMessages,
 				interval:     s.cfg.Sidecar.DiscoveryInterval.Duration,
 				msgRate:      msgRate, byteRate: byteRate,
-				m:       s.m,
-				cfg:     s.cfg,
-				keys:    s.keys,
-				applied: &s.applied,
-				budget:  s.budgets.Of(t),
-				pool:    s.pools.Of(t),
-				log:     s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
-				running: map[string]*worker{},
-				quiet:   map[string]time.Time{},
-				gauged:  map[string]bool{},
+				m:        s.m,
+				cfg:      s.cfg,
+				keys:     s.keys,
+				applied:  &s.applied,
+				budget:   s.budgets.Of(t),
+				pool:     s.pools.Of(t),
+				readBack: s.readBacks.Of(t),
+				log:      s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
+				running:  map[string]*worker{},
+				quiet:    map[string]time.Time{},
+				gauged:   map[string]bool{},
 			})
 		}
 	}

@@ -29,7 +29,10 @@ type wireEndpoints struct {
 	// pool is the target's share of the receive budget, which the
 	// cursor reserves from before it grants permits.
 	pool *ReceivePool
-	keys marker.Keys // sign and check the copies' origins (marker.PropOriginSig); zero: none
+	// readBackPool is the target's share of the read-back budget, which
+	// copiedSince takes its room from.
+	readBackPool *ReadBackPool
+	keys         marker.Keys // sign and check the copies' origins (marker.PropOriginSig); zero: none
 	// readerPrefix starts the read-back's reader names: sidecar.cursor_prefix.
 	readerPrefix string
 	log          *zap.Logger
@@ -231,7 +234,16 @@ func (e *wireEndpoints) reachTarget(ctx context.Context) error {
 // protocol (scanTail): a handful of readers, not an admin call per entry.
 // reach (recordReach) widens the window past max_pending_messages when
 // the remote's record says more of the pair's copies may be there.
+//
+// It waits first for room in the target's read-back pool, in line: a
+// target back from an outage under thousands of partitions is read back
+// a few partitions at a time, within the read-back budget.
 func (e *wireEndpoints) copiedSince(ctx context.Context, from marker.Position, reach int64) (copySet, error) {
+	release, err := e.readBackPool.acquire(ctx)
+	if err != nil {
+		return copySet{}, fmt.Errorf("wait for room to read back: %w", err)
+	}
+	defer release()
 	newTail := func() (tailReader, error) { return e.newWireTail() }
 	if e.readBack != nil {
 		newTail = e.readBack
@@ -335,5 +347,5 @@ func (e *wireEndpoints) newWireTail() (*wireTail, error) {
 		return nil, err
 	}
 	return &wireTail{client: c, admin: adminLedgers{admin: e.remote.Admin, topic: tn}, topic: e.topic,
-		subPrefix: e.readerPrefix}, nil
+		subPrefix: e.readerPrefix, window: e.readBackPool.Window()}, nil
 }

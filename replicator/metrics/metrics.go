@@ -47,6 +47,11 @@ type Metrics struct {
 	// wait for room (see receivePool).
 	ReceiveBytes   *prometheus.GaugeVec
 	ReceiveWaiting *prometheus.GaugeVec
+	// ReadBackBytes and ReadBackWaiting are each target's read-back pool:
+	// the room the read-backs of its pairs' partitions hold, and how many
+	// wait for room (see ReadBackPool).
+	ReadBackBytes   *prometheus.GaugeVec
+	ReadBackWaiting *prometheus.GaugeVec
 
 	// Replicated subscriptions.
 	MarkersInvalid         *prometheus.CounterVec
@@ -89,6 +94,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			[]string{"cluster"}),
 		ReceiveWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 			Name: "receive_waiting_cursors", Help: "Cursors of the pairs to this target cluster waiting for room in its share of the receive budget before they may be sent more."},
+			[]string{"cluster"}),
+		ReadBackBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "readback_reserved_bytes", Help: "Bytes the read-backs of the remote partitions of the pairs to this target cluster hold room for (one reader window each), against the target's share of the read-back budget."},
+			[]string{"cluster"}),
+		ReadBackWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "readback_waiting_partitions", Help: "Partitions of the pairs to this target cluster waiting for room in its share of the read-back budget before they read the remote back and send."},
 			[]string{"cluster"}),
 		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 			Name: "replicated_messages_total", Help: "Messages copied to the target and confirmed by it."}, pair),
@@ -157,7 +168,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused, m.PairProblems,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
 			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.HistoryEntriesRead, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds,
-			m.InflightBytes, m.ReceiveBytes, m.ReceiveWaiting, m.PartitionsStopped)
+			m.InflightBytes, m.ReceiveBytes, m.ReceiveWaiting, m.ReadBackBytes, m.ReadBackWaiting, m.PartitionsStopped)
 	}
 	m.Links = newLinkMetrics()
 	if reg != nil {
