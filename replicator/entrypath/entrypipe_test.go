@@ -838,6 +838,58 @@ func TestEntryPipeReadBackRetried(t *testing.T) {
 	}
 }
 
+// A read-back that goes through starts the count of failed ones again:
+// after two failed read-backs and a good one, a later run of
+// maxReadBackRetries failures (a target restarting) still ends each of
+// those sessions, and the next one reads back before it sends, so the
+// copies the remote holds of unacknowledged entries are not sent again.
+// Counted on from two, the session after the third failure of the run
+// gave up and sent them again: duplicates.
+//
+// Fails for: `p.readBackFails = 0` removed from session.target.
+func TestEntryPipeReadBackFailsReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		linkErr := func() error { return &wire.ConnError{Addr: "west:6650", Err: io.ErrUnexpectedEOF} }
+		w := newFakeEntryWorld()
+		w.add(4, nil)
+		w.remote = []string{"e0", "e1"} // copied by an earlier session
+		w.readBackErrs = []error{linkErr(), linkErr()}
+		p := newTestEntryPartition(t, w)
+		stop := runEntryPartition(t, p)
+		waitFor(t, "e0..e3 acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
+
+		// The cursor's link breaks; e4 and e5 were copied by a session
+		// whose receipts were lost; the target restarts: the next
+		// maxReadBackRetries read-backs fail.
+		w.mu.Lock()
+		w.recvErr = linkErr()
+		w.remote = append(w.remote, "e4", "e5")
+		for range maxReadBackRetries {
+			w.readBackErrs = append(w.readBackErrs, linkErr())
+		}
+		w.mu.Unlock()
+		w.add(4, nil)
+		waitFor(t, "e0..e7 acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 8 })
+		stop()
+		_, remote, _ := w.snapshot()
+		slices.Sort(remote)
+		if want := []string{"e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7"}; !slices.Equal(remote, want) {
+			t.Errorf("remote holds %v, want %v (each once: a read-back went through before e4 was sent)", remote, want)
+		}
+		if got := metricstest.Counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != 8 {
+			t.Errorf("skipped as already copied = %v messages, want 8 (e0, e1, e4, e5)", got)
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.readBackErrs) != 0 {
+			t.Errorf("%d failing read-backs never tried, want all tried", len(w.readBackErrs))
+		}
+		for _, v := range w.violations {
+			t.Error(v)
+		}
+	})
+}
+
 func TestEntryPipeRefusedEntry(t *testing.T) {
 	for _, skip := range []bool{false, true} {
 		t.Run(fmt.Sprintf("skip=%v", skip), func(t *testing.T) {
