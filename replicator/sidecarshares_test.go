@@ -70,3 +70,34 @@ func testSharePerTarget[L interface {
 		}
 	}
 }
+
+// Each partition's replicator gets its target's budget and pools: the
+// ones the sidecar built per target (nil for one would leave that bound
+// out, or stop the partition at its first read-back).
+func TestSidecarPartitionsGetTheirTargetsShares(t *testing.T) {
+	cfg, err := config.Load("../config/testdata/good/minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs, closeConns, err := s.build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeConns()
+	if len(pairs) == 0 {
+		t.Fatal("no pairs built")
+	}
+	for _, p := range pairs {
+		target := p.remote.Name
+		c := p.entryPartition("persistent://t/ns/x-partition-0")
+		if c.Budget == nil || c.Budget != s.budgets.Of(target) || c.Pool == nil || c.Pool != s.pools.Of(target) ||
+			c.ReadBack == nil || c.ReadBack != s.readBacks.Of(target) {
+			t.Errorf("pair to %s: partition budget %p, pool %p, read-back pool %p; want its target's %p, %p, %p", target,
+				c.Budget, c.Pool, c.ReadBack, s.budgets.Of(target), s.pools.Of(target), s.readBacks.Of(target))
+		}
+	}
+}

@@ -244,3 +244,20 @@ func TestReadBackPoolsPerTarget(t *testing.T) {
 		t.Errorf("west: %d bytes, window %d; want %d and %d", west.Limit(), west.Window(), 32<<20, readbackWindowBytes)
 	}
 }
+
+// A partition built from its Config reads back within the read-back pool
+// given, and receives within the receive pool given.
+//
+// Fails for: New dropping Config.ReadBack or Config.Pool.
+func TestNewPartitionTakesItsPools(t *testing.T) {
+	rb, pool := newReadBackPool(readbackWindowBytes, nil), newReceivePool(1<<20, nil)
+	p := New(Config{Local: testConn("east"), Remote: testConn("west"), Topic: "persistent://t/ns/x-partition-0",
+		MaxPending: 10, Pool: pool, ReadBack: rb, Budget: newByteBudget(1<<20, nil)})
+	e, ok := p.ends.(*wireEndpoints)
+	if !ok {
+		t.Fatalf("ends %T, want *wireEndpoints", p.ends)
+	}
+	if e.readBackPool != rb || e.pool != pool {
+		t.Errorf("partition reads back within %p and receives within %p, want %p and %p", e.readBackPool, e.pool, rb, pool)
+	}
+}
