@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -86,30 +87,36 @@ func TestByteSizeString(t *testing.T) {
 	}
 }
 
-// Each budget's floor is on a target's share: the budget over the
-// distinct targets of every pair in the file.
+// Each budget must be at least the floor; a target's share (the budget
+// over the distinct targets of every pair in the file) below it is
+// warned about, not refused: a default config with many targets stays
+// valid.
 func TestValidateBudgets(t *testing.T) {
 	tests := []struct {
-		name    string
-		targets [][]string // per replication entry, from source "a"
-		set     func(*Sidecar)
-		wantErr string // "" : valid
+		name     string
+		targets  [][]string // per replication entry, from source "a"
+		set      func(*Sidecar)
+		wantErr  string // "": valid
+		wantWarn []string
 	}{
-		{"the defaults, one target", [][]string{{"b"}}, func(s *Sidecar) {}, ""},
+		{"the defaults, one target", [][]string{{"b"}}, func(s *Sidecar) {}, "", nil},
 		{"the floor, one target", [][]string{{"b"}}, func(s *Sidecar) {
 			s.ReceiveBudget, s.SendBudget, s.ReadBackBudget = MinBudgetShare, MinBudgetShare, MinBudgetShare
-		}, ""},
-		{"below the floor, one target", [][]string{{"b"}}, func(s *Sidecar) { s.ReceiveBudget = MinBudgetShare - 1 },
-			"sidecar.receive_budget: 8388607B is below 8MiB, the least a target's share may be"},
-		{"two targets need twice the floor", [][]string{{"b", "c"}}, func(s *Sidecar) { s.SendBudget = 12 << 20 },
-			"sidecar.send_budget: 12MiB is 6MiB for each of 2 target clusters, below 8MiB, the least a target's share may be: one whole entry of the broker's default maximum message size (5MiB) with room for its metadata; at least 16MiB"},
-		{"a target named twice counts once", [][]string{{"b"}, {"b"}}, func(s *Sidecar) {}, ""},
-		{"targets of every entry count", [][]string{{"b"}, {"c"}}, func(s *Sidecar) { s.ReadBackBudget = 8 << 20 },
-			"sidecar.readback_budget: 8MiB is 4MiB for each of 2 target clusters"},
+		}, "", nil},
+		{"below the floor", [][]string{{"b"}}, func(s *Sidecar) { s.ReceiveBudget = MinBudgetShare - 1 },
+			"sidecar.receive_budget: 8388607B is below 8MiB, the least a budget may be", nil},
+		{"negative, built in code", [][]string{{"b"}}, func(s *Sidecar) { s.SendBudget = -1 }, "sidecar.send_budget: -1B is below 8MiB", nil},
+		{"two targets: a share below the floor", [][]string{{"b", "c"}}, func(s *Sidecar) { s.SendBudget = 12 << 20 }, "", []string{
+			"sidecar.send_budget: 12MiB is 6MiB for each of 2 target clusters, below 8MiB: an entry larger than a target's share passes alone, one at a time (set at least 16MiB)",
+		}},
+		{"a target named twice counts once", [][]string{{"b"}, {"b"}}, func(s *Sidecar) { s.ReadBackBudget = 8 << 20 }, "", nil},
+		{"targets of every entry count", [][]string{{"b"}, {"c"}}, func(s *Sidecar) { s.ReadBackBudget, s.ReceiveBudget = 8<<20, 15<<20 }, "", []string{
+			"sidecar.receive_budget: 15MiB is 7.5MiB for each of 2 target clusters",
+			"sidecar.readback_budget: 8MiB is 4MiB for each of 2 target clusters",
+		}},
 		{"two targets at twice the floor", [][]string{{"b"}, {"c"}}, func(s *Sidecar) {
 			s.ReceiveBudget, s.SendBudget, s.ReadBackBudget = 16<<20, 16<<20, 16<<20
-		}, ""},
-		{"negative, built in code", [][]string{{"b"}}, func(s *Sidecar) { s.SendBudget = -1 }, "sidecar.send_budget: -1B is below 8MiB"},
+		}, "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,6 +140,49 @@ func TestValidateBudgets(t *testing.T) {
 			case tt.wantErr != "" && strings.Count(err.Error(), "\n") != 0:
 				t.Errorf("Validate() = %v, want that one error only", err)
 			}
+			var got []Warning
+			for _, w := range c.Warnings() {
+				if w.Summary == WarnSmallBudget {
+					got = append(got, w)
+				}
+			}
+			if len(got) != len(tt.wantWarn) {
+				t.Fatalf("budget warnings %q, want %d", got, len(tt.wantWarn))
+			}
+			for i, w := range tt.wantWarn {
+				if !strings.Contains(got[i].Detail, w) {
+					t.Errorf("warning %d:\n got: %s\nwant: …%s…", i, got[i].Detail, w)
+				}
+			}
 		})
+	}
+}
+
+// The defaults stay valid, without a budget warning, for up to 8 targets
+// (the read-back budget's 64 MiB at 8 MiB a target), and valid with a
+// warning beyond.
+func TestDefaultBudgetsManyTargets(t *testing.T) {
+	for _, tt := range []struct {
+		targets int
+		warn    bool
+	}{{1, false}, {8, false}, {9, true}, {40, true}} {
+		c := validConfig()
+		c.Sidecar.ReceiveBudget, c.Sidecar.SendBudget, c.Sidecar.ReadBackBudget = DefaultReceiveBudget, DefaultSendBudget, DefaultReadBackBudget
+		c.Replication[0].Targets = nil
+		for i := range tt.targets {
+			name := fmt.Sprintf("t%d", i)
+			c.Clusters = append(c.Clusters, Cluster{Name: name, ServiceURL: "pulsar://" + name + ":6650", AdminURL: "http://" + name + ":8080", MaxPendingMessages: 1, KeepAlive: Duration{DefaultKeepAlive}})
+			c.Replication[0].Targets = append(c.Replication[0].Targets, name)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("%d targets: the defaults are invalid: %v", tt.targets, err)
+		}
+		warned := false
+		for _, w := range c.Warnings() {
+			warned = warned || w.Summary == WarnSmallBudget
+		}
+		if warned != tt.warn {
+			t.Errorf("%d targets: warned %v, want %v", tt.targets, warned, tt.warn)
+		}
 	}
 }

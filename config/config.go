@@ -56,11 +56,12 @@ const (
 	DefaultReadBackBudget ByteSize = 64 << 20
 )
 
-// MinBudgetShare is the least each target cluster's share of a memory
-// budget may be (the budget over the number of targets): a whole entry
-// of the broker's default maximum message size (5 MiB) with room for its
-// metadata and a second, smaller one, and one read-back reader's window
-// (8 MiB). Below it every large entry would pass alone, one at a time.
+// MinBudgetShare is the least a memory budget may be, and the least each
+// target cluster's share of it (the budget over the number of targets)
+// should be, else [Config.Warnings] says so: a whole entry of the
+// broker's default maximum message size (5 MiB) with room for its
+// metadata, and one read-back reader's window (8 MiB). Below it every
+// large entry passes alone, one at a time.
 const MinBudgetShare ByteSize = 8 << 20
 
 // Values of [Replication.OnRefused].
@@ -149,8 +150,8 @@ type Sidecar struct {
 	// SendBudget what the entry path holds in flight (sent, not yet
 	// confirmed); ReadBackBudget what the read-backs of the remote
 	// partitions hold. Each is split evenly among the target clusters of
-	// the process, and each target's share must be at least
-	// [MinBudgetShare]. Together, plus about 100 MiB for the process
+	// the process; each must be at least [MinBudgetShare], and each
+	// target's share should be (else a warning). Together, plus about 100 MiB for the process
 	// itself, they are what the sidecar's memory limit must hold.
 	ReceiveBudget  ByteSize `yaml:"receive_budget"`
 	SendBudget     ByteSize `yaml:"send_budget"`
