@@ -3,15 +3,9 @@ package wire
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"runtime"
 	"slices"
@@ -24,18 +18,53 @@ import (
 	"github.com/apache/pulsar-client-go/pulsar/auth"
 )
 
-// fakeBroker is a loopback Pulsar broker just smart enough for the
-// connection, consumer and producer tests: it answers the handshake, looks
-// every topic up to itself, and hands every other command to the test's
-// handler (default replies otherwise).
+// The fake broker of these tests is wiretest's (replicator/wire/wiretest).
+// wiretest imports wire, so this package's own tests cannot import it:
+// they reach it through FakeBrokers, which wiretest_link_test.go (package
+// wire_test, compiled into the same test binary) fills in at init, and see
+// it through the two interfaces below. fakeBroker and fakeConn are the
+// thin shim the tests were written against.
+
+// FakeBroker is the part of a *wiretest.Broker these tests use.
+type FakeBroker interface {
+	URL() string
+	Addr() string
+	Dial(ctx context.Context, addr string) (net.Conn, error)
+	Handle(h func(c FakeConn, cmd Command, f Frame) bool)
+	OnConn(f func(FakeConn))
+	SetLastSequenceID(seq int64)
+	SetSilent(silent bool)
+	SetMaxMessageSize(n int32)
+	Commands(typ CommandType) []Body
+	Received() []Command
+}
+
+// FakeConn is the broker's end of a connection (a *wiretest.Conn).
+type FakeConn interface {
+	Send(body Body)
+	SendPayload(body Body, metadata, payload []byte)
+	SendRaw(p []byte)
+	Connect() *Connect
+	Close() error
+}
+
+// FakeBrokers start wiretest's brokers: on a loopback port, behind TLS,
+// in memory (for testing/synctest; clients reach it through Dial).
+var FakeBrokers struct {
+	New    func(t *testing.T) FakeBroker
+	NewTLS func(t *testing.T) (FakeBroker, *tls.Config)
+	NewMem func(t *testing.T) FakeBroker
+}
+
+// fakeBroker is a wiretest broker with the settings the tests change
+// under b.set: the broker takes them when set returns. mu is also the
+// tests' own lock for what their handlers record.
 type fakeBroker struct {
-	t    *testing.T
-	ln   net.Listener
+	w    FakeBroker
 	addr string
 
-	mu       sync.Mutex
-	conns    []*fakeConn
-	received []Command
+	mu    sync.Mutex
+	conns []*fakeConn
 	// handle, when set, sees each command first; returning true means it
 	// was dealt with.
 	handle func(fc *fakeConn, cmd Command, f Frame) bool
@@ -45,177 +74,82 @@ type fakeBroker struct {
 	silent bool
 	// maxMessageSize is CONNECTED's max_message_size; 0: 64 KiB.
 	maxMessageSize int32
-	tls            bool         // behind TLS (newFakeTLSBroker)
-	mem            *memListener // in memory (newFakeMemBroker)
+	// byConn finds a connection's fakeConn.
+	byConn map[FakeConn]*fakeConn
 }
 
-type fakeConn struct {
-	b       *fakeBroker
-	nc      net.Conn
-	wmu     sync.Mutex
-	connect *Connect
-}
+type fakeConn struct{ FakeConn }
 
 func newFakeBroker(t *testing.T) *fakeBroker {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return serveFakeBroker(t, ln)
+	return shimBroker(FakeBrokers.New(t))
 }
 
 // newFakeTLSBroker is a fake broker behind TLS with a self-signed
 // certificate for 127.0.0.1; the client configuration trusts it.
 func newFakeTLSBroker(t *testing.T) (*fakeBroker, *tls.Config) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fake broker"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(cert)
-	b := serveFakeBroker(t, ln)
-	b.tls = true
-	return b, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	w, cfg := FakeBrokers.NewTLS(t)
+	return shimBroker(w), cfg
 }
 
 // newFakeMemBroker is a fake broker listening in memory, for tests run
-// under testing/synctest: the bubble's clock only moves while every
-// goroutine in it waits on something of the bubble's, which a loopback
-// socket is not, and a pipe is. Clients reach it through b.dial only
+// under testing/synctest. Clients reach it through b.dial only
 // (ConnOptions.dial); its URL names no real host.
 func newFakeMemBroker(t *testing.T) *fakeBroker {
 	t.Helper()
-	ln := &memListener{addr: "fake-broker:6650", conns: make(chan net.Conn), done: make(chan struct{})}
-	b := serveFakeBroker(t, ln)
-	b.mem = ln
+	return shimBroker(FakeBrokers.NewMem(t))
+}
+
+func shimBroker(w FakeBroker) *fakeBroker {
+	b := &fakeBroker{w: w, addr: w.Addr(), lastSeq: -1, byConn: map[FakeConn]*fakeConn{}}
+	w.OnConn(func(c FakeConn) { b.wrap(c) })
+	w.Handle(func(c FakeConn, cmd Command, f Frame) bool {
+		b.mu.Lock()
+		h := b.handle
+		b.mu.Unlock()
+		return h != nil && h(b.wrap(c), cmd, f)
+	})
 	return b
+}
+
+// wrap is c's fakeConn, the same each time.
+func (b *fakeBroker) wrap(c FakeConn) *fakeConn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fc := b.byConn[c]
+	if fc == nil {
+		fc = &fakeConn{c}
+		b.byConn[c] = fc
+		b.conns = append(b.conns, fc)
+	}
+	return fc
 }
 
 // dial connects to the in-memory broker (newFakeMemBroker), for
 // ConnOptions.dial.
 func (b *fakeBroker) dial(ctx context.Context, addr string) (net.Conn, error) {
-	return b.mem.dial(ctx, addr)
+	return b.w.Dial(ctx, addr)
 }
 
-// memListener accepts connections over net.Pipe, dialled by dial.
-type memListener struct {
-	addr  string
-	conns chan net.Conn
-	once  sync.Once
-	done  chan struct{}
-}
+func (b *fakeBroker) url() string { return b.w.URL() }
 
-type memAddr string
-
-func (a memAddr) Network() string { return "mem" }
-func (a memAddr) String() string  { return string(a) }
-
-func (l *memListener) Accept() (net.Conn, error) {
-	select {
-	case nc := <-l.conns:
-		return nc, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *memListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *memListener) Addr() net.Addr { return memAddr(l.addr) }
-
-func (l *memListener) dial(ctx context.Context, addr string) (net.Conn, error) {
-	refused := &net.OpError{Op: "dial", Net: "mem", Addr: memAddr(addr), Err: errors.New("connection refused")}
-	if addr != l.addr {
-		return nil, refused
-	}
-	client, server := net.Pipe()
-	select {
-	case l.conns <- server:
-		return client, nil
-	case <-l.done:
-		return nil, refused
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-func serveFakeBroker(t *testing.T, ln net.Listener) *fakeBroker {
-	b := &fakeBroker{t: t, ln: ln, addr: ln.Addr().String(), lastSeq: -1}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fc := &fakeConn{b: b, nc: nc}
-			b.mu.Lock()
-			b.conns = append(b.conns, fc)
-			b.mu.Unlock()
-			go fc.serve()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		b.mu.Lock()
-		for _, c := range b.conns {
-			c.nc.Close()
-		}
-		b.mu.Unlock()
-	})
-	return b
-}
-
-func (b *fakeBroker) url() string {
-	if b.tls {
-		return "pulsar+ssl://" + b.addr
-	}
-	return "pulsar://" + b.addr
-}
-
+// set runs f under b.mu; the broker then takes the settings.
 func (b *fakeBroker) set(f func()) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	f()
+	lastSeq, silent, maxSize := b.lastSeq, b.silent, b.maxMessageSize
+	b.mu.Unlock()
+	b.w.SetLastSequenceID(lastSeq)
+	b.w.SetSilent(silent)
+	b.w.SetMaxMessageSize(maxSize)
 }
 
 // commands returns the commands of type typ received so far.
-func (b *fakeBroker) commands(typ CommandType) []Body {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []Body
-	for _, c := range b.received {
-		if c.Type == typ {
-			out = append(out, c.Body)
-		}
-	}
-	return out
-}
+func (b *fakeBroker) commands(typ CommandType) []Body { return b.w.Commands(typ) }
+
+// received returns every command received so far, in order.
+func (b *fakeBroker) received() []Command { return b.w.Received() }
 
 // waitFor waits until cond holds.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -229,77 +163,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func (fc *fakeConn) send(body Body) {
-	fc.wmu.Lock()
-	defer fc.wmu.Unlock()
-	fc.nc.Write(AppendFrame(nil, AppendCommand(nil, body)))
-}
-
-func (fc *fakeConn) sendPayload(body Body, md, payload []byte) {
-	fc.wmu.Lock()
-	defer fc.wmu.Unlock()
-	fc.nc.Write(AppendPayloadFrame(nil, AppendCommand(nil, body), md, payload))
-}
-
-func (fc *fakeConn) sendRaw(b []byte) {
-	fc.wmu.Lock()
-	defer fc.wmu.Unlock()
-	fc.nc.Write(b)
-}
-
-func (fc *fakeConn) serve() {
-	var buf []byte
-	for {
-		var f Frame
-		var err error
-		f, buf, err = ReadFrame(fc.nc, buf, 1<<20)
-		if err != nil {
-			return
-		}
-		cmd, err := DecodeCommand(f.Command)
-		if err != nil {
-			fc.b.t.Errorf("fake broker: %v", err)
-			return
-		}
-		b := fc.b
-		b.mu.Lock()
-		b.received = append(b.received, cmd)
-		handle, lastSeq, silent, maxSize := b.handle, b.lastSeq, b.silent, b.maxMessageSize
-		b.mu.Unlock()
-		if maxSize == 0 {
-			maxSize = 1 << 16
-		}
-		if cmd.Type != TypeConnect && handle != nil && handle(fc, cmd, f) {
-			continue
-		}
-		switch c := cmd.Body.(type) {
-		case *Connect:
-			fc.connect = c
-			fc.send(&Connected{ServerVersion: "fake", ProtocolVersion: ProtocolVersion, MaxMessageSize: maxSize})
-		case *Lookup:
-			fc.send(&LookupResponse{RequestID: c.RequestID, Kind: LookupConnect, BrokerServiceURL: b.url(), BrokerServiceURLTLS: b.url()})
-		case *PartitionedMetadata:
-			fc.send(&PartitionedMetadataResponse{RequestID: c.RequestID, Partitions: 3})
-		case *ProducerCommand:
-			fc.send(&ProducerSuccess{RequestID: c.RequestID, ProducerName: c.ProducerName, LastSequenceID: lastSeq})
-		case *SubscribeCommand:
-			fc.send(&Success{RequestID: c.RequestID})
-		case *CloseProducer:
-			fc.send(&Success{RequestID: c.RequestID})
-		case *CloseConsumer:
-			fc.send(&Success{RequestID: c.RequestID})
-		case *Send:
-			if !f.HasPayload || !f.Checksummed {
-				b.t.Errorf("SEND without checksummed payload")
-			}
-			fc.send(&SendReceipt{ProducerID: c.ProducerID, SequenceID: c.SequenceID, MessageID: EntryID(1, c.SequenceID)})
-		case *Ping:
-			if !silent {
-				fc.send(&Pong{})
-			}
-		}
-	}
-}
+func (fc *fakeConn) send(body Body)                            { fc.Send(body) }
+func (fc *fakeConn) sendPayload(body Body, md, payload []byte) { fc.SendPayload(body, md, payload) }
+func (fc *fakeConn) sendRaw(b []byte)                          { fc.SendRaw(b) }
+func (fc *fakeConn) connect() *Connect                         { return fc.Connect() }
 
 func newTestClient(t *testing.T, url string, opts ConnOptions) *Client {
 	t.Helper()
@@ -325,9 +192,9 @@ func TestHandshakeAuthAndAuthChallenge(t *testing.T) {
 	b.mu.Lock()
 	fc := b.conns[0]
 	b.mu.Unlock()
-	if fc.connect.AuthMethodName != "token" || string(fc.connect.AuthData) != "tok-1" ||
-		!fc.connect.SupportsAuthRefresh || fc.connect.ProxyToBrokerURL != "" || fc.connect.ProtocolVersion != ProtocolVersion {
-		t.Fatalf("CONNECT %+v", fc.connect)
+	if fc.connect().AuthMethodName != "token" || string(fc.connect().AuthData) != "tok-1" ||
+		!fc.connect().SupportsAuthRefresh || fc.connect().ProxyToBrokerURL != "" || fc.connect().ProtocolVersion != ProtocolVersion {
+		t.Fatalf("CONNECT %+v", fc.connect())
 	}
 	if conn.MaxMessageSize() != 1<<16 || conn.ServerVersion() != "fake" {
 		t.Fatalf("max message size %d, server %q", conn.MaxMessageSize(), conn.ServerVersion())
@@ -403,7 +270,7 @@ func TestLookupRedirectAndProxy(t *testing.T) {
 			if !ok {
 				return false
 			}
-			if fc.connect.ProxyToBrokerURL == "" {
+			if fc.connect().ProxyToBrokerURL == "" {
 				// Asked at the service URL: redirect to the owner.
 				fc.send(&LookupResponse{RequestID: l.RequestID, Kind: LookupRedirect, BrokerServiceURL: owner.url(), Authoritative: true})
 			} else {
@@ -447,7 +314,7 @@ func TestLookupRedirectAndProxy(t *testing.T) {
 	var named bool
 	proxy.mu.Lock()
 	for _, fc := range proxy.conns {
-		if fc.connect != nil && fc.connect.ProxyToBrokerURL == owner.addr {
+		if fc.connect() != nil && fc.connect().ProxyToBrokerURL == owner.addr {
 			named = true
 		}
 	}
