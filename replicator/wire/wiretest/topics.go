@@ -71,6 +71,17 @@ func (b *Broker) MarkDelete(topic, sub string) int {
 	return 0
 }
 
+// LoseReceipts makes f see each entry a SEND stored, on the connection
+// it came on; when f returns true no receipt is sent, as when a receipt
+// is lost with its connection (f may close c). nil: every receipt is sent.
+// f runs with the broker's entries locked: it must not call the Broker.
+func (b *Broker) LoseReceipts(f func(c *Conn, e Stored) bool) {
+	st := b.keeping()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.lose = f
+}
+
 // Unload closes every producer and consumer of topic on its client (as a
 // broker unloading the topic does, so that they reconnect) and forgets
 // them; entries, records and durable subscriptions stay.
@@ -114,6 +125,7 @@ type store struct {
 	consumers  map[handle]*consumer
 	producers  map[handle]*producer
 	nextLedger uint64
+	lose       func(*Conn, Stored) bool
 }
 
 // handle is a producer or consumer id on one connection.
@@ -255,6 +267,9 @@ func (st *store) serve(c *Conn, cmd wire.Command, f wire.Frame) bool {
 		p.topic.records[p.name] = int64(highest)
 		id := st.appendLocked(p.topic, Stored{Metadata: bytes.Clone(f.Metadata), Payload: bytes.Clone(f.Payload),
 			NumMessages: x.NumMessages, Producer: p.name, SequenceID: x.SequenceID})
+		if st.lose != nil && st.lose(c, p.topic.entries[len(p.topic.entries)-1]) {
+			return true
+		}
 		c.Send(&wire.SendReceipt{ProducerID: x.ProducerID, SequenceID: x.SequenceID, HighestSequenceID: x.HighestSequenceID, MessageID: id})
 	case *wire.CloseProducer:
 		delete(st.producers, handle{c, x.ProducerID})
