@@ -688,13 +688,7 @@ func (s *consumerSession) handleSilent(silent bool) {
 
 // tellLink tells OnLinkChange when the link's state changed (c.mu held).
 func (c *Consumer) tellLink() {
-	up := c.session != nil && c.session.ready && !c.session.silent
-	if up == c.linkUp || c.opts.OnLinkChange == nil {
-		c.linkUp = up
-		return
-	}
-	c.linkUp = up
-	c.opts.OnLinkChange(up)
+	tellLink(&c.linkUp, c.session != nil && c.session.ready && !c.session.silent, c.opts.OnLinkChange)
 }
 
 // settled: nothing left to reconnect for (c.mu held; see redialer).

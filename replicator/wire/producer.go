@@ -494,13 +494,7 @@ func (s *producerSession) handleSilent(silent bool) {
 
 // tellLink tells OnLinkChange when the link's state changed (p.mu held).
 func (p *Producer) tellLink() {
-	up := p.session != nil && !p.session.silent
-	if up == p.linkUp || p.opts.OnLinkChange == nil {
-		p.linkUp = up
-		return
-	}
-	p.linkUp = up
-	p.opts.OnLinkChange(up)
+	tellLink(&p.linkUp, p.session != nil && !p.session.silent, p.opts.OnLinkChange)
 }
 
 // oldestUnconfirmed is when the oldest entry not yet confirmed was handed

@@ -216,3 +216,14 @@ func (r *reconnector) run() {
 		}
 	}
 }
+
+// tellLink tells on (optional) that a consumer's or producer's link is up
+// or down, when that changed since last, what it was last told (the
+// owner's lock held).
+func tellLink(last *bool, up bool, on func(up bool)) {
+	changed := up != *last
+	*last = up
+	if changed && on != nil {
+		on(up)
+	}
+}
