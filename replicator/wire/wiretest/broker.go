@@ -135,41 +135,28 @@ func (b *Broker) URL() string {
 func (b *Broker) Addr() string { return b.addr }
 
 // Handle makes h see every command from now on (nil: none).
-func (b *Broker) Handle(h Handler) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.handle = h
-}
+func (b *Broker) Handle(h Handler) { b.locked(func() { b.handle = h }) }
 
 // OnConn makes f see every connection accepted from now on, before its
 // first command is read.
-func (b *Broker) OnConn(f func(*Conn)) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.onConn = f
-}
+func (b *Broker) OnConn(f func(*Conn)) { b.locked(func() { b.onConn = f }) }
 
 // SetLastSequenceID sets PRODUCER_SUCCESS's last_sequence_id (default -1;
 // with KeepEntries the producer name's record answers instead).
-func (b *Broker) SetLastSequenceID(seq int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.lastSeq = seq
-}
+func (b *Broker) SetLastSequenceID(seq int64) { b.locked(func() { b.lastSeq = seq }) }
 
 // SetSilent makes the broker leave PING unanswered (to test keep-alive).
-func (b *Broker) SetSilent(silent bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.silent = silent
-}
+func (b *Broker) SetSilent(silent bool) { b.locked(func() { b.silent = silent }) }
 
 // SetMaxMessageSize sets CONNECTED's max_message_size for connections
 // from now on (0: 64 KiB).
-func (b *Broker) SetMaxMessageSize(n int32) {
+func (b *Broker) SetMaxMessageSize(n int32) { b.locked(func() { b.maxSize = n }) }
+
+// locked runs f with b.mu held.
+func (b *Broker) locked(f func()) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.maxSize = n
+	f()
 }
 
 // Commands returns the commands of type typ received so far, in order.
