@@ -191,9 +191,10 @@ func TestEntryPipeOverWire(t *testing.T) {
 				Local: w.cluster("east", w.east), Remote: w.cluster("west", w.west),
 				Topic: wireTopic, Subscription: "geo-sidecar-west", Start: wire.Earliest,
 				MaxPending: 8, Keys: w.keys, ReaderPrefix: "geo-sidecar",
-				Budget:  NewTargetBudgets(64<<20, []string{"west"}, nil).Of("west"),
-				Pool:    NewReceivePools(ReceiveBudget, []string{"west"}, nil).Of("west"),
-				Metrics: metrics.New(nil), Log: zaptest.NewLogger(t),
+				Budget:   NewTargetBudgets(64<<20, []string{"west"}, nil).Of("west"),
+				Pool:     NewReceivePools(512<<20, []string{"west"}, nil).Of("west"),
+				ReadBack: NewReadBackPools(64<<20, []string{"west"}, nil).Of("west"),
+				Metrics:  metrics.New(nil), Log: zaptest.NewLogger(t),
 			})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
