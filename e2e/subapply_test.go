@@ -140,9 +140,9 @@ func (b *subApplyBed) start(t *testing.T, sub string) {
 	b.s = StartSidecarFor(t, []Cluster{e, w}, syncEntries(b.ns, sub, "east", "west"))
 }
 
-// appConsumer is an application's consumer of one topic: it acknowledges
+// subApp is an application's consumer of one topic: it acknowledges
 // everything it receives (ack) or holds what it received (not ack).
-type appConsumer struct {
+type subApp struct {
 	c      pulsar.Consumer
 	events *followEvents
 	got    int
@@ -151,9 +151,9 @@ type appConsumer struct {
 	done   chan struct{}
 }
 
-func subscribeApp(t *testing.T, c pulsar.Client, topic, sub, name string, typ pulsar.SubscriptionType, ack bool) *appConsumer {
+func subscribeApp(t *testing.T, c pulsar.Client, topic, sub, name string, typ pulsar.SubscriptionType, ack bool) *subApp {
 	t.Helper()
-	a := &appConsumer{events: &followEvents{}, stop: make(chan struct{}), done: make(chan struct{})}
+	a := &subApp{events: &followEvents{}, stop: make(chan struct{}), done: make(chan struct{})}
 	opts := pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Name: name, Type: typ,
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, ReceiverQueueSize: 10}
 	if typ == pulsar.Failover {
@@ -194,7 +194,7 @@ func subscribeApp(t *testing.T, c pulsar.Client, topic, sub, name string, typ pu
 	return a
 }
 
-func (a *appConsumer) close() {
+func (a *subApp) close() {
 	select {
 	case <-a.stop:
 		return
@@ -297,7 +297,7 @@ func followBothSides(t *testing.T, typ pulsar.SubscriptionType) {
 	UseClusters(t, "east", "west")
 	const sub = "app"
 	b := startSubApplyBed(t, 4)
-	var eastApps, westApps []*appConsumer
+	var eastApps, westApps []*subApp
 	for _, topic := range b.topics {
 		eastApps = append(eastApps, subscribeApp(t, b.eastC, topic, sub, "east-app", typ, true))
 		westApps = append(westApps, subscribeApp(t, b.westC, topic, sub, "west-app", typ, false))
@@ -310,7 +310,7 @@ func followBothSides(t *testing.T, typ pulsar.SubscriptionType) {
 	const rate, secs = 200, 20
 	var published int
 	m := b.measure(t, func() { published = load(t, b.eastC, b.topics, rate, secs*time.Second) })
-	t.Logf("%s: under load (%d msg/s over %d topics for %d s, %d published): %s", typ, rate, len(b.topics), secs, published, m)
+	t.Logf("%v: under load (%d msg/s over %d topics for %d s, %d published): %s", typ, rate, len(b.topics), secs, published, m)
 	start := time.Now()
 	Eventually(t, 60*time.Second, func() error {
 		for _, topic := range b.topics {
@@ -322,7 +322,7 @@ func followBothSides(t *testing.T, typ pulsar.SubscriptionType) {
 		}
 		return nil
 	})
-	t.Logf("%s: west followed within %s of the load's end; outcomes: protocol/applied %v, none/refused-type %v, none/consumers-attached %v, admin/applied %v",
+	t.Logf("%v: west followed within %s of the load's end; outcomes: protocol/applied %v, none/refused-type %v, none/consumers-attached %v, admin/applied %v",
 		typ, time.Since(start).Round(100*time.Millisecond),
 		b.s.Metric("geo_sidecar_subscription_updates_received_total", `cluster="west"`, `route="protocol"`, `outcome="applied"`),
 		b.s.Metric("geo_sidecar_subscription_updates_received_total", `cluster="west"`, `outcome="refused-type"`),
