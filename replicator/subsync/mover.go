@@ -112,6 +112,9 @@ func (s *Sync) refreshTargets(ctx context.Context, now time.Time) error {
 			tg = &target{}
 			s.targets[sub] = tg
 		}
+		if cur.Type == tg.t.Type && cur.Mode == subscription.ModeUnknown {
+			cur.Mode = tg.t.Mode // stats do not carry it: what a move proved stands
+		}
 		if cur.Type == subscription.TypeUnknown && tg.t.Type != subscription.TypeUnknown {
 			cur.Type, cur.Mode, cur.AllowOutOfOrder = tg.t.Type, tg.t.Mode, tg.t.AllowOutOfOrder
 		}
