@@ -331,6 +331,11 @@ func followBothSides(t *testing.T, typ pulsar.SubscriptionType) {
 	if v := b.s.Metric("geo_sidecar_subscription_updates_received_total", `cluster="west"`, `route="protocol"`, `outcome="applied"`); v == 0 {
 		t.Errorf("no update applied on west over the protocol")
 	}
+	// West's consumer acknowledges nothing: every position of sub there
+	// was set by an update from east, and sending it back is an echo.
+	if v := b.s.Metric("geo_sidecar_subscription_updates_sent_total", `source="west"`); v != 0 {
+		t.Errorf("%v updates sent from west, where only east's updates moved %s: echoes", v, sub)
+	}
 	if v := b.s.Metric("geo_sidecar_subscription_updates_received_total", `route="admin"`, `outcome="applied"`); v != 0 {
 		t.Errorf("%v updates applied with reset-cursor while consumers were attached", v)
 	}

@@ -25,9 +25,14 @@ type fakeFollower struct {
 	moves []wire.Move
 	err   []error // per move, in order; then nil
 	md    *wire.MessageID
+	// during runs inside each move, as the broker has taken it.
+	during func(m wire.Move)
 }
 
 func (f *fakeFollower) MoveSubscription(_ context.Context, m wire.Move) (wire.MoveResult, error) {
+	if f.during != nil {
+		f.during(m)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.moves = append(f.moves, m)
@@ -331,5 +336,41 @@ func TestWireTo(t *testing.T) {
 		if wirePosition(target) != tt.p {
 			t.Errorf("wireTo(%v) aims at %v", tt.p, wirePosition(target))
 		}
+	}
+}
+
+// TestSyncPositionReadWhileMoveLands: follow runs beside the apply loop; a
+// position it reads after the broker took the move and before Apply
+// returned is the update's, not consumers' here (an e2e run echoed one
+// update so, recorded after the move). A move that did not take restores
+// the record before it.
+func TestSyncPositionReadWhileMoveLands(t *testing.T) {
+	r, f, local, _ := protocolRig(t)
+	ctx := context.Background()
+	local.set("billing", subscription.State{Exists: true, Consumers: 1, Type: subscription.Failover})
+	cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
+	f.during = func(m wire.Move) {
+		r.local.setMD("billing", wirePosition(m.To)) // the broker moved it
+		if err := r.s.follow(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	r.s.apply(ctx, "billing", subsynctest.Pos(1, 15))
+	if got := r.sink.Take(); len(got) > 0 {
+		t.Errorf("the position read while the move landed was echoed: %v", subsynctest.KindsOf(got))
+	}
+
+	// A failed move restores the record before it.
+	f.during = nil
+	f.err = []error{errors.New("connection lost")}
+	r.s.apply(ctx, "billing", subsynctest.Pos(1, 40))
+	if upTo, ok := r.applied.get("east", syncTopic, "billing"); !ok || upTo != subsynctest.Pos(1, 15) {
+		t.Errorf("after a failed move the record is %v %v, want 1:15 as before", upTo, ok)
+	}
+	local.set("audit", subscription.State{Exists: true, Consumers: 1, Type: subscription.Failover})
+	f.err = []error{errors.New("connection lost")}
+	r.s.apply(ctx, "audit", subsynctest.Pos(1, 40))
+	if upTo, ok := r.applied.get("east", syncTopic, "audit"); ok {
+		t.Errorf("after a failed first move the record is %v, want none", upTo)
 	}
 }

@@ -812,14 +812,15 @@ func (s *Sync) applyLoop(ctx context.Context) {
 // logged once.
 func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) {
 	tg := s.targetOf(ctx, sub, time.Now())
+	// Recorded before the move lands: follow, running meanwhile, may read
+	// the position it sets before Apply returns, and would send it back.
+	begun := s.Applied.begin(s.Local, s.Topic, sub, subscription.ProtocolTarget(at))
 	res, err := subscription.Apply(ctx, s.SubAdmin, s.mover(), tg.t, s.Topic, sub, at)
+	s.Applied.end(begun, res.Moved, res.UpTo)
 	s.noteResult(tg, res, time.Now())
 	s.Log.Debug("subscription update received", zap.String("subscription", sub), zap.Stringer("to", at),
 		zap.String("route", string(res.Route)), zap.String("outcome", string(res.Outcome)))
 	s.Metrics.UpdatesApplied.WithLabelValues(s.Local, string(res.Route), string(res.Outcome)).Inc()
-	if res.Moved {
-		s.Applied.setUpTo(s.Local, s.Topic, sub, res.UpTo)
-	}
 	changed := res.Route != tg.lastRoute || res.Outcome != tg.lastOutcome
 	tg.lastRoute, tg.lastOutcome = res.Route, res.Outcome
 	fields := []zap.Field{zap.String("subscription", sub), zap.Stringer("type", tg.t.Type), zap.Int("consumers", tg.t.Consumers)}
@@ -878,6 +879,51 @@ func (a *Applied) setUpTo(cluster, topic, sub string, upTo marker.Position) {
 	}
 	upTo.Batch = -1
 	a.m[a.key(cluster, topic, sub)] = upTo
+}
+
+// applying is an update being applied (Applied.begin): what was
+// recorded before it, and what begin recorded.
+type applying struct {
+	key         string
+	prev, begun marker.Position
+	hadPrev     bool
+}
+
+// begin records, before an update is applied, the furthest it can put the
+// subscription (upTo, or what was recorded if further), so that a
+// position read while the update lands counts as the update's.
+func (a *Applied) begin(cluster, topic, sub string, upTo marker.Position) applying {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[string]marker.Position{}
+	}
+	k := a.key(cluster, topic, sub)
+	prev, had := a.m[k]
+	upTo.Batch = -1
+	if had && prev.Compare(upTo) > 0 {
+		upTo = prev
+	}
+	a.m[k] = upTo
+	return applying{key: k, prev: prev, hadPrev: had, begun: upTo}
+}
+
+// end settles what begin recorded: where the update left the subscription
+// when it moved it, else what was recorded before (unless another update
+// recorded something since).
+func (a *Applied) end(ap applying, moved bool, upTo marker.Position) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case moved:
+		upTo.Batch = -1
+		a.m[ap.key] = upTo
+	case a.m[ap.key] != ap.begun:
+	case ap.hadPrev:
+		a.m[ap.key] = ap.prev
+	default:
+		delete(a.m, ap.key)
+	}
 }
 
 func (a *Applied) get(cluster, topic, sub string) (marker.Position, bool) {
