@@ -5,7 +5,8 @@
 // Takeover: the entrypath.Sync interface) to the snapshot machine, writes
 // the markers the machine returns (MarkerSink), follows the tracked
 // subscriptions' positions and sends updates when they pass a snapshot,
-// applies the updates that arrive from the remote (subscription.Admin),
+// applies the updates that arrive from the remote (over the binary
+// protocol, Follower, or with reset-cursor, subscription.Admin: mover.go),
 // and at start re-reads a bounded part of the partition's history to
 // rebuild the snapshot cache and the third origins' watermarks
 // (history.go).
