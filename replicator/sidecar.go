@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -59,6 +60,8 @@ type Sidecar struct {
 	cluster string
 	keys    marker.Keys // marker keys; zero when none is configured
 	applied subsync.Applied
+	// instance names this process's subscription moves' consumer.
+	instance string
 	// budgets bound the bytes the entry pipe holds in flight, a share of
 	// the process's budget per target cluster.
 	budgets *entrypath.TargetBudgets
@@ -100,7 +103,7 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 			targets = append(targets, r.Targets...)
 		}
 	}
-	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, keys: marker.NewKeys(key, accepted),
+	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, keys: marker.NewKeys(key, accepted), instance: uuid.NewString()[:8],
 		budgets:   entrypath.NewTargetBudgets(int64(cfg.Sidecar.SendBudget), targets, m.InflightBytes.Set),
 		pools:     entrypath.NewReceivePools(int64(cfg.Sidecar.ReceiveBudget), targets, m),
 		readBacks: entrypath.NewReadBackPools(int64(cfg.Sidecar.ReadBackBudget), targets, m)}, nil
@@ -237,17 +240,18 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				maxPending:   rc.MaxPendingMessages,
 				interval:     s.cfg.Sidecar.DiscoveryInterval.Duration,
 				msgRate:      msgRate, byteRate: byteRate,
-				m:        s.m,
-				cfg:      s.cfg,
-				keys:     s.keys,
-				applied:  &s.applied,
-				budget:   s.budgets.Of(t),
-				pool:     s.pools.Of(t),
-				readBack: s.readBacks.Of(t),
-				log:      s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
-				running:  map[string]*worker{},
-				quiet:    map[string]time.Time{},
-				gauged:   map[string]bool{},
+				m:          s.m,
+				cfg:        s.cfg,
+				keys:       s.keys,
+				applied:    &s.applied,
+				followName: subsync.FollowName(followPrefix(s.cfg.Sidecar), s.instance),
+				budget:     s.budgets.Of(t),
+				pool:       s.pools.Of(t),
+				readBack:   s.readBacks.Of(t),
+				log:        s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
+				running:    map[string]*worker{},
+				quiet:      map[string]time.Time{},
+				gauged:     map[string]bool{},
 			})
 		}
 	}

@@ -157,8 +157,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.SubsCreatedRemote = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "subscriptions_created_on_remote_total", Help: "Tracked subscriptions created on a remote that lacked them, at its earliest message (no snapshot covered them yet)."}, pair)
 	m.UpdatesApplied = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
-		Name: "subscription_updates_received_total", Help: "Subscription updates received from a remote, by outcome (applied, created, consumers-attached, not-forward, error)."},
-		[]string{"cluster", "outcome"})
+		Name: "subscription_updates_received_total", Help: "Subscription updates received from a remote, by the route that moved the subscription (protocol: an acknowledgement over the binary protocol; admin: reset-cursor or create; none: refused without a call) and outcome (applied, created, consumers-attached, refused-type, not-forward, error)."},
+		[]string{"cluster", "route", "outcome"})
 	m.SubscriptionLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 		Name: "subscription_lag_entries", Help: "Backlog entries (batches) the remote copy of a subscription would deliver again after a failover now (remote backlog minus local), summed over the topic's partitions."}, sub)
 	m.SubscriptionLagSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
