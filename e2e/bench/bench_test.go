@@ -28,7 +28,7 @@ var smokeSizes = sizes{
 // benchmark is not a test (see make bench).
 func TestBenchSmoke(t *testing.T) {
 	e2e.UseClusters(t, "east", "west") // no test of the other lane stops them meanwhile (.ci/e2e.sh)
-	if err := e2e.Up("east", "west"); err != nil {
+	if err := e2e.UpShared("east", "west"); err != nil {
 		t.Fatalf("test bed: %v", err)
 	}
 	dir := t.TempDir()
