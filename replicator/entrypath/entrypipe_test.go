@@ -993,6 +993,7 @@ func TestEntryPipeBrokerRefusals(t *testing.T) {
 					p := newTestEntryPartition(t, w)
 					p.skipRefused = skip
 					stop := runEntryPartition(t, p)
+					defer stop() // also when waitFor gives up
 					if skip {
 						waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
 					} else {

@@ -84,9 +84,12 @@ func runSessions(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local
 			if refused.schema != nil {
 				fields = append(fields, zap.String("schema_version", schemaVersionString(refused.schema)))
 			}
-			if refused.reason == stopTargetTerminated {
+			switch refused.reason {
+			case stopTargetTerminated:
 				log.Error("the target topic is terminated and takes no message: this partition stops here until the operator acts and restarts the sidecar (on_refused does not apply: skip would drop every message)", fields...)
-			} else {
+			case skipSourceSchemaMissing:
+				log.Error("the source no longer serves a message's schema version: this partition stops here until the operator acts (on_refused: skip skips such messages)", fields...)
+			default:
 				log.Error("the remote refuses a message for good: this partition stops here until the operator acts (on_refused: skip skips such messages)", fields...)
 			}
 			g := m.PartitionsStopped.WithLabelValues(local, remote, refused.reason)

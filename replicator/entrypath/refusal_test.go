@@ -90,6 +90,7 @@ func TestEntryPipeTargetTerminated(t *testing.T) {
 					p.log = zap.New(core)
 					p.skipRefused = skip
 					stop := runEntryPartition(t, p)
+					defer stop() // also when waitFor gives up
 					waitFor(t, "the partition stopped", func() bool {
 						return metricstest.Gauge(p.m.PartitionsStopped, "east", "west", stopTargetTerminated) == 1
 					})
@@ -158,6 +159,7 @@ func TestEntryPipeSourceSchemaMissing(t *testing.T) {
 				p.log = zap.New(core)
 				p.skipRefused = skip
 				stop := runEntryPartition(t, p)
+				defer stop() // also when waitFor gives up
 				if skip {
 					waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
 				} else {
@@ -187,6 +189,9 @@ func TestEntryPipeSourceSchemaMissing(t *testing.T) {
 				lines := stopLines(logs)
 				if len(lines) != 1 {
 					t.Fatalf("%d stop lines, want 1: %v", len(lines), lines)
+				}
+				if !strings.Contains(lines[0].Message, "source no longer serves") {
+					t.Errorf("stop line %q, want it to say the source no longer serves the schema version", lines[0].Message)
 				}
 				if f := lines[0].ContextMap(); f["reason"] != skipSourceSchemaMissing || f["position"] != "10:1:-1" || f["schema_version"] != "3" {
 					t.Errorf("stop line fields %v, want reason source-schema-missing, position 10:1:-1, schema_version 3", f)
