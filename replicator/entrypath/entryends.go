@@ -2,7 +2,9 @@ package entrypath
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -326,7 +328,7 @@ func (e *wireEndpoints) fetchAndRegisterSchema(ctx context.Context, version []by
 	}
 	s, _, err := lc.GetSchema(ctx, e.topic, version)
 	if err != nil {
-		return nil, fmt.Errorf("fetch from %s: %w", e.local.Name, err)
+		return nil, fetchSchemaError(e.local.Name, err)
 	}
 	v, err := rc.GetOrCreateSchema(ctx, e.topic, s)
 	if err != nil {
@@ -334,6 +336,33 @@ func (e *wireEndpoints) fetchAndRegisterSchema(ctx context.Context, version []by
 	}
 	e.log.Info("schema registered on the remote", zap.String("remote", e.remote.Name))
 	return v, nil
+}
+
+// errSourceSchemaMissing marks a schema version the source cluster no
+// longer serves: its broker answered the version's fetch with "not found"
+// (the schema deleted since the entry was written; Pulsar serves no
+// version of a deleted schema, and a schema registered again gets new
+// versions). Every later fetch is answered the same, so the entry takes
+// the on_refused route (refusal: skipSourceSchemaMissing).
+var errSourceSchemaMissing = errors.New("the source no longer serves the entry's schema version")
+
+// getSchemaOp begins the Op of wire.Client.GetSchema's broker errors
+// (TestEntryPipeOverWire's case for a deleted schema checks it still does).
+const getSchemaOp = "get schema of "
+
+// fetchSchemaError is the error of a schema version's fetch from cluster
+// local: errSourceSchemaMissing besides err when the broker answered the
+// fetch itself with TopicNotFound, its answer for a version it does not
+// have ("Topic not found or no-schema"): the BrokerError's Op is
+// wire.Client.GetSchema's (getSchemaOp), not the lookup's before it. Any
+// other failure (a lookup, a lost connection, the broker's UnknownError
+// when its schema storage fails) is retried as before.
+func fetchSchemaError(local string, err error) error {
+	var be *wire.BrokerError
+	if errors.As(err, &be) && be.Code == wire.TopicNotFound && strings.HasPrefix(be.Op, getSchemaOp) {
+		return fmt.Errorf("fetch from %s: %w: %w", local, errSourceSchemaMissing, err)
+	}
+	return fmt.Errorf("fetch from %s: %w", local, err)
 }
 
 // newWireTail is the read-back of e's remote partition.

@@ -84,8 +84,10 @@ type fakeEntryWorld struct {
 	settle bool
 	// receipt, when set, decides the receipt of the named entry.
 	receipt func(name string) (dup bool, err error)
-	// schemaErr, when set, is targetSchema's answer for every version.
-	schemaErr error
+	// schemaErr, when set, is targetSchema's answer for every version;
+	// schemaAsks counts targetSchema's calls.
+	schemaErr  error
+	schemaAsks int
 	// copied is what copiedSince finds on the remote.
 	copied copySet
 	// readBack, when set, bounds copiedSince like the real read-back:
@@ -124,11 +126,14 @@ type fakeEntryWorld struct {
 	// sent: no receipt until the producer closes, then ErrClosed; with
 	// cutStores the remote keeps it all the same (the receipt was lost).
 	unreachable error
-	probes      int
-	cut         bool
-	cutStores   bool
-	onLink      func(bool) // the latest producer's
-	latest      *fakeEntryTarget
+	// openErr, when set, fails openProducer alone: the broker answers,
+	// and refuses the producer (reachTarget succeeds).
+	openErr   error
+	probes    int
+	cut       bool
+	cutStores bool
+	onLink    func(bool) // the latest producer's
+	latest    *fakeEntryTarget
 	// dedup makes the remote deduplicate as a broker does: a send whose
 	// sequence id is not above lastSeq (its record for the producer
 	// name, shared by every producer) is answered as a duplicate and not
@@ -337,6 +342,9 @@ func (w *fakeEntryWorld) openProducer(_ context.Context, epoch uint64, onLink fu
 	if w.unreachable != nil {
 		return nil, w.unreachable
 	}
+	if w.openErr != nil {
+		return nil, w.openErr
+	}
 	w.onLink = onLink
 	onLink(true) // as the wire producer does once created
 	w.opens++
@@ -431,6 +439,7 @@ func (w *fakeEntryWorld) copiedSince(_ context.Context, from marker.Position, re
 func (w *fakeEntryWorld) targetSchema(_ context.Context, v []byte) ([]byte, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.schemaAsks++
 	if w.schemaErr != nil {
 		return nil, w.schemaErr
 	}
@@ -928,10 +937,10 @@ func TestEntryPipeRefusedEntry(t *testing.T) {
 }
 
 // The target broker's permanent refusals (issue 21, item 4): NotAllowed
-// on a send and IncompatibleSchema when registering the schema take the
-// on_refused route like an entry too large: the partition stops at the
-// entry, or with skip the entry is skipped and counted and what follows is
-// copied. Before, both ended the session with an ordinary error, retried
+// on a send and IncompatibleSchema when registering the schema, and a
+// schema version the source no longer serves, take the on_refused route
+// like an entry too large: the partition stops at the entry, or with skip
+// the entry is skipped and counted and what follows is copied. Before, both ended the session with an ordinary error, retried
 // every 10 s for ever with partitions_stopped at 0 and skip without effect.
 // refuseE2 is a fake receipt: entry e2 refused with err, the rest stored.
 func refuseE2(err error) func(name string) (bool, error) {
@@ -968,6 +977,12 @@ func TestEntryPipeBrokerRefusals(t *testing.T) {
 			w.add(1, nil)
 			w.schemaErr = &wire.BrokerError{Op: "get or create schema", Code: wire.IncompatibleSchema, Message: "incompatible"}
 		}},
+		{"a schema version the source no longer serves", skipSourceSchemaMissing, func(w *fakeEntryWorld) {
+			w.add(2, nil)
+			w.add(1, nil, schemaVersion(v3))
+			w.add(1, nil)
+			w.schemaErr = fetchSchemaError("east", schemaNotFound)
+		}},
 	}
 	for _, tt := range tests {
 		for _, skip := range []bool{false, true} {
@@ -978,6 +993,7 @@ func TestEntryPipeBrokerRefusals(t *testing.T) {
 					p := newTestEntryPartition(t, w)
 					p.skipRefused = skip
 					stop := runEntryPartition(t, p)
+					defer stop() // also when waitFor gives up
 					if skip {
 						waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
 					} else {
