@@ -37,7 +37,7 @@ type Metrics struct {
 	// target namespace, credentials refused there): see pair.checkTarget.
 	PairProblems *prometheus.GaugeVec
 	// PartitionsStopped counts partitions stopped at a message their
-	// target refuses for good (on_refused: stop), by reason.
+	// target refuses for good (on_refused: stop, or a terminated target topic whatever on_refused says), by reason.
 	PartitionsStopped *prometheus.GaugeVec
 	// InflightBytes is what the entry pipe holds in flight, process-wide
 	// (bounded by its byte budget).
@@ -85,7 +85,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	topic := []string{"source", "target", "topic"}
 	m := &Metrics{
 		PartitionsStopped: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
-			Name: "partitions_stopped", Help: "Partitions stopped at a message the target refuses for good (on_refused: stop), by reason; they resume after the operator acts and restarts the sidecar."},
+			Name: "partitions_stopped", Help: "Partitions stopped at a message the target refuses for good (on_refused: stop; a terminated target topic always), by reason; they resume after the operator acts and restarts the sidecar."},
 			[]string{"source", "target", "reason"}),
 		InflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns,
 			Name: "inflight_bytes", Help: "Bytes of entries sent and not yet confirmed by their target, all pairs of the entry data path together."}),
