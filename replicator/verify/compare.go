@@ -137,7 +137,7 @@ type Result struct {
 	Present                      int64 // expected entries with a proven copy
 	// NotYetCopied are expected entries after the last copy: a copy
 	// still under way, not a loss.
-	NotYetCopied int64
+	NotYetCopied                                                       int64
 	Missing, Duplicated, Divergent, OutOfOrder, SourceGone, TargetOnly int64
 	// Target entries that do not claim the source.
 	Local, OtherOrigin, Markers, Unreadable int64
