@@ -97,9 +97,9 @@ var ErrPartitions = errors.New("source and target have different partition count
 // Run verifies o.Topic from o.From to o.To. An error means it could not
 // verify (a cluster unreachable, a read that stalled); the report then
 // holds the partitions done before.
-func Run(ctx context.Context, o Options) (Report, error) {
+func Run(ctx context.Context, o Options) (rep Report, err error) {
 	started := time.Now()
-	rep := Report{Topic: o.Topic, From: o.From.Name, To: o.To.Name, Authenticated: !o.Keys.IsZero(), Since: o.Since}
+	rep = Report{Topic: o.Topic, From: o.From.Name, To: o.To.Name, Authenticated: !o.Keys.IsZero(), Since: o.Since}
 	n, err := o.From.Client.PartitionedMetadata(ctx, o.Topic)
 	if err != nil {
 		return rep, fmt.Errorf("%s: partitions of %s: %w", o.From.Name, o.Topic, err)
