@@ -226,6 +226,22 @@ func TestVerify(t *testing.T) {
 	divOrigin, props := originOf(copies[5])
 	ProduceWith(t, west, pulsar.ProducerOptions{Topic: faults, DisableBatching: true},
 		&pulsar.ProducerMessage{Payload: []byte("not what east holds"), Properties: props})
+	// The bytes of a copy with one payload byte changed, origin and all.
+	flipped := copies[7]
+	flipped.Payload = slices.Clone(flipped.Payload)
+	flipped.Payload[len(flipped.Payload)/2] ^= 0x20
+	flipOrigin, _ := originOf(flipped)
+	sendRaw(t, wwest, faults, "e2e-injector", flipped)
+	// The bytes of a copy again, under a forged signature: proves nothing.
+	var spans [len(marker.OriginKeys)]wire.Span
+	if err := wire.LastProperties(copies[1].Metadata, marker.OriginKeys[:], spans[:]); err != nil {
+		t.Fatal(err)
+	}
+	unsigned := copies[1]
+	unsigned.Metadata = wire.AppendProperties(slices.Clone(copies[1].Metadata[:spans[2].Start]),
+		wire.KeyValue{Key: marker.PropOriginSig, Value: "v2.00112233445566778899aabbccddeeff"})
+	unsignedOrigin, _ := originOf(unsigned)
+	sendRaw(t, wwest, faults, "e2e-injector", unsigned)
 	forged := marker.Position{Ledger: int64(sources[9].ID.Ledger), Entry: int64(sources[9].ID.Entry) + 100_000, Batch: -1}.String()
 	ProduceWith(t, west, pulsar.ProducerOptions{Topic: faults, DisableBatching: true},
 		&pulsar.ProducerMessage{Payload: []byte("forged"), Properties: map[string]string{
@@ -236,8 +252,10 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("verify on the faults: exit %d, %+v, %s", code, rep, stderr)
 	}
 	p := rep.Partitions[0]
-	want := []string{"duplicated@" + dupOrigin, "divergent@" + divOrigin, "target-only@" + forged}
-	if got := kinds(p); !slices.Equal(got, want) || p.Missing+p.OutOfOrder != 0 || p.Present != p.Expected {
+	want := []string{"duplicated@" + dupOrigin, "divergent@" + divOrigin, "divergent@" + flipOrigin,
+		"target-only@" + unsignedOrigin, "target-only@" + forged}
+	if got := kinds(p); !slices.Equal(got, want) || p.Duplicated != 1 || p.Divergent != 2 || p.TargetOnly != 2 ||
+		p.Missing+p.OutOfOrder != 0 || p.Present != p.Expected || rep.Faults != 3 {
 		t.Errorf("faults: findings %v, want %v; %+v", got, want, p)
 	}
 
@@ -267,7 +285,8 @@ func TestVerify(t *testing.T) {
 		return marker.Position{Ledger: int64(e.ID.Ledger), Entry: int64(e.ID.Entry), Batch: -1}.String()
 	}
 	want = []string{"out-of-order@" + id(src[20]), "missing@" + id(src[10])}
-	if got := kinds(p); !slices.Equal(got, want) || p.Present != m-1 || p.Through == nil || p.Through.Origin != id(src[9]) {
+	if got := kinds(p); !slices.Equal(got, want) || p.Missing != 1 || p.OutOfOrder != 1 || p.Duplicated+p.Divergent+p.TargetOnly != 0 ||
+		p.Present != m-1 || p.Through == nil || p.Through.Origin != id(src[9]) {
 		t.Errorf("rebuilt: findings %v, want %v; %+v", got, want, p)
 	}
 

@@ -143,6 +143,8 @@ func TestPartition(t *testing.T) {
 			"exp=2 pre=2 lag=0 miss=0 dup=0 div=0 ooo=0 gone=0 only=0 through=3@1003"},
 		{"a forged origin far ahead reads no source", auth, "s0 s1 s2", "t0 u99 t1 t2",
 			"exp=3 pre=3 lag=0 miss=0 dup=0 div=0 ooo=0 gone=0 only=1 through=2@1002 target-only:99@1"},
+		{"a forged origin far ahead reads no source, even through a small window", small, "s0 s1 s2 s3 s4 s5", "t0 u99 t1 t2 t3 t4 t5",
+			"exp=6 pre=6 lag=0 miss=0 dup=0 div=0 ooo=0 gone=0 only=1 through=5@1005 target-only:99@1"},
 		{"a signed copy beyond the source's end", auth, "s0 s1", "t0 t1 t5",
 			"exp=2 pre=2 lag=0 miss=0 dup=0 div=0 ooo=0 gone=0 only=1 through=1@1001 target-only:5@2"},
 		{"without a key, origins count and bytes decide", unauth, "s0 s1 s2", "t0 u1 u2 x1",
