@@ -203,6 +203,12 @@ func TestVerify(t *testing.T) {
 				t.Errorf("%s after a clean copy: %+v, want verified through %s", p.Partition, p, want)
 			}
 		}
+		// --since: the same verdict over what was published in the last hour.
+		if code, r, stderr := runVerify(t, cfg, topic, "--from", "east", "--to", "west", "--since", "1h"); code != 0 ||
+			len(r.Partitions) != len(rep.Partitions) || r.Partitions[0].Through == nil ||
+			r.Partitions[0].Through.Origin != rep.Partitions[0].Through.Origin {
+			t.Errorf("verify --since 1h on %s: exit %d, %+v (%s)", topic, code, r, stderr)
+		}
 		t.Logf("clean %s: %d messages, %.1f MiB read in %.2fs", topic, rep.Messages, float64(rep.Bytes)/(1<<20), rep.Seconds)
 	}
 	side.Stop()

@@ -145,7 +145,11 @@ type walker struct {
 func (w *walker) partition(ctx context.Context, part string) (Result, error) {
 	cmp := New(Config{Window: w.o.Window, Deferred: 10_000, Authenticated: !w.o.Keys.IsZero(),
 		FromEarliest: w.o.Since.IsZero(), MaxFindings: 10})
-	tgt, err := w.open(ctx, w.o.To, part, w.o.Since.Add(-w.o.Slack))
+	tsince := w.o.Since
+	if !tsince.IsZero() {
+		tsince = tsince.Add(-w.o.Slack)
+	}
+	tgt, err := w.open(ctx, w.o.To, part, tsince)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", w.o.To.Name, err)
 	}
