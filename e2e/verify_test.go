@@ -269,6 +269,13 @@ func TestVerify(t *testing.T) {
 	const m = 40
 	produceUnbatched(t, east, rebuilt, "r", 0, m)
 	src := readRaw(t, weast, rebuilt, m)
+	// Nothing copied yet: behind, not lost; --complete makes it a failure.
+	if code, r, stderr := runVerify(t, cfg, rebuilt, "--from", "east", "--to", "west"); code != 0 || r.Partitions[0].NotYetCopied != m || r.Partitions[0].Through != nil {
+		t.Errorf("verify before the copy: exit %d, %+v (%s)", code, r, stderr)
+	}
+	if code, _, stderr := runVerify(t, cfg, rebuilt, "--from", "east", "--to", "west", "--complete"); code != 1 || !strings.Contains(stderr, "40 entries not yet copied") {
+		t.Errorf("verify --complete before the copy: exit %d (%s)", code, stderr)
+	}
 	key := markerKey(t)
 	var built []wire.Entry
 	for i := range src {

@@ -46,7 +46,8 @@ type Options struct {
 	// second; 0: unlimited.
 	MsgRate, ByteRate float64
 	// ReaderPrefix starts the readers' subscription names: the sidecar's
-	// cursor prefix, which the marker entry filter exempts.
+	// cursor prefix (sidecar.cursor_prefix), which the marker entry
+	// filter exempts.
 	ReaderPrefix string
 	Window       int // source entries compared at once (Config.Window); 0: DefaultWindow
 	// Progress, when set, is called from Run's goroutine after each
