@@ -201,6 +201,8 @@ func TestVerify(t *testing.T) {
 			want := lastEntry(t, weast, p.Partition)
 			if p.Through == nil || p.Through.Origin != want || p.Present != p.Expected || p.Expected == 0 || p.TargetOnly+p.SourceGone > 0 {
 				t.Errorf("%s after a clean copy: %+v, want verified through %s", p.Partition, p, want)
+			} else if at := lastEntry(t, wwest, p.Partition); p.Through.Target != at {
+				t.Errorf("%s: verified through %s at target %s, want the target's last entry %s", p.Partition, want, p.Through.Target, at)
 			}
 		}
 		// --since: the same verdict over what was published in the last hour.

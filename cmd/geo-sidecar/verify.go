@@ -209,7 +209,11 @@ func printVerify(w io.Writer, r verify.Report) {
 			fmt.Fprintf(w, "  copies of entries before --since: %d\n", p.BeforeRange)
 		}
 		if t := p.Through; t != nil {
-			fmt.Fprintf(w, "  verified through %s (published %s)\n", t.Origin.String(), time.UnixMilli(t.PublishTime).UTC().Format(time.RFC3339Nano))
+			at := ""
+			if t.HasTarget {
+				at = ", its copy at or before target " + t.Target.String()
+			}
+			fmt.Fprintf(w, "  verified through %s (published %s%s)\n", t.Origin.String(), time.UnixMilli(t.PublishTime).UTC().Format(time.RFC3339Nano), at)
 		} else {
 			fmt.Fprintf(w, "  verified through: nothing yet\n")
 		}

@@ -124,9 +124,21 @@ type Finding struct {
 
 // Through is how far a target is proven complete: every entry of the
 // source through Origin that the pipe forwards has its copy there.
+//
+// It is also where a later walk can resume (a verifier that runs
+// continuously): the source after Origin, the target after Target, in a
+// range that starts mid-topic (Config.FromEarliest false). A copy placed
+// on the target before Target but naming an entry after Origin (out of
+// order) is then not seen again; it was reported when it was.
 type Through struct {
 	Origin      marker.Position
 	PublishTime int64 // Unix milliseconds, the entry's at Origin
+	// Target is where the last copy at or before Origin sits on the
+	// target (the first copy found of each entry); HasTarget is false
+	// when the entries through Origin are all ones the pipe does not
+	// forward.
+	Target    marker.Position
+	HasTarget bool
 }
 
 // Result is one partition's verdict.
@@ -154,6 +166,7 @@ func (r *Result) Faults() int64 { return r.Missing + r.Duplicated + r.Divergent 
 // record is a source entry in the window.
 type record struct {
 	pos     marker.Position
+	copyAt  marker.Position // where its first copy is on the target (matched)
 	publish int64
 	digest  Digest
 	state   uint8
@@ -278,7 +291,14 @@ func (p *Partition) settle() {
 		if r.state == unmatched {
 			return
 		}
-		p.res.Through = &Through{Origin: r.pos, PublishTime: r.publish}
+		th := Through{Origin: r.pos, PublishTime: r.publish}
+		if prev := p.res.Through; prev != nil {
+			th.Target, th.HasTarget = prev.Target, prev.HasTarget
+		}
+		if r.state == matched && (!th.HasTarget || r.copyAt.Compare(th.Target) > 0) {
+			th.Target, th.HasTarget = r.copyAt, true
+		}
+		p.res.Through = &th
 		p.front++
 	}
 }
@@ -411,7 +431,7 @@ func (p *Partition) judge(t Target) {
 		p.res.Duplicated++
 		p.find(Finding{Kind: Duplicated, Origin: o, Target: &t.Pos})
 	default:
-		r.state = matched
+		r.state, r.copyAt = matched, t.Pos
 		p.res.Present++
 		if p.anyMatched && o.Compare(p.maxMatched) < 0 {
 			p.res.OutOfOrder++
@@ -438,6 +458,19 @@ func (p *Partition) find(f Finding) {
 		f.Target = &at
 	}
 	p.res.Findings = append(p.res.Findings, f)
+}
+
+// Snapshot is the verdict so far, without judging what is still in the
+// window: the counts of what was judged, and Through (a verifier that
+// runs continuously reports these as it goes).
+func (p *Partition) Snapshot() Result {
+	r := p.res
+	r.Findings = append([]Finding(nil), p.res.Findings...)
+	if p.res.Through != nil {
+		th := *p.res.Through
+		r.Through = &th
+	}
+	return r
 }
 
 // SourceDone says the source was read to its end (as it was when the walk

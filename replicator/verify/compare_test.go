@@ -202,3 +202,39 @@ func TestFindingsCapped(t *testing.T) {
 		t.Fatalf("missing %d, findings %v: want 9 counted and the first 3 named from entry 1", r.Missing, r.Findings)
 	}
 }
+
+// TestResume: a walk resumed from the first one's Through (the source
+// after its Origin, the target after its Target, a range that starts
+// mid-topic) judges the rest as one walk over everything would: what a
+// verifier that runs continuously does.
+func TestResume(t *testing.T) {
+	pos := func(l, e int64) marker.Position { return marker.Position{Ledger: l, Entry: e, Batch: -1} }
+	feed := func(c *Partition, from, to int64, tgt map[int64]int64) {
+		for e := from; e < to; e++ {
+			c.AddSource(Source{Pos: pos(1, e), PublishTime: e, Digest: Digest{byte(e)}})
+		}
+		for e := from; e < to; e++ {
+			if at, ok := tgt[e]; ok {
+				c.AddTarget(Target{Pos: pos(9, at), Claim: FromSource, Origin: pos(1, e), OriginOK: true, Signed: true, Digest: Digest{byte(e)}})
+			}
+		}
+	}
+	copies := map[int64]int64{}
+	for e := range int64(8) {
+		copies[e] = 100 + e
+	}
+	delete(copies, 6) // lost
+	first := New(Config{Window: 100, Deferred: 10, Authenticated: true, FromEarliest: true})
+	feed(first, 0, 4, copies)
+	mid := first.Snapshot()
+	if mid.Through == nil || mid.Through.Origin != pos(1, 3) || !mid.Through.HasTarget || mid.Through.Target != pos(9, 103) {
+		t.Fatalf("snapshot after 4: through %+v, want origin 1:3 at target 9:103", mid.Through)
+	}
+	// Resumed after 1:3 on the source and 9:103 on the target.
+	second := New(Config{Window: 100, Deferred: 10, Authenticated: true, FromEarliest: false})
+	feed(second, 4, 8, copies)
+	r := second.Finish()
+	if r.Present != 3 || r.Missing != 1 || r.Findings[0].Origin != pos(1, 6) || r.Through.Origin != pos(1, 5) || r.Through.Target != pos(9, 105) {
+		t.Fatalf("resumed: %s, through %+v", brief(r), r.Through)
+	}
+}

@@ -47,6 +47,7 @@ type JSONPartition struct {
 type JSONThrough struct {
 	Origin      string `json:"origin"`
 	PublishTime string `json:"publish_time"`
+	Target      string `json:"target,omitempty"` // where the copy at or before origin is
 }
 
 // JSONFinding is Finding for encoding/json.
@@ -72,6 +73,9 @@ func JSON(r Report) JSONReport {
 			Markers: p.Markers, Unreadable: p.Unreadable, BeforeRange: p.BeforeRange, Findings: []JSONFinding{}}
 		if t := p.Through; t != nil {
 			jp.Through = &JSONThrough{Origin: t.Origin.String(), PublishTime: time.UnixMilli(t.PublishTime).UTC().Format(time.RFC3339Nano)}
+			if t.HasTarget {
+				jp.Through.Target = t.Target.String()
+			}
 		}
 		for _, f := range p.Findings {
 			jf := JSONFinding{Kind: f.Kind, Origin: f.Origin.String(), Detail: f.Detail}
