@@ -239,10 +239,21 @@ const (
 	readIdle = 30 * time.Second
 )
 
+// entryReader is a stream's non-durable reader (a wire.Consumer), used
+// from one goroutine.
+type entryReader interface {
+	// Receive returns an entry already queued even when ctx is done.
+	Receive(ctx context.Context) (wire.Entry, error)
+	Release(wire.Entry) error
+	AckCumulative(wire.MessageID) error
+	MarkDelete(ctx context.Context) (wire.MessageID, bool, error)
+	Close() error
+}
+
 // stream reads one side's partition from a start to the end it had when
 // opened.
 type stream struct {
-	c    *wire.Consumer
+	c    entryReader
 	end  marker.Position
 	done bool
 	last wire.MessageID
@@ -300,9 +311,11 @@ func (w *walker) open(ctx context.Context, side Side, part string, since time.Ti
 		// A batch index makes the start inclusive of its entry.
 		opts.StartMessageID = &wire.MessageID{Ledger: uint64(id.LedgerID), Entry: uint64(id.EntryID), Partition: -1, BatchIndex: 0}
 	}
-	if s.c, err = wire.Subscribe(ctx, side.Client, opts); err != nil {
+	c, err := wire.Subscribe(ctx, side.Client, opts)
+	if err != nil {
 		return nil, fmt.Errorf("open a reader: %w", err)
 	}
+	s.c = c
 	return s, nil
 }
 
@@ -319,6 +332,10 @@ func (s *stream) next(ctx context.Context) (e wire.Entry, ok bool, err error) {
 			done, cancel := context.WithCancel(ctx)
 			cancel()
 			e, err := s.c.Receive(done)
+			if err == nil && s.read && position(e.ID).Compare(position(s.last)) <= 0 {
+				_ = s.c.Release(e)
+				continue
+			}
 			if err == nil && position(e.ID).Compare(s.end) <= 0 {
 				s.last, s.read = e.ID, true
 				s.done = position(e.ID).Compare(s.end) >= 0
@@ -334,6 +351,13 @@ func (s *stream) next(ctx context.Context) (e wire.Entry, ok bool, err error) {
 		cancel()
 		if err == nil {
 			pos := position(e.ID)
+			if s.read && pos.Compare(position(s.last)) <= 0 {
+				// Delivered again (a reader that reconnected resumes from
+				// its start): judged once already, a second time would
+				// be a duplicate that is not there.
+				_ = s.c.Release(e)
+				continue
+			}
 			if pos.Compare(s.end) > 0 { // written after the walk began
 				_ = s.c.Release(e)
 				s.done = true
