@@ -265,9 +265,13 @@ type stream struct {
 // open opens a stream of part on side from since (zero: its first entry)
 // to its current end.
 func (w *walker) open(ctx context.Context, side Side, part string, since time.Time) (*stream, error) {
+	// The probe and the reader subscribe under names of their own: the
+	// broker removes a non-durable subscription after its consumer
+	// closed, and a subscribe under the same name meanwhile is refused
+	// ("Subscription is fenced").
 	sub := w.o.ReaderPrefix + ".verify-" + uuid.NewString()[:8]
-	probe, err := wire.Subscribe(ctx, side.Client, wire.ConsumerOptions{
-		Topic: part, Subscription: sub, Name: sub, NonDurable: true, NoTopicCreation: true,
+	probe, err := subscribe(ctx, side.Client, wire.ConsumerOptions{
+		Topic: part, Subscription: sub + "-end", Name: sub + "-end", NonDurable: true, NoTopicCreation: true,
 		InitialPosition: wire.Latest, Permits: 1,
 	})
 	var be *wire.BrokerError
@@ -311,7 +315,7 @@ func (w *walker) open(ctx context.Context, side Side, part string, since time.Ti
 		// A batch index makes the start inclusive of its entry.
 		opts.StartMessageID = &wire.MessageID{Ledger: uint64(id.LedgerID), Entry: uint64(id.EntryID), Partition: -1, BatchIndex: 0}
 	}
-	c, err := wire.Subscribe(ctx, side.Client, opts)
+	c, err := subscribe(ctx, side.Client, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open a reader: %w", err)
 	}
@@ -384,6 +388,24 @@ func (s *stream) next(ctx context.Context) (e wire.Entry, ok bool, err error) {
 	}
 	return wire.Entry{}, false, nil
 }
+
+// subscribe is wire.Subscribe, tried again a few times on an error the
+// broker says is passing (a topic moving between brokers, a
+// subscription being removed); a topic that is not there is an answer.
+func subscribe(ctx context.Context, c *wire.Client, opts wire.ConsumerOptions) (*wire.Consumer, error) {
+	b := cluster.NewBackoff(200*time.Millisecond, 2*time.Second)
+	for try := 1; ; try++ {
+		r, err := wire.Subscribe(ctx, c, opts)
+		var be *wire.BrokerError
+		if err == nil || try == subscribeTries || !wire.IsRetryable(err) ||
+			(errors.As(err, &be) && be.Code == wire.TopicNotFound) || !cluster.Sleep(ctx, b.Next()) {
+			return r, err
+		}
+	}
+}
+
+// subscribeTries bounds subscribe's tries.
+const subscribeTries = 5
 
 func (s *stream) close() {
 	if s.c != nil {
