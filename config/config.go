@@ -49,6 +49,23 @@ const (
 	DefaultOnRefused          = OnRefusedStop
 )
 
+// Default memory budgets of the entry path (sidecar.receive_budget,
+// sidecar.send_budget, sidecar.readback_budget), each split evenly among
+// the target clusters of the process; see docs/guarantees.md, Memory.
+const (
+	DefaultReceiveBudget  ByteSize = 512 << 20
+	DefaultSendBudget     ByteSize = 256 << 20
+	DefaultReadBackBudget ByteSize = 64 << 20
+)
+
+// MinBudgetShare is the least a memory budget may be, and the least each
+// target cluster's share of it (the budget over the number of targets)
+// should be, else [Config.Warnings] says so: a whole entry of the
+// broker's default maximum message size (5 MiB) with room for its
+// metadata, and one read-back reader's window (8 MiB). Below it every
+// large entry passes alone, one at a time.
+const MinBudgetShare ByteSize = 8 << 20
+
 // Values of [Replication.OnRefused].
 const (
 	// OnRefusedStop stops a partition at a message its target refuses for
@@ -133,6 +150,17 @@ type Sidecar struct {
 	// AdminBudget bounds the admin requests subscription sync makes to
 	// each cluster.
 	AdminBudget AdminBudget `yaml:"admin_budget"`
+	// ReceiveBudget bounds what the replication cursors hold (entries
+	// received, not yet confirmed by the target) and may still be sent;
+	// SendBudget what the entry path holds in flight (sent, not yet
+	// confirmed); ReadBackBudget what the read-backs of the remote
+	// partitions hold. Each is split evenly among the target clusters of
+	// the process; each must be at least [MinBudgetShare], and each
+	// target's share should be (else a warning). Together, plus about 100 MiB for the process
+	// itself, they are what the sidecar's memory limit must hold.
+	ReceiveBudget  ByteSize `yaml:"receive_budget"`
+	SendBudget     ByteSize `yaml:"send_budget"`
+	ReadBackBudget ByteSize `yaml:"readback_budget"`
 }
 
 // AdminBudget is the token bucket of admin requests that subscription
@@ -489,6 +517,9 @@ func Parse(data []byte) (*Config, error) {
 		Listen:            DefaultListen,
 		DiscoveryInterval: Duration{DefaultDiscoveryInterval},
 		CursorPrefix:      DefaultCursorPrefix,
+		ReceiveBudget:     DefaultReceiveBudget,
+		SendBudget:        DefaultSendBudget,
+		ReadBackBudget:    DefaultReadBackBudget,
 		Snapshot: Snapshot{
 			Interval:       Duration{DefaultSnapshotInterval},
 			Timeout:        Duration{DefaultSnapshotTimeout},

@@ -84,6 +84,9 @@ func TestParseFull(t *testing.T) {
 			MarkerKeyAcceptedFile: "/etc/geo-sidecar/marker-old.key",
 			Snapshot:              Snapshot{Interval: Duration{2 * time.Second}, Timeout: Duration{90 * time.Second}, CacheSize: 20, HistoryEntries: DefaultHistoryEntries},
 			AdminBudget:           AdminBudget{RequestsPerSecond: DefaultAdminRate, Burst: DefaultAdminBurst},
+			ReceiveBudget:         1 << 30,
+			SendBudget:            384 << 20,
+			ReadBackBudget:        24 << 20,
 		},
 		Clusters: []Cluster{
 			{
@@ -192,6 +195,9 @@ func TestParseDefaults(t *testing.T) {
 		{"snapshot.history_entries", s.Snapshot.HistoryEntries, int64(10000)},
 		{"admin_budget.requests_per_second", s.AdminBudget.RequestsPerSecond, 50.0},
 		{"admin_budget.burst", s.AdminBudget.Burst, 100},
+		{"receive_budget", s.ReceiveBudget, ByteSize(512 << 20)},
+		{"send_budget", s.SendBudget, ByteSize(256 << 20)},
+		{"readback_budget", s.ReadBackBudget, ByteSize(64 << 20)},
 		{"clusters[0].max_pending_messages", cfg.Clusters[0].MaxPendingMessages, 1000},
 		{"clusters[1].max_pending_messages", cfg.Clusters[1].MaxPendingMessages, 1000},
 		{"clusters[0].keep_alive", cfg.Clusters[0].KeepAlive.Duration, 30 * time.Second},
@@ -239,6 +245,7 @@ func validConfig() *Config {
 			MarkerKeyEnv:      "GEO_MARKER_KEY",
 			Snapshot:          Snapshot{Interval: Duration{time.Second}, Timeout: Duration{2 * time.Second}, CacheSize: 1, HistoryEntries: 100},
 			AdminBudget:       AdminBudget{RequestsPerSecond: 1, Burst: 1},
+			ReceiveBudget:     MinBudgetShare, SendBudget: MinBudgetShare, ReadBackBudget: MinBudgetShare,
 		},
 		Clusters: []Cluster{
 			{Name: "a", ServiceURL: "pulsar://a:6650", AdminURL: "http://a:8080", MaxPendingMessages: 1, KeepAlive: Duration{time.Second}},

@@ -51,6 +51,7 @@ func (p *problems) add(path, format string, args ...any) {
 func (c *Config) Validate() error {
 	var p problems
 	c.validateSidecar(&p)
+	c.validateBudgets(&p)
 	clusters := c.validateClusters(&p)
 	c.validateReplication(&p, clusters)
 	return errors.Join(p...)
@@ -124,6 +125,51 @@ func (c *Config) validateSidecar(p *problems) {
 	}
 	if ab := s.AdminBudget; ab.Burst < 1 || ab.Burst > 100000 {
 		p.add("sidecar.admin_budget.burst", "%d must be from 1 to 100000", ab.Burst)
+	}
+}
+
+// validateBudgets checks the memory budgets against MinBudgetShare: a
+// budget that could not hold one large entry for one target is refused.
+// Each is split among the target clusters; a share below the floor still
+// works (an entry larger than a share passes alone, one at a time) and is
+// warned about (budgetShares).
+func (c *Config) validateBudgets(p *problems) {
+	for _, b := range c.budgets() {
+		if b.v < MinBudgetShare {
+			p.add("sidecar."+b.field, "%s is below %s, the least a budget may be: one whole entry of the broker's default maximum message size (5MiB) with room for its metadata, and one read-back reader's window", b.v, MinBudgetShare)
+		}
+	}
+}
+
+type budget struct {
+	field string
+	v     ByteSize
+}
+
+func (c *Config) budgets() []budget {
+	return []budget{
+		{"receive_budget", c.Sidecar.ReceiveBudget},
+		{"send_budget", c.Sidecar.SendBudget},
+		{"readback_budget", c.Sidecar.ReadBackBudget},
+	}
+}
+
+// budgetShares warns about each budget whose share per target cluster is
+// below MinBudgetShare, for a process that runs every entry of the file,
+// where the shares are smallest (--cluster picks fewer targets).
+func (c *Config) budgetShares(add func(summary, format string, args ...any)) {
+	targets := map[string]bool{}
+	for _, r := range c.Replication {
+		for _, t := range r.Targets {
+			targets[t] = true
+		}
+	}
+	n := ByteSize(max(len(targets), 1))
+	for _, b := range c.budgets() {
+		if share := b.v / n; b.v >= MinBudgetShare && share < MinBudgetShare {
+			add(WarnSmallBudget, "sidecar.%s: %s is %s for each of %d target clusters, below %s: an entry larger than a target's share passes alone, one at a time (set at least %s)",
+				b.field, b.v, share.approx(), n, MinBudgetShare, MinBudgetShare*n)
+		}
 	}
 }
 
@@ -207,6 +253,7 @@ const (
 	WarnReachable   = "HTTP endpoints reachable from other hosts"
 	WarnCleartext   = "credentials would travel unencrypted"
 	WarnNoMarkerKey = "without a marker key, copies on the target are not recognised"
+	WarnSmallBudget = "a memory budget's share per target holds no large entry"
 )
 
 // Warnings returns what is allowed but unsafe in c, one finding each: a
@@ -240,6 +287,7 @@ func (c *Config) Warnings() []Warning {
 				path, cl.AdminURL, cl.Auth.TokenSource())
 		}
 	}
+	c.budgetShares(add)
 	if c.Sidecar.MarkerKeyFile == "" && c.Sidecar.MarkerKeyEnv == "" {
 		for i := range c.Replication {
 			add(WarnNoMarkerKey, "replication[%d]: the entry data path without a marker key (sidecar.marker_key_file or marker_key_env) recognises none of its copies on the target: whenever a partition's session starts again (a restart or crash, a takeover by another instance, a lost connection, a failed send) the entries it had in flight are copied again, with or without deduplication on the target (duplicates, not loss)", i)

@@ -6,7 +6,8 @@
 #     values and the three-region example, the rendered manifests strictly
 #     decoded into k8s.io/api types and checked against client-go's
 #     structured schema (kubecheck), the rendered config run through
-#     `geo-sidecar validate`, and a bad value refused at template time;
+#     `geo-sidecar validate`, and bad values refused at template time (a
+#     source cluster the config lacks, a memory limit below the budgets);
 #   - the alert rules: promtool check rules and promtool test rules;
 #   - the dashboard: every query parses as PromQL (promqlnames);
 #   - the Dockerfile: built and run without a container engine (imagecheck).
@@ -36,11 +37,14 @@ step "helm lint --strict: default values, $example"
 "$HELM" lint --strict "$chart"
 "$HELM" lint --strict "$chart" -f "$example"
 
-for case in default three-regions three-regions-east; do
+small=(--set resources.limits.memory=512Mi --set config.sidecar.receive_budget=256MiB
+  --set config.sidecar.send_budget=96MiB --set config.sidecar.readback_budget=32MiB)
+for case in default three-regions three-regions-east small-limit; do
   case $case in
     default)            args=() ;;
     three-regions)      args=(-f "$example") ;;
     three-regions-east) args=(-f "$example" --set 'sources={east}') ;;
+    small-limit)        args=("${small[@]}") ;; # values.yaml's sizing for 512Mi
   esac
   step "helm template ($case) | kubecheck, geo-sidecar validate on the rendered config"
   "$HELM" template geo-sidecar "$chart" --namespace geo-sidecar "${args[@]}" > "$out/$case.yaml"
@@ -56,6 +60,16 @@ if "$HELM" template geo-sidecar "$chart" --set 'sources={nowhere}' > /dev/null 2
   echo "helm template accepted sources={nowhere}" >&2; exit 1
 fi
 grep -q '"nowhere" is not a cluster of config.clusters' "$out/err" || { cat "$out/err" >&2; exit 1; }
+
+step "helm template refuses a memory limit below the sidecar's budgets + 100 MiB, and a size without a binary unit"
+if "$HELM" template geo-sidecar "$chart" --set resources.limits.memory=512Mi > /dev/null 2> "$out/err"; then
+  echo "helm template accepted a 512Mi limit with the default budgets (932 MiB)" >&2; exit 1
+fi
+grep -q 'resources.limits.memory: 512Mi is below what the sidecar may use' "$out/err" || { cat "$out/err" >&2; exit 1; }
+if "$HELM" template geo-sidecar "$chart" --set config.sidecar.send_budget=256MB > /dev/null 2> "$out/err"; then
+  echo "helm template accepted send_budget=256MB" >&2; exit 1
+fi
+grep -q 'config.sidecar.send_budget: "256MB" is not a size' "$out/err" || { cat "$out/err" >&2; exit 1; }
 
 step "promtool check rules, promtool test rules"
 "$PROMTOOL" check rules deploy/prometheus/alerts.yaml

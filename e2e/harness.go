@@ -327,22 +327,62 @@ func DisruptClusters(t testing.TB, names ...string) { lockClusters(t, syscall.LO
 
 func lockClusters(t testing.TB, how int, names []string) {
 	t.Helper()
+	release, waited, err := holdClusters(how, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, d := range waited {
+		t.Logf("waited %s for cluster %s (the other lane's test held it)", d.Round(time.Second), n)
+	}
+	t.Cleanup(release)
+}
+
+// holdClusters takes the named clusters' locks (how: LOCK_SH or LOCK_EX)
+// in one order for every caller, so no two lanes deadlock. It returns
+// the waits over a second, by cluster, and the function that releases
+// them (closing the files releases the locks).
+func holdClusters(how int, names []string) (release func(), waited map[string]time.Duration, err error) {
 	names = append([]string(nil), names...)
-	sort.Strings(names) // one order for every test: no deadlock between lanes
+	sort.Strings(names)
+	var files []*os.File
+	release = func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
 	for _, n := range names {
 		path := filepath.Join(os.TempDir(), fmt.Sprintf("geo-sidecar-testbed%d-%s.lock", portOffset, n))
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
-			t.Fatalf("lock cluster %s: %v", n, err)
+			release()
+			return nil, nil, fmt.Errorf("lock cluster %s: %w", n, err)
 		}
-		waited := time.Now()
+		start := time.Now()
 		if err := syscall.Flock(int(f.Fd()), how); err != nil {
 			f.Close()
-			t.Fatalf("lock cluster %s: %v", n, err)
+			release()
+			return nil, nil, fmt.Errorf("lock cluster %s: %w", n, err)
 		}
-		if d := time.Since(waited); d > time.Second {
-			t.Logf("waited %s for cluster %s (the other lane's test held it)", d.Round(time.Second), n)
+		files = append(files, f)
+		if d := time.Since(start); d > time.Second {
+			if waited == nil {
+				waited = map[string]time.Duration{}
+			}
+			waited[n] = d
 		}
-		t.Cleanup(func() { f.Close() }) // closing the file releases the lock
 	}
+	return release, waited, nil
+}
+
+// UpShared brings up the named clusters while holding their locks shared:
+// a cluster that a test of another process has killed on purpose (held
+// exclusively) is not started behind that test's back, which once
+// restarted west in the middle of TestTargetOutage's outage.
+func UpShared(names ...string) error {
+	release, _, err := holdClusters(syscall.LOCK_SH, names)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return Up(names...)
 }

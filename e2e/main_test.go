@@ -14,7 +14,7 @@ func TestMain(m *testing.M) {
 	if len(names) == 0 {
 		names = []string{"east", "west"}
 	}
-	if err := Up(names...); err != nil {
+	if err := UpShared(names...); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: test-bed clusters did not start: %v\n", err)
 		os.Exit(1)
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -59,6 +60,13 @@ type pair struct {
 	pollers *subsync.Pollers // nil: every follow reads positions and backlogs itself
 	budget  *entrypath.ByteBudget
 	pool    *entrypath.ReceivePool // the target's share of the receive budget
+	// readBack is the target's share of the read-back budget.
+	readBack *entrypath.ReadBackPool
+
+	// followName names the consumer of this process's subscription moves;
+	// followOnce logs once that there is no client for them.
+	followName string
+	followOnce sync.Once
 
 	// problem is why the pair cannot replicate at all, in a sentence
 	// naming the pair and what is missing (see checkTarget); nil when
@@ -305,7 +313,7 @@ func (p *pair) entryPartition(partitionTopic string) entrypath.Config {
 		Local: p.local, Remote: p.remote, Topic: partitionTopic,
 		Subscription: p.subscription, Start: start, MaxPending: p.maxPending,
 		Keys: p.keys, ReaderPrefix: p.cfg.Sidecar.CursorPrefix,
-		Budget: p.budget, Pool: p.pool, SkipRefused: p.rep.OnRefused == config.OnRefusedSkip,
+		Budget: p.budget, Pool: p.pool, ReadBack: p.readBack, SkipRefused: p.rep.OnRefused == config.OnRefusedSkip,
 		MsgRate: p.msgRate, ByteRate: p.byteRate,
 		Metrics: p.m, Log: p.log.With(zap.String("partition", partitionTopic)),
 	}
@@ -335,6 +343,27 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subsy
 	return s
 }
 
+// followPrefix starts the names of the consumers of subscription moves
+// (subsync.FollowName): "<cursor_prefix>.follow-".
+func followPrefix(s config.Sidecar) string { return s.OwnCursorPrefix() + "follow-" }
+
+// follower is the local cluster's client for subscription moves (the
+// protocol route); nil when it cannot be built (then updates take the
+// admin route alone, and the log says why once per pair).
+func (p *pair) follower() subsync.Follower {
+	if p.local.Config.ServiceURL == "" {
+		return nil // a test's cluster without a service
+	}
+	c, err := p.local.FollowClient()
+	if err != nil {
+		p.followOnce.Do(func() {
+			p.log.Warn("no client for subscription moves over the protocol: updates use reset-cursor only, never with consumers attached", zap.Error(err))
+		})
+		return nil
+	}
+	return c
+}
+
 // syncFor builds the subscription sync of one partition, given the
 // partition's layout at start (nil if unknown).
 func (p *pair) syncFor(partitionTopic, topic string, layout *cluster.Layout) *subsync.Sync {
@@ -349,6 +378,8 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *cluster.Layout) *su
 	// A cursor that does not exist yet and starts at the earliest message
 	// reads every message: the watermarks are exact from the start.
 	fresh := !p.startsLatest(partitionTopic) && cursors != nil && !slices.Contains(cursors, p.subscription)
+	localSubs := subsync.NewSubAdmin(p.local.Admin, followPrefix(p.cfg.Sidecar))
+	remoteSubs := subsync.NewSubAdmin(p.remote.Admin, followPrefix(p.cfg.Sidecar))
 	return subsync.New(subsync.Config{
 		Local: p.local.Name, Remote: p.remote.Name, Topic: partitionTopic, Keys: p.keys,
 		Interval: sc.Interval.Duration,
@@ -364,8 +395,12 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *cluster.Layout) *su
 		Writer:         subsync.NewMarkerWriter(p.local.Client, partitionTopic, marker.MarkerProducerName(p.local.Name, p.remote.Name), p.keys),
 		LocalAdmin:     p.local.Control,
 		RemoteAdmin:    p.remote.Control,
-		SubAdmin:       subsync.NewSubAdmin(p.local.Admin),
-		RemoteSubs:     subsync.NewSubAdmin(p.remote.Admin),
+		SubAdmin:       localSubs,
+		SubStates:      localSubs,
+		RemoteStates:   remoteSubs,
+		RemoteSubs:     remoteSubs,
+		Follow:         p.follower(),
+		FollowName:     p.followName,
 		History:        subsync.NewHistory(p.local.Client, partitionTopic, p.cfg.Sidecar.CursorPrefix),
 		Metrics:        p.m,
 		Log:            p.log.With(zap.String("partition", partitionTopic)),

@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -62,12 +63,17 @@ type Sidecar struct {
 	// pollers share each topic's stats reading among the syncs of its
 	// partitions, and hold each cluster's admin budget.
 	pollers *subsync.Pollers
+	// instance names this process's subscription moves' consumer.
+	instance string
 	// budgets bound the bytes the entry pipe holds in flight, a share of
 	// the process's budget per target cluster.
 	budgets *entrypath.TargetBudgets
 	// pools bound what the cursors hold and may be sent, a share of the
 	// receive budget per target cluster.
 	pools *entrypath.ReceivePools
+	// readBacks bound what the read-backs of the remote partitions hold,
+	// a share of the read-back budget per target cluster.
+	readBacks *entrypath.ReadBackPools
 
 	ready atomic.Bool
 	mu    sync.Mutex
@@ -105,8 +111,10 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 		ab = config.AdminBudget{RequestsPerSecond: config.DefaultAdminRate, Burst: config.DefaultAdminBurst}
 	}
 	pollers := subsync.NewPollers(ab.RequestsPerSecond, ab.Burst, func(c string, n int) { m.AdminBudgetWaiting.WithLabelValues(c).Set(float64(n)) })
-	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, keys: marker.NewKeys(key, accepted), pollers: pollers,
-		budgets: entrypath.NewTargetBudgets(entrypath.InflightBudget, targets, m.InflightBytes.Set), pools: entrypath.NewReceivePools(entrypath.ReceiveBudget, targets, m)}, nil
+	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, keys: marker.NewKeys(key, accepted), instance: uuid.NewString()[:8], pollers: pollers,
+		budgets:   entrypath.NewTargetBudgets(int64(cfg.Sidecar.SendBudget), targets, m.InflightBytes.Set),
+		pools:     entrypath.NewReceivePools(int64(cfg.Sidecar.ReceiveBudget), targets, m),
+		readBacks: entrypath.NewReadBackPools(int64(cfg.Sidecar.ReadBackBudget), targets, m)}, nil
 }
 
 // Metrics returns the sidecar's metrics.
@@ -240,17 +248,19 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				maxPending:   rc.MaxPendingMessages,
 				interval:     s.cfg.Sidecar.DiscoveryInterval.Duration,
 				msgRate:      msgRate, byteRate: byteRate,
-				m:       s.m,
-				cfg:     s.cfg,
-				keys:    s.keys,
-				applied: &s.applied,
-				pollers: s.pollers,
-				budget:  s.budgets.Of(t),
-				pool:    s.pools.Of(t),
-				log:     s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
-				running: map[string]*worker{},
-				quiet:   map[string]time.Time{},
-				gauged:  map[string]bool{},
+				m:          s.m,
+				cfg:        s.cfg,
+				keys:       s.keys,
+				applied:    &s.applied,
+				pollers:    s.pollers,
+				followName: subsync.FollowName(followPrefix(s.cfg.Sidecar), s.instance),
+				budget:     s.budgets.Of(t),
+				pool:       s.pools.Of(t),
+				readBack:   s.readBacks.Of(t),
+				log:        s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
+				running:    map[string]*worker{},
+				quiet:      map[string]time.Time{},
+				gauged:     map[string]bool{},
 			})
 		}
 	}

@@ -1,14 +1,14 @@
 // Package subscription keeps subscriptions in step across clusters: it
 // decides which update to send when a local subscription has moved past a
-// snapshot, and how to apply an update received from a remote, forward
-// only, never while consumers are attached. The admin calls sit behind the
-// small Admin interface; the replicator supplies the Pulsar one.
+// snapshot (Planner), and how to apply an update received from a remote
+// (Decide, Apply: apply.go): forward only, over the binary protocol where
+// the subscription's type allows it with consumers attached, with the
+// admin API's reset-cursor only where nobody is attached, never
+// disconnecting a consumer. The two movers sit behind the small Mover and
+// Admin interfaces; replicator/subsync supplies the Pulsar ones.
 package subscription
 
 import (
-	"context"
-	"fmt"
-
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 )
@@ -60,84 +60,6 @@ func (p *Planner) Next(sub string, md marker.Position, snaps Covering) (snapshot
 
 // Forget drops what was sent for sub (the subscription was deleted).
 func (p *Planner) Forget(sub string) { delete(p.sent, sub) }
-
-// State is a subscription's state on one partition.
-type State struct {
-	Exists     bool
-	MarkDelete marker.Position // entry granular; Batch is ignored
-	Consumers  int
-}
-
-// Admin is what Apply needs of a cluster's admin API, for one partition.
-// Implementations must be safe for concurrent use.
-type Admin interface {
-	State(ctx context.Context, topic, sub string) (State, error)
-	// Create creates sub so that the next message it delivers is the
-	// entry at `at`.
-	Create(ctx context.Context, topic, sub string, at marker.Position) error
-	// Reset moves sub so that the next message it delivers is the entry at
-	// `at` (Pulsar's reset-cursor, which disconnects consumers: Apply only
-	// calls it when none are attached).
-	Reset(ctx context.Context, topic, sub string, at marker.Position) error
-}
-
-// Outcome of Apply; the values are bounded metric labels.
-type Outcome string
-
-const (
-	Applied          Outcome = "applied"
-	Created          Outcome = "created"
-	RefusedConsumers Outcome = "consumers-attached"
-	RefusedBackwards Outcome = "not-forward"
-	Failed           Outcome = "error"
-)
-
-// Apply moves sub on topic to the update position to (a position in this
-// cluster's partition: everything at or before it was consumed on the
-// remote). The subscription is positioned at to's entry, so that entry is
-// delivered again: when to is a message inside a batch, the rest of the
-// batch may not have been consumed, and re-reading a few messages is a
-// duplicate where skipping them would be a loss. It never moves a
-// subscription backwards, and never while consumers are attached.
-//
-// In detail: a missing subscription is created at to's entry (Created). An
-// existing one is moved (Applied) only when no consumer is attached
-// (otherwise RefusedConsumers: the reset would disconnect them) and to's
-// entry is strictly after its mark-delete entry (otherwise
-// RefusedBackwards). Positions are compared by ledger and entry only: the
-// admin API reads and sets whole entries. Both refusals return a nil
-// error; the caller counts them, and a later update retries. Failed comes
-// with an error that wraps the admin's and names topic and sub.
-//
-// Apply is not atomic: a consumer may attach, and consume, between State
-// and Reset. Reset then disconnects it and may move it back to to's entry,
-// which redelivers messages: a duplicate, never a loss.
-func Apply(ctx context.Context, admin Admin, topic, sub string, to marker.Position) (Outcome, error) {
-	at := entryOf(to)
-	st, err := admin.State(ctx, topic, sub)
-	if err != nil {
-		return Failed, fmt.Errorf("reading subscription %q on %s: %w", sub, topic, err)
-	}
-	if !st.Exists {
-		if err := admin.Create(ctx, topic, sub, at); err != nil {
-			return Failed, fmt.Errorf("creating subscription %q on %s at %s: %w", sub, topic, at, err)
-		}
-		return Created, nil
-	}
-	if st.Consumers > 0 {
-		return RefusedConsumers, nil
-	}
-	// Positioned at `at`, sub's new mark-delete is just before at's entry:
-	// a move only when at's entry is strictly after the current one.
-	// Equal entries would redeliver the mark-delete entry, a step back.
-	if at.Compare(entryOf(st.MarkDelete)) <= 0 {
-		return RefusedBackwards, nil
-	}
-	if err := admin.Reset(ctx, topic, sub, at); err != nil {
-		return Failed, fmt.Errorf("resetting subscription %q on %s to %s: %w", sub, topic, at, err)
-	}
-	return Applied, nil
-}
 
 // entryOf returns the entry holding p, as a whole (Batch -1): the
 // granularity of the admin API. Positioning a subscription at that entry,

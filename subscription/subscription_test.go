@@ -328,7 +328,10 @@ func TestApply(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			admin := tt.admin
-			got, err := subscription.Apply(context.Background(), &admin, topic, sub, tt.to)
+			// Nothing known of the subscription: the admin route reads it
+			// and decides on that (no protocol mover: the fallback alone).
+			res, err := subscription.Apply(context.Background(), &admin, nil, subscription.Target{}, topic, sub, tt.to)
+			got := res.Outcome
 			if got != tt.want {
 				t.Errorf("Apply = %q, want %q", got, tt.want)
 			}
@@ -342,6 +345,16 @@ func TestApply(t *testing.T) {
 			}
 			if !slices.Equal(admin.calls, tt.wantCalls) {
 				t.Errorf("calls = %+v\nwant    %+v", admin.calls, tt.wantCalls)
+			}
+			// Reset or created at an entry, the subscription's mark-delete
+			// position is the entry before: at most that is the update's.
+			moved := got == subscription.Applied || got == subscription.Created
+			wantUpTo := pos(tt.to.Ledger, tt.to.Entry-1, -1)
+			if res.Moved != moved || (moved && res.UpTo != wantUpTo) {
+				t.Errorf("moved %v up to %v, want %v up to %v", res.Moved, res.UpTo, moved, wantUpTo)
+			}
+			if res.Route == subscription.RouteProtocol {
+				t.Errorf("route protocol without a mover")
 			}
 		})
 	}

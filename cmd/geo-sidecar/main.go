@@ -38,6 +38,8 @@ Usage:
                                                  backlog, oldest unreplicated message and rate per pair
   geo-sidecar drill    --config FILE --topic T --from A --to B [--subscription NEW] [--messages N] [--type T]
                                                  a failover drill against live clusters
+  geo-sidecar verify   --config FILE --topic T --from A --to B [--since D|TIME] [--json]
+                                                 prove the copy: missing, duplicated, divergent, out of order
   geo-sidecar version
 
 Without --config: $GEO_SIDECAR_CONFIG, else ./geo-sidecar.yaml, else
@@ -69,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdStatus(rest, stdout, stderr)
 	case "drill":
 		return cmdDrill(rest, stdout, stderr)
+	case "verify":
+		return cmdVerify(rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "geo-sidecar", version)
 		return exitOK

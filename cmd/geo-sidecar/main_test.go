@@ -39,6 +39,16 @@ func TestCommands(t *testing.T) {
 		{[]string{"run", "--config", good, "--pprof", "10.0.0.7:6060"}, exitUsage, "", "loopback only"},
 		{[]string{"run", "--config", good, "--pprof", "6060"}, exitUsage, "", "--pprof"},
 		{[]string{"status", "--config", good, "--cluster", "nowhere"}, exitFailed, "", `"nowhere"`},
+		// verify: 2 whenever it could not verify, the flag or field named.
+		{[]string{"verify", "--config", good, "--from", "east", "--to", "west"}, exitUnverified, "", "--topic, --from and --to are required"},
+		{[]string{"verify", "--config", good, "--topic", "public/default/orders", "--from", "east", "--to", "east"}, exitUnverified, "", "differ"},
+		{[]string{"verify", "--config", good, "--topic", "orders", "--from", "east", "--to", "west"}, exitUnverified, "", `--topic "orders"`},
+		{[]string{"verify", "--config", good, "--topic", "public/default/orders", "--from", "east", "--to", "mars"}, exitUnverified, "", `--to "mars"`},
+		{[]string{"verify", "--config", good, "--topic", "public/default/other", "--from", "east", "--to", "west"}, exitUnverified, "", "does not copy public/default/other from east to west"},
+		{[]string{"verify", "--config", good, "--topic", "public/default/orders", "--from", "east", "--to", "west", "--since", "yesterday"}, exitUnverified, "", `--since "yesterday"`},
+		{[]string{"verify", "--config", good, "--topic", "public/default/orders", "--from", "east", "--to", "west", "--window", "0"}, exitUnverified, "", "--window"},
+		{[]string{"verify", "--config", bad, "--topic", "public/default/orders", "--from", "east", "--to", "west"}, exitUnverified, "", `unknown key "bogus"`},
+		{[]string{"verify", "--help"}, exitOK, "", "Usage: geo-sidecar verify"},
 	}
 	t.Setenv(configEnv, "")
 	for _, tt := range tests {

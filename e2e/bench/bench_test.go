@@ -21,6 +21,7 @@ var smokeSizes = sizes{
 	ScaleTopics:  10, ScaleMessages: 200, IdleWindow: time.Second, ScaleSettle: time.Second,
 	Subs: subsSizes{Topics: 4, Settle: time.Second, Idle: 2 * time.Second, Rate: 20,
 		Warm: time.Second, Traffic: 2 * time.Second, Probes: 2, ProbeParallel: 2},
+	SubsVs: subsvsSizes{Partitions: 2, Rate: 20, Warm: time.Second, Load: 3 * time.Second, Tail: 6 * time.Second, Probes: 1},
 }
 
 // TestBenchSmoke runs every workload of the benchmark at smokeSizes and
@@ -28,7 +29,7 @@ var smokeSizes = sizes{
 // benchmark is not a test (see make bench).
 func TestBenchSmoke(t *testing.T) {
 	e2e.UseClusters(t, "east", "west") // no test of the other lane stops them meanwhile (.ci/e2e.sh)
-	if err := e2e.Up("east", "west"); err != nil {
+	if err := e2e.UpShared("east", "west"); err != nil {
 		t.Fatalf("test bed: %v", err)
 	}
 	dir := t.TempDir()
@@ -60,6 +61,8 @@ func TestBenchSmoke(t *testing.T) {
 		"| ZSTD topic, 1 partition | bytes into the target per byte stored at the origin |",
 		"10 topics",
 		"Scale with replicated subscriptions: one sidecar replicating 4 non-partitioned topics",
+		"| excess during the load, median |",
+		"| admin requests per replicated message (east + west) | 0 |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
@@ -70,6 +73,9 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if rep.Subs == nil {
 		t.Error("report lacks the scale row with replicated subscriptions")
+	}
+	if rep.SubsVs == nil {
+		t.Error("report lacks the side-by-side row of replicated subscriptions")
 	}
 	if rep.Scale == nil || rep.Drain == nil || rep.Lat == nil || rep.Zstd == nil || len(rep.TP) != 2 {
 		t.Errorf("report incomplete: scale %v, drain %v, latency %v, zstd %v, throughput %d",

@@ -14,6 +14,8 @@
 //	bench…/scale     1,000 topics copied by one sidecar
 //	geobench-subs/subs  1,000 topics east<->west with a replicated
 //	                 subscription each (subs.go; kept with -keep, reused)
+//	bench…/svbuiltin, bench…/svsidecar  replicated subscriptions side by
+//	                 side: Pulsar's own and geo-sidecar's, at once (subsvs.go)
 //
 // Each workload runs several rounds; in every round the built-in and the
 // sidecar arm run one after the other, the order alternating between
@@ -51,6 +53,7 @@ type sizes struct {
 	IdleWindow    time.Duration // idle CPU measured over this long
 	ScaleSettle   time.Duration // after start-up, before idle is measured
 	Subs          subsSizes     // the scale row with replicated subscriptions (subs.go)
+	SubsVs        subsvsSizes   // replicated subscriptions side by side with the built-in (subsvs.go)
 }
 
 var (
@@ -63,6 +66,7 @@ var (
 		ScaleTopics:  1000, ScaleMessages: 200_000, IdleWindow: 60 * time.Second, ScaleSettle: 20 * time.Second,
 		Subs: subsSizes{Topics: 1000, Settle: 30 * time.Second, Idle: 5 * time.Minute, Rate: 300,
 			Warm: 20 * time.Second, Traffic: time.Minute, Probes: 50, ProbeParallel: 10},
+		SubsVs: subsvsSizes{Partitions: 40, Rate: 200, Warm: 10 * time.Second, Load: time.Minute, Tail: 20 * time.Second, Probes: 20},
 	}
 	quickSizes = sizes{
 		Rounds: 1, Settle: time.Second, WarmMessages: 1000, LatWarm: time.Second,
@@ -73,6 +77,7 @@ var (
 		ScaleTopics:  50, ScaleMessages: 5_000, IdleWindow: 5 * time.Second, ScaleSettle: 3 * time.Second,
 		Subs: subsSizes{Topics: 50, Settle: 3 * time.Second, Idle: 10 * time.Second, Rate: 100,
 			Warm: 3 * time.Second, Traffic: 10 * time.Second, Probes: 10, ProbeParallel: 5},
+		SubsVs: subsvsSizes{Partitions: 10, Rate: 100, Warm: 5 * time.Second, Load: 20 * time.Second, Tail: 20 * time.Second, Probes: 6},
 	}
 )
 
@@ -110,7 +115,7 @@ func main() {
 	flag.BoolVar(&o.Keep, "keep", false, "keep the bench tenant's topics and namespaces afterwards")
 	flag.StringVar(&o.LogLevel, "log-level", "info", "the sidecars' --log-level (debug shows each session's steps, with times)")
 	flag.StringVar(&o.Logs, "logs", "", "write each sidecar's log (and config) here, kept after the run (default: a temporary directory, removed)")
-	flag.StringVar(&only, "only", "", "comma-separated workloads to run (tp1,tp4,latency,drain,zstd,scale,subs); default all")
+	flag.StringVar(&only, "only", "", "comma-separated workloads to run (tp1,tp4,latency,drain,zstd,scale,subs,subsvs,wan); default all")
 	flag.IntVar(&rounds, "rounds", 0, "rounds per workload (default 3, quick 1)")
 	flag.IntVar(&tp, "tp-messages", 0, "messages per arm per throughput round")
 	flag.IntVar(&drain, "drain-messages", 0, "backlog per arm per drain round")
@@ -180,7 +185,7 @@ func main() {
 	}
 }
 
-var workloads = []string{"tp1", "tp4", "latency", "drain", "zstd", "scale", "subs"}
+var workloads = []string{"tp1", "tp4", "latency", "drain", "zstd", "scale", "subs", "subsvs"}
 
 func parseOnly(s string) map[string]bool {
 	m := map[string]bool{}

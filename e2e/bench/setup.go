@@ -310,29 +310,36 @@ func (e *env) counters(ctx context.Context, cluster, topic string) (counters, er
 
 func (e *env) countersOnce(ctx context.Context, cluster, topic string) (counters, error) {
 	var c counters
+	err := e.partitionedStats(ctx, cluster, topic, &c)
+	return c, err
+}
+
+// partitionedStats decodes topic's partitioned-stats on cluster (summed
+// over partitions, no publishers or consumers) into out.
+func (e *env) partitionedStats(ctx context.Context, cluster, topic string, out any) error {
 	tn, err := utils.GetTopicName(topic)
 	if err != nil {
-		return c, err
+		return err
 	}
 	u := fmt.Sprintf("%s/admin/v2/%s/partitioned-stats?perPartition=false&excludePublishers=true&excludeConsumers=true",
 		e2e.Get(cluster).AdminURL, tn.GetRestPath())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return c, err
+		return err
 	}
 	resp, err := e.http.Do(req)
 	if err != nil {
-		return c, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return c, fmt.Errorf("stats of %s on %s: %s: %s", topic, cluster, resp.Status, b)
+		return fmt.Errorf("stats of %s on %s: %s: %s", topic, cluster, resp.Status, b)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
-		return c, fmt.Errorf("stats of %s on %s: %w", topic, cluster, err)
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("stats of %s on %s: %w", topic, cluster, err)
 	}
-	return c, nil
+	return nil
 }
 
 // waitReceived polls received every 50 ms until it reaches want, and

@@ -180,7 +180,7 @@ func (e *env) subsOnce() (*subsResult, error) {
 	// topic (markers included: it acknowledges all it receives, as an
 	// application that skips markers does), none on west, where the
 	// subscription is moved by the sidecar's updates.
-	app := &subsApp{acked: map[uint64]time.Time{}, wait: map[uint64]chan struct{}{}}
+	app := newSubsApp()
 	cons, err := e.east.Subscribe(pulsar.ConsumerOptions{
 		Topics: topics, SubscriptionName: subsSub, Type: pulsar.Exclusive,
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
@@ -445,6 +445,12 @@ func (e *env) dropSubs() {
 // subsConfig is one sidecar for both directions, its admin URLs through
 // the counting proxies.
 func subsConfig(listen, keyFile, ns string, prox map[string]*countingProxy) string {
+	return subsConfigFor(listen, keyFile, ns, `topic_patterns: ["t-.*"]`, prox)
+}
+
+// subsConfigFor is subsConfig with the topics line of each pair given
+// (`topics: [...]` or `topic_patterns: [...]`).
+func subsConfigFor(listen, keyFile, ns, topics string, prox map[string]*countingProxy) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  marker_key_file: %s\nclusters:\n", listen, keyFile)
 	for _, n := range []string{"east", "west"} {
@@ -453,8 +459,8 @@ func subsConfig(listen, keyFile, ns string, prox map[string]*countingProxy) stri
 	}
 	b.WriteString("replication:\n")
 	for _, p := range [][2]string{{"east", "west"}, {"west", "east"}} {
-		fmt.Fprintf(&b, "  - source: %s\n    namespace: %s\n    topic_patterns: [\"t-.*\"]\n    targets: [%s]\n    subscriptions: [%s]\n",
-			p[0], ns, p[1], subsSub)
+		fmt.Fprintf(&b, "  - source: %s\n    namespace: %s\n    %s\n    targets: [%s]\n    subscriptions: [%s]\n",
+			p[0], ns, topics, p[1], subsSub)
 	}
 	return b.String()
 }
@@ -630,7 +636,8 @@ func (e *env) subsProbes(ctx context.Context, phase string, app *subsApp, east [
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				d, err := e.probe(ctx, app, east, (from+i*7)%len(east), uint64(1)<<40+uint64(time.Now().UnixNano()&0xffffffff)<<8+uint64(i&0xff))
+				j := (from + i*7) % len(east)
+				d, err := e.probe(ctx, app, east[j], e.subsTopic(j), probeTag(i))
 				mu.Lock()
 				if err != nil {
 					set.Failed++
@@ -655,9 +662,15 @@ func (e *env) subsProbes(ctx context.Context, phase string, app *subsApp, east [
 	return set
 }
 
-// probe is one follow-latency probe on topic i.
-func (e *env) probe(ctx context.Context, app *subsApp, east []pulsar.Producer, i int, tag uint64) (time.Duration, error) {
-	topic := e.subsTopic(i)
+// probeTag is a tag no other probe of the run carries (payload's second
+// word; the spread traffic's is 0).
+func probeTag(i int) uint64 {
+	return uint64(1)<<40 + uint64(time.Now().UnixNano()&0xffffffff)<<8 + uint64(i&0xff)
+}
+
+// probe is one follow-latency probe on topic (a non-partitioned topic or
+// one partition), published on east by prod, a producer on that topic.
+func (e *env) probe(ctx context.Context, app *subsApp, prod pulsar.Producer, topic string, tag uint64) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	// The copy's position on west, from a reader that starts before the
@@ -668,7 +681,7 @@ func (e *env) probe(ctx context.Context, app *subsApp, east []pulsar.Producer, i
 	}
 	defer r.Close()
 	acked := app.expect(tag)
-	if _, err := east[i].Send(ctx, &pulsar.ProducerMessage{Payload: payload(time.Now(), tag)}); err != nil {
+	if _, err := prod.Send(ctx, &pulsar.ProducerMessage{Payload: payload(time.Now(), tag)}); err != nil {
 		return 0, fmt.Errorf("probe send on east %s: %w", topic, err)
 	}
 	var copyAt marker.Position
@@ -719,6 +732,13 @@ type subsApp struct {
 	mu    sync.Mutex
 	acked map[uint64]time.Time
 	wait  map[uint64]chan struct{}
+	// markers and data count what it received: geo-sidecar's markers
+	// (no entry filter on the test bed) and everything else.
+	markers, data atomic.Int64
+}
+
+func newSubsApp() *subsApp {
+	return &subsApp{acked: map[uint64]time.Time{}, wait: map[uint64]chan struct{}{}}
 }
 
 func (a *subsApp) run(ctx context.Context, c pulsar.Consumer) {
@@ -732,7 +752,11 @@ func (a *subsApp) run(ctx context.Context, c pulsar.Consumer) {
 			continue
 		}
 		_ = c.Ack(m)
-		if _, isMarker := marker.KindOf(m.Properties()); isMarker || len(m.Payload()) < 16 {
+		if _, isMarker := marker.KindOf(m.Properties()); isMarker {
+			a.markers.Add(1)
+			continue
+		}
+		if a.data.Add(1); len(m.Payload()) < 16 {
 			continue
 		}
 		if tag := getUint64(m.Payload()[8:]); tag != 0 {

@@ -69,7 +69,7 @@ func TestWANSections(t *testing.T) {
 // asserted.
 func TestBenchWANSmoke(t *testing.T) {
 	e2e.UseClusters(t, "east") // no test of the other lane stops it meanwhile (.ci/e2e.sh)
-	if err := e2e.Up("east"); err != nil {
+	if err := e2e.UpShared("east"); err != nil {
 		t.Fatalf("test bed: %v", err)
 	}
 	dir := t.TempDir()

@@ -55,6 +55,10 @@ type Conn struct {
 	wireOnce sync.Once
 	wire     *wire.Client
 	wireErr  error
+	// follow is the client of subscription moves (FollowClient).
+	followOnce sync.Once
+	follow     *wire.Client
+	followErr  error
 	// m, set by countAdmin, receives the wire client's link events.
 	m *metrics.Metrics
 }
@@ -127,6 +131,10 @@ func (c *Conn) Close() {
 	c.wireOnce.Do(func() {}) // after this, c.wire is set or never will be
 	if c.wire != nil {
 		_ = c.wire.Close()
+	}
+	c.followOnce.Do(func() {})
+	if c.follow != nil {
+		_ = c.follow.Close()
 	}
 }
 
@@ -237,11 +245,11 @@ func dropField(name string, v any) bool {
 // each handshake, host names are verified.
 func (c *Conn) WireClient() (*wire.Client, error) {
 	c.wireOnce.Do(func() {
-		opts := wire.ClientOptions{
-			ServiceURL: c.Config.ServiceURL,
-			Logger:     c.Log.Named("wire").With(zap.String("cluster", c.Name)),
+		opts, err := c.wireOptions("wire")
+		if err != nil {
+			c.wireErr = err
+			return
 		}
-		opts.Conn.KeepAlive = c.Config.KeepAlive.Duration
 		if c.m != nil {
 			l := c.m.Links
 			lost, silent := l.ConnectionsLost.WithLabelValues(c.Name), l.KeepAliveTimeouts.WithLabelValues(c.Name)
@@ -262,31 +270,58 @@ func (c *Conn) WireClient() (*wire.Client, error) {
 				ConnectFailed: failed.Inc,
 			}
 		}
-		var err error
-		switch {
-		case c.Config.Auth.HasToken():
-			opts.Conn.Auth = auth.NewAuthenticationTokenFromSupplier(c.watch.Token)
-		case c.Config.Auth.TLSCertFile != "":
-			opts.Conn.Auth = auth.NewAuthenticationTLS(c.Config.Auth.TLSCertFile, c.Config.Auth.TLSKeyFile)
-		}
-		if opts.Conn.Auth != nil {
-			if err = opts.Conn.Auth.Init(); err != nil {
-				c.wireErr = fmt.Errorf("cluster %s: authentication: %w", c.Name, err)
-				return
-			}
-		}
-		if strings.HasPrefix(c.Config.ServiceURL, "pulsar+ssl://") {
-			if opts.Conn.TLS, err = clientTLS(c.Config.Auth); err != nil {
-				c.wireErr = fmt.Errorf("cluster %s: %w", c.Name, err)
-				return
-			}
-		}
 		c.wire, c.wireErr = wire.NewClient(opts)
 		if c.wireErr == nil && c.m != nil {
 			c.m.Links.WatchUnconfirmed(c.Name, c.wire.OldestUnconfirmed)
 		}
 	})
 	return c.wire, c.wireErr
+}
+
+// FollowClient is the cluster's binary-protocol client for subscription
+// moves (wire.Client.MoveSubscription), built on first use: a pool of
+// connections of its own, so that a move that cuts its connection (a step
+// without an answer) never touches the entry pipe's cursors and
+// producers. It authenticates as WireClient does; its links are not
+// counted in the link metrics, which are the data path's.
+func (c *Conn) FollowClient() (*wire.Client, error) {
+	c.followOnce.Do(func() {
+		opts, err := c.wireOptions("follow")
+		if err != nil {
+			c.followErr = err
+			return
+		}
+		c.follow, c.followErr = wire.NewClient(opts)
+	})
+	return c.follow, c.followErr
+}
+
+// wireOptions are the cluster's binary-protocol client options: its
+// service URL, keep-alive, credentials and TLS, logging under name.
+func (c *Conn) wireOptions(name string) (wire.ClientOptions, error) {
+	opts := wire.ClientOptions{
+		ServiceURL: c.Config.ServiceURL,
+		Logger:     c.Log.Named(name).With(zap.String("cluster", c.Name)),
+	}
+	opts.Conn.KeepAlive = c.Config.KeepAlive.Duration
+	switch {
+	case c.Config.Auth.HasToken():
+		opts.Conn.Auth = auth.NewAuthenticationTokenFromSupplier(c.watch.Token)
+	case c.Config.Auth.TLSCertFile != "":
+		opts.Conn.Auth = auth.NewAuthenticationTLS(c.Config.Auth.TLSCertFile, c.Config.Auth.TLSKeyFile)
+	}
+	if opts.Conn.Auth != nil {
+		if err := opts.Conn.Auth.Init(); err != nil {
+			return opts, fmt.Errorf("cluster %s: authentication: %w", c.Name, err)
+		}
+	}
+	if strings.HasPrefix(c.Config.ServiceURL, "pulsar+ssl://") {
+		var err error
+		if opts.Conn.TLS, err = clientTLS(c.Config.Auth); err != nil {
+			return opts, fmt.Errorf("cluster %s: %w", c.Name, err)
+		}
+	}
+	return opts, nil
 }
 
 // noteOpen reports the outcome of opening a producer (kind "producer") or

@@ -5,8 +5,8 @@ import (
 	"sync"
 )
 
-// TargetBudgets splits the entry pipe's in-flight budget (InflightBudget)
-// evenly among the target clusters of the process: each target's pairs
+// TargetBudgets splits the entry pipe's in-flight budget (the send
+// budget, sidecar.send_budget: 256 MiB by default) evenly among the target clusters of the process: each target's pairs
 // share one ByteBudget of total/targets bytes. One budget for the whole
 // process let a target that takes sends but confirms none (bookies down
 // with retryable errors, a throttled namespace) hold all of it, and every
@@ -52,9 +52,6 @@ func (b *TargetBudgets) report(target string, v float64) {
 	}
 	b.gauge(sum)
 }
-
-// InflightBudget is the process-wide byte budget of the entry pipe.
-const InflightBudget = 256 << 20
 
 // ByteBudget bounds the bytes of entries held in flight across the
 // process: a topic of 1 MB messages with a large backlog must not multiply

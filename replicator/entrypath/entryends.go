@@ -2,7 +2,9 @@ package entrypath
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +31,10 @@ type wireEndpoints struct {
 	// pool is the target's share of the receive budget, which the
 	// cursor reserves from before it grants permits.
 	pool *ReceivePool
-	keys marker.Keys // sign and check the copies' origins (marker.PropOriginSig); zero: none
+	// readBackPool is the target's share of the read-back budget, which
+	// copiedSince takes its room from.
+	readBackPool *ReadBackPool
+	keys         marker.Keys // sign and check the copies' origins (marker.PropOriginSig); zero: none
 	// readerPrefix starts the read-back's reader names: sidecar.cursor_prefix.
 	readerPrefix string
 	log          *zap.Logger
@@ -231,7 +236,16 @@ func (e *wireEndpoints) reachTarget(ctx context.Context) error {
 // protocol (scanTail): a handful of readers, not an admin call per entry.
 // reach (recordReach) widens the window past max_pending_messages when
 // the remote's record says more of the pair's copies may be there.
+//
+// It waits first for room in the target's read-back pool, in line: a
+// target back from an outage under thousands of partitions is read back
+// a few partitions at a time, within the read-back budget.
 func (e *wireEndpoints) copiedSince(ctx context.Context, from marker.Position, reach int64) (copySet, error) {
+	release, err := e.readBackPool.acquire(ctx)
+	if err != nil {
+		return copySet{}, fmt.Errorf("wait for room to read back: %w", err)
+	}
+	defer release()
 	newTail := func() (tailReader, error) { return e.newWireTail() }
 	if e.readBack != nil {
 		newTail = e.readBack
@@ -314,7 +328,7 @@ func (e *wireEndpoints) fetchAndRegisterSchema(ctx context.Context, version []by
 	}
 	s, _, err := lc.GetSchema(ctx, e.topic, version)
 	if err != nil {
-		return nil, fmt.Errorf("fetch from %s: %w", e.local.Name, err)
+		return nil, fetchSchemaError(e.local.Name, err)
 	}
 	v, err := rc.GetOrCreateSchema(ctx, e.topic, s)
 	if err != nil {
@@ -322,6 +336,33 @@ func (e *wireEndpoints) fetchAndRegisterSchema(ctx context.Context, version []by
 	}
 	e.log.Info("schema registered on the remote", zap.String("remote", e.remote.Name))
 	return v, nil
+}
+
+// errSourceSchemaMissing marks a schema version the source cluster no
+// longer serves: its broker answered the version's fetch with "not found"
+// (the schema deleted since the entry was written; Pulsar serves no
+// version of a deleted schema, and a schema registered again gets new
+// versions). Every later fetch is answered the same, so the entry takes
+// the on_refused route (refusal: skipSourceSchemaMissing).
+var errSourceSchemaMissing = errors.New("the source no longer serves the entry's schema version")
+
+// getSchemaOp begins the Op of wire.Client.GetSchema's broker errors
+// (TestEntryPipeOverWire's case for a deleted schema checks it still does).
+const getSchemaOp = "get schema of "
+
+// fetchSchemaError is the error of a schema version's fetch from cluster
+// local: errSourceSchemaMissing besides err when the broker answered the
+// fetch itself with TopicNotFound, its answer for a version it does not
+// have ("Topic not found or no-schema"): the BrokerError's Op is
+// wire.Client.GetSchema's (getSchemaOp), not the lookup's before it. Any
+// other failure (a lookup, a lost connection, the broker's UnknownError
+// when its schema storage fails) is retried as before.
+func fetchSchemaError(local string, err error) error {
+	var be *wire.BrokerError
+	if errors.As(err, &be) && be.Code == wire.TopicNotFound && strings.HasPrefix(be.Op, getSchemaOp) {
+		return fmt.Errorf("fetch from %s: %w: %w", local, errSourceSchemaMissing, err)
+	}
+	return fmt.Errorf("fetch from %s: %w", local, err)
 }
 
 // newWireTail is the read-back of e's remote partition.
@@ -335,5 +376,5 @@ func (e *wireEndpoints) newWireTail() (*wireTail, error) {
 		return nil, err
 	}
 	return &wireTail{client: c, admin: adminLedgers{admin: e.remote.Admin, topic: tn}, topic: e.topic,
-		subPrefix: e.readerPrefix}, nil
+		subPrefix: e.readerPrefix, window: e.readBackPool.Window()}, nil
 }

@@ -38,7 +38,7 @@ func testConn(name string) *cluster.Conn {
 // Fails for: `Budget: nil` or `MaxBytes: nil` on the replication cursor,
 // leave() not called on Close or on a failed subscribe.
 func TestWireEndpointsCursorWindow(t *testing.T) {
-	pool := newReceivePool(ReceiveBudget, nil)
+	pool := newReceivePool(receiveBudget, nil)
 	var others []func()
 	for range 31 {
 		others = append(others, pool.join())
@@ -72,7 +72,7 @@ func TestWireEndpointsCursorWindow(t *testing.T) {
 	if opts.Budget != wire.ByteBudget(pool) {
 		t.Fatalf("the replication cursor reserves from %v, want its target's pool: nothing bounds what all cursors hold", opts.Budget)
 	}
-	if got, want := opts.MaxBytes(), int64(ReceiveBudget/32); got != want {
+	if got, want := opts.MaxBytes(), int64(receiveBudget/32); got != want {
 		t.Errorf("window with 32 cursors open = %d, want %d (the budget shared)", got, want)
 	}
 	for _, leave := range others {
@@ -151,7 +151,7 @@ func TestWireEndpointsCopiedSince(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tail := remote()
 			e := &wireEndpoints{local: testConn("east"), remote: testConn("west"), topic: topic, maxPending: 100, keys: marker.NewKeys(key),
-				readBack: func() (tailReader, error) { return tail, nil }}
+				readBackPool: newReadBackPool(readbackWindowBytes, nil), readBack: func() (tailReader, error) { return tail, nil }}
 			set, err := e.copiedSince(context.Background(), at(tt.from), tt.reach)
 			if err != nil {
 				t.Fatal(err)
@@ -172,7 +172,8 @@ func TestWireEndpointsCopiedSince(t *testing.T) {
 		})
 	}
 	boom := errors.New("no wire client")
-	e := &wireEndpoints{local: testConn("east"), maxPending: 100, readBack: func() (tailReader, error) { return nil, boom }}
+	e := &wireEndpoints{local: testConn("east"), maxPending: 100, readBackPool: newReadBackPool(readbackWindowBytes, nil),
+		readBack: func() (tailReader, error) { return nil, boom }}
 	if set, err := e.copiedSince(context.Background(), at(0), 0); !errors.Is(err, boom) || len(set) != 0 {
 		t.Errorf("copiedSince() = %v, %v; want nothing and the error", set, err)
 	}
@@ -211,7 +212,7 @@ func TestWireEndpointsLinkHealth(t *testing.T) {
 	local, remote := testConn("east"), testConn("west")
 	local.CountAdmin(m)
 	e := &wireEndpoints{
-		local: local, remote: remote, topic: "persistent://t/ns/x-partition-0", pool: newReceivePool(ReceiveBudget, nil), log: zap.NewNop(),
+		local: local, remote: remote, topic: "persistent://t/ns/x-partition-0", pool: newReceivePool(receiveBudget, nil), log: zap.NewNop(),
 		subscribe: func(context.Context, *wire.Client, wire.ConsumerOptions) (entrySource, error) {
 			return &fakeEntrySource{w: newFakeEntryWorld(), closed: make(chan struct{})}, nil
 		},

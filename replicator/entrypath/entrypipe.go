@@ -149,7 +149,10 @@ const (
 	skipRejectedTooBig     = "rejected-too-large"
 	skipRejectedNotAllowed = "rejected-not-allowed"
 	skipRejectedSchema     = "rejected-schema"
-	skipAlreadyCopied      = "already-copied"
+	// The source no longer serves the entry's schema version (deleted):
+	// the copy cannot name its schema on the target, for good.
+	skipSourceSchemaMissing = "source-schema-missing"
+	skipAlreadyCopied       = "already-copied"
 )
 
 // decideEntry says whether an entry read from the local cluster is

@@ -84,8 +84,10 @@ type fakeEntryWorld struct {
 	settle bool
 	// receipt, when set, decides the receipt of the named entry.
 	receipt func(name string) (dup bool, err error)
-	// schemaErr, when set, is targetSchema's answer for every version.
-	schemaErr error
+	// schemaErr, when set, is targetSchema's answer for every version;
+	// schemaAsks counts targetSchema's calls.
+	schemaErr  error
+	schemaAsks int
 	// copied is what copiedSince finds on the remote.
 	copied copySet
 	// readBack, when set, bounds copiedSince like the real read-back:
@@ -124,11 +126,14 @@ type fakeEntryWorld struct {
 	// sent: no receipt until the producer closes, then ErrClosed; with
 	// cutStores the remote keeps it all the same (the receipt was lost).
 	unreachable error
-	probes      int
-	cut         bool
-	cutStores   bool
-	onLink      func(bool) // the latest producer's
-	latest      *fakeEntryTarget
+	// openErr, when set, fails openProducer alone: the broker answers,
+	// and refuses the producer (reachTarget succeeds).
+	openErr   error
+	probes    int
+	cut       bool
+	cutStores bool
+	onLink    func(bool) // the latest producer's
+	latest    *fakeEntryTarget
 	// dedup makes the remote deduplicate as a broker does: a send whose
 	// sequence id is not above lastSeq (its record for the producer
 	// name, shared by every producer) is answered as a duplicate and not
@@ -337,6 +342,9 @@ func (w *fakeEntryWorld) openProducer(_ context.Context, epoch uint64, onLink fu
 	if w.unreachable != nil {
 		return nil, w.unreachable
 	}
+	if w.openErr != nil {
+		return nil, w.openErr
+	}
 	w.onLink = onLink
 	onLink(true) // as the wire producer does once created
 	w.opens++
@@ -431,6 +439,7 @@ func (w *fakeEntryWorld) copiedSince(_ context.Context, from marker.Position, re
 func (w *fakeEntryWorld) targetSchema(_ context.Context, v []byte) ([]byte, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.schemaAsks++
 	if w.schemaErr != nil {
 		return nil, w.schemaErr
 	}
@@ -838,6 +847,58 @@ func TestEntryPipeReadBackRetried(t *testing.T) {
 	}
 }
 
+// A read-back that goes through starts the count of failed ones again:
+// after two failed read-backs and a good one, a later run of
+// maxReadBackRetries failures (a target restarting) still ends each of
+// those sessions, and the next one reads back before it sends, so the
+// copies the remote holds of unacknowledged entries are not sent again.
+// Counted on from two, the session after the third failure of the run
+// gave up and sent them again: duplicates.
+//
+// Fails for: `p.readBackFails = 0` removed from session.target.
+func TestEntryPipeReadBackFailsReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		linkErr := func() error { return &wire.ConnError{Addr: "west:6650", Err: io.ErrUnexpectedEOF} }
+		w := newFakeEntryWorld()
+		w.add(4, nil)
+		w.remote = []string{"e0", "e1"} // copied by an earlier session
+		w.readBackErrs = []error{linkErr(), linkErr()}
+		p := newTestEntryPartition(t, w)
+		stop := runEntryPartition(t, p)
+		waitFor(t, "e0..e3 acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
+
+		// The cursor's link breaks; e4 and e5 were copied by a session
+		// whose receipts were lost; the target restarts: the next
+		// maxReadBackRetries read-backs fail.
+		w.mu.Lock()
+		w.recvErr = linkErr()
+		w.remote = append(w.remote, "e4", "e5")
+		for range maxReadBackRetries {
+			w.readBackErrs = append(w.readBackErrs, linkErr())
+		}
+		w.mu.Unlock()
+		w.add(4, nil)
+		waitFor(t, "e0..e7 acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 8 })
+		stop()
+		_, remote, _ := w.snapshot()
+		slices.Sort(remote)
+		if want := []string{"e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7"}; !slices.Equal(remote, want) {
+			t.Errorf("remote holds %v, want %v (each once: a read-back went through before e4 was sent)", remote, want)
+		}
+		if got := metricstest.Counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != 8 {
+			t.Errorf("skipped as already copied = %v messages, want 8 (e0, e1, e4, e5)", got)
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.readBackErrs) != 0 {
+			t.Errorf("%d failing read-backs never tried, want all tried", len(w.readBackErrs))
+		}
+		for _, v := range w.violations {
+			t.Error(v)
+		}
+	})
+}
+
 func TestEntryPipeRefusedEntry(t *testing.T) {
 	for _, skip := range []bool{false, true} {
 		t.Run(fmt.Sprintf("skip=%v", skip), func(t *testing.T) {
@@ -876,10 +937,10 @@ func TestEntryPipeRefusedEntry(t *testing.T) {
 }
 
 // The target broker's permanent refusals (issue 21, item 4): NotAllowed
-// on a send and IncompatibleSchema when registering the schema take the
-// on_refused route like an entry too large: the partition stops at the
-// entry, or with skip the entry is skipped and counted and what follows is
-// copied. Before, both ended the session with an ordinary error, retried
+// on a send and IncompatibleSchema when registering the schema, and a
+// schema version the source no longer serves, take the on_refused route
+// like an entry too large: the partition stops at the entry, or with skip
+// the entry is skipped and counted and what follows is copied. Before, both ended the session with an ordinary error, retried
 // every 10 s for ever with partitions_stopped at 0 and skip without effect.
 // refuseE2 is a fake receipt: entry e2 refused with err, the rest stored.
 func refuseE2(err error) func(name string) (bool, error) {
@@ -916,6 +977,12 @@ func TestEntryPipeBrokerRefusals(t *testing.T) {
 			w.add(1, nil)
 			w.schemaErr = &wire.BrokerError{Op: "get or create schema", Code: wire.IncompatibleSchema, Message: "incompatible"}
 		}},
+		{"a schema version the source no longer serves", skipSourceSchemaMissing, func(w *fakeEntryWorld) {
+			w.add(2, nil)
+			w.add(1, nil, schemaVersion(v3))
+			w.add(1, nil)
+			w.schemaErr = fetchSchemaError("east", schemaNotFound)
+		}},
 	}
 	for _, tt := range tests {
 		for _, skip := range []bool{false, true} {
@@ -926,6 +993,7 @@ func TestEntryPipeBrokerRefusals(t *testing.T) {
 					p := newTestEntryPartition(t, w)
 					p.skipRefused = skip
 					stop := runEntryPartition(t, p)
+					defer stop() // also when waitFor gives up
 					if skip {
 						waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
 					} else {

@@ -201,25 +201,38 @@ type wireTail struct {
 	// exempts, so a reader sees the markers on the remote (copies among
 	// them) instead of waiting for entries the filter never dispatches.
 	subPrefix string
+	// window is what a reader holds at once: its read-back's room in the
+	// target's ReadBackPool (0: readbackWindowBytes).
+	window int64
 }
 
-// readbackWindowBytes bounds what a read-back reader holds at once.
+// readbackWindowBytes bounds what a read-back reader holds at once, at
+// most (ReadBackPool.Window).
 const readbackWindowBytes = 8 << 20
-
-func readbackWindow() int64 { return readbackWindowBytes }
 
 // reader opens a non-durable reader at start (nil: a probe positioned at
 // the end, which reads nothing).
 func (w *wireTail) reader(ctx context.Context, start *wire.MessageID) (*wire.Consumer, error) {
+	return wire.Subscribe(ctx, w.client, w.readerOptions(start))
+}
+
+// readerOptions are the settings of a reader at start (see reader). The
+// probe has one permit: it brings at most one entry, written after it
+// opened.
+func (w *wireTail) readerOptions(start *wire.MessageID) wire.ConsumerOptions {
+	window := w.window
+	if window <= 0 {
+		window = readbackWindowBytes
+	}
 	opts := wire.ConsumerOptions{
 		Topic: w.topic, Subscription: w.subPrefix + ".readback-" + uuid.NewString()[:8], Name: newConsumerName(),
 		NonDurable: true, StartMessageID: start, NoTopicCreation: true,
-		Permits: 1000, MaxBytes: readbackWindow, RecycleOnRelease: true,
+		Permits: 1000, MaxBytes: func() int64 { return window }, RecycleOnRelease: true,
 	}
 	if start == nil {
 		opts.InitialPosition, opts.Permits, opts.MaxBytes = wire.Latest, 1, nil
 	}
-	return wire.Subscribe(ctx, w.client, opts)
+	return opts
 }
 
 func (w *wireTail) last(ctx context.Context) (marker.Position, bool, error) {

@@ -10,8 +10,11 @@ package entrypath
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,7 +64,8 @@ func closeWithin(timeout time.Duration, log *zap.Logger, closeProducer func()) c
 // runSessions runs session after session until ctx is done, with capped
 // exponential backoff after a failure (reset by a session that made
 // progress), logging an error when it changes. A message the remote
-// refuses for good stops it (see refusedError).
+// refuses for good, and a target topic that takes nothing more, stop it
+// (see refusedError).
 func runSessions(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local, remote string,
 	session func(context.Context) (bool, error)) error {
 	bo := cluster.NewBackoff(200*time.Millisecond, 10*time.Second)
@@ -76,8 +80,18 @@ func runSessions(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local
 			// Retrying would be refused again; skipping would lose the
 			// message. Stop here, say so once, and wait for the operator
 			// (on_refused: skip, then a restart).
-			log.Error("the remote refuses a message for good: this partition stops here until the operator acts (on_refused: skip skips such messages)",
-				zap.String("position", refused.pos.String()), zap.String("reason", refused.reason), zap.Error(refused.err))
+			fields := []zap.Field{zap.String("position", refused.pos.String()), zap.String("reason", refused.reason), zap.Error(refused.err)}
+			if refused.schema != nil {
+				fields = append(fields, zap.String("schema_version", schemaVersionString(refused.schema)))
+			}
+			switch refused.reason {
+			case stopTargetTerminated:
+				log.Error("the target topic is terminated and takes no message: this partition stops here until the operator acts and restarts the sidecar (on_refused does not apply: skip would drop every message)", fields...)
+			case skipSourceSchemaMissing:
+				log.Error("the source no longer serves a message's schema version: this partition stops here until the operator acts (on_refused: skip skips such messages)", fields...)
+			default:
+				log.Error("the remote refuses a message for good: this partition stops here until the operator acts (on_refused: skip skips such messages)", fields...)
+			}
 			g := m.PartitionsStopped.WithLabelValues(local, remote, refused.reason)
 			g.Inc()
 			<-ctx.Done()
@@ -101,11 +115,14 @@ func runSessions(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local
 }
 
 // refusedError ends a session at a message the remote can never take
-// (over its size limit, or refused by its broker for good) when the pair
-// does not skip such messages (on_refused: stop, the default).
+// (over its size limit, refused by its broker for good, a schema the
+// source no longer serves) when the pair does not skip such messages
+// (on_refused: stop, the default), or at a target topic that takes no
+// message at all (stopTargetTerminated, whatever on_refused says).
 type refusedError struct {
 	pos    marker.Position
-	reason string // a refusal's skip reason (see refusal)
+	reason string // a refusal's skip reason, or stopTargetTerminated (see refusal)
+	schema []byte // the entry's schema version when the refusal is about it
 	err    error
 }
 
@@ -115,13 +132,25 @@ func (e *refusedError) Error() string {
 
 func (e *refusedError) Unwrap() error { return e.err }
 
+// stopTargetTerminated is the reason a partition stops at a target topic
+// that was terminated (TopicTerminatedError, on a send or when the
+// producer opens): the broker takes no message on it ever again, so
+// on_refused: skip would acknowledge every message of the partition from
+// there on, unsent. It is never a skip reason: the partition stops
+// whatever on_refused says, its backlog waiting on the cursor, until the
+// operator deletes or replaces the target topic and restarts the sidecar.
+const stopTargetTerminated = "target-terminated"
+
 // refusal classifies a send error: the skip reason of an entry the
-// remote can never take, or "" for any other error (retried).
+// remote can never take, stopTargetTerminated for a target topic that
+// takes none, or "" for any other error (retried).
 //
 // The broker's own codes classify the refusals: NotAllowed and
 // IncompatibleSchema answer the same entry the same way however often it
-// is sent: retried as an ordinary error, they would end a session every
-// 10 s for ever, with on_refused having no say. Authentication and
+// is sent, and a terminated topic every entry: retried as an ordinary
+// error, they would end a session every 10 s for ever, with on_refused
+// having no say. A schema version the source no longer serves
+// (errSourceSchemaMissing) is gone for good too. Authentication and
 // authorization are not refusals of the entry: a grant or a new token
 // lets it through, and the sidecar reports those by name (noteOpen).
 func refusal(err error) string {
@@ -129,6 +158,10 @@ func refusal(err error) string {
 	switch {
 	case errors.Is(err, wire.ErrTooLarge):
 		return skipRejectedTooBig
+	case errors.Is(err, errSourceSchemaMissing):
+		return skipSourceSchemaMissing
+	case errors.As(err, &be) && be.Code == wire.TopicTerminatedError:
+		return stopTargetTerminated
 	case errors.As(err, &be) && (be.Code == wire.NotAllowedError || be.Code == wire.MetadataError && strings.HasPrefix(be.Op, "send")):
 		// MetadataError on a send: the entry's metadata refused by
 		// policy, e.g. "Messages must be encrypted".
@@ -137,6 +170,21 @@ func refusal(err error) string {
 		return skipRejectedSchema
 	}
 	return ""
+}
+
+// skips reports whether an entry refused for reason (see refusal) is
+// skipped: on_refused: skip, and the reason is the entry's own.
+func (p *Partition) skips(reason string) bool {
+	return p.skipRefused && reason != stopTargetTerminated
+}
+
+// schemaVersionString is a schema version as an operator reads it:
+// Pulsar's are 8-byte big-endian numbers, anything else is shown in hex.
+func schemaVersionString(v []byte) string {
+	if len(v) == 8 {
+		return strconv.FormatUint(binary.BigEndian.Uint64(v), 10)
+	}
+	return hex.EncodeToString(v)
 }
 
 // errRedelivered ends a session whose cursor delivered an entry again

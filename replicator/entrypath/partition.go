@@ -31,9 +31,11 @@ type Config struct {
 	// sidecar.cursor_prefix.
 	ReaderPrefix string
 	// Budget is the target's share of the in-flight budget, Pool its
-	// share of the receive budget.
-	Budget *ByteBudget
-	Pool   *ReceivePool
+	// share of the receive budget, ReadBack its share of the read-back
+	// budget.
+	Budget   *ByteBudget
+	Pool     *ReceivePool
+	ReadBack *ReadBackPool
 	// SkipRefused: on_refused: skip (an entry the remote refuses for
 	// good), not stop.
 	SkipRefused bool
@@ -60,7 +62,7 @@ func New(c Config) *Partition {
 			subscription: c.Subscription,
 			producerName: marker.ProducerName(c.Local.Name, c.Remote.Name),
 			start:        c.Start, permits: cursorPermitsPerPending * c.MaxPending, maxPending: c.MaxPending,
-			pool: c.Pool,
+			pool: c.Pool, readBackPool: c.ReadBack,
 			keys: c.Keys, log: c.Log,
 			readerPrefix: c.ReaderPrefix,
 		},

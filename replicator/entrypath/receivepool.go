@@ -22,25 +22,22 @@ import (
 // (ReceivePool.window).
 const cursorWindowBytes = 32 << 20
 
-// ReceiveBudget is what the cursors of the process may hold (entries
-// received, not yet confirmed by the target) and be sent together: a
-// drain after an outage over a thousand partitions at cursorWindowBytes
-// each would hold 32 GiB. It is split evenly among the target clusters
-// (ReceivePools); with one target, up to 16 cursors each get the whole
-// cursorWindowBytes.
-const ReceiveBudget = 512 << 20
-
 // admitIdleAfter is how long a pool's line may stand still, with less
 // held in entries than the pool holds, before its first waiter is let in
 // past the pool's size (see ReceivePool).
 const admitIdleAfter = time.Second
 
-// ReceivePools splits ReceiveBudget evenly among the target clusters of
-// the process, as TargetBudgets splits the send budget: the cursors of
-// the pairs to one target share one ReceivePool. With one pool for the
-// process, a target that stops confirming sends would let its cursors
-// hold all of it in entries they cannot release, and the cursors of
-// every other target would wait.
+// ReceivePools splits the receive budget (sidecar.receive_budget, 512 MiB
+// by default) evenly among the target clusters of the process, as
+// TargetBudgets splits the send budget: the cursors of the pairs to one
+// target share one ReceivePool. The receive budget is what the cursors of
+// the process may hold (entries received, not yet confirmed by the
+// target) and be sent together: a drain after an outage over a thousand
+// partitions at cursorWindowBytes each would hold 32 GiB. With one target
+// and the default, up to 16 cursors each get the whole cursorWindowBytes.
+// With one pool for the process, a target that stops confirming sends
+// would let its cursors hold all of it in entries they cannot release,
+// and the cursors of every other target would wait.
 type ReceivePools struct {
 	byTarget map[string]*ReceivePool
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 )
@@ -18,7 +19,7 @@ import (
 // within the pool; a cursor that leaves (twice, even) gives its share
 // back.
 func TestReceivePoolWindows(t *testing.T) {
-	p := newReceivePool(ReceiveBudget, nil)
+	p := newReceivePool(receiveBudget, nil)
 	var leaves []func()
 	join := func(n int) {
 		for range n {
@@ -33,14 +34,14 @@ func TestReceivePoolWindows(t *testing.T) {
 		{"none open", 0, cursorWindowBytes},
 		{"one", 1, cursorWindowBytes},
 		{"sixteen: the whole window each", 15, cursorWindowBytes},
-		{"seventeen: the pool shared", 1, ReceiveBudget / 17},
-		{"10,000: a share each, no floor", 9983, ReceiveBudget / 10_000},
+		{"seventeen: the pool shared", 1, receiveBudget / 17},
+		{"10,000: a share each, no floor", 9983, receiveBudget / 10_000},
 	} {
 		join(tc.join)
 		if got := p.window(); got != tc.want {
 			t.Errorf("%s (%d open): window %d, want %d", tc.name, len(leaves), got, tc.want)
 		}
-		if int64(len(leaves))*p.window() > ReceiveBudget {
+		if int64(len(leaves))*p.window() > receiveBudget {
 			t.Errorf("%s: %d windows of %d exceed the pool", tc.name, len(leaves), p.window())
 		}
 	}
@@ -299,3 +300,6 @@ func TestReceivePoolsIsolateTargets(t *testing.T) {
 		west.Hold(-100)
 	})
 }
+
+// receiveBudget is the default receive budget, in the pools' terms.
+const receiveBudget = int64(config.DefaultReceiveBudget)

@@ -1,6 +1,7 @@
 package entrypath
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -261,6 +262,12 @@ func (s *session) target(e wire.Entry, pos marker.Position) verdict {
 	s.epoch = seqEpoch(pos.Ledger)
 	dst, err := p.openTarget(s.sctx, s.epoch, s.down, &s.active)
 	if err != nil {
+		if refusal(err) == stopTargetTerminated {
+			// The broker refuses every producer of a terminated topic:
+			// the entry at hand is where the partition stops.
+			s.cancel(&refusedError{pos: pos, reason: stopTargetTerminated, err: fmt.Errorf("open producer: %w", err)})
+			return stop
+		}
 		s.cancel(fmt.Errorf("open producer: %w", err))
 		return stop
 	}
@@ -311,12 +318,13 @@ func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) ver
 		var err error
 		if schema, err = p.ends.targetSchema(s.sctx, md.SchemaVersion); err != nil {
 			if reason := refusal(err); reason != "" {
-				if p.skipRefused {
-					p.log.Error("remote refused an entry's schema for good; skipped (on_refused: skip)", zap.Stringer("id", e.ID), zap.Error(err))
+				if p.skips(reason) {
+					p.log.Error("an entry's schema cannot be had on the remote for good; skipped (on_refused: skip)", zap.Stringer("id", e.ID),
+						zap.String("reason", reason), zap.String("schema_version", schemaVersionString(md.SchemaVersion)), zap.Error(err))
 					s.skip(e, reason)
 					return nextEntry
 				}
-				s.cancel(&refusedError{pos: pos, reason: reason, err: fmt.Errorf("schema: %w", err)})
+				s.cancel(&refusedError{pos: pos, reason: reason, schema: bytes.Clone(md.SchemaVersion), err: fmt.Errorf("schema: %w", err)})
 				return stop
 			}
 			s.cancel(fmt.Errorf("entry %s: schema: %w", e.ID, err))
@@ -367,8 +375,8 @@ func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) ver
 	if err != nil {
 		p.budget.release(size)
 		if reason := refusal(err); reason != "" {
-			if p.skipRefused {
-				p.log.Error("remote refused an entry for good; skipped (on_refused: skip)", zap.Stringer("id", e.ID), zap.Error(err))
+			if p.skips(reason) {
+				p.log.Error("remote refused an entry for good; skipped (on_refused: skip)", zap.Stringer("id", e.ID), zap.String("reason", reason), zap.Error(err))
 				s.skip(e, reason)
 				return nextEntry
 			}
@@ -467,7 +475,7 @@ func (p *Partition) acker(src entrySource, results <-chan *entryInflight, stop <
 			// ones behind it with the same error when it gives up.
 			reason := refusal(f.err)
 			switch {
-			case reason != "" && p.skipRefused:
+			case reason != "" && p.skips(reason):
 				p.log.Error("remote refused an entry for good; skipped (on_refused: skip)", zap.Stringer("id", f.e.ID), zap.String("reason", reason), zap.Error(f.err))
 				p.skip(src, f.e, reason)
 				progress.Store(true)

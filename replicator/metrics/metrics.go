@@ -37,7 +37,7 @@ type Metrics struct {
 	// target namespace, credentials refused there): see pair.checkTarget.
 	PairProblems *prometheus.GaugeVec
 	// PartitionsStopped counts partitions stopped at a message their
-	// target refuses for good (on_refused: stop), by reason.
+	// target refuses for good (on_refused: stop, or a terminated target topic whatever on_refused says), by reason.
 	PartitionsStopped *prometheus.GaugeVec
 	// InflightBytes is what the entry pipe holds in flight, process-wide
 	// (bounded by its byte budget).
@@ -47,6 +47,11 @@ type Metrics struct {
 	// wait for room (see receivePool).
 	ReceiveBytes   *prometheus.GaugeVec
 	ReceiveWaiting *prometheus.GaugeVec
+	// ReadBackBytes and ReadBackWaiting are each target's read-back pool:
+	// the room the read-backs of its pairs' partitions hold, and how many
+	// wait for room (see ReadBackPool).
+	ReadBackBytes   *prometheus.GaugeVec
+	ReadBackWaiting *prometheus.GaugeVec
 
 	// Replicated subscriptions.
 	MarkersInvalid         *prometheus.CounterVec
@@ -81,7 +86,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	topic := []string{"source", "target", "topic"}
 	m := &Metrics{
 		PartitionsStopped: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
-			Name: "partitions_stopped", Help: "Partitions stopped at a message the target refuses for good (on_refused: stop), by reason; they resume after the operator acts and restarts the sidecar."},
+			Name: "partitions_stopped", Help: "Partitions stopped at a message the target refuses for good (on_refused: stop; a terminated target topic always), by reason; they resume after the operator acts and restarts the sidecar."},
 			[]string{"source", "target", "reason"}),
 		InflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns,
 			Name: "inflight_bytes", Help: "Bytes of entries sent and not yet confirmed by their target, all pairs of the entry data path together."}),
@@ -90,6 +95,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			[]string{"cluster"}),
 		ReceiveWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 			Name: "receive_waiting_cursors", Help: "Cursors of the pairs to this target cluster waiting for room in its share of the receive budget before they may be sent more."},
+			[]string{"cluster"}),
+		ReadBackBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "readback_reserved_bytes", Help: "Bytes the read-backs of the remote partitions of the pairs to this target cluster hold room for (one reader window each), against the target's share of the read-back budget."},
+			[]string{"cluster"}),
+		ReadBackWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "readback_waiting_partitions", Help: "Partitions of the pairs to this target cluster waiting for room in its share of the read-back budget before they read the remote back and send."},
 			[]string{"cluster"}),
 		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 			Name: "replicated_messages_total", Help: "Messages copied to the target and confirmed by it."}, pair),
@@ -147,8 +158,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.SubsCreatedRemote = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "subscriptions_created_on_remote_total", Help: "Tracked subscriptions created on a remote that lacked them, at its earliest message (no snapshot covered them yet)."}, pair)
 	m.UpdatesApplied = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
-		Name: "subscription_updates_received_total", Help: "Subscription updates received from a remote, by outcome (applied, created, consumers-attached, not-forward, error)."},
-		[]string{"cluster", "outcome"})
+		Name: "subscription_updates_received_total", Help: "Subscription updates received from a remote, by the route that moved the subscription (protocol: an acknowledgement over the binary protocol; admin: reset-cursor or create; none: refused without a call) and outcome (applied, created, consumers-attached, refused-type, not-forward, error)."},
+		[]string{"cluster", "route", "outcome"})
 	m.SubscriptionLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 		Name: "subscription_lag_entries", Help: "Backlog entries (batches) the remote copy of a subscription would deliver again after a failover now (remote backlog minus local), summed over the topic's partitions."}, sub)
 	m.SubscriptionLagSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
@@ -160,7 +171,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused, m.PairProblems,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
 			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.HistoryEntriesRead, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds, m.AdminBudgetWaiting,
-			m.InflightBytes, m.ReceiveBytes, m.ReceiveWaiting, m.PartitionsStopped)
+			m.InflightBytes, m.ReceiveBytes, m.ReceiveWaiting, m.ReadBackBytes, m.ReadBackWaiting, m.PartitionsStopped)
 	}
 	m.Links = newLinkMetrics()
 	if reg != nil {

@@ -5,7 +5,8 @@
 // Takeover: the entrypath.Sync interface) to the snapshot machine, writes
 // the markers the machine returns (MarkerSink), follows the tracked
 // subscriptions' positions and sends updates when they pass a snapshot,
-// applies the updates that arrive from the remote (subscription.Admin),
+// applies the updates that arrive from the remote (over the binary
+// protocol, Follower, or with reset-cursor, subscription.Admin: mover.go),
 // and at start re-reads a bounded part of the partition's history to
 // rebuild the snapshot cache and the third origins' watermarks
 // (history.go).
@@ -53,7 +54,16 @@ type Config struct {
 	Writer      MarkerSink
 	LocalAdmin  Admin              // local cluster, for follow and lag
 	RemoteAdmin Admin              // remote cluster, for lag
-	SubAdmin    subscription.Admin // local cluster, to apply updates
+	SubAdmin    subscription.Admin // local cluster, to apply updates (the admin route)
+	// Follow moves subscriptions here over the binary protocol (the
+	// protocol route), FollowName naming its consumer; nil: the admin
+	// route alone.
+	Follow     Follower
+	FollowName string
+	// SubStates reads the subscriptions' states here, RemoteStates on the
+	// remote, for the route an update takes (mover.go); nil: not read
+	// (the admin route reads its own).
+	SubStates, RemoteStates States
 	// RemoteSubs creates, on the remote, tracked subscriptions it lacks
 	// (createOnRemote); nil: never.
 	RemoteSubs subscription.Admin
@@ -149,6 +159,10 @@ type Sync struct {
 	lagReported map[string]lagReading
 	// fl is when and why follow runs (followDue); used by run alone.
 	fl followState
+	// targets are what the apply loop knows of the subscriptions it moves,
+	// wm its protocol mover (mover.go); used by the apply loop alone.
+	targets targets
+	wm      *wireMover
 }
 
 // Pending returns the updates received and not applied yet, the newest
@@ -688,10 +702,13 @@ func (s *Sync) follow(ctx context.Context) error {
 }
 
 // movedByUpdate reports whether sub's mark-delete position md is still
-// where an update from the remote put it (not moved by consumers here).
+// where an update from the remote put it (not moved by consumers here):
+// at or before the highest position the last update applied left it at.
+// A protocol move leaves it at the update's target itself, a reset at the
+// entry before the one it positions at (Applied).
 func (s *Sync) movedByUpdate(sub string, md marker.Position) bool {
-	at, ok := s.Applied.get(s.Local, s.Topic, sub)
-	return ok && md.Compare(at) < 0
+	upTo, ok := s.Applied.get(s.Local, s.Topic, sub)
+	return ok && md.Compare(upTo) <= 0
 }
 
 // lag sets, per tracked subscription, how many messages the remote copy of
@@ -834,7 +851,7 @@ func (s *Sync) enqueueApply(up marker.Marker, origin marker.Position) (refused s
 }
 
 // applyLoop applies received updates, the newest per subscription, off the
-// data path: an admin call must not hold up replication.
+// data path: a move must not hold up replication.
 func (s *Sync) applyLoop(ctx context.Context) {
 	for {
 		select {
@@ -847,19 +864,40 @@ func (s *Sync) applyLoop(ctx context.Context) {
 		s.toApply = nil
 		s.applyMu.Unlock()
 		for sub, at := range batch {
-			out, err := subscription.Apply(ctx, s.SubAdmin, s.Topic, sub, at)
-			s.Log.Debug("subscription update received", zap.String("subscription", sub), zap.Stringer("to", at), zap.String("outcome", string(out)))
-			s.Metrics.UpdatesApplied.WithLabelValues(s.Local, string(out)).Inc()
-			if out == subscription.Applied || out == subscription.Created {
-				s.Applied.set(s.Local, s.Topic, sub, at)
-			}
-			switch {
-			case err != nil:
-				s.Log.Warn("applying a subscription update failed", zap.String("subscription", sub), zap.Error(err))
-			case out == subscription.RefusedConsumers:
-				s.Log.Debug("subscription update not applied: consumers attached", zap.String("subscription", sub))
-			}
+			s.apply(ctx, sub, at)
 		}
+	}
+}
+
+// apply applies one update to sub: the route from what is known of it
+// (mover.go), the outcome counted by route, where it put sub recorded for
+// echo suppression (movedByUpdate), and a change of route or refusal
+// logged once.
+func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) {
+	tg := s.targetOf(ctx, sub, time.Now())
+	// Recorded before the move lands: follow, running meanwhile, may read
+	// the position it sets before Apply returns, and would send it back.
+	begun := s.Applied.begin(s.Local, s.Topic, sub, subscription.ProtocolTarget(at))
+	res, err := subscription.Apply(ctx, s.SubAdmin, s.mover(), tg.t, s.Topic, sub, at)
+	s.Applied.end(begun, res.Moved, res.UpTo)
+	s.noteResult(tg, res, time.Now())
+	s.Log.Debug("subscription update received", zap.String("subscription", sub), zap.Stringer("to", at),
+		zap.String("route", string(res.Route)), zap.String("outcome", string(res.Outcome)))
+	s.Metrics.UpdatesApplied.WithLabelValues(s.Local, string(res.Route), string(res.Outcome)).Inc()
+	changed := res.Route != tg.lastRoute || res.Outcome != tg.lastOutcome
+	tg.lastRoute, tg.lastOutcome = res.Route, res.Outcome
+	fields := []zap.Field{zap.String("subscription", sub), zap.Stringer("type", tg.t.Type), zap.Int("consumers", tg.t.Consumers)}
+	switch {
+	case err != nil:
+		s.Log.Warn("applying a subscription update failed", zap.String("subscription", sub), zap.String("route", string(res.Route)), zap.Error(err))
+	case !changed:
+	case res.Outcome == subscription.RefusedType:
+		s.Log.Info("subscription update not applied: its type cannot be moved with consumers attached (reset-cursor would disconnect them)",
+			append(fields, zap.Bool("refused_by_broker", res.Route == subscription.RouteProtocol))...)
+	case res.Route == subscription.RouteAdmin && res.Outcome == subscription.Applied:
+		s.Log.Info("subscription update applied with reset-cursor: its type is not one the protocol route serves with nobody attached", fields...)
+	case res.Outcome == subscription.RefusedConsumers:
+		s.Log.Debug("subscription update not applied: consumers attached", fields...)
 	}
 }
 
@@ -876,9 +914,9 @@ func (s *Sync) currentLayout(ctx context.Context) *cluster.Layout {
 	return l
 }
 
-// Applied remembers, per (cluster, partition, subscription), the
-// position the last applied update moved the subscription to. Safe for
-// concurrent use.
+// Applied remembers, per (cluster, partition, subscription), the highest
+// mark-delete position the subscription can have while it is still where
+// the last applied update put it. Safe for concurrent use.
 type Applied struct {
 	mu sync.Mutex
 	m  map[string]marker.Position
@@ -888,15 +926,67 @@ func (a *Applied) key(cluster, topic, sub string) string {
 	return cluster + "\x00" + topic + "\x00" + sub
 }
 
-// set records at, entry granular (the subscription sits at at's entry).
+// set records an update that positioned the subscription at at's entry
+// (reset-cursor, create): its mark-delete position is the entry before.
 func (a *Applied) set(cluster, topic, sub string, at marker.Position) {
+	a.setUpTo(cluster, topic, sub, marker.Position{Ledger: at.Ledger, Entry: at.Entry - 1, Batch: -1})
+}
+
+// setUpTo records an update that left the subscription's mark-delete
+// position at upTo (entry granular): a protocol move's target.
+func (a *Applied) setUpTo(cluster, topic, sub string, upTo marker.Position) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.m == nil {
 		a.m = map[string]marker.Position{}
 	}
-	at.Batch = -1
-	a.m[a.key(cluster, topic, sub)] = at
+	upTo.Batch = -1
+	a.m[a.key(cluster, topic, sub)] = upTo
+}
+
+// applying is an update being applied (Applied.begin): what was
+// recorded before it, and what begin recorded.
+type applying struct {
+	key         string
+	prev, begun marker.Position
+	hadPrev     bool
+}
+
+// begin records, before an update is applied, the furthest it can put the
+// subscription (upTo, or what was recorded if further), so that a
+// position read while the update lands counts as the update's.
+func (a *Applied) begin(cluster, topic, sub string, upTo marker.Position) applying {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[string]marker.Position{}
+	}
+	k := a.key(cluster, topic, sub)
+	prev, had := a.m[k]
+	upTo.Batch = -1
+	if had && prev.Compare(upTo) > 0 {
+		upTo = prev
+	}
+	a.m[k] = upTo
+	return applying{key: k, prev: prev, hadPrev: had, begun: upTo}
+}
+
+// end settles what begin recorded: where the update left the subscription
+// when it moved it, else what was recorded before (unless another update
+// recorded something since).
+func (a *Applied) end(ap applying, moved bool, upTo marker.Position) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case moved:
+		upTo.Batch = -1
+		a.m[ap.key] = upTo
+	case a.m[ap.key] != ap.begun:
+	case ap.hadPrev:
+		a.m[ap.key] = ap.prev
+	default:
+		delete(a.m, ap.key)
+	}
 }
 
 func (a *Applied) get(cluster, topic, sub string) (marker.Position, bool) {

@@ -1,12 +1,14 @@
 package subsync
 
-// The Pulsar side of subscription sync (sync.go): the admin calls, the
-// marker producer and the start-up re-read, behind the small interfaces
+// The Pulsar side of subscription sync (sync.go): the admin calls (the
+// admin route of applying an update, and the states its route is decided
+// on), the marker producer and the start-up re-read, behind the small interfaces
 // Sync declares, so that Sync is unit-tested with fakes.
 
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,24 +120,76 @@ func (w *markerWriter) Close() {
 	}
 }
 
-// NewSubAdmin is subscription.Admin over a cluster's admin API.
-func NewSubAdmin(a pulsaradmin.Client) subscription.Admin { return pulsarSubAdmin{a} }
+// NewSubAdmin is subscription.Admin and States over a cluster's admin
+// API. Consumers whose names start with followPrefix are a protocol
+// move's (see FollowName), not an application's: they are not counted.
+func NewSubAdmin(a pulsaradmin.Client, followPrefix string) interface {
+	subscription.Admin
+	States
+} {
+	return pulsarSubAdmin{a: a, followPrefix: followPrefix}
+}
 
-// pulsarSubAdmin is subscription.Admin over Pulsar's admin API.
-type pulsarSubAdmin struct{ a pulsaradmin.Client }
+// pulsarSubAdmin is subscription.Admin and States over Pulsar's admin
+// API.
+type pulsarSubAdmin struct {
+	a            pulsaradmin.Client
+	followPrefix string
+}
 
-func (p pulsarSubAdmin) State(ctx context.Context, topic, sub string) (subscription.State, error) {
+// FollowName names the consumer of this process's protocol moves:
+// followPrefix and an instance id (in the broker's stats, and left out of
+// the consumers counted there).
+func FollowName(followPrefix, instance string) string { return followPrefix + instance }
+
+func (p pulsarSubAdmin) stats(ctx context.Context, topic string) (map[string]utils.SubscriptionStats, error) {
 	tn, err := utils.GetTopicName(topic)
 	if err != nil {
-		return subscription.State{}, err
+		return nil, err
 	}
 	st, err := p.a.Topics().GetStatsWithOptionWithContext(ctx, *tn, utils.GetStatsOptions{ExcludePublishers: true})
 	if err != nil {
+		return nil, err
+	}
+	return st.Subscriptions, nil
+}
+
+// stateOf is a subscription's state in its stats, without the
+// mark-delete position (stats do not carry it).
+func (p pulsarSubAdmin) stateOf(ss utils.SubscriptionStats) subscription.State {
+	st := subscription.State{Exists: true, Type: subscription.ParseType(ss.SubType), AllowOutOfOrder: ss.AllowOutOfOrderDelivery}
+	for _, c := range ss.Consumers {
+		if p.followPrefix == "" || !strings.HasPrefix(c.ConsumerName, p.followPrefix) {
+			st.Consumers++
+		}
+	}
+	return st
+}
+
+func (p pulsarSubAdmin) States(ctx context.Context, topic string) (map[string]subscription.State, error) {
+	subs, err := p.stats(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]subscription.State, len(subs))
+	for name, ss := range subs {
+		out[name] = p.stateOf(ss)
+	}
+	return out, nil
+}
+
+func (p pulsarSubAdmin) State(ctx context.Context, topic, sub string) (subscription.State, error) {
+	subs, err := p.stats(ctx, topic)
+	if err != nil {
 		return subscription.State{}, err
 	}
-	ss, ok := st.Subscriptions[sub]
+	ss, ok := subs[sub]
 	if !ok {
 		return subscription.State{}, nil
+	}
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return subscription.State{}, err
 	}
 	internal, err := p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
 	if err != nil {
@@ -145,7 +199,9 @@ func (p pulsarSubAdmin) State(ctx context.Context, topic, sub string) (subscript
 	if !ok {
 		return subscription.State{}, fmt.Errorf("no mark-delete position for %s", sub)
 	}
-	return subscription.State{Exists: true, MarkDelete: md, Consumers: len(ss.Consumers)}, nil
+	st := p.stateOf(ss)
+	st.MarkDelete = md
+	return st, nil
 }
 
 func (p pulsarSubAdmin) Create(ctx context.Context, topic, sub string, at marker.Position) error {

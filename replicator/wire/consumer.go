@@ -171,12 +171,8 @@ type Consumer struct {
 	redeliverEpoch       uint64 // consumer epoch: bumped by RedeliverUnacknowledged
 	closed               bool
 	err                  error // terminal: the consumer gave up
-	stop                 chan struct{}
-	wg                   sync.WaitGroup
-	retrying             bool
-	// churn counts the sessions in a row that ended young (see
-	// stableAfter), for the next reconnect's first wait.
-	churn int
+	// rc re-subscribes after a session is lost.
+	rc reconnector
 	// linkUp is what OnLinkChange was last told.
 	linkUp bool
 }
@@ -212,8 +208,8 @@ func Subscribe(ctx context.Context, client *Client, opts ConsumerOptions) (*Cons
 		opts:   opts,
 		log:    opts.Logger.With(zap.String("topic", opts.Topic), zap.String("subscription", opts.Subscription)),
 		notify: make(chan struct{}, 1),
-		stop:   make(chan struct{}),
 	}
+	c.rc = newReconnector("consumer", client, opts.Topic, c.log, &c.mu, c)
 	if err := c.connect(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -258,14 +254,7 @@ func (c *Consumer) connect(ctx context.Context) error {
 	if err != nil {
 		conn.removeConsumer(s.id)
 		c.dropSession(s)
-		var be *BrokerError
-		if !errors.As(err, &be) || be.Code == ServiceNotReady || be.Code == TopicNotFound {
-			c.client.ForgetLookup(c.opts.Topic)
-		}
-		if ctx.Err() != nil {
-			// The broker may still create the consumer: close it there.
-			_ = conn.writeCommand(&CloseConsumer{ConsumerID: s.id, RequestID: conn.newRequestID()})
-		}
+		c.rc.openFailed(ctx, conn, err, func(reqID uint64) Body { return &CloseConsumer{ConsumerID: s.id, RequestID: reqID} })
 		return err
 	}
 	c.mu.Lock()
@@ -673,31 +662,17 @@ func (s *consumerSession) handleClose(err error) {
 	if !closed {
 		c.tellLink()
 	}
-	if s.received || (!s.since.IsZero() && time.Since(s.since) >= stableAfter) {
-		c.churn = 0
-	} else {
-		c.churn++
-	}
-	churn := c.churn
+	churn := c.rc.ended(s.received, s.since)
 	c.mu.Unlock()
 	c.settle(0, back)
 	if closed {
 		return
 	}
-	cause := reconnectCause(err)
-	if churn > 0 {
-		c.log.Info("consumer disconnected, reconnecting", zap.String("cause", cause), zap.Int("closed_young_in_a_row", churn), zap.Error(err))
-	} else {
-		c.log.Info("consumer disconnected, reconnecting", zap.String("cause", cause), zap.Error(err))
-	}
-	if f := c.client.opts.Conn.Events.Reconnect; f != nil {
-		f("consumer", cause)
-	}
-	c.client.ForgetLookup(c.opts.Topic)
+	c.rc.disconnected(err, churn)
 	if c.opts.OnActiveChange != nil {
 		c.opts.OnActiveChange(false)
 	}
-	c.startReconnect()
+	c.rc.start()
 }
 
 func (s *consumerSession) handleSilent(silent bool) {
@@ -713,100 +688,13 @@ func (s *consumerSession) handleSilent(silent bool) {
 
 // tellLink tells OnLinkChange when the link's state changed (c.mu held).
 func (c *Consumer) tellLink() {
-	up := c.session != nil && c.session.ready && !c.session.silent
-	if up == c.linkUp || c.opts.OnLinkChange == nil {
-		c.linkUp = up
-		return
-	}
-	c.linkUp = up
-	c.opts.OnLinkChange(up)
+	tellLink(&c.linkUp, c.session != nil && c.session.ready && !c.session.silent, c.opts.OnLinkChange)
 }
 
-func (c *Consumer) startReconnect() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.retrying || c.closed {
-		return
-	}
-	c.retrying = true
-	c.wg.Add(1)
-	go c.reconnect()
-}
+// settled: nothing left to reconnect for (c.mu held; see redialer).
+func (c *Consumer) settled() bool { return c.session != nil || c.closed || c.err != nil }
 
-// reconnect retries connect with capped backoff with jitter until it
-// succeeds, the error is terminal, or the consumer is closed. The first
-// wait grows with the sessions that ended young in a row (churn).
-func (c *Consumer) reconnect() {
-	defer c.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-c.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	// retrying is cleared under the same lock that sees the outcome: a
-	// session lost between connect's success and here finds retrying set
-	// and starts nothing, so this loop must go on for it.
-	done := func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.session == nil && !c.closed && c.err == nil {
-			return false
-		}
-		c.retrying = false
-		return true
-	}
-	stop := func() {
-		c.mu.Lock()
-		c.retrying = false
-		c.mu.Unlock()
-	}
-	c.mu.Lock()
-	attempt := c.churn
-	c.mu.Unlock()
-	var last string
-	for ; ; attempt++ {
-		select {
-		case <-c.stop:
-			stop()
-			return
-		case <-time.After(backoff(attempt)):
-		}
-		if c.client.isClosed() {
-			c.end(ErrClosed)
-			stop()
-			return
-		}
-		err := c.connect(ctx)
-		if err == nil {
-			c.log.Info("consumer reconnected")
-			if done() {
-				return
-			}
-			c.mu.Lock()
-			attempt = c.churn
-			c.mu.Unlock()
-			continue
-		}
-		if errors.Is(err, ErrClosed) && ctx.Err() != nil {
-			stop()
-			return
-		}
-		if !IsRetryable(err) {
-			c.log.Error("consumer gave up", zap.Error(err))
-			c.end(err)
-			stop()
-			return
-		}
-		if msg := err.Error(); msg != last {
-			c.log.Warn("consumer reconnect failed, retrying", zap.Error(err))
-			last = msg
-		}
-	}
-}
+func (c *Consumer) reconnectedFields() []zap.Field { return nil }
 
 // end makes the consumer fail with err from now on.
 func (c *Consumer) end(err error) {
@@ -852,7 +740,7 @@ func (c *Consumer) Receive(ctx context.Context) (Entry, error) {
 		c.mu.Unlock()
 		select {
 		case <-c.notify:
-		case <-c.stop:
+		case <-c.rc.stop:
 		case <-ctx.Done():
 			return Entry{}, ctx.Err()
 		}
@@ -977,22 +865,15 @@ func (c *Consumer) Close() error {
 	c.unwait()
 	released, back := c.heldBytes+c.staleBytes, c.reserved
 	c.heldBytes, c.staleBytes, c.reserved = 0, 0, 0
-	close(c.stop)
+	close(c.rc.stop)
 	c.mu.Unlock()
 	c.settle(released, back)
 	var err error
 	if s != nil {
 		s.conn.removeConsumer(s.id)
-		ctx, cancel := context.WithTimeout(context.Background(), c.client.opts.OperationTimeout)
-		id := s.conn.newRequestID()
-		_, err = s.conn.request(ctx, "close consumer", id, &CloseConsumer{ConsumerID: s.id, RequestID: id})
-		cancel()
-		var ce *ConnError
-		if errors.As(err, &ce) {
-			err = nil // the connection is gone, and the consumer with it
-		}
+		err = c.rc.closeOnBroker(s.conn, "close consumer", func(reqID uint64) Body { return &CloseConsumer{ConsumerID: s.id, RequestID: reqID} })
 	}
-	c.wg.Wait()
+	c.rc.wg.Wait()
 	if err != nil {
 		return fmt.Errorf("wire: close consumer on %s: %w", c.opts.Topic, err)
 	}

@@ -18,10 +18,12 @@
 // (MessageMetadata: parse the fields that matter, patch by appending),
 // schema.go, conn.go (one multiplexed connection per broker: reader,
 // writer and keep-alive goroutines), client.go (connection pool, lookup
-// cache, redirects, proxies), consumer.go and producer.go, and follow.go
+// cache, redirects, proxies), consumer.go and producer.go with the
+// reconnect loop they share (reconnect.go), and follow.go
 // (a subscription's mark-delete position moved by a consumer that attaches
 // for one acknowledgement). Consumers and producers cost no goroutine or
-// timer while idle.
+// timer while idle. A fake broker for tests of code over this package is
+// in wiretest.
 //
 // Broker behaviours a user of this package must design around (seen on
 // Pulsar 4.0.7, pinned by e2e/wire_test.go):

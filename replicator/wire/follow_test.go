@@ -73,7 +73,7 @@ func (mb *moveBroker) handle(fc *fakeConn, cmd Command, _ Frame) bool {
 		return true
 	}
 	if cmd.Type == mb.dropConn {
-		fc.nc.Close()
+		fc.Close()
 		return true
 	}
 	switch c := cmd.Body.(type) {
@@ -149,7 +149,7 @@ func (mb *moveBroker) sequence() []string {
 	mb.b.mu.Lock()
 	defer mb.b.mu.Unlock()
 	var out []string
-	for _, c := range mb.b.received {
+	for _, c := range mb.b.received() {
 		switch c.Type {
 		case TypeConnect, TypeLookup, TypePing, TypePong:
 			continue
@@ -601,7 +601,7 @@ func TestMoveSubscriptionInvalid(t *testing.T) {
 				t.Fatalf("err %v, want %q", err, tc.want)
 			}
 			b.mu.Lock()
-			n := len(b.received)
+			n := len(b.received())
 			b.mu.Unlock()
 			if n != 0 {
 				t.Fatalf("%d commands sent", n)

@@ -155,7 +155,7 @@ func TestReconnectBackoffWhenBrokerKeepsClosing(t *testing.T) {
 						t.Fatal(err)
 					}
 					defer p.Close()
-					churn = func() int { p.mu.Lock(); defer p.mu.Unlock(); return p.churn }
+					churn = func() int { p.mu.Lock(); defer p.mu.Unlock(); return p.rc.churn }
 					ready = func(t *testing.T) {
 						done := make(chan error, 1)
 						if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 1},
@@ -177,12 +177,12 @@ func TestReconnectBackoffWhenBrokerKeepsClosing(t *testing.T) {
 						t.Fatal(err)
 					}
 					defer cons.Close()
-					churn = func() int { cons.mu.Lock(); defer cons.mu.Unlock(); return cons.churn }
+					churn = func() int { cons.mu.Lock(); defer cons.mu.Unlock(); return cons.rc.churn }
 					ready = func(t *testing.T) {
 						waitFor(t, "a consumer session that stays", func() bool {
 							cons.mu.Lock()
 							defer cons.mu.Unlock()
-							return cons.session != nil && !cons.retrying
+							return cons.session != nil && !cons.rc.retrying
 						})
 					}
 				}
@@ -266,7 +266,7 @@ func TestChurnResetBySessionThatWorked(t *testing.T) {
 			return p.session != nil
 		})
 		p.mu.Lock()
-		churn := p.churn
+		churn := p.rc.churn
 		p.mu.Unlock()
 		if churn != 0 {
 			t.Fatalf("churn %d after sessions that confirmed sends", churn)

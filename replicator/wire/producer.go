@@ -78,35 +78,23 @@ type Producer struct {
 	opts   ProducerOptions
 	log    *zap.Logger
 
-	mu       sync.Mutex
-	session  *producerSession // nil while (re)connecting
-	lastSeq  int64
-	pending  []*pendingSend
-	calling  int           // done callbacks running; Flush waits for them too
-	changed  chan struct{} // closed and replaced when pending shrinks or the producer ends
-	waiting  bool          // someone waits on changed (else signal is free)
-	closed   bool
-	err      error // terminal
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	retrying bool
-	// churn counts the sessions in a row that ended young (see
-	// stableAfter): the next reconnect waits backoff(churn), so a broker
-	// that closes a fresh producer again and again is not asked to
-	// re-create it ten times a second.
-	churn int
+	mu      sync.Mutex
+	session *producerSession // nil while (re)connecting
+	lastSeq int64
+	pending []*pendingSend
+	calling int           // done callbacks running; Flush waits for them too
+	changed chan struct{} // closed and replaced when pending shrinks or the producer ends
+	waiting bool          // someone waits on changed (else signal is free)
+	closed  bool
+	err     error // terminal
+	// rc re-creates the producer after a session is lost.
+	rc reconnector
 	// linkUp is what OnLinkChange was last told.
 	linkUp bool
 	// maxFrame is the frame size limit of the latest session's
 	// connection: Send checks entries against it also while reconnecting.
 	maxFrame int
 }
-
-// stableAfter is how long a session must last, without any receipt, for
-// its end to count as an isolated loss (reconnect at once) rather than as
-// one more of a producer the broker keeps closing (reconnect with
-// growing backoff). A receipt proves the session worked too.
-const stableAfter = 10 * time.Second
 
 type pendingSend struct {
 	out      Outgoing
@@ -154,8 +142,8 @@ func CreateProducer(ctx context.Context, client *Client, opts ProducerOptions) (
 		log:     opts.Logger.With(zap.String("topic", opts.Topic), zap.String("producer", opts.Name)),
 		lastSeq: -1,
 		changed: make(chan struct{}),
-		stop:    make(chan struct{}),
 	}
+	p.rc = newReconnector("producer", client, opts.Topic, p.log, &p.mu, p)
 	if err := p.connect(ctx); err != nil {
 		p.Close()
 		return nil, err
@@ -232,13 +220,7 @@ func (p *Producer) connect(ctx context.Context) error {
 		}
 	}
 	conn.removeProducer(s.id)
-	var be *BrokerError
-	if !errors.As(err, &be) || be.Code == ServiceNotReady || be.Code == TopicNotFound {
-		p.client.ForgetLookup(p.opts.Topic)
-	}
-	if ctx.Err() != nil {
-		_ = conn.writeCommand(&CloseProducer{ProducerID: s.id, RequestID: conn.newRequestID()})
-	}
+	p.rc.openFailed(ctx, conn, err, func(reqID uint64) Body { return &CloseProducer{ProducerID: s.id, RequestID: reqID} })
 	return err
 }
 
@@ -493,24 +475,10 @@ func (s *producerSession) handleClose(err error) {
 		return
 	}
 	p.tellLink()
-	if s.confirmed || time.Since(s.since) >= stableAfter {
-		p.churn = 0
-	} else {
-		p.churn++
-	}
-	churn := p.churn
+	churn := p.rc.ended(s.confirmed, s.since)
 	p.mu.Unlock()
-	cause := reconnectCause(err)
-	if churn > 0 {
-		p.log.Info("producer disconnected, reconnecting", zap.String("cause", cause), zap.Int("closed_young_in_a_row", churn), zap.Error(err))
-	} else {
-		p.log.Info("producer disconnected, reconnecting", zap.String("cause", cause), zap.Error(err))
-	}
-	if f := p.client.opts.Conn.Events.Reconnect; f != nil {
-		f("producer", cause)
-	}
-	p.client.ForgetLookup(p.opts.Topic)
-	p.startReconnect()
+	p.rc.disconnected(err, churn)
+	p.rc.start()
 }
 
 func (s *producerSession) handleSilent(silent bool) {
@@ -526,13 +494,7 @@ func (s *producerSession) handleSilent(silent bool) {
 
 // tellLink tells OnLinkChange when the link's state changed (p.mu held).
 func (p *Producer) tellLink() {
-	up := p.session != nil && !p.session.silent
-	if up == p.linkUp || p.opts.OnLinkChange == nil {
-		p.linkUp = up
-		return
-	}
-	p.linkUp = up
-	p.opts.OnLinkChange(up)
+	tellLink(&p.linkUp, p.session != nil && !p.session.silent, p.opts.OnLinkChange)
 }
 
 // oldestUnconfirmed is when the oldest entry not yet confirmed was handed
@@ -546,90 +508,11 @@ func (p *Producer) oldestUnconfirmed() time.Time {
 	return p.pending[0].queuedAt
 }
 
-func (p *Producer) startReconnect() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.retrying || p.closed {
-		return
-	}
-	p.retrying = true
-	p.wg.Add(1)
-	go p.reconnect()
-}
+// settled: nothing left to reconnect for (p.mu held; see redialer).
+func (p *Producer) settled() bool { return p.session != nil || p.closed || p.err != nil }
 
-// reconnect retries connect with capped backoff with jitter until it
-// succeeds, the error is terminal, or the producer is closed. The first
-// wait grows with the sessions that ended young in a row (churn).
-func (p *Producer) reconnect() {
-	defer p.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-p.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	// retrying is cleared under the same lock that sees the outcome: a
-	// session lost between connect's success and here finds retrying set
-	// and starts nothing, so this loop must go on for it.
-	done := func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.session == nil && !p.closed && p.err == nil {
-			return false
-		}
-		p.retrying = false
-		return true
-	}
-	stop := func() {
-		p.mu.Lock()
-		p.retrying = false
-		p.mu.Unlock()
-	}
-	p.mu.Lock()
-	attempt := p.churn
-	p.mu.Unlock()
-	var last string
-	for ; ; attempt++ {
-		select {
-		case <-p.stop:
-			stop()
-			return
-		case <-time.After(backoff(attempt)):
-		}
-		if p.client.isClosed() {
-			p.end(ErrClosed)
-			stop()
-			return
-		}
-		err := p.connect(ctx)
-		if err == nil {
-			p.log.Info("producer reconnected", zap.Int64("last_sequence_id", p.LastSequenceID()))
-			if done() {
-				return
-			}
-			p.mu.Lock()
-			attempt = p.churn
-			p.mu.Unlock()
-			continue
-		}
-		if errors.Is(err, ErrClosed) && ctx.Err() != nil {
-			stop()
-			return
-		}
-		if !IsRetryable(err) {
-			p.log.Error("producer gave up", zap.Error(err))
-			p.end(err)
-			stop()
-			return
-		}
-		if msg := err.Error(); msg != last {
-			p.log.Warn("producer reconnect failed, retrying", zap.Error(err))
-			last = msg
-		}
-	}
+func (p *Producer) reconnectedFields() []zap.Field {
+	return []zap.Field{zap.Int64("last_sequence_id", p.LastSequenceID())}
 }
 
 // end fails the producer and every unconfirmed entry with err.
@@ -654,22 +537,15 @@ func (p *Producer) Close() error {
 	p.closed = true
 	s := p.session
 	p.session = nil
-	close(p.stop)
+	close(p.rc.stop)
 	p.mu.Unlock()
 	p.client.track(p, false)
 	var err error
 	if s != nil {
 		s.conn.removeProducer(s.id)
-		ctx, cancel := context.WithTimeout(context.Background(), p.client.opts.OperationTimeout)
-		id := s.conn.newRequestID()
-		_, err = s.conn.request(ctx, "close producer", id, &CloseProducer{ProducerID: s.id, RequestID: id})
-		cancel()
-		var ce *ConnError
-		if errors.As(err, &ce) {
-			err = nil
-		}
+		err = p.rc.closeOnBroker(s.conn, "close producer", func(reqID uint64) Body { return &CloseProducer{ProducerID: s.id, RequestID: reqID} })
 	}
-	p.wg.Wait()
+	p.rc.wg.Wait()
 	p.end(ErrClosed)
 	if err != nil {
 		return fmt.Errorf("wire: close producer on %s: %w", p.opts.Topic, err)

@@ -144,7 +144,7 @@ func TestProducerLimitLoweredAcrossReconnect(t *testing.T) {
 				synctest.Wait()
 				b.set(func() { b.maxMessageSize = 4096 })
 				confirm.Store(true)
-				fc.nc.Close() // the connection lost: the next one has the lower limit
+				fc.Close() // the connection lost: the next one has the lower limit
 				fctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 				defer cancel()
 				if err := p.Flush(fctx); err != nil {

@@ -50,7 +50,7 @@ func reconnectees() []*reconnectee {
 		t.Cleanup(func() { x.Close() })
 		consumer = x
 	}
-	cons.churn = func() int { consumer.mu.Lock(); defer consumer.mu.Unlock(); return consumer.churn }
+	cons.churn = func() int { consumer.mu.Lock(); defer consumer.mu.Unlock(); return consumer.rc.churn }
 	cons.connected = func() bool {
 		consumer.mu.Lock()
 		defer consumer.mu.Unlock()
@@ -80,7 +80,7 @@ func reconnectees() []*reconnectee {
 		t.Cleanup(func() { x.Close() })
 		producer = x
 	}
-	prod.churn = func() int { producer.mu.Lock(); defer producer.mu.Unlock(); return producer.churn }
+	prod.churn = func() int { producer.mu.Lock(); defer producer.mu.Unlock(); return producer.rc.churn }
 	prod.connected = func() bool {
 		producer.mu.Lock()
 		defer producer.mu.Unlock()

@@ -75,3 +75,54 @@ the config (the sidecar would refuse to start otherwise).
 {{- $_ := set $cfg "sidecar" $sidecar }}
 {{- toYaml $cfg }}
 {{- end }}
+
+{{/*
+Bytes of a size as the sidecar reads one (config.ByteSize: a whole number
+and B, KiB, MiB, GiB or TiB); what names it in the error.
+*/}}
+{{- define "geo-sidecar.bytes" -}}
+{{- $v := toString .value }}
+{{- $m := regexFindAll "^([0-9]+) ?(B|KiB|MiB|GiB|TiB)$" $v 1 }}
+{{- if not $m }}
+{{- fail (printf "%s: %q is not a size; write a whole number and a unit such as \"512MiB\" (B, KiB, MiB, GiB or TiB)" .what $v) }}
+{{- end }}
+{{- $unit := regexReplaceAll "^[0-9]+ ?" $v "" }}
+{{- $mult := get (dict "B" 1 "KiB" 1024 "MiB" 1048576 "GiB" 1073741824 "TiB" 1099511627776) $unit }}
+{{- mul (regexReplaceAll "[^0-9]" $v "" | int64) $mult }}
+{{- end }}
+
+{{/*
+Bytes of a Kubernetes memory quantity: a whole number, with Ki, Mi, Gi,
+Ti, k, M, G, T or no suffix.
+*/}}
+{{- define "geo-sidecar.quantity" -}}
+{{- $v := toString .value }}
+{{- if not (regexMatch "^[0-9]+(Ki|Mi|Gi|Ti|k|M|G|T)?$" $v) }}
+{{- fail (printf "%s: %q: the chart checks it against the sidecar's memory budgets and reads a whole number with Ki, Mi, Gi, Ti, k, M, G, T or no suffix, such as \"1Gi\"" .what $v) }}
+{{- end }}
+{{- $unit := regexReplaceAll "^[0-9]+" $v "" }}
+{{- $mult := get (dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000) $unit }}
+{{- mul (regexReplaceAll "[^0-9]" $v "" | int64) $mult }}
+{{- end }}
+
+{{/*
+Refuses a memory limit below what the sidecar may use: its three memory
+budgets (config.sidecar.receive_budget, send_budget, readback_budget; the
+sidecar's defaults where unset) plus 100 MiB for the process itself
+(docs/deploy.md, Memory). Without a memory limit there is nothing to check.
+*/}}
+{{- define "geo-sidecar.checkMemory" -}}
+{{- $limit := dig "limits" "memory" "" (default dict .Values.resources) }}
+{{- if $limit }}
+{{- $sidecar := default dict .Values.config.sidecar }}
+{{- $sum := 104857600 }}
+{{- range $field, $default := dict "receive_budget" "512MiB" "send_budget" "256MiB" "readback_budget" "64MiB" }}
+{{- $v := index $sidecar $field | default $default }}
+{{- $sum = add $sum (include "geo-sidecar.bytes" (dict "value" $v "what" (printf "config.sidecar.%s" $field)) | int64) }}
+{{- end }}
+{{- $lim := include "geo-sidecar.quantity" (dict "value" $limit "what" "resources.limits.memory") | int64 }}
+{{- if lt $lim $sum }}
+{{- fail (printf "resources.limits.memory: %s is below what the sidecar may use: receive_budget + send_budget + readback_budget + 100MiB = %dMiB; raise the limit or lower the budgets in config.sidecar (values.yaml says how)" (toString $limit) (div $sum 1048576)) }}
+{{- end }}
+{{- end }}
+{{- end }}

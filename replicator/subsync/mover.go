@@ -1,0 +1,309 @@
+package subsync
+
+// The apply side's two movers and what they know of the subscriptions
+// they move (docs/replicated-subscriptions.md, Which route moves a
+// subscription): the protocol mover (subscription.Mover over a wire
+// client of its own) and, per (partition, subscription), the state the
+// route is decided on, cached so that an update costs no admin call.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
+	"github.com/geo-sidecar/geo-sidecar/subscription"
+)
+
+// Follower is what a protocol move needs of a cluster: wire.Client's
+// MoveSubscription, on a client of its own (apart from the data path's,
+// so that cutting a stuck move's connection never touches replication).
+// Implementations must be safe for concurrent use.
+type Follower interface {
+	MoveSubscription(ctx context.Context, m wire.Move) (wire.MoveResult, error)
+}
+
+// States reads the state of every subscription of a partition in one
+// admin call (its stats): Exists, Consumers (the applications', not a
+// move's), Type, AllowOutOfOrder; not the mark-delete position.
+// Implementations must be safe for concurrent use.
+type States interface {
+	States(ctx context.Context, topic string) (map[string]subscription.State, error)
+}
+
+const (
+	// targetRefresh bounds how long the state a route is decided on goes
+	// unread while updates arrive: an application that changed its
+	// subscription's type, or one gone, is seen within it. At 1,000
+	// partitions receiving updates that is 3.3 stats calls a second.
+	targetRefresh = 5 * time.Minute
+	// refusedRefresh is the least time between two readings of a
+	// subscription whose update was refused for its type or failed: an
+	// Exclusive subscription consumed on both sides costs one stats call
+	// per partition this often, not one per update.
+	refusedRefresh = 30 * time.Second
+)
+
+// target is what the apply loop knows of one subscription here.
+type target struct {
+	t      subscription.Target
+	readAt time.Time // zero: never read
+	// retry: read again at the next update from retryAt on.
+	retry   bool
+	retryAt time.Time
+	// last is the last update's route and outcome, to log a change once.
+	lastRoute   subscription.Route
+	lastOutcome subscription.Outcome
+}
+
+// targets are the subscriptions the apply loop moved or read; used by the
+// apply loop alone.
+type targets map[string]*target
+
+// due reports whether tg is read again before an update at now.
+func (tg *target) due(now time.Time) bool {
+	switch {
+	case tg.readAt.IsZero():
+		return true
+	case tg.retry:
+		return !now.Before(tg.retryAt)
+	}
+	return now.Sub(tg.readAt) >= targetRefresh
+}
+
+// refresh reads the partition's subscriptions (one stats call) and, for
+// a tracked one whose type is not known here (nobody attached since the
+// topic loaded, or created by the sidecar), the remote's (one more): the
+// type its applications use in the other region is the one they bring
+// here when they fail over. A type read before is kept when the reading
+// has none (the broker forgets it when the topic is reloaded). The
+// mark-delete position is not read: it comes from the moves' read-back,
+// and is forgotten here (an operator may have reset it).
+func (s *Sync) refreshTargets(ctx context.Context, now time.Time) error {
+	if s.SubStates == nil {
+		return errors.New("no subscription states reader")
+	}
+	st, err := s.SubStates.States(ctx, s.Topic)
+	if err != nil {
+		for _, tg := range s.targets {
+			tg.retry, tg.retryAt = true, now.Add(refusedRefresh)
+		}
+		return fmt.Errorf("subscription states: %w", err)
+	}
+	var remote map[string]subscription.State
+	remoteRead := false
+	for sub := range s.targets {
+		if _, ok := st[sub]; !ok {
+			st[sub] = subscription.State{} // gone
+		}
+	}
+	for sub, cur := range st {
+		if !s.Tracked(sub) {
+			continue
+		}
+		tg := s.targets[sub]
+		if tg == nil {
+			tg = &target{}
+			s.targets[sub] = tg
+		}
+		if cur.Type == tg.t.Type && cur.Mode == subscription.ModeUnknown {
+			cur.Mode = tg.t.Mode // stats do not carry it: what a move proved stands
+		}
+		if cur.Type == subscription.TypeUnknown && tg.t.Type != subscription.TypeUnknown {
+			cur.Type, cur.Mode, cur.AllowOutOfOrder = tg.t.Type, tg.t.Mode, tg.t.AllowOutOfOrder
+		}
+		if cur.Type == subscription.TypeUnknown && cur.Consumers == 0 && s.RemoteStates != nil {
+			if !remoteRead {
+				remoteRead = true
+				if remote, err = s.RemoteStates.States(ctx, s.Topic); err != nil {
+					s.Log.Debug("reading the remote's subscription states failed", zap.Error(err))
+				}
+			}
+			// Only a type the remote's applications use now: attached.
+			if r, ok := remote[sub]; ok && r.Consumers > 0 && r.Type != subscription.KeyShared {
+				cur.Type, cur.AllowOutOfOrder = r.Type, r.AllowOutOfOrder
+			}
+		}
+		tg.t = subscription.Target{State: cur, Protocol: s.Follow != nil}
+		tg.readAt, tg.retry = now, false
+	}
+	return nil
+}
+
+// targetOf is what is known of sub before applying an update at now,
+// read again when due.
+func (s *Sync) targetOf(ctx context.Context, sub string, now time.Time) *target {
+	if s.targets == nil {
+		s.targets = targets{}
+	}
+	tg := s.targets[sub]
+	if tg == nil {
+		tg = &target{}
+		s.targets[sub] = tg
+	}
+	switch {
+	case !tg.due(now):
+	case s.SubStates == nil:
+		// Nothing to read it with: forget it, so that the admin route
+		// reads the subscription itself.
+		*tg = target{lastRoute: tg.lastRoute, lastOutcome: tg.lastOutcome}
+	default:
+		if err := s.refreshTargets(ctx, now); err != nil && ctx.Err() == nil {
+			s.Log.Debug("reading the subscriptions' states failed; the admin route reads its own", zap.Error(err))
+		}
+		tg = s.targets[sub]
+	}
+	tg.t.Protocol = s.Follow != nil
+	return tg
+}
+
+// noteResult updates what is known of sub after Apply returned res at
+// now.
+func (s *Sync) noteResult(tg *target, res subscription.Result, now time.Time) {
+	if res.Read != nil {
+		st := *res.Read
+		if st.Type == subscription.TypeUnknown {
+			st.Type, st.Mode, st.AllowOutOfOrder = tg.t.Type, tg.t.Mode, tg.t.AllowOutOfOrder
+		}
+		tg.t.State, tg.t.Busy = st, false
+		tg.readAt, tg.retry = now, false
+	}
+	if res.MarkDeleteKnown {
+		tg.t.MarkDelete, tg.t.MarkDeleteKnown = res.MarkDelete, true
+	}
+	switch {
+	case res.Outcome == subscription.Created:
+		tg.t.Exists = true
+	case res.Outcome == subscription.RefusedType && res.Route == subscription.RouteProtocol:
+		tg.t.Busy = true
+		fallthrough
+	case res.Outcome == subscription.RefusedType, res.Outcome == subscription.Failed:
+		if !tg.retry {
+			tg.retry, tg.retryAt = true, now.Add(refusedRefresh)
+		}
+	case res.Route == subscription.RouteProtocol && res.Moved && tg.t.Type == subscription.KeyShared && tg.t.Consumers > 0:
+		// Admitted beside the applications' consumers: their mode is ours.
+		tg.t.Mode = subscription.AutoSplit
+	}
+}
+
+// wireMover is subscription.Mover over a Follower for one partition: it
+// names the move's consumer, and gives Shared and Key_Shared moves the
+// partition's ledgers (read once, and again when a move needs ledgers not
+// listed).
+type wireMover struct {
+	f      Follower
+	name   string
+	layout func(ctx context.Context) (*cluster.Layout, error) // nil: never read
+	log    *zap.Logger
+
+	mu      sync.Mutex
+	ledgers []wire.Ledger // nil: not read
+}
+
+// wireTypes are the types a move attaches with.
+var wireTypes = map[subscription.Type]wire.SubType{
+	subscription.Failover: wire.Failover, subscription.Shared: wire.Shared, subscription.KeyShared: wire.KeyShared,
+}
+
+func (w *wireMover) Move(ctx context.Context, topic, sub string, d subscription.Decision) (subscription.Moved, error) {
+	typ, ok := wireTypes[d.Type]
+	if !ok {
+		return subscription.Moved{}, fmt.Errorf("no protocol move for type %v", d.Type)
+	}
+	m := wire.Move{Topic: topic, Subscription: sub, Type: typ, KeySharedAllowOutOfOrder: d.AllowOutOfOrder,
+		ConsumerName: w.name, To: wireTo(d.At)}
+	if d.Ack == subscription.Individual {
+		w.mu.Lock()
+		m.Ledgers = w.ledgers
+		w.mu.Unlock()
+	}
+	res, err := w.f.MoveSubscription(ctx, m)
+	if d.Ack == subscription.Individual && w.layout != nil && w.stale(err, res) {
+		// A ledger between the mark-delete position and the target is not
+		// listed, or one listed grew since: read them and move again.
+		if l, lerr := w.layout(ctx); lerr == nil {
+			m.Ledgers = ledgersOf(l)
+			w.mu.Lock()
+			w.ledgers = m.Ledgers
+			w.mu.Unlock()
+			res, err = w.f.MoveSubscription(ctx, m)
+		}
+	}
+	if errors.Is(err, wire.ErrSubscriptionBusy) {
+		return subscription.Moved{}, fmt.Errorf("%w: %w", subscription.ErrBusy, err)
+	}
+	if err != nil {
+		return subscription.Moved{}, err
+	}
+	if m.Type == wire.Failover && res.ActiveTold && res.Active {
+		// Chosen by the broker although at the lowest priority: no
+		// application consumer is attached at a lower level (design §5).
+		w.log.Debug("the move's consumer was told it is the active one", zap.String("subscription", sub))
+	}
+	mv := subscription.Moved{After: wirePosition(res.MarkDelete), HasBefore: res.HasBefore}
+	if res.HasBefore {
+		mv.Before = wirePosition(res.Before)
+	}
+	return mv, nil
+}
+
+// stale reports whether a Shared or Key_Shared move's ledger list was not
+// enough: a ledger it needed is not listed, or it stopped short of the
+// target in another ledger than the one it started in (a ledger listed
+// while it was written holds more entries now).
+func (w *wireMover) stale(err error, res wire.MoveResult) bool {
+	if errors.Is(err, wire.ErrLedgersUnknown) {
+		return true
+	}
+	return err == nil && !res.Reached() && res.HasBefore && res.Before.Ledger != res.Target.Ledger &&
+		res.MarkDelete == res.Before
+}
+
+// wireTo is the wire.Move.To whose target is p (an entry; entry -1 is
+// the one before a ledger's first).
+func wireTo(p marker.Position) wire.MessageID {
+	if p.Entry < 0 {
+		id := wire.EntryID(uint64(p.Ledger), 0)
+		id.BatchIndex = 0 // inside entry 0: the target is entry -1
+		return id
+	}
+	return wire.EntryID(uint64(p.Ledger), uint64(p.Entry))
+}
+
+// wirePosition is a wire entry id as a position (entry -1: all ones).
+func wirePosition(id wire.MessageID) marker.Position {
+	return marker.Position{Ledger: int64(id.Ledger), Entry: int64(id.Entry), Batch: -1}
+}
+
+func ledgersOf(l *cluster.Layout) []wire.Ledger {
+	out := make([]wire.Ledger, 0, len(l.Ledgers))
+	for _, s := range l.Ledgers {
+		out = append(out, wire.Ledger{ID: uint64(s.ID), Entries: s.Entries})
+	}
+	return out
+}
+
+// mover is the sync's protocol mover, built on first use; nil without a
+// Follower.
+func (s *Sync) mover() subscription.Mover {
+	if s.Follow == nil {
+		return nil
+	}
+	if s.wm == nil {
+		s.wm = &wireMover{f: s.Follow, name: s.FollowName, log: s.Log,
+			layout: func(ctx context.Context) (*cluster.Layout, error) {
+				if s.LayoutNow == nil {
+					return nil, errors.New("layout unknown")
+				}
+				return s.LayoutNow(ctx)
+			}}
+	}
+	return s.wm
+}

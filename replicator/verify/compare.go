@@ -1,0 +1,495 @@
+// Package verify proves a copy: it reads a partition on the source and the
+// same partition on the target, on its own (non-durable readers, none of
+// the replication cursors), and says per partition whether the target
+// holds every entry of the source that the entry pipe forwards, once,
+// unchanged and in order, through which origin position that is proven,
+// and where it is not, the first positions at fault. It is geo-sidecar
+// verify's engine.
+//
+// It exists apart from the entry pipe because a proof must not share the
+// thing it checks: the pipe's read-back, cursors and metrics say what the
+// pipe believes it did; this package looks at what the two clusters hold.
+// It shares only the pipe's rules (which entries are forwarded,
+// entrypath.Decide) and marker's contract of a copy's signed origin.
+//
+// Layers: compare.go is the comparison, pure (no goroutines, no I/O): a
+// Partition fed source and target entries in position order, holding a
+// bounded window of them, whatever the topic's size. entry.go turns an
+// entry read (wire.Entry) into what the comparison needs (its origin, the
+// signature's check, a digest of what the copy must keep). read.go is the
+// I/O: readers over the sidecar's wire client, the rate limit, the walk.
+//
+// A Partition is used by one goroutine.
+package verify
+
+import (
+	"crypto/sha256"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+)
+
+// Digest is a SHA-256 over what a copy must keep of an entry (see
+// contentDigest): equal digests, equal entries as far as the copy goes.
+type Digest [sha256.Size]byte
+
+// Source is one entry of the source partition as the comparison sees it.
+type Source struct {
+	Pos         marker.Position
+	PublishTime int64 // Unix milliseconds, from the entry's metadata
+	// Skip is "" when the entry pipe forwards the entry to the target,
+	// else why it does not (entrypath.Decide's reasons, or "malformed").
+	Skip   string
+	Digest Digest
+}
+
+// Claim is what a target entry says of where it comes from.
+type Claim uint8
+
+// Claims.
+const (
+	// Local: no origin properties, the target's own data.
+	Local Claim = iota
+	// OtherOrigin: a copy from a cluster other than the source.
+	OtherOrigin
+	// MarkerCopy: a geo-sidecar marker, the subscription sync's business.
+	MarkerCopy
+	// Unreadable: the metadata does not parse.
+	Unreadable
+	// FromSource: a copy of a source entry (its origin cluster is the
+	// source); Origin says which, Signed whether that is proven.
+	FromSource
+)
+
+// Target is one entry of the target partition as the comparison sees it.
+type Target struct {
+	Pos   marker.Position
+	Claim Claim
+	// Origin is the source position the copy names (FromSource);
+	// OriginOK is false when its origin id does not parse.
+	Origin   marker.Position
+	OriginOK bool
+	// Signed: the origin carries a valid version 2 signature for this
+	// partition, source and target over the bytes read.
+	Signed bool
+	Digest Digest
+}
+
+// Config bounds and frames one partition's comparison.
+type Config struct {
+	// Window is how many source entries the comparison remembers (about
+	// 80 bytes each). An expected entry that leaves it without a copy is
+	// missing; a copy arriving later than that is judged without its
+	// source entry (see Partition.judge). At least 1.
+	Window int
+	// Deferred is how many target claims that prove nothing (no valid
+	// signature) wait for the source to reach their origin; beyond it the
+	// oldest is judged target-only. At least 1.
+	Deferred int
+	// Authenticated: a marker key is configured, so only a validly
+	// signed origin is proof. Without one, every origin is taken at its
+	// word and only the digests are compared.
+	Authenticated bool
+	// FromEarliest: the source is read from its first entry, so a copy of
+	// an earlier position is of one the source no longer holds
+	// (retention). Otherwise (--since) such copies lie before the range
+	// and are left out.
+	FromEarliest bool
+	// MaxFindings is how many findings of each kind are kept, first
+	// ones first; the counts are whole.
+	MaxFindings int
+}
+
+// Kind is what a finding is.
+type Kind string
+
+// Findings. The first four are faults (exit status 1); the others are
+// facts of the topics.
+const (
+	Missing    Kind = "missing"      // an expected entry with no copy, while later ones have theirs
+	Duplicated Kind = "duplicated"   // a second copy of an entry, same bytes
+	Divergent  Kind = "divergent"    // a copy naming an entry, with other bytes
+	OutOfOrder Kind = "out-of-order" // a copy that landed after a copy of a later entry
+	SourceGone Kind = "source-gone"  // a proven copy of an entry the source no longer holds
+	TargetOnly Kind = "target-only"  // claims the source, but the source never had it or nothing proves it
+)
+
+// Finding is one entry found at fault, or of note.
+type Finding struct {
+	Kind   Kind
+	Origin marker.Position
+	// Target is the copy's position on the target; nil for Missing.
+	Target *marker.Position
+	Detail string
+}
+
+// Through is how far a target is proven complete: every entry of the
+// source through Origin that the pipe forwards has its copy there.
+//
+// It is also where a later walk can resume (a verifier that runs
+// continuously): the source after Origin, the target after Target, in a
+// range that starts mid-topic (Config.FromEarliest false). A copy placed
+// on the target before Target but naming an entry after Origin (out of
+// order) is then not seen again; it was reported when it was.
+type Through struct {
+	Origin      marker.Position
+	PublishTime int64 // Unix milliseconds, the entry's at Origin
+	// Target is where the last copy at or before Origin sits on the
+	// target (the first copy found of each entry); HasTarget is false
+	// when the entries through Origin are all ones the pipe does not
+	// forward.
+	Target    marker.Position
+	HasTarget bool
+}
+
+// Result is one partition's verdict.
+type Result struct {
+	SourceEntries, TargetEntries int64 // read
+	Expected                     int64 // source entries the pipe forwards
+	Skipped                      int64 // source entries it does not (markers, replicate_to, copies from elsewhere)
+	Present                      int64 // expected entries with a proven copy
+	// NotYetCopied are expected entries after the last copy: a copy
+	// still under way, not a loss.
+	NotYetCopied                                                       int64
+	Missing, Duplicated, Divergent, OutOfOrder, SourceGone, TargetOnly int64
+	// Target entries that do not claim the source.
+	Local, OtherOrigin, Markers, Unreadable int64
+	// BeforeRange: copies of entries before the range (--since).
+	BeforeRange int64
+	Through     *Through // nil: not even the first expected entry is proven
+	Findings    []Finding
+}
+
+// Faults is the number of faults found: missing, duplicated, divergent
+// and out-of-order entries.
+func (r *Result) Faults() int64 { return r.Missing + r.Duplicated + r.Divergent + r.OutOfOrder }
+
+// record is a source entry in the window.
+type record struct {
+	pos     marker.Position
+	copyAt  marker.Position // where its first copy is on the target (matched)
+	publish int64
+	digest  Digest
+	state   uint8
+}
+
+const (
+	unmatched uint8 = iota // expected, no copy yet
+	matched                // expected, its copy found
+	skipped                // not expected
+)
+
+// Partition compares one partition. Feed it with Source in source
+// position order and Target in target position order, interleaved as
+// Wants says; then SourceDone and Finish.
+type Partition struct {
+	cfg Config
+	res Result
+
+	// ring holds the last cfg.Window source entries read, in position
+	// order: entry number base+i at ring[(head+i)%len(ring)].
+	ring       []record
+	head, size int
+	base       int64 // number of the oldest entry in ring
+	// front is the number of the first entry not yet settled: the first
+	// expected entry without a copy (everything before it is proven).
+	front int64
+	// broken: an expected entry left the window without a copy, so
+	// nothing after it is proven complete.
+	broken bool
+
+	first, last marker.Position // first and last source entry read
+	started     bool
+	sourceDone  bool
+
+	maxMatched marker.Position // the highest origin with a proven copy
+	anyMatched bool
+
+	deferred []Target // unproven claims beyond the source read, oldest first
+	kinds    map[Kind]int
+}
+
+// New starts the comparison of one partition.
+func New(cfg Config) *Partition {
+	cfg.Window = max(cfg.Window, 1)
+	cfg.Deferred = max(cfg.Deferred, 1)
+	return &Partition{cfg: cfg, ring: make([]record, cfg.Window), kinds: map[Kind]int{}}
+}
+
+// proof reports whether t's origin counts as proof of where it came from.
+func (p *Partition) proof(t Target) bool { return t.Signed || !p.cfg.Authenticated }
+
+// Wants reports whether more source entries must be read before t can be
+// judged: t is a proven copy of an entry beyond those read. An unproven
+// claim never makes the source be read further (a forged origin must not
+// make the walk read the whole source and judge everything in between
+// missing): it waits until the source gets there.
+func (p *Partition) Wants(t Target) bool {
+	if p.sourceDone || t.Claim != FromSource || !t.OriginOK || !p.proof(t) {
+		return false
+	}
+	return !p.started || t.Origin.Compare(p.last) > 0
+}
+
+// AddSource feeds the next source entry; positions must increase.
+func (p *Partition) AddSource(s Source) {
+	if p.started && s.Pos.Compare(p.last) <= 0 {
+		return // delivered again: already seen
+	}
+	p.res.SourceEntries++
+	if p.size == len(p.ring) {
+		p.evict()
+	}
+	st := unmatched
+	if s.Skip != "" {
+		st = skipped
+		p.res.Skipped++
+	} else {
+		p.res.Expected++
+	}
+	p.ring[(p.head+p.size)%len(p.ring)] = record{pos: s.Pos, publish: s.PublishTime, digest: s.Digest, state: st}
+	p.size++
+	if !p.started {
+		p.first, p.started = s.Pos, true
+	}
+	p.last = s.Pos
+	p.settle()
+	p.judgeDeferred(false)
+}
+
+// evict drops the oldest source entry from the window. An expected one
+// without a copy is missing when a later entry has its copy already, and
+// not yet copied otherwise.
+func (p *Partition) evict() {
+	r := p.ring[p.head]
+	if r.state == unmatched {
+		p.unsettled(r)
+	}
+	p.head = (p.head + 1) % len(p.ring)
+	p.size--
+	p.base++
+	if p.front < p.base {
+		p.front = p.base
+	}
+}
+
+// unsettled counts an expected entry that ends without a copy.
+func (p *Partition) unsettled(r record) {
+	if p.anyMatched && r.pos.Compare(p.maxMatched) < 0 {
+		p.res.Missing++
+		p.find(Finding{Kind: Missing, Origin: r.pos})
+	} else {
+		p.res.NotYetCopied++
+	}
+	p.broken = true
+}
+
+// settle moves front past the entries that are proven (copied or not
+// expected), and Through with it.
+func (p *Partition) settle() {
+	for !p.broken && p.front < p.base+int64(p.size) {
+		r := &p.ring[(p.head+int(p.front-p.base))%len(p.ring)]
+		if r.state == unmatched {
+			return
+		}
+		th := Through{Origin: r.pos, PublishTime: r.publish}
+		if prev := p.res.Through; prev != nil {
+			th.Target, th.HasTarget = prev.Target, prev.HasTarget
+		}
+		if r.state == matched && (!th.HasTarget || r.copyAt.Compare(th.Target) > 0) {
+			th.Target, th.HasTarget = r.copyAt, true
+		}
+		p.res.Through = &th
+		p.front++
+	}
+}
+
+// at returns the window's entry at pos, and whether pos is within the
+// window's span at all (between its oldest and newest entry).
+func (p *Partition) at(pos marker.Position) (r *record, inSpan bool) {
+	if p.size == 0 {
+		return nil, false
+	}
+	lo, hi := 0, p.size // binary search over positions, which increase
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if p.ring[(p.head+mid)%len(p.ring)].pos.Compare(pos) < 0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	oldest := p.ring[p.head].pos
+	inSpan = pos.Compare(oldest) >= 0
+	if lo < p.size {
+		if r := &p.ring[(p.head+lo)%len(p.ring)]; r.pos == pos {
+			return r, true
+		}
+	}
+	return nil, inSpan
+}
+
+// AddTarget feeds the next target entry.
+func (p *Partition) AddTarget(t Target) {
+	p.res.TargetEntries++
+	switch t.Claim {
+	case Local:
+		p.res.Local++
+		return
+	case OtherOrigin:
+		p.res.OtherOrigin++
+		return
+	case MarkerCopy:
+		p.res.Markers++
+		return
+	case Unreadable:
+		p.res.Unreadable++
+		return
+	}
+	if !t.OriginOK {
+		p.targetOnly(t, "origin id does not parse")
+		return
+	}
+	if !p.sourceDone && (!p.started || t.Origin.Compare(p.last) > 0) {
+		// Beyond what was read: an unproven claim waits (see Wants).
+		if len(p.deferred) == p.cfg.Deferred {
+			old := p.deferred[0]
+			p.deferred = p.deferred[1:]
+			p.targetOnly(old, "origin not proven, and beyond the source read while too many such claims waited")
+		}
+		p.deferred = append(p.deferred, t)
+		return
+	}
+	p.judge(t)
+}
+
+// judgeDeferred judges the waiting claims the source has reached (all of
+// them when all is set).
+func (p *Partition) judgeDeferred(all bool) {
+	n := 0
+	for _, t := range p.deferred {
+		if all || t.Origin.Compare(p.last) <= 0 {
+			p.judge(t)
+			continue
+		}
+		p.deferred[n] = t
+		n++
+	}
+	clear(p.deferred[n:])
+	p.deferred = p.deferred[:n]
+}
+
+// judge judges a copy of the source's entry at t.Origin against the
+// window.
+func (p *Partition) judge(t Target) {
+	o, proof := t.Origin, p.proof(t)
+	if !p.started || o.Compare(p.first) < 0 {
+		switch {
+		case !p.cfg.FromEarliest:
+			p.res.BeforeRange++
+		case proof:
+			p.res.SourceGone++
+			p.find(Finding{Kind: SourceGone, Origin: o, Target: &t.Pos})
+		default:
+			p.targetOnly(t, "origin signature not valid, and the source no longer holds the entry")
+		}
+		return
+	}
+	if o.Compare(p.last) > 0 {
+		p.targetOnly(t, "the source holds no entry at the origin position")
+		return
+	}
+	r, inSpan := p.at(o)
+	if r == nil {
+		switch {
+		case inSpan:
+			p.targetOnly(t, "the source holds no entry at the origin position")
+		case !proof:
+			p.targetOnly(t, "origin signature not valid (entry older than the comparison window)")
+		case p.res.Through != nil && o.Compare(p.res.Through.Origin) <= 0:
+			// Everything through Through had its copy: a second one.
+			p.res.Duplicated++
+			p.find(Finding{Kind: Duplicated, Origin: o, Target: &t.Pos, Detail: "older than the comparison window: bytes not compared (the signature covers them)"})
+		default:
+			p.res.OutOfOrder++
+			p.find(Finding{Kind: OutOfOrder, Origin: o, Target: &t.Pos, Detail: "a copy later than the comparison window reaches (may be a duplicate)"})
+		}
+		return
+	}
+	switch {
+	case r.state == skipped:
+		p.targetOnly(t, "a copy of an entry the entry pipe does not forward to this target")
+	case t.Digest != r.digest:
+		p.res.Divergent++
+		d := "other bytes than the source's entry"
+		if !proof {
+			d += "; origin signature not valid"
+		}
+		p.find(Finding{Kind: Divergent, Origin: o, Target: &t.Pos, Detail: d})
+	case !proof:
+		p.targetOnly(t, "same bytes as the source's entry, but the origin signature is not valid")
+	case r.state == matched:
+		p.res.Duplicated++
+		p.find(Finding{Kind: Duplicated, Origin: o, Target: &t.Pos})
+	default:
+		r.state, r.copyAt = matched, t.Pos
+		p.res.Present++
+		if p.anyMatched && o.Compare(p.maxMatched) < 0 {
+			p.res.OutOfOrder++
+			p.find(Finding{Kind: OutOfOrder, Origin: o, Target: &t.Pos, Detail: "after the copy of " + p.maxMatched.String()})
+		} else {
+			p.maxMatched, p.anyMatched = o, true
+		}
+		p.settle()
+	}
+}
+
+func (p *Partition) targetOnly(t Target, detail string) {
+	p.res.TargetOnly++
+	p.find(Finding{Kind: TargetOnly, Origin: t.Origin, Target: &t.Pos, Detail: detail})
+}
+
+func (p *Partition) find(f Finding) {
+	if p.kinds[f.Kind] >= max(p.cfg.MaxFindings, 1) {
+		return
+	}
+	p.kinds[f.Kind]++
+	if f.Target != nil {
+		at := *f.Target
+		f.Target = &at
+	}
+	p.res.Findings = append(p.res.Findings, f)
+}
+
+// Snapshot is the verdict so far, without judging what is still in the
+// window: the counts of what was judged, and Through (a verifier that
+// runs continuously reports these as it goes).
+func (p *Partition) Snapshot() Result {
+	r := p.res
+	r.Findings = append([]Finding(nil), p.res.Findings...)
+	if p.res.Through != nil {
+		th := *p.res.Through
+		r.Through = &th
+	}
+	return r
+}
+
+// SourceDone says the source was read to its end (as it was when the walk
+// began): claims beyond it are judged now.
+func (p *Partition) SourceDone() {
+	p.sourceDone = true
+	p.judgeDeferred(true)
+}
+
+// Finish ends the comparison once both sides were read to their ends and
+// returns the verdict. Expected entries still without a copy are missing
+// when a later entry has its copy, and not yet copied otherwise.
+func (p *Partition) Finish() Result {
+	p.SourceDone()
+	for i := range p.size {
+		if r := p.ring[(p.head+i)%len(p.ring)]; r.state == unmatched {
+			p.unsettled(r)
+		}
+	}
+	p.size = 0
+	return p.res
+}

@@ -1,0 +1,414 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/google/uuid"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
+)
+
+// The walk: per partition, the target's end and then the source's are
+// taken (in that order, so that every copy up to the target's end names
+// an entry at or before the source's end), and both are read from their
+// start to those ends through non-durable readers, the target driving:
+// the source is read as far as the target's proven copies name, then on
+// to its end. Partitions are walked one after another; what is held at
+// once is two readers' windows and one comparison window.
+
+// Side is one cluster as verify reads it.
+type Side struct {
+	Name   string
+	Client *wire.Client
+	// Admin answers "which entry was published at this time" (--since);
+	// nil without Since.
+	Admin pulsaradmin.Client
+}
+
+// Options say what Run verifies.
+type Options struct {
+	Topic    string // persistent://tenant/namespace/topic
+	From, To Side
+	Keys     marker.Keys // the config's marker keys; zero: origins unauthenticated
+	// Since, when not zero, starts the source at its first entry
+	// published at or after it, and the target Slack earlier (publish
+	// times are the producers' clocks, copied as they are).
+	Since time.Time
+	Slack time.Duration
+	// MsgRate and ByteRate bound what is read, both sides together, per
+	// second; 0: unlimited.
+	MsgRate, ByteRate float64
+	// ReaderPrefix starts the readers' subscription names: the sidecar's
+	// cursor prefix (sidecar.cursor_prefix), which the marker entry
+	// filter exempts.
+	ReaderPrefix string
+	Window       int // source entries compared at once (Config.Window); 0: DefaultWindow
+	// Progress, when set, is called from Run's goroutine after each
+	// entry read; it must return quickly.
+	Progress func(Progress)
+}
+
+// DefaultWindow is the comparison window in source entries: about 8 MiB.
+const DefaultWindow = 100_000
+
+// Progress is how far a Run has got.
+type Progress struct {
+	Partition                    string
+	Index, Partitions            int // this partition's number (from 0), of how many
+	SourceEntries, TargetEntries int64
+	Messages, Bytes              int64 // read so far, both sides, all partitions
+}
+
+// PartitionReport is one partition's verdict.
+type PartitionReport struct {
+	Partition string
+	Result
+}
+
+// Report is what Run found.
+type Report struct {
+	Topic, From, To string
+	Authenticated   bool
+	Since           time.Time
+	Partitions      []PartitionReport
+	// Messages and Bytes were read, both sides, in Elapsed.
+	Messages, Bytes int64
+	Elapsed         time.Duration
+}
+
+// Faults totals the partitions' faults.
+func (r *Report) Faults() int64 {
+	var n int64
+	for i := range r.Partitions {
+		n += r.Partitions[i].Faults()
+	}
+	return n
+}
+
+// ErrPartitions: the two sides have different partition counts.
+var ErrPartitions = errors.New("source and target have different partition counts")
+
+// Run verifies o.Topic from o.From to o.To. An error means it could not
+// verify (a cluster unreachable, a read that stalled); the report then
+// holds the partitions done before.
+func Run(ctx context.Context, o Options) (rep Report, err error) {
+	started := time.Now()
+	rep = Report{Topic: o.Topic, From: o.From.Name, To: o.To.Name, Authenticated: !o.Keys.IsZero(), Since: o.Since}
+	n, err := o.From.Client.PartitionedMetadata(ctx, o.Topic)
+	if err != nil {
+		return rep, fmt.Errorf("%s: partitions of %s: %w", o.From.Name, o.Topic, err)
+	}
+	m, err := o.To.Client.PartitionedMetadata(ctx, o.Topic)
+	if err != nil {
+		return rep, fmt.Errorf("%s: partitions of %s: %w", o.To.Name, o.Topic, err)
+	}
+	if n != m {
+		return rep, fmt.Errorf("%s: %d on %s, %d on %s: %w", o.Topic, n, o.From.Name, m, o.To.Name, ErrPartitions)
+	}
+	parts := []string{o.Topic}
+	if n > 0 {
+		parts = make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf("%s-partition-%d", o.Topic, i)
+		}
+	}
+	w := walker{o: o, msgs: cluster.NewLimiter(o.MsgRate), bytes: cluster.NewLimiter(o.ByteRate), parts: len(parts)}
+	if w.o.Window <= 0 {
+		w.o.Window = DefaultWindow
+	}
+	defer func() { rep.Messages, rep.Bytes, rep.Elapsed = w.prog.Messages, w.prog.Bytes, time.Since(started) }()
+	for i, part := range parts {
+		w.prog.Partition, w.prog.Index, w.prog.SourceEntries, w.prog.TargetEntries = part, i, 0, 0
+		res, err := w.partition(ctx, part)
+		if err != nil {
+			return rep, fmt.Errorf("%s: %w", part, err)
+		}
+		rep.Partitions = append(rep.Partitions, PartitionReport{Partition: part, Result: res})
+	}
+	return rep, nil
+}
+
+type walker struct {
+	o           Options
+	msgs, bytes *cluster.Limiter
+	prog        Progress
+	parts       int
+}
+
+// partition walks one partition.
+func (w *walker) partition(ctx context.Context, part string) (Result, error) {
+	cmp := New(Config{Window: w.o.Window, Deferred: 10_000, Authenticated: !w.o.Keys.IsZero(),
+		FromEarliest: w.o.Since.IsZero(), MaxFindings: 10})
+	tsince := w.o.Since
+	if !tsince.IsZero() {
+		tsince = tsince.Add(-w.o.Slack)
+	}
+	tgt, err := w.open(ctx, w.o.To, part, tsince)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: %w", w.o.To.Name, err)
+	}
+	defer tgt.close()
+	src, err := w.open(ctx, w.o.From, part, w.o.Since)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: %w", w.o.From.Name, err)
+	}
+	defer src.close()
+	// nextSource feeds the next source entry; false at the source's end.
+	nextSource := func() (bool, error) {
+		e, ok, err := src.next(ctx)
+		if err != nil || !ok {
+			return false, err
+		}
+		w.prog.SourceEntries++
+		cmp.AddSource(SourceOf(e, w.o.To.Name))
+		return true, w.took(ctx, src, e)
+	}
+	if src.done {
+		cmp.SourceDone()
+	}
+	for {
+		e, ok, err := tgt.next(ctx)
+		if err != nil {
+			return Result{}, fmt.Errorf("%s: %w", w.o.To.Name, err)
+		}
+		if !ok {
+			break
+		}
+		w.prog.TargetEntries++
+		t := TargetOf(e, w.o.Keys, part, w.o.From.Name, w.o.To.Name)
+		if err := w.took(ctx, tgt, e); err != nil {
+			return Result{}, err
+		}
+		for cmp.Wants(t) {
+			more, err := nextSource()
+			if err != nil {
+				return Result{}, fmt.Errorf("%s: %w", w.o.From.Name, err)
+			}
+			if !more {
+				cmp.SourceDone()
+			}
+		}
+		cmp.AddTarget(t)
+	}
+	for {
+		more, err := nextSource()
+		if err != nil {
+			return Result{}, fmt.Errorf("%s: %w", w.o.From.Name, err)
+		}
+		if !more {
+			break
+		}
+	}
+	return cmp.Finish(), nil
+}
+
+// took accounts for an entry read: releases it, reports progress and
+// waits as the rate limits say.
+func (w *walker) took(ctx context.Context, s *stream, e wire.Entry) error {
+	n, b := int64(max(e.NumMessages, 1)), int64(len(e.Metadata)+len(e.Payload))
+	_ = s.c.Release(e)
+	w.prog.Messages += n
+	w.prog.Bytes += b
+	if w.o.Progress != nil {
+		p := w.prog
+		p.Partitions = w.parts
+		w.o.Progress(p)
+	}
+	if err := w.msgs.Wait(ctx, float64(n)); err != nil {
+		return err
+	}
+	return w.bytes.Wait(ctx, float64(b))
+}
+
+// Reader tuning: what one reader holds at once.
+const (
+	readerPermits = 10_000
+	readerBytes   = 16 << 20
+	// readQuiet is how long a read waits for the next entry before it
+	// asks the broker how far its reader got (see stream.next).
+	readQuiet = time.Second
+	// readIdle bounds the wait for an entry while the broker has not
+	// passed the end.
+	readIdle = 30 * time.Second
+)
+
+// entryReader is a stream's non-durable reader (a wire.Consumer), used
+// from one goroutine.
+type entryReader interface {
+	// Receive returns an entry already queued even when ctx is done.
+	Receive(ctx context.Context) (wire.Entry, error)
+	Release(wire.Entry) error
+	AckCumulative(wire.MessageID) error
+	MarkDelete(ctx context.Context) (wire.MessageID, bool, error)
+	Close() error
+}
+
+// stream reads one side's partition from a start to the end it had when
+// opened.
+type stream struct {
+	c    entryReader
+	end  marker.Position
+	done bool
+	last wire.MessageID
+	read bool
+	// drain: the broker passed the end; what is queued is the rest.
+	drain bool
+}
+
+// open opens a stream of part on side from since (zero: its first entry)
+// to its current end.
+func (w *walker) open(ctx context.Context, side Side, part string, since time.Time) (*stream, error) {
+	// The probe and the reader subscribe under names of their own: the
+	// broker removes a non-durable subscription after its consumer
+	// closed, and a subscribe under the same name meanwhile is refused
+	// ("Subscription is fenced").
+	sub := w.o.ReaderPrefix + ".verify-" + uuid.NewString()[:8]
+	probe, err := subscribe(ctx, side.Client, wire.ConsumerOptions{
+		Topic: part, Subscription: sub + "-end", Name: sub + "-end", NonDurable: true, NoTopicCreation: true,
+		InitialPosition: wire.Latest, Permits: 1,
+	})
+	var be *wire.BrokerError
+	if errors.As(err, &be) && be.Code == wire.TopicNotFound {
+		return &stream{done: true}, nil // nothing there: an empty side
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open a reader: %w", err)
+	}
+	last, ok, err := probe.LastMessageID(ctx)
+	_ = probe.Close()
+	if err != nil {
+		return nil, fmt.Errorf("last entry: %w", err)
+	}
+	if !ok {
+		return &stream{done: true}, nil
+	}
+	s := &stream{end: position(last)}
+	opts := wire.ConsumerOptions{
+		Topic: part, Subscription: sub, Name: sub, NonDurable: true, NoTopicCreation: true,
+		InitialPosition: wire.Earliest, Permits: readerPermits, RecycleOnRelease: true,
+		MaxBytes: func() int64 { return readerBytes },
+	}
+	if !since.IsZero() {
+		if side.Admin == nil {
+			return nil, errors.New("--since needs the admin API")
+		}
+		tn, err := utils.GetTopicName(part)
+		if err != nil {
+			return nil, err
+		}
+		id, err := side.Admin.Topics().GetMessageIDWithContext(ctx, *tn, since.UnixMilli())
+		if err != nil {
+			return nil, fmt.Errorf("entry published at %s: %w", since.Format(time.RFC3339), err)
+		}
+		start := marker.Position{Ledger: id.LedgerID, Entry: id.EntryID, Batch: -1}
+		if start.Compare(s.end) > 0 {
+			s.done = true // nothing published since
+			return s, nil
+		}
+		// A batch index makes the start inclusive of its entry.
+		opts.StartMessageID = &wire.MessageID{Ledger: uint64(id.LedgerID), Entry: uint64(id.EntryID), Partition: -1, BatchIndex: 0}
+	}
+	c, err := subscribe(ctx, side.Client, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open a reader: %w", err)
+	}
+	s.c = c
+	return s, nil
+}
+
+// next returns the next entry up to the stream's end; ok is false past
+// it. The caller releases the entry (walker.took). The broker never
+// dispatches some entries (Pulsar's own markers, entries an entry filter
+// rejects), the end among them perhaps: after readQuiet without an entry,
+// the reader's mark-delete position, which the broker moves past those,
+// says whether the end was passed.
+func (s *stream) next(ctx context.Context) (e wire.Entry, ok bool, err error) {
+	idle := time.Now()
+	for !s.done {
+		if s.drain {
+			done, cancel := context.WithCancel(ctx)
+			cancel()
+			e, err := s.c.Receive(done)
+			if err == nil && s.read && position(e.ID).Compare(position(s.last)) <= 0 {
+				_ = s.c.Release(e)
+				continue
+			}
+			if err == nil && position(e.ID).Compare(s.end) <= 0 {
+				s.last, s.read = e.ID, true
+				s.done = position(e.ID).Compare(s.end) >= 0
+				return e, true, nil
+			} else if err == nil {
+				_ = s.c.Release(e)
+			}
+			s.done = true
+			break
+		}
+		rctx, cancel := context.WithTimeout(ctx, readQuiet)
+		e, err := s.c.Receive(rctx)
+		cancel()
+		if err == nil {
+			pos := position(e.ID)
+			if s.read && pos.Compare(position(s.last)) <= 0 {
+				// Delivered again (a reader that reconnected resumes from
+				// its start): judged once already, a second time would
+				// be a duplicate that is not there.
+				_ = s.c.Release(e)
+				continue
+			}
+			if pos.Compare(s.end) > 0 { // written after the walk began
+				_ = s.c.Release(e)
+				s.done = true
+				break
+			}
+			s.last, s.read = e.ID, true
+			s.done = pos.Compare(s.end) >= 0
+			return e, true, nil
+		}
+		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return e, false, fmt.Errorf("read: %w", err)
+		}
+		if s.read {
+			_ = s.c.AckCumulative(s.last) // for brokers that move the position only on acknowledgements
+		}
+		md, mok, err := s.c.MarkDelete(ctx)
+		switch {
+		case err == nil && mok && position(md).Compare(s.end) >= 0:
+			// The rest is queued already, or never dispatched.
+			s.drain = true
+		case time.Since(idle) >= readIdle:
+			return e, false, fmt.Errorf("no entry for %v before the end %s: %w", readIdle, s.end.String(), context.DeadlineExceeded)
+		}
+	}
+	return wire.Entry{}, false, nil
+}
+
+// subscribe is wire.Subscribe, tried again a few times on an error the
+// broker says is passing (a topic moving between brokers, a
+// subscription being removed); a topic that is not there is an answer.
+func subscribe(ctx context.Context, c *wire.Client, opts wire.ConsumerOptions) (*wire.Consumer, error) {
+	b := cluster.NewBackoff(200*time.Millisecond, 2*time.Second)
+	for try := 1; ; try++ {
+		r, err := wire.Subscribe(ctx, c, opts)
+		var be *wire.BrokerError
+		if err == nil || try == subscribeTries || !wire.IsRetryable(err) ||
+			(errors.As(err, &be) && be.Code == wire.TopicNotFound) || !cluster.Sleep(ctx, b.Next()) {
+			return r, err
+		}
+	}
+}
+
+// subscribeTries bounds subscribe's tries.
+const subscribeTries = 5
+
+func (s *stream) close() {
+	if s.c != nil {
+		_ = s.c.Close()
+	}
+}
