@@ -62,24 +62,9 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 	if window < 1 || msgRate < 0 || byteRate < 0 || slack < 0 {
 		return usageErr("--window must be at least 1; rates and --since-slack not negative")
 	}
-	full := topic
-	if !strings.Contains(full, "://") {
-		full = "persistent://" + full
-	}
-	short := strings.TrimPrefix(full, "persistent://")
-	parts := strings.Split(short, "/")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return usageErr("--topic %q: want tenant/namespace/topic", topic)
-	}
-	var sinceT time.Time
-	if since != "" {
-		if d, err := time.ParseDuration(since); err == nil && d > 0 {
-			sinceT = time.Now().Add(-d)
-		} else if t, err := time.Parse(time.RFC3339, since); err == nil {
-			sinceT = t
-		} else {
-			return usageErr("--since %q: want a positive duration (1h) or an RFC 3339 time", since)
-		}
+	full, short, parts, sinceT, err := verifyTopicAndSince(topic, since)
+	if err != nil {
+		return usageErr("%v", err)
 	}
 	fc, ok := cfg.Cluster(from)
 	if !ok {
@@ -110,24 +95,12 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 	defer sstop()
 	o := verify.Options{Topic: full, Keys: keys, Since: sinceT, Slack: slack, MsgRate: msgRate, ByteRate: byteRate,
 		ReaderPrefix: cfg.Sidecar.CursorPrefix, Window: window}
-	dial := func(cc config.Cluster) (verify.Side, func(), error) {
-		conn, err := cluster.Dial(cc, zap.NewNop())
-		if err != nil {
-			return verify.Side{}, nil, err
-		}
-		wc, err := conn.WireClient()
-		if err != nil {
-			conn.Close()
-			return verify.Side{}, nil, err
-		}
-		return verify.Side{Name: cc.Name, Client: wc, Admin: conn.Admin}, conn.Close, nil
-	}
 	var closeFrom, closeTo func()
-	if o.From, closeFrom, err = dial(fc); err != nil {
+	if o.From, closeFrom, err = dialSide(fc); err != nil {
 		return usageErr("%v", err)
 	}
 	defer closeFrom()
-	if o.To, closeTo, err = dial(tc); err != nil {
+	if o.To, closeTo, err = dialSide(tc); err != nil {
 		return usageErr("%v", err)
 	}
 	defer closeTo()
@@ -155,6 +128,46 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// verifyTopicAndSince parses --topic (tenant/namespace/topic, with or
+// without persistent://) and --since (a duration back from now or an
+// RFC 3339 time; empty: no bound).
+func verifyTopicAndSince(topic, since string) (full, short string, parts []string, sinceT time.Time, err error) {
+	full = topic
+	if !strings.Contains(full, "://") {
+		full = "persistent://" + full
+	}
+	short = strings.TrimPrefix(full, "persistent://")
+	parts = strings.Split(short, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", nil, time.Time{}, fmt.Errorf("--topic %q: want tenant/namespace/topic", topic)
+	}
+	if since != "" {
+		if d, derr := time.ParseDuration(since); derr == nil && d > 0 {
+			sinceT = time.Now().Add(-d)
+		} else if t, terr := time.Parse(time.RFC3339, since); terr == nil {
+			sinceT = t
+		} else {
+			return "", "", nil, time.Time{}, fmt.Errorf("--since %q: want a positive duration (1h) or an RFC 3339 time", since)
+		}
+	}
+	return full, short, parts, sinceT, nil
+}
+
+// dialSide connects to one cluster for verify: its wire client reads, its
+// admin API finds the partitions. The returned func closes both.
+func dialSide(cc config.Cluster) (verify.Side, func(), error) {
+	conn, err := cluster.Dial(cc, zap.NewNop())
+	if err != nil {
+		return verify.Side{}, nil, err
+	}
+	wc, err := conn.WireClient()
+	if err != nil {
+		conn.Close()
+		return verify.Side{}, nil, err
+	}
+	return verify.Side{Name: cc.Name, Client: wc, Admin: conn.Admin}, conn.Close, nil
 }
 
 func notYetCopied(r verify.Report) int64 {
