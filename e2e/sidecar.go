@@ -121,6 +121,7 @@ func launchSidecar(t testing.TB, cfg, listen string, args ...string) *Sidecar {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(Binary, append([]string{"run", "--config", cfg, "--log-level", "info"}, args...)...)
+	cmd.SysProcAttr = ChildProcAttr()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -86,6 +86,7 @@ func (e *env) startSidecar(binary, name, listen, cfg string) (*sidecar, error) {
 		args = append(args, "--pprof", s.pprof)
 	}
 	s.cmd = exec.Command(binary, args...)
+	s.cmd.SysProcAttr = e2e.ChildProcAttr()
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.started = time.Now()
 	if err := s.cmd.Start(); err != nil {
