@@ -188,6 +188,7 @@ func TestUnproven(t *testing.T) {
 		{"missing in the middle: all after it", auth, "s0 s1 s2 s3 s4", "t0 t1 t3 t4", Unproven{3, 6, 1002, 1004}},
 		{"divergent instead of the copy", auth, "s0 s1 s2", "t0 x1 t2", Unproven{2, 5, 1001, 1002}},
 		{"out of order, settled", auth, "s0 s1 s2 s3", "t0 t2 t1 t3", Unproven{}},
+		{"out of order around a gap: proven ones leave, the rest stays", auth, "s0 s1 s2", "t2 t0", Unproven{2, 5, 1001, 1002}},
 		{"a small window: a gap left behind", small, "s0 s1 s2 s3 s4 s5 s6", "t0 t2 t3 t4 t5 t6", Unproven{6, 12, 1001, 1006}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
