@@ -139,15 +139,15 @@ func printRPO(w io.Writer, r drill.Report) {
 		fmt.Fprintf(w, "  RPO                  not measured: %s\n", p.Error)
 		return
 	case p.Messages == 0:
-		fmt.Fprintf(w, "  RPO                  0 messages, 0s: %s held a proven copy of everything %s held at the switch (read from %s)\n",
-			r.To, r.From, p.Since)
+		fmt.Fprintf(w, "  RPO                  0 messages, 0s: %s held a proven copy of everything %s held at the switch (ends taken %.1fs after it; read from %s)\n",
+			r.To, r.From, p.MarkedAfter, p.Since)
 	default:
 		least := ""
 		if p.AtLeast {
 			least = "at least "
 		}
-		fmt.Fprintf(w, "  RPO                  %s%d messages (%d entries), %.1fs of traffic: what %s held at the switch and %s did not, proven (read from %s)\n",
-			least, p.Messages, p.Entries, p.Seconds, r.From, r.To, p.Since)
+		fmt.Fprintf(w, "  RPO                  %s%d messages (%d entries), %.1fs of traffic: what %s held at the switch and %s did not, proven (ends taken %.1fs after it; read from %s)\n",
+			least, p.Messages, p.Entries, p.Seconds, r.From, r.To, p.MarkedAfter, p.Since)
 	}
 	if p.Faults > 0 {
 		fmt.Fprintf(w, "  copy faults          %d missing, duplicated, divergent or out of order: run geo-sidecar verify --topic %s --from %s --to %s\n",

@@ -71,8 +71,8 @@ func TestDrillRefusesBeforeConnecting(t *testing.T) {
 func TestPrintDrill(t *testing.T) {
 	r := drill.Report{Topic: "persistent://shop/orders/geo-sidecar-drill", Subscription: "geo-sidecar-drill-0123abcd", Type: "exclusive",
 		From: "east", To: "west", Published: 1000, ConsumedBefore: 500, ConsumedAfter: 512, Duplicates: 12, InStepSeconds: 1.24, InStep: true,
-		RPO: drill.RPO{Measured: true, Since: "2026-12-06T03:00:00Z"}, RTO: drill.RTO{Reached: true, Seconds: 1.24}}
-	const rpo0 = "  RPO                  0 messages, 0s: west held a proven copy of everything east held at the switch (read from 2026-12-06T03:00:00Z)\n"
+		RPO: drill.RPO{Measured: true, MarkedAfter: 0.12, Since: "2026-12-06T03:00:00Z"}, RTO: drill.RTO{Reached: true, Seconds: 1.24}}
+	const rpo0 = "  RPO                  0 messages, 0s: west held a proven copy of everything east held at the switch (ends taken 0.1s after it; read from 2026-12-06T03:00:00Z)\n"
 	const rto = "  RTO                  1.2s from the switch until the subscription in west was ready to resume on\n"
 	const want = `
 failover drill east -> west on persistent://shop/orders/geo-sidecar-drill, subscription geo-sidecar-drill-0123abcd (exclusive)
@@ -99,13 +99,13 @@ failover drill east -> west on persistent://shop/orders/geo-sidecar-drill, subsc
 			"  in step              no: gave up waiting after 15s, the subscription on west trailing by 51 backlog entries (resumed all the same)\n", 1),
 			rto, "  RTO                  not reached: the drill gave up waiting for the subscription in west 15s after the switch\n", 1)},
 		{"RPO", func(r *drill.Report) {
-			r.RPO = drill.RPO{Measured: true, Messages: 500, Entries: 37, Seconds: 4.96, Since: "2026-12-06T03:00:00Z"}
+			r.RPO = drill.RPO{Measured: true, Messages: 500, Entries: 37, Seconds: 4.96, MarkedAfter: 0.12, Since: "2026-12-06T03:00:00Z"}
 		}, strings.Replace(want, rpo0,
-			"  RPO                  500 messages (37 entries), 5.0s of traffic: what east held at the switch and west did not, proven (read from 2026-12-06T03:00:00Z)\n", 1)},
+			"  RPO                  500 messages (37 entries), 5.0s of traffic: what east held at the switch and west did not, proven (ends taken 0.1s after it; read from 2026-12-06T03:00:00Z)\n", 1)},
 		{"RPO at least, with faults", func(r *drill.Report) {
-			r.RPO = drill.RPO{Measured: true, Messages: 2, Entries: 2, Seconds: 0.5, AtLeast: true, Faults: 1, Since: "2026-12-06T03:00:00Z"}
+			r.RPO = drill.RPO{Measured: true, Messages: 2, Entries: 2, Seconds: 0.5, AtLeast: true, Faults: 1, MarkedAfter: 3.04, Since: "2026-12-06T03:00:00Z"}
 		}, strings.Replace(want, rpo0,
-			"  RPO                  at least 2 messages (2 entries), 0.5s of traffic: what east held at the switch and west did not, proven (read from 2026-12-06T03:00:00Z)\n"+
+			"  RPO                  at least 2 messages (2 entries), 0.5s of traffic: what east held at the switch and west did not, proven (ends taken 3.0s after it; read from 2026-12-06T03:00:00Z)\n"+
 				"  copy faults          1 missing, duplicated, divergent or out of order: run geo-sidecar verify --topic persistent://shop/orders/geo-sidecar-drill --from east --to west\n", 1)},
 		{"RPO not measured", func(r *drill.Report) { r.RPO = drill.RPO{Error: "east: last entry: closed"} },
 			strings.Replace(want, rpo0, "  RPO                  not measured: east: last entry: closed\n", 1)},

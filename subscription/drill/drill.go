@@ -68,6 +68,9 @@ type Report struct {
 	// otherwise it was deleted on both (or the drill failed saying where
 	// it may be left).
 	Kept bool `json:"kept"`
+	// SwitchedAt is when the consumer in From stopped (RFC 3339, UTC):
+	// the RPO and the RTO are of a failover then.
+	SwitchedAt string `json:"switched_at,omitempty"`
 	// RPO and RTO of a failover at the switch, measured.
 	RPO RPO `json:"rpo"`
 	RTO RTO `json:"rto"`
@@ -246,13 +249,14 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 	rep.ConsumedBefore = len(got)
 
 	say("consumer in %s stopped (the switch); waiting until the subscription is in step in %s", o.From, o.To)
-	markErr := awaitInStep(ctx, &rep, switched, prover, backlogSampler(from.admin, to.admin, topic, sub), o, sub, say)
+	rep.SwitchedAt = switched.UTC().Format(time.RFC3339Nano)
+	m := awaitInStep(ctx, &rep, switched, prover, backlogSampler(from.admin, to.admin, topic, sub), o, sub, say)
 
 	say("resuming in %s", o.To)
 	if err := resume(ctx, &rep, to, typ, topic, sub, o.To, run, seen); err != nil {
 		return rep, err
 	}
-	measureRPO(ctx, &rep, prover, markErr, since, say)
+	measureRPO(ctx, &rep, prover, m, since, say)
 	for _, s := range sides {
 		for i := range per {
 			if seen[payload(run, s.name, i)] == 0 {
@@ -282,14 +286,14 @@ func publishAll(ctx context.Context, sides []*side, topic, run string, per int, 
 // with o.From (or as close as it gets, or given up on), while p marks the
 // ends for the RPO; it records how the wait ended in rep, the RTO among
 // it, and says so: a drill never calls a subscription in step that is
-// not. It returns the mark's error.
+// not. It returns how the mark went.
 func awaitInStep(ctx context.Context, rep *Report, switched time.Time, p Prover, sample sampler, o Options, sub string,
-	say func(string, ...any)) error {
+	say func(string, ...any)) mark {
 	limit := o.InStepWait
 	if limit <= 0 {
 		limit = waitLimit
 	}
-	st, markErr := atSwitch(ctx, switched, p, sample, limit, sub, say)
+	st, m := atSwitch(ctx, switched, p, sample, limit, sub, say)
 	rep.InStep, rep.Trailing, rep.GaveUp = st.inStep, st.trailing, st.gaveUp
 	rep.InStepSeconds, rep.WaitedSeconds = st.closestAfter.Seconds(), st.waited.Seconds()
 	rep.RTO = rtoOf(st)
@@ -305,15 +309,15 @@ func awaitInStep(ctx context.Context, rep *Report, switched time.Time, p Prover,
 		say("%s trails by %d backlog entries in %s, as close as it got (unchanged for %s): a switch now delivers them again",
 			sub, st.trailing, o.To, settleAfterMove)
 	}
-	return markErr
+	return m
 }
 
 // measureRPO proves, with p, what of the source the target held at the
 // switch (the ends p marked then), reading from since, and records it in
 // rep; a drill that could not measure it says why and goes on.
-func measureRPO(ctx context.Context, rep *Report, p Prover, markErr error, since time.Time, say func(string, ...any)) {
+func measureRPO(ctx context.Context, rep *Report, p Prover, m mark, since time.Time, say func(string, ...any)) {
 	var proofs []Proof
-	err := markErr
+	err := m.err
 	switch {
 	case p == nil:
 		err = errors.New("no verifier")
@@ -326,7 +330,7 @@ func measureRPO(ctx context.Context, rep *Report, p Prover, markErr error, since
 		say("RPO not measured: %v", err)
 		return
 	}
-	rep.RPO = rpoOf(proofs, since)
+	rep.RPO = rpoOf(proofs, since, m.after)
 }
 
 // resume consumes in the failover target (cluster name toName) everything

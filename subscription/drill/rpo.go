@@ -74,6 +74,9 @@ type RPO struct {
 	AtLeast bool `json:"at_least"`
 	// Faults the verify core found in the range.
 	Faults int64 `json:"faults"`
+	// MarkedAfter is how long after the switch the ends were taken:
+	// the RPO is as of then (copies made meanwhile count as held).
+	MarkedAfter float64 `json:"marked_after_seconds"`
 	// Since is where the source was read from (RFC 3339).
 	Since      string         `json:"since,omitempty"`
 	Partitions []PartitionRPO `json:"partitions,omitempty"`
@@ -87,9 +90,10 @@ type PartitionRPO struct {
 	Seconds   float64 `json:"seconds"`
 }
 
-// rpoOf sums the partitions' proofs of a walk that read from since.
-func rpoOf(proofs []Proof, since time.Time) RPO {
-	r := RPO{Measured: true, Since: since.UTC().Format(time.RFC3339)}
+// rpoOf sums the partitions' proofs of a walk that read from since, to
+// ends marked markedAfter the switch.
+func rpoOf(proofs []Proof, since time.Time, markedAfter time.Duration) RPO {
+	r := RPO{Measured: true, MarkedAfter: markedAfter.Seconds(), Since: since.UTC().Format(time.RFC3339)}
 	for _, p := range proofs {
 		pr := PartitionRPO{Partition: p.Partition, Messages: p.Messages, Entries: p.Entries}
 		if p.Entries > 0 {
@@ -136,23 +140,31 @@ func rtoOf(st inStep) RTO {
 // RPO (p may be nil: no RPO) while, at the same time, it waits for the
 // subscription in To to be in step, so that the mark's reads neither
 // delay the RTO's readings nor count in it. It returns how the wait
-// ended, its time measured from at, and the mark's error. say is called
-// from both, so it must be safe for concurrent use.
+// ended, its time measured from at, and how the mark went. say is
+// called from both, so it must be safe for concurrent use.
 func atSwitch(ctx context.Context, at time.Time, p Prover, sample sampler, limit time.Duration, sub string,
-	say func(string, ...any)) (inStep, error) {
-	marked := make(chan error, 1)
+	say func(string, ...any)) (inStep, mark) {
+	marked := make(chan mark, 1)
 	if p != nil {
 		go func() {
 			err := p.Mark(ctx)
+			m := mark{after: time.Since(at), err: err}
 			if err == nil {
-				say("marked where each partition ends on both clusters (the RPO is as of the switch) after %.1fs",
-					time.Since(at).Seconds())
+				say("marked where each partition ends on both clusters, %.1fs after the switch: the RPO is as of then",
+					m.after.Seconds())
 			}
-			marked <- err
+			marked <- m
 		}()
 	} else {
-		marked <- nil
+		marked <- mark{}
 	}
 	st := waitInStep(ctx, sample, sub, say, at, limit)
 	return st, <-marked
+}
+
+// mark is how marking the ends went: how long after the switch they were
+// taken, or why not.
+type mark struct {
+	after time.Duration
+	err   error
 }

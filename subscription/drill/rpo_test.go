@@ -43,8 +43,8 @@ func TestRPO(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.want.Measured, tt.want.Since = true, "2026-12-06T02:59:00Z"
-			if got := rpoOf(tt.proofs, since); !reflect.DeepEqual(got, tt.want) {
+			tt.want.Measured, tt.want.MarkedAfter, tt.want.Since = true, 0.25, "2026-12-06T02:59:00Z"
+			if got := rpoOf(tt.proofs, since, 250*time.Millisecond); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("rpoOf = %+v\nwant    %+v", got, tt.want)
 			}
 		})
@@ -117,12 +117,12 @@ func TestAtSwitch(t *testing.T) {
 					return one(10), one(61), true
 				}
 				p := &fakeProver{markTakes: tt.markTakes}
-				st, err := atSwitch(t.Context(), switched, p, sample, tt.limit, "app", func(string, ...any) {})
-				if err != nil {
-					t.Fatal(err)
+				st, m := atSwitch(t.Context(), switched, p, sample, tt.limit, "app", func(string, ...any) {})
+				if m.err != nil {
+					t.Fatal(m.err)
 				}
-				if want := switched.Add(tt.before + tt.markTakes); !p.marked.Equal(want) {
-					t.Errorf("marked %v after the switch, want %v", p.marked.Sub(switched), want.Sub(switched))
+				if want := tt.before + tt.markTakes; p.marked.Sub(switched) != want || m.after != want {
+					t.Errorf("marked %v after the switch, reported %v, want %v", p.marked.Sub(switched), m.after, want)
 				}
 				got := rtoOf(st)
 				if got.Reached != tt.want.Reached || got.Trailing != tt.want.Trailing ||
@@ -159,9 +159,10 @@ func TestMeasureRPO(t *testing.T) {
 			}
 			var rep Report
 			var said strings.Builder
-			measureRPO(t.Context(), &rep, p, tt.markErr, since, func(f string, a ...any) { io.WriteString(&said, f) })
+			measureRPO(t.Context(), &rep, p, mark{after: 100 * time.Millisecond, err: tt.markErr}, since,
+				func(f string, a ...any) { io.WriteString(&said, f) })
 			if tt.want == "" {
-				if !rep.RPO.Measured || rep.RPO.Messages != 7 || rep.RPO.Seconds != 1 || !tt.p.since.Equal(since) {
+				if !rep.RPO.Measured || rep.RPO.Messages != 7 || rep.RPO.Seconds != 1 || rep.RPO.MarkedAfter != 0.1 || !tt.p.since.Equal(since) {
 					t.Errorf("RPO %+v (proven from %v), want 7 messages and 1 s proven from %v", rep.RPO, tt.p.since, since)
 				}
 				return
