@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,14 +26,21 @@ import (
 // "" lets the drill name its subscription.
 func runDrill(t *testing.T, cfg, topic, sub, from, to string, extra ...string) drill.Report {
 	t.Helper()
+	return runDrillWatching(t, nil, cfg, topic, sub, from, to, extra...)
+}
+
+// runDrillWatching is runDrill, calling onLine (when not nil) with each
+// progress line as the drill writes it, from a goroutine of its own.
+func runDrillWatching(t *testing.T, onLine func(string), cfg, topic, sub, from, to string, extra ...string) drill.Report {
+	t.Helper()
 	args := []string{"drill", "--config", cfg, "--topic", topic, "--from", from, "--to", to, "--json"}
 	if sub != "" {
 		args = append(args, "--subscription", sub)
 	}
 	args = append(args, extra...)
 	cmd := exec.Command(Binary, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &lineWriter{onLine: onLine}
+	cmd.Stderr = stderr
 	out, err := cmd.Output()
 	var rep drill.Report
 	if jerr := json.Unmarshal(out, &rep); jerr != nil {
@@ -44,6 +53,28 @@ func runDrill(t *testing.T, cfg, topic, sub, from, to string, extra ...string) d
 		t.Logf("drill progress:\n%s", stderr.String())
 	}
 	return rep
+}
+
+// lineWriter keeps what is written and calls onLine with each whole line.
+// exec.Cmd writes to it from one goroutine; String is read after the
+// command ended.
+type lineWriter struct {
+	strings.Builder
+	onLine  func(string)
+	partial string
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.Builder.Write(p)
+	if w.onLine == nil {
+		return len(p), nil
+	}
+	lines := strings.Split(w.partial+string(p), "\n")
+	w.partial = lines[len(lines)-1]
+	for _, l := range lines[:len(lines)-1] {
+		w.onLine(l)
+	}
+	return len(p), nil
 }
 
 // syncEntries is an active-active configuration keeping sub in step.
@@ -86,8 +117,10 @@ func TestFailoverDrill(t *testing.T) {
 				entries = withoutSync(entries) // the drill then refuses: not kept in step
 			}
 			s := StartSidecar(t, []string{"east", "west"}, entries)
+			copied := pollCopied(s, "east")
 			rep := runDrill(t, s.ConfigPath, ns+"/orders", "", "east", "west",
 				"--type", typ, "--messages", "2000")
+			samples := copied()
 			t.Logf("drill %s: published %d, before %d, after %d, lost %d, duplicates %d, closest after %.1fs (in step %v, trailing %d, gave up %v)",
 				typ, rep.Published, rep.ConsumedBefore, rep.ConsumedAfter, rep.Lost, rep.Duplicates, rep.InStepSeconds, rep.InStep, rep.Trailing, rep.GaveUp)
 			if rep.Lost != 0 {
@@ -109,7 +142,170 @@ func TestFailoverDrill(t *testing.T) {
 					t.Errorf("%s left on %s: %q", rep.Subscription, c, subs)
 				}
 			}
+			// The RPO against the sidecar's own count of copies, read
+			// before the switch and after the ends were taken: when the
+			// copy was complete before the switch (the usual case: the
+			// drill consumes after publishing) it must be 0 messages, 0 s;
+			// a copy still under way is a few messages, as counted.
+			lo, hi, err := rpoBounds(samples, rep)
+			t.Logf("drill %s: RPO %+v (the sidecar's count says %d to %d), RTO %+v", typ, rep.RPO, lo, hi, rep.RTO)
+			if p := rep.RPO; err != nil || !p.Measured || p.Messages < lo || p.Messages > hi || p.AtLeast || p.Faults != 0 ||
+				(p.Messages == 0) != (p.Entries == 0) || (p.Messages == 0) != (p.Seconds == 0) {
+				t.Errorf("RPO %+v (%v): want measured, %d to %d messages not yet copied, 0 s and 0 entries with 0 messages, no faults", p, err, lo, hi)
+			}
+			if hi == 0 {
+				t.Logf("a clean copy at the switch: RPO %d messages, %.3f s", rep.RPO.Messages, rep.RPO.Seconds)
+			}
+			if r := rep.RTO; r.Reached != !rep.GaveUp || (r.Reached && (r.Seconds <= 0 || r.Seconds > 60)) {
+				t.Errorf("RTO %+v with the drill's wait gave_up=%v: want reached unless it gave up, after 0 to 60 s", r, rep.GaveUp)
+			}
 		})
+	}
+	t.Run("sidecar stopped", drillSidecarStopped)
+}
+
+// copiedSample is a reading of a sidecar's count of messages copied,
+// taken between from and to.
+type copiedSample struct {
+	from, to time.Time
+	n        float64
+}
+
+// pollCopied reads s's count of messages copied from source every 50 ms
+// until the returned func is called, which returns the readings.
+func pollCopied(s *Sidecar, source string) func() []copiedSample {
+	done, out := make(chan struct{}), make(chan []copiedSample, 1)
+	go func() {
+		var got []copiedSample
+		for {
+			from := time.Now()
+			n := s.Metric("geo_sidecar_replicated_messages_total", `source="`+source+`"`)
+			got = append(got, copiedSample{from, time.Now(), n})
+			select {
+			case <-done:
+				out <- got
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return func() []copiedSample { close(done); return <-out }
+}
+
+// rpoBounds is what the sidecar's count says of the drill's messages from
+// east not yet copied when the drill took the ends: at most those not
+// copied by the last reading done before the switch, at least those not
+// copied by the first reading begun after the ends were taken (a reading
+// that failed counts 0: the largest one is used).
+func rpoBounds(samples []copiedSample, rep drill.Report) (lo, hi int64, err error) {
+	switched, err := time.Parse(time.RFC3339Nano, rep.SwitchedAt)
+	if err != nil {
+		return 0, 0, fmt.Errorf("switched_at: %w", err)
+	}
+	marked := switched.Add(time.Duration(rep.RPO.MarkedAfter * float64(time.Second)))
+	before, after := -1.0, -1.0
+	for _, c := range samples {
+		if !c.to.After(switched) {
+			before = max(before, c.n)
+		}
+		if c.from.After(marked) {
+			after = max(after, c.n)
+		}
+	}
+	if before < 0 || after < 0 {
+		return 0, 0, fmt.Errorf("no reading of the copies before the switch (%v) or after the ends were taken (%v)", before >= 0, after >= 0)
+	}
+	published := float64(rep.Published / 2)
+	return int64(max(published-after, 0)), int64(max(published-before, 0)), nil
+}
+
+// drillSidecarStopped: the sidecar copies some traffic and stops before
+// the drill, so nothing the drill publishes in east reaches west by the
+// switch. It starts again once the drill marked the ends, and copies that
+// traffic before the drill reads for the RPO, which counts it all the
+// same: the RPO is as of the switch, every message the drill published in
+// east, dated from the last copy before the stop. The drill leaves no
+// subscription or reader (non-durable, under the cursor prefix) behind.
+func drillSidecarStopped(t *testing.T) {
+	awaitClusters(t, "east", "west")
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "orders")
+	s := StartSidecar(t, []string{"east", "west"}, syncEntriesWith(ns, drillPatterns, "east", "west"))
+	copied := time.Now()
+	ProduceN(t, Client(t, "east"), topic, "early", 20)
+	Eventually(t, 30*time.Second, func() error {
+		if v := s.Metric("geo_sidecar_replicated_messages_total", `source="east"`); v < 20 {
+			return fmt.Errorf("east replicated %v of 20", v)
+		}
+		return nil
+	})
+	s.Stop()
+	subs := func() []string {
+		var out []string
+		for _, c := range []string{"east", "west"} {
+			for _, sub := range listSubs(t, c, topic) {
+				out = append(out, c+" "+sub)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	before := subs()
+
+	// Started from the drill's progress (not a test goroutine), so
+	// without the harness; stopped below.
+	again := exec.Command(Binary, "run", "--config", s.ConfigPath, "--log-level", "info")
+	logf, err := os.Create(filepath.Join(t.TempDir(), "sidecar-again.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	again.Stdout, again.Stderr = logf, logf
+	var started atomic.Bool
+	var copiedAtWalk atomic.Int64
+	t.Cleanup(func() {
+		if started.Load() {
+			_ = again.Process.Signal(syscall.SIGTERM)
+			_ = again.Wait()
+		}
+	})
+	onLine := func(l string) {
+		switch {
+		case strings.Contains(l, "marked where each partition ends") && !started.Load():
+			started.Store(again.Start() == nil)
+		case strings.Contains(l, "proving what"):
+			// The restarted sidecar's count (s.Metric reads the same
+			// address).
+			copiedAtWalk.Store(int64(s.Metric("geo_sidecar_replicated_messages_total", `source="east"`)))
+		}
+	}
+	rep := runDrillWatching(t, onLine, s.ConfigPath, ns+"/orders", "", "east", "west",
+		"--messages", "400", "--publish-over", "2s", "--in-step-wait", "5s")
+	t.Logf("drill with the sidecar stopped until after the switch: published %d, before %d, after %d, lost %d, duplicates %d; "+
+		"RPO %+v, RTO %+v; sidecar started again: %v, had copied %d from east when the RPO was read",
+		rep.Published, rep.ConsumedBefore, rep.ConsumedAfter, rep.Lost, rep.Duplicates, rep.RPO, rep.RTO, started.Load(), copiedAtWalk.Load())
+	if !started.Load() {
+		t.Fatal("the drill never said it marked the ends, or the sidecar did not start again")
+	}
+	if n := copiedAtWalk.Load(); n < int64(rep.Published/2) {
+		t.Logf("note: the sidecar had copied only %d of the %d messages when the RPO was read", n, rep.Published/2)
+	}
+	// Published over 2 s: its first and last message in east lie about
+	// 1.96 s apart, and the last copy before the stop is older than either.
+	if p := rep.RPO; !p.Measured || p.Messages != int64(rep.Published/2) || p.Entries < 1 || p.Entries > p.Messages ||
+		p.Seconds < 1.5 || p.Seconds > time.Since(copied).Seconds() || p.AtLeast || p.Faults != 0 {
+		t.Errorf("RPO %+v: want the %d messages the drill published in east, in 1 to %d entries, over 1.5 to %.0f s, not 'at least', no faults",
+			p, rep.Published/2, rep.Published/2, time.Since(copied).Seconds())
+	}
+	if r := rep.RTO; r.Reached != !rep.GaveUp || r.Seconds <= 0 || r.Seconds > 10 {
+		t.Errorf("RTO %+v with the drill's wait gave_up=%v: want reached unless it gave up, within the 5 s wait", r, rep.GaveUp)
+	}
+	// The sidecar started again has cursors and readers of its own; the
+	// drill's subscription and the RPO's readers must be gone.
+	for _, sub := range subs() {
+		if strings.Contains(sub, " "+drill.Prefix) || strings.Contains(sub, ".verify-") {
+			t.Errorf("%s left after the drill (before it: %q)", sub, before)
+		}
 	}
 }
 

@@ -78,17 +78,9 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 	if !cfg.Copies(ns, parts[2], from, to) {
 		return usageErr("the config does not copy %s from %s to %s", short, from, to)
 	}
-	key, err := cfg.MarkerKey()
+	keys, err := markerKeys(cfg)
 	if err != nil {
 		return usageErr("%v", err)
-	}
-	accepted, err := cfg.MarkerKeyAccepted()
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	var keys marker.Keys
-	if key != nil {
-		keys = marker.NewKeys(key, accepted)
 	}
 
 	sctx, sstop := signalContext(zap.NewNop())
@@ -153,6 +145,23 @@ func verifyTopicAndSince(topic, since string) (full, short string, parts []strin
 		}
 	}
 	return full, short, parts, sinceT, nil
+}
+
+// markerKeys are the config's marker keys (current and accepted), which
+// prove a copy's origin; zero without a marker key.
+func markerKeys(cfg *config.Config) (marker.Keys, error) {
+	key, err := cfg.MarkerKey()
+	if err != nil {
+		return marker.Keys{}, err
+	}
+	accepted, err := cfg.MarkerKeyAccepted()
+	if err != nil {
+		return marker.Keys{}, err
+	}
+	if key == nil {
+		return marker.Keys{}, nil
+	}
+	return marker.NewKeys(key, accepted), nil
 }
 
 // dialSide connects to one cluster for verify: its wire client reads, its

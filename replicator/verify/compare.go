@@ -36,6 +36,9 @@ type Digest [sha256.Size]byte
 type Source struct {
 	Pos         marker.Position
 	PublishTime int64 // Unix milliseconds, from the entry's metadata
+	// Messages in the entry (a batch's size; 1 when not batched), so that
+	// what is not proven is also counted in messages (Unproven).
+	Messages int32
 	// Skip is "" when the entry pipe forwards the entry to the target,
 	// else why it does not (entrypath.Decide's reasons, or "malformed").
 	Skip   string
@@ -156,7 +159,22 @@ type Result struct {
 	// BeforeRange: copies of entries before the range (--since).
 	BeforeRange int64
 	Through     *Through // nil: not even the first expected entry is proven
-	Findings    []Finding
+	// Unproven is what of the source read lies past Through.
+	Unproven Unproven
+	Findings []Finding
+}
+
+// Unproven is what a walk read of the source and did not prove copied:
+// the expected entries after Through (not yet copied, missing, or whose
+// copy is not the same, and any copied out of order past the first of
+// those), the messages in them, and the publish times (Unix milliseconds)
+// of the first and the last of them. All zero when every expected entry
+// read is proven. Read up to the ends the source and the target had at a
+// moment (Options.Ends), it is what a failover at that moment would leave
+// behind: the failover drill's RPO.
+type Unproven struct {
+	Entries, Messages                 int64
+	FirstPublishTime, LastPublishTime int64
 }
 
 // Faults is the number of faults found: missing, duplicated, divergent
@@ -170,6 +188,7 @@ type record struct {
 	publish int64
 	digest  Digest
 	state   uint8
+	msgs    int32
 }
 
 const (
@@ -240,13 +259,21 @@ func (p *Partition) AddSource(s Source) {
 		p.evict()
 	}
 	st := unmatched
+	msgs := max(s.Messages, 1)
 	if s.Skip != "" {
 		st = skipped
 		p.res.Skipped++
 	} else {
 		p.res.Expected++
+		u := &p.res.Unproven
+		if u.Entries == 0 {
+			u.FirstPublishTime = s.PublishTime
+		}
+		u.Entries++
+		u.Messages += int64(msgs)
+		u.LastPublishTime = s.PublishTime
 	}
-	p.ring[(p.head+p.size)%len(p.ring)] = record{pos: s.Pos, publish: s.PublishTime, digest: s.Digest, state: st}
+	p.ring[(p.head+p.size)%len(p.ring)] = record{pos: s.Pos, publish: s.PublishTime, digest: s.Digest, state: st, msgs: msgs}
 	p.size++
 	if !p.started {
 		p.first, p.started = s.Pos, true
@@ -284,12 +311,21 @@ func (p *Partition) unsettled(r record) {
 }
 
 // settle moves front past the entries that are proven (copied or not
-// expected), and Through with it.
+// expected), and Through with it; what it passes is no longer Unproven.
 func (p *Partition) settle() {
+	u := &p.res.Unproven
 	for !p.broken && p.front < p.base+int64(p.size) {
 		r := &p.ring[(p.head+int(p.front-p.base))%len(p.ring)]
 		if r.state == unmatched {
+			u.FirstPublishTime = r.publish // the first expected entry past Through
 			return
+		}
+		if r.state == matched {
+			u.Entries--
+			u.Messages -= int64(r.msgs)
+			if u.Entries == 0 {
+				*u = Unproven{}
+			}
 		}
 		th := Through{Origin: r.pos, PublishTime: r.publish}
 		if prev := p.res.Through; prev != nil {

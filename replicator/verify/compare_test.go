@@ -36,7 +36,8 @@ func walk(t *testing.T, cfg Config, source, target string) Result {
 	var src []Source
 	for _, w := range strings.Fields(source) {
 		p := pos(w[1:])
-		s := Source{Pos: p, PublishTime: 1000 + p.Entry, Digest: digest(p.Entry, false)}
+		// Entry e is a batch of e%3+1 messages.
+		s := Source{Pos: p, PublishTime: 1000 + p.Entry, Messages: int32(p.Entry%3 + 1), Digest: digest(p.Entry, false)}
 		if w[0] == 'k' {
 			s.Skip = "marker"
 		}
@@ -159,6 +160,40 @@ func TestPartition(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := brief(walk(t, tc.cfg, tc.source, tc.target)); got != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestUnproven: what lies past verified-through, in entries and in the
+// messages of their batches (entry e holds e%3+1), with the publish times
+// of the first and the last (1000+e): the drill's RPO. Entries not
+// forwarded never count; a copy that arrives later proves its entry.
+func TestUnproven(t *testing.T) {
+	auth := Config{Window: 100, Deferred: 10, Authenticated: true, FromEarliest: true, MaxFindings: 10}
+	small := auth
+	small.Window = 3
+	for _, tc := range []struct {
+		name           string
+		cfg            Config
+		source, target string
+		want           Unproven
+	}{
+		{"clean", auth, "s0 s1 s2 s3", "t0 t1 t2 t3", Unproven{}},
+		{"empty", auth, "", "", Unproven{}},
+		{"nothing copied", auth, "s0 s1 s2", "", Unproven{3, 6, 1000, 1002}},
+		{"a copy under way", auth, "s0 s1 s2 s3 s4", "t0 t1", Unproven{3, 6, 1002, 1004}},
+		{"markers past the last copy", auth, "s0 s1 k2 k3", "t0 t1", Unproven{}},
+		{"a marker between unproven entries", auth, "s0 s1 k2 s3 s4", "t0", Unproven{3, 5, 1001, 1004}},
+		{"missing in the middle: all after it", auth, "s0 s1 s2 s3 s4", "t0 t1 t3 t4", Unproven{3, 6, 1002, 1004}},
+		{"divergent instead of the copy", auth, "s0 s1 s2", "t0 x1 t2", Unproven{2, 5, 1001, 1002}},
+		{"out of order, settled", auth, "s0 s1 s2 s3", "t0 t2 t1 t3", Unproven{}},
+		{"out of order around a gap: proven ones leave, the rest stays", auth, "s0 s1 s2", "t2 t0", Unproven{2, 5, 1001, 1002}},
+		{"a small window: a gap left behind", small, "s0 s1 s2 s3 s4 s5 s6", "t0 t2 t3 t4 t5 t6", Unproven{6, 12, 1001, 1006}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := walk(t, tc.cfg, tc.source, tc.target).Unproven; got != tc.want {
+				t.Errorf("unproven %+v, want %+v", got, tc.want)
 			}
 		})
 	}

@@ -88,7 +88,7 @@ func walkKept(md []byte, cut []wire.Span, h hash.Hash) (int, bool) {
 // SourceOf is what the comparison needs of e, an entry of the source
 // partition, to judge copies on target to.
 func SourceOf(e wire.Entry, to string) Source {
-	s := Source{Pos: position(e.ID)}
+	s := Source{Pos: position(e.ID), Messages: e.NumMessages}
 	md, err := wire.ParseMetadata(e.Metadata)
 	if err != nil {
 		s.Skip = "malformed"

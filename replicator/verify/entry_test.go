@@ -150,6 +150,11 @@ func TestSourceOf(t *testing.T) {
 			}
 		})
 	}
+	batch := sourceEntry(wire.MetadataBuilder{ProducerName: "app", NumMessagesInBatch: 7}, "p")
+	batch.NumMessages = 7
+	if got := SourceOf(batch, "west"); got.Messages != 7 {
+		t.Errorf("a batch of 7: %d messages", got.Messages)
+	}
 	if got := SourceOf(wire.Entry{Metadata: []byte{0x0a}}, "west"); got.Skip != "malformed" {
 		t.Errorf("malformed metadata: skip %q", got.Skip)
 	}

@@ -53,6 +53,18 @@ type Options struct {
 	// Progress, when set, is called from Run's goroutine after each
 	// entry read; it must return quickly.
 	Progress func(Progress)
+	// Ends, when set (from Ends), are where Run stops on each partition,
+	// instead of the ends the two sides have when it gets there.
+	Ends []End
+}
+
+// End is where a walk of one partition stops: the last entry each side
+// held when Ends took it.
+type End struct {
+	Partition      string
+	Source, Target marker.Position
+	// HasSource, HasTarget: that side held an entry (and the topic).
+	HasSource, HasTarget bool
 }
 
 // DefaultWindow is the comparison window in source entries: about 8 MiB.
@@ -101,16 +113,72 @@ var ErrPartitions = errors.New("source and target have different partition count
 func Run(ctx context.Context, o Options) (rep Report, err error) {
 	started := time.Now()
 	rep = Report{Topic: o.Topic, From: o.From.Name, To: o.To.Name, Authenticated: !o.Keys.IsZero(), Since: o.Since}
+	ends := o.Ends
+	if ends == nil {
+		parts, err := partitions(ctx, o)
+		if err != nil {
+			return rep, err
+		}
+		ends = make([]End, len(parts))
+		for i, part := range parts {
+			ends[i].Partition = part
+		}
+	}
+	w := walker{o: o, msgs: cluster.NewLimiter(o.MsgRate), bytes: cluster.NewLimiter(o.ByteRate), parts: len(ends)}
+	if w.o.Window <= 0 {
+		w.o.Window = DefaultWindow
+	}
+	defer func() { rep.Messages, rep.Bytes, rep.Elapsed = w.prog.Messages, w.prog.Bytes, time.Since(started) }()
+	for i, end := range ends {
+		part := end.Partition
+		if o.Ends == nil {
+			// Taken now, the target's first: see the walk above.
+			if end, err = partitionEnd(ctx, o, part); err != nil {
+				return rep, fmt.Errorf("%s: %w", part, err)
+			}
+		}
+		w.prog.Partition, w.prog.Index, w.prog.SourceEntries, w.prog.TargetEntries = part, i, 0, 0
+		res, err := w.partition(ctx, end)
+		if err != nil {
+			return rep, fmt.Errorf("%s: %w", part, err)
+		}
+		rep.Partitions = append(rep.Partitions, PartitionReport{Partition: part, Result: res})
+	}
+	return rep, nil
+}
+
+// Ends takes the end of every partition of o.Topic on both sides now,
+// each partition's target before its source as Run takes them. A Run
+// given them (Options.Ends) judges the copy as the target held it at this
+// moment, however much later it reads: copies made since are not counted.
+// The failover drill takes them at its switch, for its RPO.
+func Ends(ctx context.Context, o Options) ([]End, error) {
+	parts, err := partitions(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	ends := make([]End, len(parts))
+	for i, part := range parts {
+		if ends[i], err = partitionEnd(ctx, o, part); err != nil {
+			return nil, fmt.Errorf("%s: %w", part, err)
+		}
+	}
+	return ends, nil
+}
+
+// partitions names o.Topic's partitions (the topic itself when it is not
+// partitioned); the two sides must have as many.
+func partitions(ctx context.Context, o Options) ([]string, error) {
 	n, err := o.From.Client.PartitionedMetadata(ctx, o.Topic)
 	if err != nil {
-		return rep, fmt.Errorf("%s: partitions of %s: %w", o.From.Name, o.Topic, err)
+		return nil, fmt.Errorf("%s: partitions of %s: %w", o.From.Name, o.Topic, err)
 	}
 	m, err := o.To.Client.PartitionedMetadata(ctx, o.Topic)
 	if err != nil {
-		return rep, fmt.Errorf("%s: partitions of %s: %w", o.To.Name, o.Topic, err)
+		return nil, fmt.Errorf("%s: partitions of %s: %w", o.To.Name, o.Topic, err)
 	}
 	if n != m {
-		return rep, fmt.Errorf("%s: %d on %s, %d on %s: %w", o.Topic, n, o.From.Name, m, o.To.Name, ErrPartitions)
+		return nil, fmt.Errorf("%s: %d on %s, %d on %s: %w", o.Topic, n, o.From.Name, m, o.To.Name, ErrPartitions)
 	}
 	parts := []string{o.Topic}
 	if n > 0 {
@@ -119,20 +187,20 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 			parts[i] = fmt.Sprintf("%s-partition-%d", o.Topic, i)
 		}
 	}
-	w := walker{o: o, msgs: cluster.NewLimiter(o.MsgRate), bytes: cluster.NewLimiter(o.ByteRate), parts: len(parts)}
-	if w.o.Window <= 0 {
-		w.o.Window = DefaultWindow
+	return parts, nil
+}
+
+// partitionEnd takes part's end on the target, then on the source.
+func partitionEnd(ctx context.Context, o Options, part string) (End, error) {
+	e := End{Partition: part}
+	var err error
+	if e.Target, e.HasTarget, err = lastEntry(ctx, o.To.Client, part, o.ReaderPrefix); err != nil {
+		return e, fmt.Errorf("%s: %w", o.To.Name, err)
 	}
-	defer func() { rep.Messages, rep.Bytes, rep.Elapsed = w.prog.Messages, w.prog.Bytes, time.Since(started) }()
-	for i, part := range parts {
-		w.prog.Partition, w.prog.Index, w.prog.SourceEntries, w.prog.TargetEntries = part, i, 0, 0
-		res, err := w.partition(ctx, part)
-		if err != nil {
-			return rep, fmt.Errorf("%s: %w", part, err)
-		}
-		rep.Partitions = append(rep.Partitions, PartitionReport{Partition: part, Result: res})
+	if e.Source, e.HasSource, err = lastEntry(ctx, o.From.Client, part, o.ReaderPrefix); err != nil {
+		return e, fmt.Errorf("%s: %w", o.From.Name, err)
 	}
-	return rep, nil
+	return e, nil
 }
 
 type walker struct {
@@ -142,20 +210,21 @@ type walker struct {
 	parts       int
 }
 
-// partition walks one partition.
-func (w *walker) partition(ctx context.Context, part string) (Result, error) {
+// partition walks one partition to its end.
+func (w *walker) partition(ctx context.Context, end End) (Result, error) {
+	part := end.Partition
 	cmp := New(Config{Window: w.o.Window, Deferred: 10_000, Authenticated: !w.o.Keys.IsZero(),
 		FromEarliest: w.o.Since.IsZero(), MaxFindings: 10})
 	tsince := w.o.Since
 	if !tsince.IsZero() {
 		tsince = tsince.Add(-w.o.Slack)
 	}
-	tgt, err := w.open(ctx, w.o.To, part, tsince)
+	tgt, err := w.open(ctx, w.o.To, part, tsince, end.Target, end.HasTarget)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", w.o.To.Name, err)
 	}
 	defer tgt.close()
-	src, err := w.open(ctx, w.o.From, part, w.o.Since)
+	src, err := w.open(ctx, w.o.From, part, w.o.Since, end.Source, end.HasSource)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", w.o.From.Name, err)
 	}
@@ -262,34 +331,41 @@ type stream struct {
 	drain bool
 }
 
-// open opens a stream of part on side from since (zero: its first entry)
-// to its current end.
-func (w *walker) open(ctx context.Context, side Side, part string, since time.Time) (*stream, error) {
-	// The probe and the reader subscribe under names of their own: the
+// lastEntry returns part's last entry on c; ok is false when it has none
+// or no such topic.
+func lastEntry(ctx context.Context, c *wire.Client, part, prefix string) (pos marker.Position, ok bool, err error) {
+	// Every probe and reader subscribes under a name of its own: the
 	// broker removes a non-durable subscription after its consumer
 	// closed, and a subscribe under the same name meanwhile is refused
 	// ("Subscription is fenced").
-	sub := w.o.ReaderPrefix + ".verify-" + uuid.NewString()[:8]
-	probe, err := subscribe(ctx, side.Client, wire.ConsumerOptions{
-		Topic: part, Subscription: sub + "-end", Name: sub + "-end", NonDurable: true, NoTopicCreation: true,
+	sub := prefix + ".verify-" + uuid.NewString()[:8] + "-end"
+	probe, err := subscribe(ctx, c, wire.ConsumerOptions{
+		Topic: part, Subscription: sub, Name: sub, NonDurable: true, NoTopicCreation: true,
 		InitialPosition: wire.Latest, Permits: 1,
 	})
 	var be *wire.BrokerError
 	if errors.As(err, &be) && be.Code == wire.TopicNotFound {
-		return &stream{done: true}, nil // nothing there: an empty side
+		return pos, false, nil // nothing there: an empty side
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open a reader: %w", err)
+		return pos, false, fmt.Errorf("open a reader: %w", err)
 	}
 	last, ok, err := probe.LastMessageID(ctx)
 	_ = probe.Close()
 	if err != nil {
-		return nil, fmt.Errorf("last entry: %w", err)
+		return pos, false, fmt.Errorf("last entry: %w", err)
 	}
-	if !ok {
+	return position(last), ok, nil
+}
+
+// open opens a stream of part on side from since (zero: its first entry)
+// to end; has false: the side held nothing at the end's moment.
+func (w *walker) open(ctx context.Context, side Side, part string, since time.Time, end marker.Position, has bool) (*stream, error) {
+	if !has {
 		return &stream{done: true}, nil
 	}
-	s := &stream{end: position(last)}
+	sub := w.o.ReaderPrefix + ".verify-" + uuid.NewString()[:8]
+	s := &stream{end: end}
 	opts := wire.ConsumerOptions{
 		Topic: part, Subscription: sub, Name: sub, NonDurable: true, NoTopicCreation: true,
 		InitialPosition: wire.Earliest, Permits: readerPermits, RecycleOnRelease: true,

@@ -2,9 +2,11 @@
 // before a real failover that a replicated subscription resumes on the
 // other cluster without losing a message. On a subscription of its own it
 // publishes tagged messages in both regions, consumes and acknowledges part
-// of them in the cluster failed over from, waits until the sidecars have
-// carried the subscription's position over, resumes in the other cluster
-// and counts what was lost (must be none) and what was read twice.
+// of them in the cluster failed over from, stops (the switch), waits until
+// the sidecars have carried the subscription's position over, resumes in
+// the other cluster and counts what was lost (must be none) and what was
+// read twice. It also measures, from the clusters, the RPO and the RTO of
+// a failover at the switch (rpo.go).
 //
 // It is a package rather than part of the geo-sidecar drill command so that
 // the end-to-end tests read the same [Report] the command prints. The rules
@@ -18,6 +20,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -65,6 +68,12 @@ type Report struct {
 	// otherwise it was deleted on both (or the drill failed saying where
 	// it may be left).
 	Kept bool `json:"kept"`
+	// SwitchedAt is when the consumer in From stopped (RFC 3339, UTC):
+	// the RPO and the RTO are of a failover then.
+	SwitchedAt string `json:"switched_at,omitempty"`
+	// RPO and RTO of a failover at the switch, measured.
+	RPO RPO `json:"rpo"`
+	RTO RTO `json:"rto"`
 
 	// complete: the drill ran to the end.
 	complete bool
@@ -106,8 +115,18 @@ type Options struct {
 	AllowOtherSubscriptions bool
 	// PublishOver spreads publishing over this long, like live traffic.
 	PublishOver time.Duration
+	// InStepWait bounds the wait for the subscription in To to be in step
+	// (the RTO is not reached past it); 0: 60 s.
+	InStepWait time.Duration
+	// Lookback: the RPO's walk reads the source from this long before the
+	// drill began, so that what the target lacked of earlier traffic
+	// counts too; a longer one reads more.
+	Lookback time.Duration
 	// Dial connects to From and To.
 	Dial Dial
+	// Prover, when set, connects what measures the RPO; nil: the RPO is
+	// reported as not measured.
+	Prover NewProver
 }
 
 // Run runs the drill on a subscription it creates, writing progress lines
@@ -131,7 +150,15 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 	}
 	topic := "persistent://" + name
 	rep = Report{Topic: topic, Subscription: sub, Type: o.Type, From: o.From, To: o.To, Kept: o.Keep}
-	say := func(format string, a ...any) { fmt.Fprintf(progress, "drill: "+format+"\n", a...) }
+	var sayMu sync.Mutex // the RPO's mark says it is done from a goroutine of its own
+	say := func(format string, a ...any) {
+		sayMu.Lock()
+		defer sayMu.Unlock()
+		fmt.Fprintf(progress, "drill: "+format+"\n", a...)
+	}
+	// The RPO's walk reads the source from here: the drill's traffic,
+	// and Lookback of what came before it.
+	since := time.Now().Add(-o.Lookback)
 
 	from, err := connect(cfg, o.Dial, o.From)
 	if err != nil {
@@ -143,6 +170,13 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 		return rep, err
 	}
 	defer to.client.Close()
+	var prover Prover
+	if o.Prover != nil {
+		if prover, err = o.Prover(topic, o.From, o.To); err != nil {
+			return rep, fmt.Errorf("connect the verifier (RPO): %w", err)
+		}
+		defer prover.Close()
+	}
 	// The failover target first: see removeSub.
 	clusters := []cluster{{o.To, pulsarAdmin{to.admin}}, {o.From, pulsarAdmin{from.admin}}}
 	leftovers, err := preflight(ctx, cfg, clusters, topic, sub, o.AllowOtherSubscriptions)
@@ -205,6 +239,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 	say("consuming %d of them in %s", want, o.From)
 	got, err := consume(ctx, cons, run, want, 30*time.Second, typ == pulsar.Shared)
 	cons.Close()
+	switched := time.Now() // the RTO's clock starts here
 	if err != nil {
 		return rep, fmt.Errorf("consume in %s: %w", o.From, err)
 	}
@@ -213,13 +248,15 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 	}
 	rep.ConsumedBefore = len(got)
 
-	say("consumer in %s stopped; waiting until the subscription is in step in %s", o.From, o.To)
-	awaitInStep(ctx, &rep, backlogSampler(from.admin, to.admin, topic, sub), o, sub, say)
+	say("consumer in %s stopped (the switch); waiting until the subscription is in step in %s", o.From, o.To)
+	rep.SwitchedAt = switched.UTC().Format(time.RFC3339Nano)
+	m := awaitInStep(ctx, &rep, switched, prover, backlogSampler(from.admin, to.admin, topic, sub), o, sub, say)
 
 	say("resuming in %s", o.To)
 	if err := resume(ctx, &rep, to, typ, topic, sub, o.To, run, seen); err != nil {
 		return rep, err
 	}
+	measureRPO(ctx, &rep, prover, m, since, say)
 	for _, s := range sides {
 		for i := range per {
 			if seen[payload(run, s.name, i)] == 0 {
@@ -245,13 +282,21 @@ func publishAll(ctx context.Context, sides []*side, topic, run string, per int, 
 	return err
 }
 
-// awaitInStep waits until sub's copy in o.To is in step with o.From (or
-// as close as it gets, or given up on), records how it ended in rep and
-// says so: a drill never calls a subscription in step that is not.
-func awaitInStep(ctx context.Context, rep *Report, sample sampler, o Options, sub string, say func(string, ...any)) {
-	st := waitInStep(ctx, sample, sub, say)
+// awaitInStep waits, from the switch, until sub's copy in o.To is in step
+// with o.From (or as close as it gets, or given up on), while p marks the
+// ends for the RPO; it records how the wait ended in rep, the RTO among
+// it, and says so: a drill never calls a subscription in step that is
+// not. It returns how the mark went.
+func awaitInStep(ctx context.Context, rep *Report, switched time.Time, p Prover, sample sampler, o Options, sub string,
+	say func(string, ...any)) mark {
+	limit := o.InStepWait
+	if limit <= 0 {
+		limit = waitLimit
+	}
+	st, m := atSwitch(ctx, switched, p, sample, limit, sub, say)
 	rep.InStep, rep.Trailing, rep.GaveUp = st.inStep, st.trailing, st.gaveUp
 	rep.InStepSeconds, rep.WaitedSeconds = st.closestAfter.Seconds(), st.waited.Seconds()
+	rep.RTO = rtoOf(st)
 	switch {
 	case st.inStep:
 	case st.gaveUp:
@@ -264,6 +309,28 @@ func awaitInStep(ctx context.Context, rep *Report, sample sampler, o Options, su
 		say("%s trails by %d backlog entries in %s, as close as it got (unchanged for %s): a switch now delivers them again",
 			sub, st.trailing, o.To, settleAfterMove)
 	}
+	return m
+}
+
+// measureRPO proves, with p, what of the source the target held at the
+// switch (the ends p marked then), reading from since, and records it in
+// rep; a drill that could not measure it says why and goes on.
+func measureRPO(ctx context.Context, rep *Report, p Prover, m mark, since time.Time, say func(string, ...any)) {
+	var proofs []Proof
+	err := m.err
+	switch {
+	case p == nil:
+		err = errors.New("no verifier")
+	case err == nil:
+		say("proving what %s held of %s at the switch (RPO), reading from %s", rep.To, rep.From, since.UTC().Format(time.RFC3339))
+		proofs, err = p.Prove(ctx, since)
+	}
+	if err != nil {
+		rep.RPO = RPO{Error: err.Error()}
+		say("RPO not measured: %v", err)
+		return
+	}
+	rep.RPO = rpoOf(proofs, since, m.after)
 }
 
 // resume consumes in the failover target (cluster name toName) everything
@@ -418,8 +485,8 @@ func backlogSampler(fromAdmin, toAdmin pulsaradmin.Client, topic, sub string) sa
 }
 
 // How long waitInStep waits: the lag must hold this long after it last
-// shrank, or this long without ever shrinking, and never longer than
-// waitLimit in all.
+// shrank, or this long without ever shrinking, and never longer than its
+// limit in all (by default waitLimit).
 const (
 	settleAfterMove = 3 * time.Second
 	settleUnmoved   = 15 * time.Second
@@ -443,10 +510,10 @@ type inStep struct {
 // that shrank and then holds for settleAfterMove is as close as the
 // newest snapshot allows (not in step). A lag that never shrank, or a
 // subscription missing on the target, is waited for up to settleUnmoved
-// or waitLimit and then reported as given up: the drill never calls a
-// subscription in step that is not.
-func waitInStep(ctx context.Context, sample sampler, sub string, say func(string, ...any)) inStep {
-	start := time.Now()
+// or limit and then reported as given up: the drill never calls a
+// subscription in step that is not. Its times are measured from start,
+// the switch, which may lie before the call.
+func waitInStep(ctx context.Context, sample sampler, sub string, say func(string, ...any), start time.Time, limit time.Duration) inStep {
 	var st inStep
 	initial, best := int64(-1), int64(-1)
 	var bestAt, lastSay time.Time
@@ -457,7 +524,7 @@ func waitInStep(ctx context.Context, sample sampler, sub string, say func(string
 		}
 		return st
 	}
-	for time.Since(start) < waitLimit && ctx.Err() == nil {
+	for time.Since(start) < limit && ctx.Err() == nil {
 		fb, tb, ok := sample()
 		if ok {
 			var lag int64
