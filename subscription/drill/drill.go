@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -139,16 +140,14 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 	if err != nil {
 		return Report{}, err
 	}
-	name := strings.TrimPrefix(o.Topic, "persistent://")
-	if strings.Count(name, "/") != 2 {
-		return Report{}, fmt.Errorf("--topic %q: want tenant/namespace/topic", o.Topic)
+	topic, ns, short, err := drillTopic(o.Topic)
+	if err != nil {
+		return Report{}, err
 	}
-	ns, short := name[:strings.LastIndex(name, "/")], name[strings.LastIndex(name, "/")+1:]
 	sub := subName(o.Subscription)
 	if err := checkKeptInStep(cfg, ns, short, sub, o.From, o.To); err != nil {
 		return Report{}, err
 	}
-	topic := "persistent://" + name
 	rep = Report{Topic: topic, Subscription: sub, Type: o.Type, From: o.From, To: o.To, Kept: o.Keep}
 	var sayMu sync.Mutex // the RPO's mark says it is done from a goroutine of its own
 	say := func(format string, a ...any) {
@@ -160,23 +159,11 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 	// and Lookback of what came before it.
 	since := time.Now().Add(-o.Lookback)
 
-	from, err := connect(cfg, o.Dial, o.From)
+	from, to, prover, closeAll, err := connectAll(cfg, o, topic)
 	if err != nil {
 		return rep, err
 	}
-	defer from.client.Close()
-	to, err := connect(cfg, o.Dial, o.To)
-	if err != nil {
-		return rep, err
-	}
-	defer to.client.Close()
-	var prover Prover
-	if o.Prover != nil {
-		if prover, err = o.Prover(topic, o.From, o.To); err != nil {
-			return rep, fmt.Errorf("connect the verifier (RPO): %w", err)
-		}
-		defer prover.Close()
-	}
+	defer closeAll()
 	// The failover target first: see removeSub.
 	clusters := []cluster{{o.To, pulsarAdmin{to.admin}}, {o.From, pulsarAdmin{from.admin}}}
 	leftovers, err := preflight(ctx, cfg, clusters, topic, sub, o.AllowOtherSubscriptions)
@@ -187,15 +174,8 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 		say("note: subscriptions of earlier drills on %s (or of one running now): %s", topic, strings.Join(leftovers, ", "))
 	}
 
-	// Created at the end of the topic before the first drill message, so
-	// the subscription sees every one. The admin API refuses to create one
-	// that exists (someone else's, made since the check above); on a topic
-	// that does not exist yet the consumer below creates both.
-	switch err := clusters[1].admin.CreateAtEnd(ctx, topic, sub); {
-	case errors.Is(err, errSubscriptionExists):
-		return rep, fmt.Errorf("subscription %q appeared on %s while the drill started; it is not the drill's, so the drill stops", sub, o.From)
-	case err != nil && !errors.Is(err, errTopicNotFound):
-		return rep, fmt.Errorf("create subscription %s on %s: %w", sub, o.From, err)
+	if err := createAtEnd(ctx, clusters[1], topic, sub); err != nil {
+		return rep, err
 	}
 	say("created subscription %s on %s", sub, o.From)
 	if !o.Keep {
@@ -266,6 +246,62 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 	}
 	rep.complete = true
 	return rep, nil
+}
+
+// connectAll connects to both clusters and, with o.Prover, the RPO's
+// verifier; closeAll closes what it opened.
+func connectAll(cfg *config.Config, o Options, topic string) (from, to *side, prover Prover, closeAll func(), err error) {
+	var closers []func()
+	closeOpened := func() {
+		for _, c := range slices.Backward(closers) {
+			c()
+		}
+	}
+	fail := func(err error) (*side, *side, Prover, func(), error) {
+		closeOpened()
+		return nil, nil, nil, nil, err
+	}
+	if from, err = connect(cfg, o.Dial, o.From); err != nil {
+		return fail(err)
+	}
+	closers = append(closers, from.client.Close)
+	if to, err = connect(cfg, o.Dial, o.To); err != nil {
+		return fail(err)
+	}
+	closers = append(closers, to.client.Close)
+	if o.Prover != nil {
+		if prover, err = o.Prover(topic, o.From, o.To); err != nil {
+			return fail(fmt.Errorf("connect the verifier (RPO): %w", err))
+		}
+		closers = append(closers, prover.Close)
+	}
+	return from, to, prover, closeOpened, nil
+}
+
+// drillTopic parses --topic: tenant/namespace/topic, with or without
+// persistent://.
+func drillTopic(arg string) (topic, ns, short string, err error) {
+	name := strings.TrimPrefix(arg, "persistent://")
+	if strings.Count(name, "/") != 2 {
+		return "", "", "", fmt.Errorf("--topic %q: want tenant/namespace/topic", arg)
+	}
+	i := strings.LastIndex(name, "/")
+	return "persistent://" + name, name[:i], name[i+1:], nil
+}
+
+// createAtEnd creates the drill's subscription in c at the end of the
+// topic, before the first drill message, so that it sees every one. The
+// admin API refuses to create one that exists (someone else's, made
+// since the preflight); on a topic that does not exist yet the drill's
+// consumer creates both.
+func createAtEnd(ctx context.Context, c cluster, topic, sub string) error {
+	switch err := c.admin.CreateAtEnd(ctx, topic, sub); {
+	case errors.Is(err, errSubscriptionExists):
+		return fmt.Errorf("subscription %q appeared on %s while the drill started; it is not the drill's, so the drill stops", sub, c.name)
+	case err != nil && !errors.Is(err, errTopicNotFound):
+		return fmt.Errorf("create subscription %s on %s: %w", sub, c.name, err)
+	}
+	return nil
 }
 
 // publishAll publishes per messages of the drill's run from each side at
