@@ -25,6 +25,7 @@ type sidecar struct {
 	listen  string
 	pprof   string // empty unless profiling
 	logPath string
+	cfgPath string
 	started time.Time
 	done    chan error
 }
@@ -73,7 +74,7 @@ func (e *env) startSidecar(binary, name, listen, cfg string) (*sidecar, error) {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	s := &sidecar{e: e, name: name, listen: listen, logPath: filepath.Join(dir, name+".log"), done: make(chan error, 1)}
+	s := &sidecar{e: e, name: name, listen: listen, logPath: filepath.Join(dir, name+".log"), cfgPath: path, done: make(chan error, 1)}
 	logf, err := os.Create(s.logPath)
 	if err != nil {
 		return nil, err

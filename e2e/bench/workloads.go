@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
@@ -477,12 +481,54 @@ type drainRound struct {
 	CPU    time.Duration
 	HWM    int64
 	Use    window
+	// Verify: geo-sidecar verify over this backlog once drained (the
+	// sidecar's arm of the first round).
+	Verify *verifyRun
 }
 
 type drainResult struct {
 	Messages, Partitions int
 	Rounds               []drainRound
 	Sidecar              sidecarRun
+	// Verify is geo-sidecar verify over the first round's drained
+	// backlog; nil when it was not run.
+	Verify *verifyRun
+}
+
+// verifyRun is one run of the geo-sidecar verify command.
+type verifyRun struct {
+	Messages int           // in the source's topic
+	Dur      time.Duration // start to exit
+	PeakRSS  int64         // bytes
+	Exit     int
+	// SidecarRate is the sidecar's drain rate of the same backlog
+	// (messages a second), the yardstick.
+	SidecarRate float64
+}
+
+// verifyCommand runs geo-sidecar verify on topic with the sidecar's own
+// config, after the sidecar drained it, and times it. Issue 24's goal:
+// at least half the sidecar's drain rate, under 128 MiB.
+func (e *env) verifyCommand(cfgPath, topic string, n int, drained time.Duration) (*verifyRun, error) {
+	cmd := exec.Command(e.o.Binary, "verify", "--config", cfgPath, "--topic", topic, "--from", "east", "--to", "west", "--json")
+	cmd.SysProcAttr = e2e.ChildProcAttr()
+	start := time.Now()
+	out, err := cmd.Output()
+	run := &verifyRun{Messages: n, Dur: time.Since(start), SidecarRate: float64(n) / drained.Seconds()}
+	var xe *exec.ExitError
+	switch {
+	case errors.As(err, &xe):
+		run.Exit = xe.ExitCode()
+	case err != nil:
+		return nil, fmt.Errorf("geo-sidecar verify: %w", err)
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		run.PeakRSS = ru.Maxrss * 1024
+	}
+	if run.Exit != 0 {
+		e.logf("verify: exit %d: %s", run.Exit, strings.TrimSpace(string(out)))
+	}
+	return run, nil
 }
 
 // replicatorHold is the built-in arm's "target unreachable". West is never
@@ -549,6 +595,11 @@ func (e *env) drain() (*drainResult, error) {
 			return nil, err
 		}
 		res.Rounds = append(res.Rounds, rounds...)
+		for _, d := range rounds {
+			if d.Verify != nil {
+				res.Verify = d.Verify
+			}
+		}
 		for i, run := range runs {
 			res.Sidecar.CPU += run.CPU
 			res.Sidecar.Messages += run.Messages
@@ -657,6 +708,15 @@ func (e *env) drainRound(r, try int) ([]drainRound, []sidecarRun, error) {
 			run := e.finish(sc, "drain")
 			run.CPU, run.Messages = dr.CPU, n
 			runs = append(runs, run)
+		}
+		if sc != nil && r == 0 {
+			v, err := e.verifyCommand(sc.cfgPath, topic, n, dr.Dur)
+			if err != nil {
+				return nil, nil, err
+			}
+			dr.Verify = v
+			e.logf("drain round %d verify  %d messages in %s (%7.0f msg/s, %.2f× the sidecar's drain; peak RSS %s MiB; exit %d)",
+				r+1, n, v.Dur.Round(time.Millisecond), float64(n)/v.Dur.Seconds(), float64(n)/v.Dur.Seconds()/v.SidecarRate, mib(v.PeakRSS), v.Exit)
 		}
 		rounds = append(rounds, dr)
 		e.logf("drain round %d %-8s %d messages in %s (%7.0f msg/s; first after %s; %d leaked while held; CPU s: sidecar %.2f east %.2f west %.2f; machine %.0f%% busy)",
