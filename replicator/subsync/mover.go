@@ -60,6 +60,8 @@ type target struct {
 	// last is the last update's route and outcome, to log a change once.
 	lastRoute   subscription.Route
 	lastOutcome subscription.Outcome
+	// sb is what the standby rules know of our last move (standby.go).
+	sb standby
 }
 
 // targets are the subscriptions the apply loop moved or read; used by the
@@ -152,7 +154,7 @@ func (s *Sync) targetOf(ctx context.Context, sub string, now time.Time) *target 
 	case s.SubStates == nil:
 		// Nothing to read it with: forget it, so that the admin route
 		// reads the subscription itself.
-		*tg = target{lastRoute: tg.lastRoute, lastOutcome: tg.lastOutcome}
+		*tg = target{lastRoute: tg.lastRoute, lastOutcome: tg.lastOutcome, sb: standby{resetAt: tg.sb.resetAt}}
 	default:
 		if err := s.refreshTargets(ctx, now); err != nil && ctx.Err() == nil {
 			s.Log.Debug("reading the subscriptions' states failed; the admin route reads its own", zap.Error(err))

@@ -851,36 +851,75 @@ func (s *Sync) enqueueApply(up marker.Marker, origin marker.Position) (refused s
 }
 
 // applyLoop applies received updates, the newest per subscription, off the
-// data path: a move must not hold up replication.
+// data path: a move must not hold up replication. An update held back
+// (standby.go's hold) stays pending, unless a newer one came meanwhile,
+// and is applied when its time is up.
 func (s *Sync) applyLoop(ctx context.Context) {
+	held := time.NewTimer(time.Hour)
+	held.Stop()
+	defer held.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.applyNow:
+		case <-held.C:
 		}
-		s.applyMu.Lock()
-		batch := s.toApply
-		s.toApply = nil
-		s.applyMu.Unlock()
-		for sub, at := range batch {
-			s.apply(ctx, sub, at)
+		if next, ok := s.applyPending(ctx); ok {
+			held.Reset(max(time.Until(next), time.Millisecond))
 		}
 	}
 }
 
-// apply applies one update to sub: the route from what is known of it
-// (mover.go), the outcome counted by route, where it put sub recorded for
-// echo suppression (movedByUpdate), and a change of route or refusal
-// logged once.
-func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) {
-	tg := s.targetOf(ctx, sub, time.Now())
+// applyPending applies the pending updates; it returns the earliest time
+// one held back is due (ok: one was held).
+func (s *Sync) applyPending(ctx context.Context) (next time.Time, ok bool) {
+	s.applyMu.Lock()
+	batch := s.toApply
+	s.toApply = nil
+	s.applyMu.Unlock()
+	for sub, at := range batch {
+		until, held := s.apply(ctx, sub, at)
+		if !held {
+			continue
+		}
+		s.applyMu.Lock()
+		if s.toApply == nil {
+			s.toApply = map[string]marker.Position{}
+		}
+		if cur, newer := s.toApply[sub]; !newer || at.Compare(cur) > 0 {
+			s.toApply[sub] = at
+		}
+		s.applyMu.Unlock()
+		if !ok || until.Before(next) {
+			next, ok = until, true
+		}
+	}
+	return next, ok
+}
+
+// apply applies one update to sub, unless it is held back (held, until
+// when: standby.go): the route from what is known of it (mover.go), the
+// outcome counted by route, where it put sub recorded for echo
+// suppression (movedByUpdate), and a change of route or refusal logged
+// once.
+func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) (until time.Time, held bool) {
+	now := time.Now()
+	tg := s.targetOf(ctx, sub, now)
+	if until, held := hold(tg, at, now); held {
+		return until, true
+	}
+	st, read := s.standbyReading(ctx, tg, sub, at, now)
+	t := tg.t
+	t.Fresh = read && fresh(tg, st)
 	// Recorded before the move lands: follow, running meanwhile, may read
 	// the position it sets before Apply returns, and would send it back.
 	begun := s.Applied.begin(s.Local, s.Topic, sub, subscription.ProtocolTarget(at))
-	res, err := subscription.Apply(ctx, s.SubAdmin, s.mover(), tg.t, s.Topic, sub, at)
+	res, err := subscription.Apply(ctx, s.SubAdmin, s.mover(), t, s.Topic, sub, at)
 	s.Applied.end(begun, res.Moved, res.UpTo)
-	s.noteResult(tg, res, time.Now())
+	now = time.Now()
+	s.noteResult(tg, res, now)
+	tg.noteMove(res, st, read, now)
 	s.Log.Debug("subscription update received", zap.String("subscription", sub), zap.Stringer("to", at),
 		zap.String("route", string(res.Route)), zap.String("outcome", string(res.Outcome)))
 	s.Metrics.UpdatesApplied.WithLabelValues(s.Local, string(res.Route), string(res.Outcome)).Inc()
@@ -899,6 +938,7 @@ func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) {
 	case res.Outcome == subscription.RefusedConsumers:
 		s.Log.Debug("subscription update not applied: consumers attached", fields...)
 	}
+	return time.Time{}, false
 }
 
 // currentLayout reads the partition's layout now; nil if it cannot.
