@@ -48,6 +48,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 	if s.Stats == nil {
 		return s.readPositions(ctx, prio)
 	}
+	s.entries.sample() // before the reading is sent (reached.go)
 	r, err := s.Stats.Read(ctx, f.maxAge, prio)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -63,6 +64,17 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 			// Kept: a move not read yet stays a move (seen is not
 			// changed) for when a snapshot could use it.
 			return f.mds, nil
+		}
+		if mds, ok := s.reachedUnlessDue(r, subs); ok {
+			return mds, nil
+		}
+		if r2, ok := s.readingAfterCompletion(ctx, r, prio); ok {
+			if subs2, ok := r2.Partitions[s.Topic]; ok {
+				if mds, ok := s.reachedUnlessDue(r2, subs2); ok {
+					f.reading = subs2
+					return mds, nil
+				}
+			}
 		}
 	}
 	mds, err := s.readPositions(ctx, prio)
@@ -83,6 +95,51 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 		}
 	}
 	return mds, nil
+}
+
+// readingAfterCompletion is a new stats reading when r, the follow's,
+// was sent before the newest snapshot completed (it cannot prove that
+// snapshot reached): one request for the topic, shared with the other
+// partitions' follows, instead of a position read for this one.
+func (s *Sync) readingAfterCompletion(ctx context.Context, r *Reading, prio float64) (*Reading, bool) {
+	newest, ok := s.Machine.Newest()
+	if !ok {
+		return nil, false
+	}
+	done, ok := s.entries.completedAt(newest.Local)
+	if !ok || r.At.After(done) {
+		return nil, false
+	}
+	s.entries.sample()
+	r2, err := s.Stats.Read(ctx, time.Since(done), prio)
+	if err != nil {
+		return nil, false
+	}
+	return r2, true
+}
+
+// reachedUnlessDue is reached's positions (no position read), with what
+// they prove noted as a read would (seen, readNewest; not readAt: the
+// periodic read stays due, and is not replaced).
+func (s *Sync) reachedUnlessDue(r *Reading, subs map[string]SubStat) (map[string]marker.Position, bool) {
+	f := &s.fl
+	if f.seen == nil || (f.dataSinceRead && f.at.Sub(f.readAt) >= idleFollow) {
+		return nil, false
+	}
+	mds, ok := s.reached(r, subs)
+	if !ok {
+		return nil, false
+	}
+	newest, _ := s.Machine.Newest()
+	f.readNewest = newest.ID
+	f.seen = map[string]SubStat{}
+	for name, st := range subs {
+		if s.Tracked(name) {
+			f.seen[name] = st
+		}
+	}
+	s.Metrics.PositionsProven.WithLabelValues(s.Local).Inc()
+	return mds, true
 }
 
 // moved reports whether subs, the partition's stats now, may hide a move

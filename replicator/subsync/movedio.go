@@ -46,7 +46,8 @@ func (s adminStats) SubStats(ctx context.Context, topic string, partitioned bool
 func subStats(subs map[string]utils.SubscriptionStats) map[string]SubStat {
 	out := make(map[string]SubStat, len(subs))
 	for name, ss := range subs {
-		out[name] = SubStat{Backlog: ss.MsgBacklog, MarkDeleteAdvanced: ss.LastMarkDeleteAdvancedTimestamp, Consumers: len(ss.Consumers)}
+		out[name] = SubStat{Backlog: ss.MsgBacklog, MarkDeleteAdvanced: ss.LastMarkDeleteAdvancedTimestamp, Consumers: len(ss.Consumers),
+			Ranges: ss.NonContiguousDeletedMessagesRanges}
 	}
 	return out
 }

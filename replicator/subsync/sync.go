@@ -163,6 +163,8 @@ type Sync struct {
 	// wm its protocol mover (mover.go); used by the apply loop alone.
 	targets targets
 	wm      *wireMover
+	// entries counts what the entry path feeds, for reached.go.
+	entries entryCount
 }
 
 // Pending returns the updates received and not applied yet, the newest
@@ -382,10 +384,22 @@ func (s *Sync) lagKey() string { return s.Remote + " " + s.Topic }
 // DataAt feeds data read from the local partition at pos: a copy of
 // origin's message at opos, or local data when origin is "".
 func (s *Sync) DataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
+	s.entries.read(pos)
 	s.dataSeen.Store(true)
 	s.dataCount.Add(1)
-	s.write(ctx, s.Machine.Data(pos, origin, opos))
+	s.write(ctx, s.completions(s.Machine.Data(pos, origin, opos)))
 	s.poke()
+}
+
+// completions notes the snapshots among mks, what the machine returned
+// for the entry just read: they completed at an entry counted (reached.go).
+func (s *Sync) completions(mks []marker.Marker) []marker.Marker {
+	for _, mk := range mks {
+		if mk.Kind == marker.KindSnapshot {
+			s.entries.completed(mk.Local)
+		}
+	}
+	return mks
 }
 
 // poke wakes run if it sleeps: the machine has something to do (data
@@ -421,6 +435,7 @@ func (s *Sync) poke() {
 // (HA, or before a restart) and is dropped without being counted.
 func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte, from marker.Origin, producer string) (forward bool) {
 	defer s.poke()
+	s.entries.read(pos)
 	mk, err := s.Keys.Decode(payload)
 	if err != nil {
 		s.invalidMarker(pos, marker.Reason(err))
@@ -469,7 +484,7 @@ func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte
 			}
 			return false
 		}
-		s.write(ctx, s.Machine.Marker(pos, mk))
+		s.write(ctx, s.completions(s.Machine.Marker(pos, mk)))
 	}
 	return false
 }
@@ -477,7 +492,10 @@ func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte
 // BatchedMarker counts a marker read at pos in an entry that cannot hold
 // one marker as written (a batch, compressed, encrypted): the writer sends
 // each marker alone and plain.
-func (s *Sync) BatchedMarker(pos marker.Position) { s.invalidMarker(pos, "batched") }
+func (s *Sync) BatchedMarker(pos marker.Position) {
+	s.entries.read(pos)
+	s.invalidMarker(pos, "batched")
+}
 
 // invalidMarker counts a marker that does not decode or verify, and logs
 // it at most every 10 s.
