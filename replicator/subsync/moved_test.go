@@ -411,6 +411,19 @@ func TestFollowLagFromReadings(t *testing.T) {
 		if r.local.lagCalls != 0 || r.remote.lagCalls != 0 {
 			t.Errorf("backlogs read by themselves %d/%d times", r.local.lagCalls, r.remote.lagCalls)
 		}
+		// Data keeps coming: the local half is read again each follow, the
+		// remote's only once lagRemoteAge has passed.
+		for i, want := range []int{1, 2, 2} {
+			time.Sleep(lagRemoteAge / 2)
+			r.s.dataSeen.Store(true)
+			local.set(syncTopic, "billing", SubStat{Backlog: int64(3 + i), MarkDeleteAdvanced: 1})
+			if err := r.s.follow(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if n := remote.count(); n != want {
+				t.Errorf("follow %d, %s later: %d remote readings, want %d", i, time.Duration(i+1)*lagRemoteAge/2, n, want)
+			}
+		}
 	})
 }
 
