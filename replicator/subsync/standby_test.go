@@ -84,13 +84,13 @@ func TestStandbyResetWithoutReading(t *testing.T) {
 				if n := r.subs.stateReads(); n != 1 {
 					t.Fatalf("first update: %d readings of the subscription, want 1", n)
 				}
-				time.Sleep(standbyEvery)
+				time.Sleep(r.s.Interval)
 				if tt.between != nil {
 					tt.between(r, stats)
 				}
 				readings := stats.count()
 				if _, held := r.s.apply(ctx, "billing", subsynctest.Pos(4, 20)); held {
-					t.Fatal("held after standbyEvery")
+					t.Fatal("held after an interval")
 				}
 				if n := r.subs.stateReads() - 1; n != tt.wantReads {
 					t.Errorf("second update: %d readings of the subscription, want %d", n, tt.wantReads)
@@ -117,7 +117,7 @@ func TestStandbyReadingAfterTheMove(t *testing.T) {
 		ctx := context.Background()
 		r.s.apply(ctx, "billing", subsynctest.Pos(4, 10))
 		r.subs.takeCalls()
-		time.Sleep(standbyEvery - freshAge/2)
+		time.Sleep(r.s.Interval - freshAge/2)
 		// A follow reads the topic meanwhile.
 		if _, err := r.s.Stats.Read(ctx, 0, 0); err != nil {
 			t.Fatal(err)
@@ -144,7 +144,7 @@ func TestStandbyAfterFailure(t *testing.T) {
 		r, _ := standbyRig(t)
 		ctx := context.Background()
 		r.s.apply(ctx, "billing", subsynctest.Pos(4, 10))
-		time.Sleep(standbyEvery)
+		time.Sleep(r.s.Interval)
 		r.subs.resetErr = errAdmin
 		r.s.apply(ctx, "billing", subsynctest.Pos(4, 20))
 		r.subs.resetErr = nil
@@ -170,8 +170,8 @@ func enqueue(t *testing.T, r *syncRig, sub string, at marker.Position, n int64) 
 	}
 }
 
-// TestStandbyHold: updates that would reset a standby copy less than
-// standbyEvery after our last reset wait, the newest replacing older
+// TestStandbyHold: updates that would reset a standby copy less than a
+// snapshot interval after our last reset wait, the newest replacing older
 // ones, and the newest is applied when the time is up (the tail ends in
 // step); a copy moved over the protocol is never held.
 func TestStandbyHold(t *testing.T) {
@@ -185,19 +185,19 @@ func TestStandbyHold(t *testing.T) {
 		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 4:10:-1"}) {
 			t.Fatalf("first update: %v", got)
 		}
-		time.Sleep(standbyEvery / 4)
+		time.Sleep(r.s.Interval / 4)
 		enqueue(t, r, "billing", subsynctest.Pos(4, 11), 2)
 		synctest.Wait()
-		time.Sleep(standbyEvery / 4)
+		time.Sleep(r.s.Interval / 4)
 		enqueue(t, r, "billing", subsynctest.Pos(4, 12), 3)
 		synctest.Wait()
 		if got := r.subs.takeCalls(); len(got) > 0 {
-			t.Errorf("reset within standbyEvery of the last: %v", got)
+			t.Errorf("reset within an interval of the last: %v", got)
 		}
 		if got := r.pending(); got["billing"] != subsynctest.Pos(4, 12) {
 			t.Errorf("pending %v, want billing's newest update (4:12)", got)
 		}
-		time.Sleep(standbyEvery / 2)
+		time.Sleep(r.s.Interval / 2)
 		synctest.Wait()
 		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 4:12:-1"}) {
 			t.Errorf("when the time is up: %v, want the newest update applied", got)
@@ -216,7 +216,7 @@ func TestStandbyHold(t *testing.T) {
 		for i := range int64(3) {
 			enqueue(t, r, "audit", subsynctest.Pos(4, 10+i), 10+i)
 			synctest.Wait()
-			time.Sleep(standbyEvery / 4)
+			time.Sleep(r.s.Interval / 4)
 		}
 		if n := len(f.take()); n != 3 {
 			t.Errorf("%d protocol moves for 3 updates, want 3", n)

@@ -924,7 +924,7 @@ func (s *Sync) applyPending(ctx context.Context) (next time.Time, ok bool) {
 func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) (until time.Time, held bool) {
 	now := time.Now()
 	tg := s.targetOf(ctx, sub, now)
-	if until, held := hold(tg, at, now); held {
+	if until, held := hold(tg, at, now, s.Interval); held {
 		return until, true
 	}
 	st, read := s.standbyReading(ctx, tg, sub, at, now)
