@@ -30,9 +30,18 @@ func (s *Sync) priority() float64 {
 // due), else half of idleFollow (idle, or behind and stale: nobody
 // consumes it). The partitions of an idle topic are followed at
 // different moments: each asking for a fresh reading made one request per
-// partition, not per topic.
+// partition, not per topic. Data where no snapshot could serve a tracked
+// subscription (useless: a standby copy, moved by updates alone) only
+// needs a consumer attaching or acknowledging seen, within half of
+// behindFollow: asking every half interval made the standby cluster's
+// stats its largest read cost.
 func (s *Sync) readingAge(newSnapshot, hadData bool) time.Duration {
-	if newSnapshot || hadData || (s.fl.behind && s.fl.every <= behindFollow) {
+	switch {
+	case newSnapshot || (s.fl.behind && s.fl.every <= behindFollow):
+		return s.Interval / 2
+	case hadData && s.useless.Load():
+		return behindFollow / 2
+	case hadData:
 		return s.Interval / 2
 	}
 	return idleFollow / 2
@@ -65,16 +74,23 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 			// changed) for when a snapshot could use it.
 			return f.mds, nil
 		}
-		if mds, ok := s.reachedUnlessDue(r, subs); ok {
+		mds, ok, notYet := s.reachedUnlessDue(r, subs)
+		if ok {
 			return mds, nil
 		}
 		if r2, ok := s.readingAfterCompletion(ctx, r, prio); ok {
 			if subs2, ok := r2.Partitions[s.Topic]; ok {
-				if mds, ok := s.reachedUnlessDue(r2, subs2); ok {
-					f.reading = subs2
+				f.reading = subs2
+				if mds, ok, notYet = s.reachedUnlessDue(r2, subs2); ok {
 					return mds, nil
 				}
 			}
+		}
+		if notYet && s.justCompleted() {
+			// The consumers have not passed the snapshot yet: a position
+			// read would only show it. The next follow (half an interval
+			// on: a snapshot completed) asks again.
+			return f.mds, nil
 		}
 	}
 	mds, err := s.readPositions(ctx, prio)
@@ -118,17 +134,28 @@ func (s *Sync) readingAfterCompletion(ctx context.Context, r *Reading, prio floa
 	return r2, true
 }
 
+// justCompleted reports whether the newest snapshot completed here less
+// than a snapshot interval ago.
+func (s *Sync) justCompleted() bool {
+	newest, ok := s.Machine.Newest()
+	if !ok {
+		return false
+	}
+	done, ok := s.entries.completedAt(newest.Local)
+	return ok && time.Since(done) < s.Interval
+}
+
 // reachedUnlessDue is reached's positions (no position read), with what
 // they prove noted as a read would (seen, readNewest; not readAt: the
 // periodic read stays due, and is not replaced).
-func (s *Sync) reachedUnlessDue(r *Reading, subs map[string]SubStat) (map[string]marker.Position, bool) {
+func (s *Sync) reachedUnlessDue(r *Reading, subs map[string]SubStat) (map[string]marker.Position, bool, bool) {
 	f := &s.fl
 	if f.seen == nil || (f.dataSinceRead && f.at.Sub(f.readAt) >= idleFollow) {
-		return nil, false
+		return nil, false, false
 	}
-	mds, ok := s.reached(r, subs)
+	mds, ok, notYet := s.reached(r, subs)
 	if !ok {
-		return nil, false
+		return nil, false, notYet
 	}
 	newest, _ := s.Machine.Newest()
 	f.readNewest = newest.ID
@@ -139,7 +166,7 @@ func (s *Sync) reachedUnlessDue(r *Reading, subs map[string]SubStat) (map[string
 		}
 	}
 	s.Metrics.PositionsProven.WithLabelValues(s.Local).Inc()
-	return mds, true
+	return mds, true, false
 }
 
 // moved reports whether subs, the partition's stats now, may hide a move

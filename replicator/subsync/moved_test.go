@@ -506,17 +506,21 @@ func TestReadingAge(t *testing.T) {
 	for _, tt := range []struct {
 		name                         string
 		newSnapshot, hadData, behind bool
+		useless                      bool
 		every                        time.Duration
 		want                         time.Duration
 	}{
-		{"idle", false, false, false, idleFollow, idleFollow / 2},
-		{"a new snapshot", true, false, false, idleFollow, 500 * time.Millisecond},
-		{"data", false, true, false, idleFollow, 500 * time.Millisecond},
-		{"behind the newest snapshot", false, false, true, behindFollow, 500 * time.Millisecond},
-		{"behind and stale: nobody consumes it", false, false, true, 2 * behindFollow, idleFollow / 2},
+		{"idle", false, false, false, false, idleFollow, idleFollow / 2},
+		{"a new snapshot", true, false, false, false, idleFollow, 500 * time.Millisecond},
+		{"data", false, true, false, false, idleFollow, 500 * time.Millisecond},
+		{"data where no snapshot could serve (a standby copy)", false, true, false, true, idleFollow, behindFollow / 2},
+		{"a new snapshot where none could serve", true, true, false, true, idleFollow, 500 * time.Millisecond},
+		{"behind the newest snapshot", false, false, true, false, behindFollow, 500 * time.Millisecond},
+		{"behind and stale: nobody consumes it", false, false, true, false, 2 * behindFollow, idleFollow / 2},
 	} {
 		r := newSyncRig(t, rigConfig{})
 		r.s.fl.behind, r.s.fl.every = tt.behind, tt.every
+		r.s.useless.Store(tt.useless)
 		if got := r.s.readingAge(tt.newSnapshot, tt.hadData); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}

@@ -142,15 +142,17 @@ func (c *entryCount) after(a marker.Position, sent time.Time) (int64, bool) {
 // snapshot's local position, when r proves each one at or past it (see
 // above); ok is false when one is not proven, or is new, gone, or still
 // where a remote's update put it (a position read decides those).
-func (s *Sync) reached(r *Reading, subs map[string]SubStat) (map[string]marker.Position, bool) {
+// notYet is set when the only thing missing is a backlog at most L: the
+// consumers have not acknowledged past a yet, as far as r shows.
+func (s *Sync) reached(r *Reading, subs map[string]SubStat) (mds map[string]marker.Position, ok, notYet bool) {
 	f := &s.fl
 	newest, ok := s.Machine.Newest()
 	if !ok || f.mds == nil {
-		return nil, false
+		return nil, false, false
 	}
 	l, ok := s.entries.after(newest.Local, r.At)
 	if !ok {
-		return nil, false
+		return nil, false, false
 	}
 	a := newest.Local
 	a.Batch = -1
@@ -162,17 +164,22 @@ func (s *Sync) reached(r *Reading, subs map[string]SubStat) (map[string]marker.P
 		}
 		n++
 		old, had := f.mds[name]
-		if !had || st.Ranges != 0 || st.Backlog > l || s.movedByUpdate(name, a) {
-			return nil, false
-		}
-		if old.Compare(a) < 0 {
+		switch {
+		case !had || st.Ranges != 0 || s.movedByUpdate(name, a):
+			return nil, false, false
+		case st.Backlog > l:
+			notYet = true
+		case old.Compare(a) < 0:
 			out[name] = a
 		}
 	}
 	for name := range f.mds {
 		if _, ok := subs[name]; !ok && s.Tracked(name) {
-			return nil, false // gone
+			return nil, false, false // gone
 		}
 	}
-	return out, n > 0
+	if notYet || n == 0 {
+		return nil, false, notYet
+	}
+	return out, true, false
 }

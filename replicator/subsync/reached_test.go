@@ -198,3 +198,51 @@ func TestFollowReadsStatsAfterCompletion(t *testing.T) {
 		}
 	})
 }
+
+// TestFollowWaitsForConsumersAfterCompletion: right after a snapshot
+// completed the consumers have not passed it yet (backlog above the
+// entries read since): a position read would only show that, so none is
+// made; the next follow proves it once they have.
+func TestFollowWaitsForConsumersAfterCompletion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, st := movedRig(t)
+		ctx := context.Background()
+		for e := int64(1); e <= 10; e++ {
+			r.s.DataAt(ctx, subsynctest.Pos(1, e), "", marker.Position{})
+		}
+		st.set(syncTopic, "billing", SubStat{Backlog: 10, MarkDeleteAdvanced: 1})
+		r.local.setMD("billing", subsynctest.Pos(1, 0))
+		if err := r.s.follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		r.s.entries.completed(subsynctest.Pos(1, 10))
+		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20)) // read back at 1:11
+		st.set(syncTopic, "billing", SubStat{Backlog: 5, MarkDeleteAdvanced: 2})  // L = 1
+		time.Sleep(100 * time.Millisecond)
+		reads := r.local.mdCalls
+		if err := r.s.follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r.local.mdCalls != reads {
+			t.Error("positions read 0.1 s after the snapshot completed, with the consumers short of it")
+		}
+		if n := len(updatesWritten(r.sink.Take())); n != 0 {
+			t.Errorf("%d updates, want none yet", n)
+		}
+		for e := int64(12); e <= 13; e++ {
+			r.s.DataAt(ctx, subsynctest.Pos(1, e), "", marker.Position{})
+		}
+		st.set(syncTopic, "billing", SubStat{Backlog: 2, MarkDeleteAdvanced: 3}) // L = 3
+		time.Sleep(500 * time.Millisecond)
+		if err := r.s.follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r.local.mdCalls != reads {
+			t.Error("positions read although the reading proves the snapshot reached")
+		}
+		if up, ok := updatesWritten(r.sink.Take())["billing"]; !ok || up.Remote != subsynctest.Pos(7, 20) {
+			t.Errorf("billing's update %v (sent %v), want 7:20", up.Remote, ok)
+		}
+	})
+}
