@@ -88,8 +88,10 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 		}
 		if notYet && s.justCompleted() {
 			// The consumers have not passed the snapshot yet: a position
-			// read would only show it. The next follow (half an interval
-			// on: a snapshot completed) asks again.
+			// read would only show it. Follow again shortly (their
+			// acknowledgements come in batches, every 100 ms with
+			// pulsar-client-go's defaults) and ask the reading again.
+			f.soon = f.at.Add(s.Interval / 5)
 			return f.mds, nil
 		}
 	}

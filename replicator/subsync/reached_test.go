@@ -230,6 +230,9 @@ func TestFollowWaitsForConsumersAfterCompletion(t *testing.T) {
 		if n := len(updatesWritten(r.sink.Take())); n != 0 {
 			t.Errorf("%d updates, want none yet", n)
 		}
+		if now := time.Now(); r.s.followDue(now.Add(r.s.Interval/5-time.Millisecond)) || !r.s.followDue(now.Add(r.s.Interval/5)) {
+			t.Errorf("the next follow is not due %s on", r.s.Interval/5)
+		}
 		for e := int64(12); e <= 13; e++ {
 			r.s.DataAt(ctx, subsynctest.Pos(1, e), "", marker.Position{})
 		}

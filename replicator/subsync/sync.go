@@ -218,6 +218,9 @@ type followState struct {
 	// were last read.
 	maxAge        time.Duration
 	dataSinceRead bool
+	// soon, if set, is when follow runs again at the latest: the
+	// consumers had not passed a snapshot that just completed (follow.go).
+	soon time.Time
 }
 
 const (
@@ -281,6 +284,8 @@ func (s *Sync) followDue(now time.Time) bool {
 	since := now.Sub(f.at)
 	newest, _ := s.Machine.Newest()
 	switch {
+	case !f.soon.IsZero() && !now.Before(f.soon):
+		return true
 	case since < min(f.every, s.Interval/2) && newest.ID == f.newestID:
 		return false
 	case newest.ID != f.newestID:
@@ -553,6 +558,7 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 		// snapshot (snapshotUseful); the data waits in the machine.
 		s.write(ctx, s.Machine.Tick(linkUp() && !s.useless.Load()))
 		s.countStats()
+		s.entries.sample() // for a reading another partition's follow asks for (reached.go)
 		if s.followDue(time.Now()) {
 			if err := s.follow(ctx); err != nil && ctx.Err() == nil {
 				s.fl.every = s.Interval / 2 // try again soon
@@ -602,13 +608,17 @@ func (s *Sync) followIn(now time.Time) time.Duration {
 		return 0
 	}
 	newest, _ := s.Machine.Newest()
+	d := f.at.Add(idleFollow).Sub(now)
 	switch {
 	case newest.ID != f.newestID:
-		return f.at.Add(s.Interval / 2).Sub(now)
+		d = f.at.Add(s.Interval / 2).Sub(now)
 	case f.behind || s.dataSeen.Load() || !s.Machine.Idle():
-		return f.at.Add(f.every).Sub(now)
+		d = f.at.Add(f.every).Sub(now)
 	}
-	return f.at.Add(idleFollow).Sub(now)
+	if !f.soon.IsZero() {
+		d = min(d, f.soon.Sub(now))
+	}
+	return d
 }
 
 func (s *Sync) countStats() {
@@ -633,7 +643,7 @@ func (s *Sync) follow(ctx context.Context) error {
 	hadData := s.dataSeen.Swap(false)
 	changed := !f.once || newest.ID != f.newestID
 	prevAt := f.at
-	f.once, f.at, f.newestID = true, time.Now(), newest.ID
+	f.once, f.at, f.newestID, f.soon = true, time.Now(), newest.ID, time.Time{}
 	f.prio, f.maxAge = s.priority(), min(s.readingAge(changed, hadData), f.at.Sub(prevAt))
 	f.dataSinceRead = f.dataSinceRead || hadData
 	mds, err := s.positions(ctx, f.prio)
