@@ -154,7 +154,7 @@ func (s *Sync) targetOf(ctx context.Context, sub string, now time.Time) *target 
 	case s.SubStates == nil:
 		// Nothing to read it with: forget it, so that the admin route
 		// reads the subscription itself.
-		*tg = target{lastRoute: tg.lastRoute, lastOutcome: tg.lastOutcome, sb: standby{resetAt: tg.sb.resetAt}}
+		*tg = target{lastRoute: tg.lastRoute, lastOutcome: tg.lastOutcome}
 	default:
 		if err := s.refreshTargets(ctx, now); err != nil && ctx.Err() == nil {
 			s.Log.Debug("reading the subscriptions' states failed; the admin route reads its own", zap.Error(err))

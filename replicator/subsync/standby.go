@@ -5,24 +5,23 @@ package subsync
 // region's copy, docs/replicated-subscriptions.md, Which route): the
 // admin route's reset-cursor, and nothing more where that is safe.
 //
-//   - No reading before the reset (fresh): the admin route reads the
-//     subscription's stats and internal stats before each reset, to see
-//     nobody attached and where it is. The topic's shared stats reading
-//     (moved.go's Poller, one request per topic shared by its partitions
-//     and the follows) says the first, when taken after our last move and
-//     a moment ago; our last move says the second, when the reading shows
-//     no acknowledgement or expiry since (lastMarkDeleteAdvancedTimestamp
-//     unchanged). One request per update instead of three.
-//   - At most one reset per snapshot interval per subscription (hold): an
-//     update that comes sooner (updates bunch up: a snapshot completes
-//     about once an interval, at varying moments) waits, replaced by any
-//     newer one, and the newest is applied when the time is up, so the
-//     copy ends where the last update put it. A failover meanwhile would
-//     deliver up to an interval more again, never skip anything. Holding
-//     for 2 s halved the resets of the subsvs bench (Exclusive) and
-//     doubled its excess: a longer hold is not worth it.
+// The admin route reads the subscription's stats and internal stats
+// before each reset, to see nobody attached and where it is. The topic's
+// shared stats reading (moved.go's Poller, one request per topic shared
+// by its partitions and the follows) says the first, when sent after our
+// last move and a moment ago; our last move says the second, when the
+// reading shows no acknowledgement or expiry since
+// (lastMarkDeleteAdvancedTimestamp unchanged): the reset then goes
+// without reading first (fresh), one request per update instead of three.
 //
-// Neither applies to the protocol route (no admin call) or to a refusal.
+// This does not apply to the protocol route (no admin call) or to a
+// refusal. Resets are not coalesced beyond what the apply loop does (the
+// newest pending update per subscription): holding them for 2 s halved
+// the resets of the subsvs bench's Exclusive row (190 to 110) and doubled
+// the excess a failover would deliver again (149 to 297 entries); for one
+// snapshot interval it saved none (191) and still added 40 % (209).
+// Updates come about once an interval, so a hold trades requests for
+// redelivery one for one.
 
 import (
 	"context"
@@ -42,7 +41,7 @@ const (
 )
 
 // standby is what the apply loop knows of its own last move of a
-// subscription, for the two rules above (a part of target).
+// subscription, for the rule above (a part of target).
 type standby struct {
 	// movedAt is when our last move (any route) returned; base is the
 	// lastMarkDeleteAdvancedTimestamp of the subscription in a reading
@@ -50,22 +49,6 @@ type standby struct {
 	movedAt time.Time
 	base    int64
 	hasBase bool
-	// resetAt is when our last reset (or create) returned.
-	resetAt time.Time
-}
-
-// hold reports whether an update to `at` for tg waits, and until when: it
-// would reset the subscription (the admin route, as far as tg shows) less
-// than every after our last reset.
-func hold(tg *target, at marker.Position, now time.Time, every time.Duration) (time.Time, bool) {
-	if tg.sb.resetAt.IsZero() {
-		return time.Time{}, false
-	}
-	if d := subscription.Decide(tg.t, at); d.Route != subscription.RouteAdmin || d.Create {
-		return time.Time{}, false
-	}
-	until := tg.sb.resetAt.Add(every)
-	return until, now.Before(until)
 }
 
 // standbyReading is sub's line in the topic's shared stats reading, when
@@ -106,8 +89,8 @@ func fresh(tg *target, st SubStat) bool {
 		st.Consumers == 0 && st.MarkDeleteAdvanced == tg.sb.base
 }
 
-// noteMove records, after Apply returned res at now, what the two rules
-// need: st is the reading consulted before it (ok: there was one).
+// noteMove records, after Apply returned res at now, what fresh needs:
+// st is the reading consulted before it (ok: there was one).
 func (tg *target) noteMove(res subscription.Result, st SubStat, ok bool, now time.Time) {
 	if res.Outcome == subscription.Failed {
 		// Where it stands is not known (a reset may have landed): read
@@ -118,7 +101,4 @@ func (tg *target) noteMove(res subscription.Result, st SubStat, ok bool, now tim
 		return
 	}
 	tg.sb.movedAt, tg.sb.base, tg.sb.hasBase = now, st.MarkDeleteAdvanced, ok
-	if res.Route == subscription.RouteAdmin {
-		tg.sb.resetAt = now
-	}
 }

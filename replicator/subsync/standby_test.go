@@ -7,7 +7,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
@@ -89,9 +88,7 @@ func TestStandbyResetWithoutReading(t *testing.T) {
 					tt.between(r, stats)
 				}
 				readings := stats.count()
-				if _, held := r.s.apply(ctx, "billing", subsynctest.Pos(4, 20)); held {
-					t.Fatal("held after an interval")
-				}
+				r.s.apply(ctx, "billing", subsynctest.Pos(4, 20))
 				if n := r.subs.stateReads() - 1; n != tt.wantReads {
 					t.Errorf("second update: %d readings of the subscription, want %d", n, tt.wantReads)
 				}
@@ -155,71 +152,6 @@ func TestStandbyAfterFailure(t *testing.T) {
 		}
 		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 4:10:-1", "reset billing 4:20:-1", "reset billing 4:30:-1"}) {
 			t.Errorf("admin calls %v", got)
-		}
-	})
-}
-
-// enqueue feeds an update to `at` for sub as read from the remote, its
-// origin the n-th.
-func enqueue(t *testing.T, r *syncRig, sub string, at marker.Position, n int64) {
-	t.Helper()
-	up := marker.Marker{Kind: marker.KindUpdate, From: "west", To: "east", Topic: syncTopic, Subscription: sub,
-		Remote: at, Time: time.Now().UnixMilli()}
-	if reason := r.s.enqueueApply(up, subsynctest.Pos(90, n)); reason != "" {
-		t.Fatalf("update refused: %s", reason)
-	}
-}
-
-// TestStandbyHold: updates that would reset a standby copy less than a
-// snapshot interval after our last reset wait, the newest replacing older
-// ones, and the newest is applied when the time is up (the tail ends in
-// step); a copy moved over the protocol is never held.
-func TestStandbyHold(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r, _ := standbyRig(t)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go r.s.applyLoop(ctx)
-		enqueue(t, r, "billing", subsynctest.Pos(4, 10), 1)
-		synctest.Wait()
-		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 4:10:-1"}) {
-			t.Fatalf("first update: %v", got)
-		}
-		time.Sleep(r.s.Interval / 4)
-		enqueue(t, r, "billing", subsynctest.Pos(4, 11), 2)
-		synctest.Wait()
-		time.Sleep(r.s.Interval / 4)
-		enqueue(t, r, "billing", subsynctest.Pos(4, 12), 3)
-		synctest.Wait()
-		if got := r.subs.takeCalls(); len(got) > 0 {
-			t.Errorf("reset within an interval of the last: %v", got)
-		}
-		if got := r.pending(); got["billing"] != subsynctest.Pos(4, 12) {
-			t.Errorf("pending %v, want billing's newest update (4:12)", got)
-		}
-		time.Sleep(r.s.Interval / 2)
-		synctest.Wait()
-		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 4:12:-1"}) {
-			t.Errorf("when the time is up: %v, want the newest update applied", got)
-		}
-		if got := r.pending(); len(got) > 0 {
-			t.Errorf("still pending: %v", got)
-		}
-
-		// Failover applications on the remote: the protocol route,
-		// every update at once.
-		f := r.s.Follow.(*fakeFollower)
-		r.s.RemoteStates.(*fakeStates).set("audit", subscription.State{Exists: true, Consumers: 1, Type: subscription.Failover})
-		r.s.SubStates.(*fakeStates).set("audit", subscription.State{Exists: true})
-		r.subs.set("audit", subscription.State{Exists: true})
-		time.Sleep(targetRefresh) // read again, with audit
-		for i := range int64(3) {
-			enqueue(t, r, "audit", subsynctest.Pos(4, 10+i), 10+i)
-			synctest.Wait()
-			time.Sleep(r.s.Interval / 4)
-		}
-		if n := len(f.take()); n != 3 {
-			t.Errorf("%d protocol moves for 3 updates, want 3", n)
 		}
 	})
 }

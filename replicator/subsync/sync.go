@@ -879,64 +879,32 @@ func (s *Sync) enqueueApply(up marker.Marker, origin marker.Position) (refused s
 }
 
 // applyLoop applies received updates, the newest per subscription, off the
-// data path: a move must not hold up replication. An update held back
-// (standby.go's hold) stays pending, unless a newer one came meanwhile,
-// and is applied when its time is up.
+// data path: a move must not hold up replication.
 func (s *Sync) applyLoop(ctx context.Context) {
-	held := time.NewTimer(time.Hour)
-	held.Stop()
-	defer held.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.applyNow:
-		case <-held.C:
-		}
-		if next, ok := s.applyPending(ctx); ok {
-			held.Reset(max(time.Until(next), time.Millisecond))
-		}
-	}
-}
-
-// applyPending applies the pending updates; it returns the earliest time
-// one held back is due (ok: one was held).
-func (s *Sync) applyPending(ctx context.Context) (next time.Time, ok bool) {
-	s.applyMu.Lock()
-	batch := s.toApply
-	s.toApply = nil
-	s.applyMu.Unlock()
-	for sub, at := range batch {
-		until, held := s.apply(ctx, sub, at)
-		if !held {
-			continue
 		}
 		s.applyMu.Lock()
-		if s.toApply == nil {
-			s.toApply = map[string]marker.Position{}
-		}
-		if cur, newer := s.toApply[sub]; !newer || at.Compare(cur) > 0 {
-			s.toApply[sub] = at
-		}
+		batch := s.toApply
+		s.toApply = nil
 		s.applyMu.Unlock()
-		if !ok || until.Before(next) {
-			next, ok = until, true
+		for sub, at := range batch {
+			s.apply(ctx, sub, at)
 		}
 	}
-	return next, ok
 }
 
-// apply applies one update to sub, unless it is held back (held, until
-// when: standby.go): the route from what is known of it (mover.go), the
-// outcome counted by route, where it put sub recorded for echo
+// apply applies one update to sub: the route from what is known of it
+// (mover.go), without reading the subscription first where standby.go
+// allows, the outcome counted by route, where it put sub recorded for echo
 // suppression (movedByUpdate), and a change of route or refusal logged
 // once.
-func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) (until time.Time, held bool) {
+func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) {
 	now := time.Now()
 	tg := s.targetOf(ctx, sub, now)
-	if until, held := hold(tg, at, now, s.Interval); held {
-		return until, true
-	}
 	st, read := s.standbyReading(ctx, tg, sub, at, now)
 	t := tg.t
 	t.Fresh = read && fresh(tg, st)
@@ -966,7 +934,6 @@ func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) (until
 	case res.Outcome == subscription.RefusedConsumers:
 		s.Log.Debug("subscription update not applied: consumers attached", fields...)
 	}
-	return time.Time{}, false
 }
 
 // currentLayout reads the partition's layout now; nil if it cannot.
