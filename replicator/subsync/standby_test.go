@@ -155,3 +155,23 @@ func TestStandbyAfterFailure(t *testing.T) {
 		}
 	})
 }
+
+// TestStandbyReadingBeforeTheMove: a reading sent before our last reset,
+// however young, does not let the next reset go unread: a consumer may
+// have attached since (here half a second after the reset).
+func TestStandbyReadingBeforeTheMove(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, stats := standbyRig(t)
+		ctx := context.Background()
+		r.s.apply(ctx, "billing", subsynctest.Pos(4, 10)) // reads the topic's stats, then resets
+		r.subs.takeCalls()
+		time.Sleep(freshAge / 4)
+		stats.set(syncTopic, "billing", SubStat{MarkDeleteAdvanced: 7, Consumers: 1})
+		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(4, 9), Consumers: 1, Type: subscription.Exclusive})
+		time.Sleep(freshAge / 4)
+		r.s.apply(ctx, "billing", subsynctest.Pos(4, 20))
+		if got := r.subs.takeCalls(); len(got) > 0 {
+			t.Errorf("admin calls %v: a reading from before the reset let a consumer be disconnected", got)
+		}
+	})
+}
