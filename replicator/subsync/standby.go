@@ -31,14 +31,12 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
 
-const (
-	// freshAge bounds how old the reading may be that lets a reset go
-	// without reading the subscription first: a consumer that attached
-	// after it would be disconnected by the reset (and reconnect), as one
-	// attaching between the admin route's own reading and its reset
-	// would. The follows of an active topic read it every half interval.
-	freshAge = time.Second
-)
+// freshAge bounds how old the reading may be that lets a reset go without
+// reading the subscription first: a consumer that attached after it would
+// be disconnected by the reset (and reconnect), as one attaching between
+// the admin route's own reading and its reset would. The follows of an
+// active topic read it every half interval.
+const freshAge = time.Second
 
 // standby is what the apply loop knows of its own last move of a
 // subscription, for the rule above (a part of target).
