@@ -435,3 +435,49 @@ func TestSubscriptionExclusiveRefused(t *testing.T) {
 		return nil
 	})
 }
+
+// TestSubscriptionStandbyExclusive: the application on east is Exclusive
+// (pulsar-client-go's default) and west's copy has nobody attached: the
+// protocol cannot serve it (design E6), so it follows by reset-cursor,
+// reading west's subscription before the first reset only, not before
+// each (the topic's shared stats reading shows nobody attached and no
+// acknowledgement since), and ends where east's consumer is once the
+// load stops.
+func TestSubscriptionStandbyExclusive(t *testing.T) {
+	UseClusters(t, "east", "west")
+	const sub = "app"
+	b := startSubApplyBed(t, 2)
+	for _, topic := range b.topics {
+		subscribeApp(t, b.eastC, topic, sub, "east-app", pulsar.Exclusive, true)
+	}
+	b.start(t, sub)
+	const rate, secs = 100, 10
+	var published int
+	m := b.measure(t, func() { published = load(t, b.eastC, b.topics, rate, secs*time.Second) })
+	t.Logf("exclusive standby: under load (%d msg/s over %d topics for %d s, %d published): %s", rate, len(b.topics), secs, published, m)
+	stopped := time.Now()
+	Eventually(t, 30*time.Second, func() error {
+		for _, topic := range b.topics {
+			e := countTail(t, b.eastC, "east", topic, 0, sub)
+			w := countTail(t, b.westC, "west", topic, 0, sub)
+			if w.dataAfter > e.dataAfter {
+				return fmt.Errorf("west's %s of %s would deliver %d data entries east's consumed (east %d)", sub, topic, w.dataAfter-e.dataAfter, e.dataAfter)
+			}
+		}
+		return nil
+	})
+	t.Logf("exclusive standby: in step %s after the load stopped; west: admin/applied %v, admin/created %v, protocol/applied %v",
+		time.Since(stopped).Round(100*time.Millisecond),
+		b.s.Metric("geo_sidecar_subscription_updates_received_total", `cluster="west"`, `route="admin"`, `outcome="applied"`),
+		b.s.Metric("geo_sidecar_subscription_updates_received_total", `cluster="west"`, `outcome="created"`),
+		b.s.Metric("geo_sidecar_subscription_updates_received_total", `cluster="west"`, `route="protocol"`, `outcome="applied"`))
+	if v := b.s.Metric("geo_sidecar_subscription_updates_received_total", `cluster="west"`, `route="protocol"`); v != 0 {
+		t.Errorf("%v updates moved west's copy of an Exclusive subscription over the protocol", v)
+	}
+	// A reset used to read the subscription first (stats, internal
+	// stats) every time; now the first one per topic does, and a few
+	// follows read positions.
+	if resets, reads := m.west["reset-cursor"], m.west["internal-stats"]; resets == 0 || reads > resets/2+len(b.topics) {
+		t.Errorf("west: %d resets with %d internal-stats readings: want at most %d readings", resets, reads, resets/2+len(b.topics))
+	}
+}

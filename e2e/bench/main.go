@@ -14,8 +14,9 @@
 //	bench…/scale     1,000 topics copied by one sidecar
 //	geobench-subs/subs  1,000 topics east<->west with a replicated
 //	                 subscription each (subs.go; kept with -keep, reused)
-//	bench…/svbuiltin, bench…/svsidecar  replicated subscriptions side by
-//	                 side: Pulsar's own and geo-sidecar's, at once (subsvs.go)
+//	bench…/svbuiltin-<type>, bench…/svsidecar-<type>  replicated
+//	                 subscriptions side by side: Pulsar's own and
+//	                 geo-sidecar's, at once, per application type (subsvs.go)
 //
 // Each workload runs several rounds; in every round the built-in and the
 // sidecar arm run one after the other, the order alternating between
@@ -66,7 +67,7 @@ var (
 		ScaleTopics:  1000, ScaleMessages: 200_000, IdleWindow: 60 * time.Second, ScaleSettle: 20 * time.Second,
 		Subs: subsSizes{Topics: 1000, Settle: 30 * time.Second, Idle: 5 * time.Minute, Rate: 300,
 			Warm: 20 * time.Second, Traffic: time.Minute, Probes: 50, ProbeParallel: 10},
-		SubsVs: subsvsSizes{Partitions: 40, Rate: 200, Warm: 10 * time.Second, Load: time.Minute, Tail: 20 * time.Second, Probes: 20},
+		SubsVs: subsvsSizes{Partitions: 40, Rate: 200, Warm: 10 * time.Second, Load: time.Minute, Tail: 20 * time.Second, Probes: 20, Types: svAllTypes},
 	}
 	quickSizes = sizes{
 		Rounds: 1, Settle: time.Second, WarmMessages: 1000, LatWarm: time.Second,
@@ -77,7 +78,7 @@ var (
 		ScaleTopics:  50, ScaleMessages: 5_000, IdleWindow: 5 * time.Second, ScaleSettle: 3 * time.Second,
 		Subs: subsSizes{Topics: 50, Settle: 3 * time.Second, Idle: 10 * time.Second, Rate: 100,
 			Warm: 3 * time.Second, Traffic: 10 * time.Second, Probes: 10, ProbeParallel: 5},
-		SubsVs: subsvsSizes{Partitions: 10, Rate: 100, Warm: 5 * time.Second, Load: 20 * time.Second, Tail: 20 * time.Second, Probes: 6},
+		SubsVs: subsvsSizes{Partitions: 10, Rate: 100, Warm: 5 * time.Second, Load: 20 * time.Second, Tail: 20 * time.Second, Probes: 6, Types: svAllTypes},
 	}
 )
 
@@ -105,6 +106,7 @@ func main() {
 	var only string
 	var rounds, tp, drain, zstd, topics, subTopics int
 	var subIdle time.Duration
+	var svTypesFlag string
 	flag.StringVar(&o.Binary, "binary", "bin/geo-sidecar", "geo-sidecar binary to measure")
 	flag.StringVar(&o.Versus, "versus", "", "also measure this second geo-sidecar binary as an extra throughput arm (A/B test of a change)")
 	flag.StringVar(&o.Out, "out", defaultOut, "write the markdown report here (empty: print only)")
@@ -123,6 +125,7 @@ func main() {
 	flag.IntVar(&topics, "scale-topics", 0, "topics of the scale run")
 	flag.IntVar(&subTopics, "subs-topics", 0, "topics of the scale run with replicated subscriptions (subs)")
 	flag.DurationVar(&subIdle, "subs-idle", 0, "each idle window of the subs run (default 5m, quick 10s)")
+	flag.StringVar(&svTypesFlag, "subsvs-types", "", "comma-separated application types of the subsvs row, one run each (exclusive,failover,shared; default all)")
 	flag.Parse()
 
 	o.Sizes = fullSizes
@@ -149,6 +152,17 @@ func main() {
 	}
 	if subIdle > 0 {
 		o.Sizes.Subs.Idle = subIdle
+	}
+	if svTypesFlag != "" {
+		o.Sizes.SubsVs.Types = nil
+		for _, t := range strings.Split(svTypesFlag, ",") {
+			t = strings.TrimSpace(t)
+			if _, ok := svTypes[t]; !ok {
+				fmt.Fprintf(os.Stderr, "bench: -subsvs-types: no type %q (have %s)\n", t, strings.Join(svAllTypes, ","))
+				os.Exit(2)
+			}
+			o.Sizes.SubsVs.Types = append(o.Sizes.SubsVs.Types, t)
+		}
 	}
 	o.Only = parseOnly(only)
 	for w := range o.Only {

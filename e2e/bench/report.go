@@ -31,8 +31,8 @@ type report struct {
 	Zstd   *zstdResult
 	Scale  *scaleResult
 	Subs   *subsResult
-	SubsVs *subsvsResult
-	WAN    *wanResult // east->far through the WAN proxy (wan.go)
+	SubsVs []*subsvsResult // one per application type
+	WAN    *wanResult      // east->far through the WAN proxy (wan.go)
 	Errors []string
 }
 
@@ -120,8 +120,16 @@ func run(o options) (*report, error) {
 		do("subs", func() (err error) { rep.Subs, err = e.subs(); return err })
 	}
 	if o.Only["subsvs"] && o.Sizes.SubsVs.Partitions > 0 {
-		e.logf("== replicated subscriptions side by side: %d partitions per arm, %d msg/s per arm", o.Sizes.SubsVs.Partitions, o.Sizes.SubsVs.Rate)
-		do("subsvs", func() (err error) { rep.SubsVs, err = e.subsvs(); return err })
+		for _, typ := range o.Sizes.SubsVs.Types {
+			e.logf("== replicated subscriptions side by side, %s application: %d partitions per arm, %d msg/s per arm", typ, o.Sizes.SubsVs.Partitions, o.Sizes.SubsVs.Rate)
+			do("subsvs-"+typ, func() error {
+				r, err := e.subsvs(typ)
+				if err == nil {
+					rep.SubsVs = append(rep.SubsVs, r)
+				}
+				return err
+			})
+		}
 	}
 	if o.Only["wan"] {
 		e.logf("== WAN rows: east->far through the proxy, %d messages per arm per round, %d rounds", o.Sizes.TPMessages, o.Sizes.Rounds)
@@ -314,8 +322,8 @@ func (r *report) summary() string {
 	if r.Subs != nil {
 		b.WriteString(r.Subs.markdown())
 	}
-	if r.SubsVs != nil {
-		b.WriteString(r.SubsVs.markdown())
+	for _, sv := range r.SubsVs {
+		b.WriteString(sv.markdown())
 	}
 	if len(r.Errors) > 0 {
 		b.WriteString("\n**Failed workloads:**\n\n")
@@ -384,8 +392,8 @@ func (r *report) targets() string {
 	if r.Subs != nil {
 		r.Subs.targets(line)
 	}
-	if r.SubsVs != nil {
-		r.SubsVs.targets(line)
+	for _, sv := range r.SubsVs {
+		sv.targets(line)
 	}
 	return b.String()
 }
@@ -447,8 +455,8 @@ func (r *report) rounds() string {
 	if r.Subs != nil {
 		b.WriteString(r.Subs.rounds())
 	}
-	if r.SubsVs != nil {
-		b.WriteString(r.SubsVs.rounds())
+	for _, sv := range r.SubsVs {
+		b.WriteString(sv.rounds())
 	}
 	fmt.Fprintf(&b, "Measured in %s.\n", r.Took.Round(time.Second))
 	return b.String()
@@ -460,8 +468,8 @@ func method(r *report) string {
 	if r.Subs != nil {
 		subs = r.Subs.method(s.Subs)
 	}
-	if r.SubsVs != nil {
-		subs += r.SubsVs.method()
+	if len(r.SubsVs) > 0 {
+		subs += r.SubsVs[0].method()
 	}
 	return subs + fmt.Sprintf(`- Every run works in a fresh tenant: a namespace replicated by Pulsar's own geo-replication (%[1]s, wired by `+"`cluster.sh geo`"+`), a local-only namespace copied east→west by the geo-sidecar binary (default settings: 1,000 messages in flight per partition, 30 s discovery), and a west-only namespace for the direct limit. Only east produces, so both systems copy one way. Arms alternate (their order rotates every round); medians over rounds.
 - Throughput: a batching producer (pulsar-client-go defaults: up to 1,000 messages or 128 KiB per batch, 10 ms delay, 1,000 pending; no compression) publishes %[2]s messages of 1 KiB on east as fast as it can; the time runs from the first send until west's broker has taken the last message (msgInCounter of the west topic, polled every 50 ms; it counts messages whoever writes them). The direct limit is the same producer writing to west itself. Producer, brokers and replicator share the machine's cores. "CPU µs / message" is the CPU the two broker JVMs (and the sidecar process) used over the window per message, from /proc: it includes any other load on the brokers, so read it with the per-round "machine busy" share.

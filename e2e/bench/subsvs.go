@@ -35,9 +35,22 @@ type subsvsSizes struct {
 	// last sample is the "Tail after" figure (20 s in the issue).
 	Tail   time.Duration
 	Probes int // follow-latency probes per arm, spread over the load after Warm
+	// Types are the application's subscription types (svTypes' keys),
+	// one run of the row each: what keeps the copy in step on west
+	// depends on it (docs/replicated-subscriptions.md, Which route).
+	Types []string
 }
 
-// Where the row works: two namespaces of the run's tenant.
+// svTypes are the application types the row runs with.
+var svTypes = map[string]pulsar.SubscriptionType{
+	"exclusive": pulsar.Exclusive, "failover": pulsar.Failover, "shared": pulsar.Shared,
+}
+
+// svAllTypes is every type, in the order the report shows them.
+var svAllTypes = []string{"exclusive", "failover", "shared"}
+
+// Where the row works: two namespaces of the run's tenant per
+// application type (svbuiltin-<type>, svsidecar-<type>).
 const (
 	nsSVBuiltin = "svbuiltin" // Pulsar geo-replication east<->west, replicated subscription state on
 	nsSVSidecar = "svsidecar" // local-only; one sidecar east<->west with subscriptions: [app]
@@ -77,6 +90,7 @@ type svSample struct {
 }
 
 type subsvsResult struct {
+	Type             string // the application's subscription type (svTypes)
 	Partitions, Rate int
 	Warm, Load, Tail time.Duration
 	Arms             []*svArm // built-in, sidecar
@@ -135,13 +149,21 @@ func (s *subsvsResult) adminPerMsg() float64 {
 	return float64(s.Admin["east"]+s.Admin["west"]) / float64(d)
 }
 
-// subsvs runs the row; a broker restart meanwhile voids it.
-func (e *env) subsvs() (*subsvsResult, error) {
+// svNS is the namespace of the row's arm ns (nsSVBuiltin, nsSVSidecar)
+// for application type typ.
+func svNS(ns, typ string) string { return ns + "-" + typ }
+
+// subsvs runs the row with an application of type typ; a broker restart
+// meanwhile voids it.
+func (e *env) subsvs(typ string) (*subsvsResult, error) {
+	if _, ok := svTypes[typ]; !ok {
+		return nil, fmt.Errorf("subsvs: no application type %q (have %s)", typ, strings.Join(svAllTypes, ","))
+	}
 	var res *subsvsResult
-	err := e.attempt("replicated subscriptions side by side", func() error {
-		defer e.dropSubsvs()
+	err := e.attempt("replicated subscriptions side by side ("+typ+")", func() error {
+		defer e.dropSubsvs(typ)
 		var err error
-		if res, err = e.subsvsOnce(); err == nil && e.restarted() {
+		if res, err = e.subsvsOnce(typ); err == nil && e.restarted() {
 			err = errRestarted
 		}
 		return err
@@ -149,24 +171,25 @@ func (e *env) subsvs() (*subsvsResult, error) {
 	return res, err
 }
 
-func (e *env) subsvsOnce() (*subsvsResult, error) {
+func (e *env) subsvsOnce(typ string) (*subsvsResult, error) {
 	z := e.o.Sizes.SubsVs
-	res := &subsvsResult{Partitions: z.Partitions, Rate: z.Rate, Warm: z.Warm, Load: z.Load, Tail: z.Tail}
-	if err := e.subsvsSetup(z.Partitions); err != nil {
+	res := &subsvsResult{Type: typ, Partitions: z.Partitions, Rate: z.Rate, Warm: z.Warm, Load: z.Load, Tail: z.Tail}
+	if err := e.subsvsSetup(typ, z.Partitions); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	arms := []*svArm{
-		{Name: armBuiltin, topic: e.topic(nsSVBuiltin, svTopic), app: newSubsApp()},
-		{Name: armSidecar, topic: e.topic(nsSVSidecar, svTopic), app: newSubsApp()},
+		{Name: armBuiltin, topic: e.topic(svNS(nsSVBuiltin, typ), svTopic), app: newSubsApp()},
+		{Name: armSidecar, topic: e.topic(svNS(nsSVSidecar, typ), svTopic), app: newSubsApp()},
 	}
 	res.Arms = arms
 	for _, a := range arms {
-		// The application: one consumer on east acknowledging all it
-		// gets; the built-in's asks for its state to be replicated.
+		// The application: one consumer of type typ on east
+		// acknowledging all it gets; the built-in's asks for its state to
+		// be replicated.
 		cons, err := e.east.Subscribe(pulsar.ConsumerOptions{
-			Topic: a.topic, SubscriptionName: subsSub, Type: pulsar.Exclusive,
+			Topic: a.topic, SubscriptionName: subsSub, Type: svTypes[typ],
 			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
 			ReplicateSubscriptionState:  a.Name == armBuiltin,
 		})
@@ -205,12 +228,12 @@ func (e *env) subsvsOnce() (*subsvsResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	keyFile := filepath.Join(e.dir, "subsvs-marker.key")
+	keyFile := filepath.Join(e.dir, "subsvs-"+typ+"-marker.key")
 	if err := os.WriteFile(keyFile, []byte("bench-marker-key-0123456789abcdef"), 0o600); err != nil {
 		return nil, err
 	}
-	sc, err := e.startSidecar(e.o.Binary, "subsvs", listen,
-		subsConfigFor(listen, keyFile, e.ns(nsSVSidecar), "topics: ["+svTopic+"]", prox))
+	sc, err := e.startSidecar(e.o.Binary, "subsvs-"+typ, listen,
+		subsConfigFor(listen, keyFile, e.ns(svNS(nsSVSidecar, typ)), "topics: ["+svTopic+"]", prox))
 	if err != nil {
 		return nil, err
 	}
@@ -243,8 +266,8 @@ func (e *env) subsvsOnce() (*subsvsResult, error) {
 	for i, a := range arms {
 		app0[i] = [2]int64{a.app.data.Load(), a.app.markers.Load()}
 	}
-	e.logf("subsvs: %d partitions per arm, %d msg/s per arm on east for %s, then %s of tail (sidecar start-up: %d admin requests to east, %d to west)",
-		z.Partitions, z.Rate, z.Load, z.Tail, res.Startup["east"], res.Startup["west"])
+	e.logf("subsvs: %s application, %d partitions per arm, %d msg/s per arm on east for %s, then %s of tail (sidecar start-up: %d admin requests to east, %d to west)",
+		typ, z.Partitions, z.Rate, z.Load, z.Tail, res.Startup["east"], res.Startup["west"])
 	start := time.Now()
 
 	var failed atomic.Int64
@@ -448,33 +471,34 @@ func (e *env) subsvsIn(ctx context.Context, arms []*svArm) []map[string]int64 {
 	return out
 }
 
-// subsvsSetup creates both namespaces, the topic of each arm on both
-// clusters and subscription app on each at the earliest position
+// subsvsSetup creates both namespaces of type typ, the topic of each arm
+// on both clusters and subscription app on each at the earliest position
 // (marked replicated for the built-in).
-func (e *env) subsvsSetup(partitions int) error {
-	if err := e2e.Script("geo", "east", "west", e.ns(nsSVBuiltin)); err != nil {
+func (e *env) subsvsSetup(typ string, partitions int) error {
+	builtin, sidecar := svNS(nsSVBuiltin, typ), svNS(nsSVSidecar, typ)
+	if err := e2e.Script("geo", "east", "west", e.ns(builtin)); err != nil {
 		return err
 	}
 	for _, c := range []string{"east", "west"} {
 		adm := e.admin(c)
-		if err := adm.Namespaces().CreateNamespace(e.ns(nsSVSidecar)); err != nil && !isConflict(err) {
-			return fmt.Errorf("create namespace %s on %s: %w", e.ns(nsSVSidecar), c, err)
+		if err := adm.Namespaces().CreateNamespace(e.ns(sidecar)); err != nil && !isConflict(err) {
+			return fmt.Errorf("create namespace %s on %s: %w", e.ns(sidecar), c, err)
 		}
-		cl, err := adm.Namespaces().GetNamespaceReplicationClusters(e.ns(nsSVSidecar))
+		cl, err := adm.Namespaces().GetNamespaceReplicationClusters(e.ns(sidecar))
 		if err != nil {
-			return fmt.Errorf("replication clusters of %s on %s: %w", e.ns(nsSVSidecar), c, err)
+			return fmt.Errorf("replication clusters of %s on %s: %w", e.ns(sidecar), c, err)
 		}
 		if len(cl) != 1 {
-			return fmt.Errorf("namespace %s on %s replicates to %v; want its own cluster only", e.ns(nsSVSidecar), c, cl)
+			return fmt.Errorf("namespace %s on %s replicates to %v; want its own cluster only", e.ns(sidecar), c, cl)
 		}
 	}
-	for _, ns := range []string{nsSVBuiltin, nsSVSidecar} {
+	for _, ns := range []string{builtin, sidecar} {
 		topic := e.topic(ns, svTopic)
 		if err := e.createTopic(topic, partitions, "east", "west"); err != nil {
 			return err
 		}
 		path := "/admin/v2/" + strings.Replace(topic, "://", "/", 1) + "/subscription/" + subsSub
-		if ns == nsSVBuiltin {
+		if ns == builtin {
 			path += "?replicated=true"
 		}
 		for _, c := range []string{"east", "west"} {
@@ -487,20 +511,21 @@ func (e *env) subsvsSetup(partitions int) error {
 	return nil
 }
 
-// dropSubsvs deletes the row's topics and namespaces on both clusters
-// (Pulsar's replication of the built-in's first: a replicated namespace
-// cannot be deleted), unless -keep.
-func (e *env) dropSubsvs() {
+// dropSubsvs deletes the topics and namespaces of type typ's run on both
+// clusters (Pulsar's replication of the built-in's first: a replicated
+// namespace cannot be deleted), unless -keep.
+func (e *env) dropSubsvs(typ string) {
+	builtin, sidecar := svNS(nsSVBuiltin, typ), svNS(nsSVSidecar, typ)
 	if e.o.Keep {
-		e.logf("subsvs: keeping %s and %s (-keep)", e.ns(nsSVBuiltin), e.ns(nsSVSidecar))
+		e.logf("subsvs: keeping %s and %s (-keep)", e.ns(builtin), e.ns(sidecar))
 		return
 	}
 	for _, c := range []string{"east", "west"} {
-		_ = e.admin(c).Namespaces().SetNamespaceReplicationClusters(e.ns(nsSVBuiltin), []string{c})
+		_ = e.admin(c).Namespaces().SetNamespaceReplicationClusters(e.ns(builtin), []string{c})
 	}
 	var failed []string
 	for _, c := range []string{"east", "west"} {
-		for _, ns := range []string{nsSVBuiltin, nsSVSidecar} {
+		for _, ns := range []string{builtin, sidecar} {
 			failed = append(failed, e.dropTopics(c, ns)...)
 			if err := e.admin(c).Namespaces().DeleteNamespace(e.ns(ns)); err != nil && !isNotFound(err) {
 				failed = append(failed, fmt.Sprintf("namespace %s on %s: %v", e.ns(ns), c, err))
@@ -518,8 +543,8 @@ func (e *env) dropSubsvs() {
 func (s *subsvsResult) markdown() string {
 	var b strings.Builder
 	bi, sc := s.arm(armBuiltin), s.arm(armSidecar)
-	fmt.Fprintf(&b, "\nReplicated subscriptions side by side: one %d-partition topic per arm, %s msg/s per arm published on east for %s (non-batching, round-robin), an application on east acknowledging subscription `%s` at once; the built-in's namespace replicated by Pulsar (replicated subscription state on), the sidecar's by one geo-sidecar east↔west with `subscriptions: [%s]`, both at once on the same clusters. Excess: west's `%s` backlog minus east's (what a failover would deliver again).\n\n",
-		s.Partitions, num(float64(s.Rate)), s.Load, subsSub, subsSub, subsSub)
+	fmt.Fprintf(&b, "\nReplicated subscriptions side by side, **%s** application: one %d-partition topic per arm, %s msg/s per arm published on east for %s (non-batching, round-robin), an application on east (one %s consumer) acknowledging subscription `%s` at once; the built-in's namespace replicated by Pulsar (replicated subscription state on), the sidecar's by one geo-sidecar east↔west with `subscriptions: [%s]`, both at once on the same clusters. Excess: west's `%s` backlog minus east's (what a failover would deliver again).\n\n",
+		s.Type, s.Partitions, num(float64(s.Rate)), s.Load, s.Type, subsSub, subsSub, subsSub)
 	b.WriteString("| metric | built-in | sidecar | sidecar / built-in | goal |\n|---|---:|---:|---:|---|\n")
 	ex := func(v float64, ok bool) string {
 		if !ok {
@@ -576,20 +601,20 @@ func exRatio(sc, bi float64) string {
 // targets adds the row's goals (issue 23) through line.
 func (s *subsvsResult) targets(line func(ok bool, format string, args ...any)) {
 	per := s.adminPerMsg()
-	line(per <= 0.02, "replicated subscriptions, admin requests per replicated message ≤ 0.02 (built-in: 0): %.3f", per)
+	line(per <= 0.02, "replicated subscriptions (%s application), admin requests per replicated message ≤ 0.02 (built-in: 0): %.3f", s.Type, per)
 	db, okb := s.excessDuring(armBuiltin)
 	ds, oks := s.excessDuring(armSidecar)
-	line(okb && oks && ds <= db, "replicated subscriptions, excess during the load ≤ 1.0× built-in: %s (%s vs %s)", exRatio(ds, db), num(ds), num(db))
+	line(okb && oks && ds <= db, "replicated subscriptions (%s application), excess during the load ≤ 1.0× built-in: %s (%s vs %s)", s.Type, exRatio(ds, db), num(ds), num(db))
 	vb, okb := s.excessAt(armBuiltin, svAfter)
 	vs, oks := s.excessAt(armSidecar, svAfter)
-	line(okb && oks && vs <= vb, "replicated subscriptions, excess %s after the load ≤ 1.0× built-in: %s (%d vs %d)", svAfter, exRatio(float64(vs), float64(vb)), vs, vb)
+	line(okb && oks && vs <= vb, "replicated subscriptions (%s application), excess %s after the load ≤ 1.0× built-in: %s (%d vs %d)", s.Type, svAfter, exRatio(float64(vs), float64(vb)), vs, vb)
 }
 
 // rounds is the row's detail: the excess over time and the sidecar's
 // admin requests by shape.
 func (s *subsvsResult) rounds() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Replicated subscriptions side by side: the excess over time (the load stops at %s):\n\n", s.Load)
+	fmt.Fprintf(&b, "Replicated subscriptions side by side, %s application: the excess over time (the load stops at %s):\n\n", s.Type, s.Load)
 	b.WriteString("| since the load started | built-in | sidecar |\n|---:|---:|---:|\n")
 	every := max(1, len(s.Samples)/30)
 	for i, p := range s.Samples {
@@ -604,8 +629,8 @@ func (s *subsvsResult) rounds() string {
 		}
 		fmt.Fprintf(&b, "| %.0f s | %s | %s |\n", p.At.Seconds(), cell(armBuiltin), cell(armSidecar))
 	}
-	fmt.Fprintf(&b, "\nThe sidecar's admin requests by shape over the %s window (start-up before it: %s to east, %s to west):\n\n",
-		s.Window.Round(time.Second), num(float64(s.Startup["east"])), num(float64(s.Startup["west"])))
+	fmt.Fprintf(&b, "\nThe sidecar's admin requests by shape over the %s window, %s application (start-up before it: %s to east, %s to west):\n\n",
+		s.Window.Round(time.Second), s.Type, num(float64(s.Startup["east"])), num(float64(s.Startup["west"])))
 	b.WriteString("| cluster | requests | per replicated message | request |\n|---|---:|---:|---|\n")
 	d := max(s.arm(armSidecar).Data, 1)
 	for _, c := range []string{"east", "west"} {
@@ -619,6 +644,6 @@ func (s *subsvsResult) rounds() string {
 
 // method describes how the row is measured.
 func (s *subsvsResult) method() string {
-	return fmt.Sprintf("- Replicated subscriptions side by side: two namespaces of the run's tenant, `%[1]s` replicated east↔west by Pulsar (`cluster.sh geo`) and `%[2]s` local-only on each cluster, copied east↔west by one geo-sidecar (`subscriptions: [%[3]s]`, default settings, admin URLs through a counting proxy per cluster). Each holds a topic of %[4]d partitions, created on both clusters with subscription `%[3]s` at the earliest position on each (the built-in's with `replicated=true`); on east an application consumer (Exclusive; the built-in's with ReplicateSubscriptionState) acknowledges everything it receives, markers too; west has no consumer. Both arms run at once: %[5]s msg/s each, published on east by a non-batching producer (one entry per message, round-robin over the partitions), for %[6]s. Every %[7]s the subscription's msgBacklog (entries: marker entries count too) is read on both clusters (partitioned-stats); the excess is west's minus east's (marker entries past the mark-delete position count on both arms: on west neither system's last markers are ever acknowledged, hence a floor of a few entries per partition that the first sample, taken as the load starts, shows). During the load: the median of the samples after %[8]s of warm-up; after: the first sample %[9]s and %[10]s after the load stopped. Admin requests per replicated message: the requests the proxies passed from the start of the load until the tail and the probes were over, divided by the messages published in that time (start-up reported apart); the built-in makes none. Marker entries written: the growth of msgInCounter on each cluster's topic minus the data messages, per data message. Follow latency: %[11]d probes per arm spread over the load, each a tagged message on one partition, from the application's acknowledgement until west's mark-delete position (internal stats, polled every %[12]s) passed its copy. Goals (issue 23): at most 0.02 admin requests per replicated message; an excess at most the built-in's during the load and %[9]s after.\n",
-		nsSVBuiltin, nsSVSidecar, subsSub, s.Partitions, num(float64(s.Rate)), s.Load, svEvery, s.Warm, svAfter, s.Tail, len(s.arm(armBuiltin).Probes.Lat)+s.arm(armBuiltin).Probes.Failed, probePoll)
+	return fmt.Sprintf("- Replicated subscriptions side by side (run once per application type: %[13]s): two namespaces of the run's tenant per type, `%[1]s-<type>` replicated east↔west by Pulsar (`cluster.sh geo`) and `%[2]s-<type>` local-only on each cluster, copied east↔west by one geo-sidecar (`subscriptions: [%[3]s]`, default settings, admin URLs through a counting proxy per cluster). Each holds a topic of %[4]d partitions, created on both clusters with subscription `%[3]s` at the earliest position on each (the built-in's with `replicated=true`); on east an application consumer of the run's type (Exclusive, Failover or Shared; the built-in's with ReplicateSubscriptionState) acknowledges everything it receives, markers too; west has no consumer. Both arms run at once: %[5]s msg/s each, published on east by a non-batching producer (one entry per message, round-robin over the partitions), for %[6]s. Every %[7]s the subscription's msgBacklog (entries: marker entries count too) is read on both clusters (partitioned-stats); the excess is west's minus east's (marker entries past the mark-delete position count on both arms: on west neither system's last markers are ever acknowledged, hence a floor of a few entries per partition that the first sample, taken as the load starts, shows). During the load: the median of the samples after %[8]s of warm-up; after: the first sample %[9]s and %[10]s after the load stopped. Admin requests per replicated message: the requests the proxies passed from the start of the load until the tail and the probes were over, divided by the messages published in that time (start-up reported apart); the built-in makes none. Marker entries written: the growth of msgInCounter on each cluster's topic minus the data messages, per data message. Follow latency: %[11]d probes per arm spread over the load, each a tagged message on one partition, from the application's acknowledgement until west's mark-delete position (internal stats, polled every %[12]s) passed its copy. Goals (issue 23): at most 0.02 admin requests per replicated message; an excess at most the built-in's during the load and %[9]s after.\n",
+		nsSVBuiltin, nsSVSidecar, subsSub, s.Partitions, num(float64(s.Rate)), s.Load, svEvery, s.Warm, svAfter, s.Tail, len(s.arm(armBuiltin).Probes.Lat)+s.arm(armBuiltin).Probes.Failed, probePoll, strings.Join(svAllTypes, ", "))
 }

@@ -10,7 +10,7 @@ import (
 // (warm-up 6 s), the tail 20 s; samples every second with the built-in's
 // and the sidecar's excess from f.
 func svResult(f func(at time.Duration) (bi, sc int64)) *subsvsResult {
-	r := &subsvsResult{Partitions: 4, Rate: 100, Warm: 6 * time.Second, Load: 10 * time.Second, Tail: 20 * time.Second,
+	r := &subsvsResult{Type: "exclusive", Partitions: 4, Rate: 100, Warm: 6 * time.Second, Load: 10 * time.Second, Tail: 20 * time.Second,
 		Window: 31 * time.Second,
 		Arms: []*svArm{
 			{Name: armBuiltin, Data: 1000, In: map[string]int64{"east": 1200, "west": 1300}, AppData: 1000},
@@ -111,7 +111,7 @@ func TestSubsvsFigures(t *testing.T) {
 // arm whose samples are all missing shows no figure rather than zero.
 func TestSubsvsMarkdown(t *testing.T) {
 	r := svResult(func(time.Duration) (int64, int64) { return 100, 120 })
-	rep := &report{Date: time.Date(2026, 12, 4, 23, 0, 0, 0, time.UTC), Machine: "test", Pulsar: "4.0.7", Sizes: quickSizes, Quick: true, SubsVs: r}
+	rep := &report{Date: time.Date(2026, 12, 4, 23, 0, 0, 0, time.UTC), Machine: "test", Pulsar: "4.0.7", Sizes: quickSizes, Quick: true, SubsVs: []*subsvsResult{r}}
 	md := rep.Markdown()
 	for _, want := range []string{
 		"| excess during the load, median | 100 (1.00 s of traffic) | 120 (1.20 s of traffic) | 1.20× | ≤ 1.0× built-in |",

@@ -64,6 +64,7 @@ type Metrics struct {
 	UpdatesSent            *prometheus.CounterVec
 	SubsCreatedRemote      *prometheus.CounterVec
 	AdminRequests          *prometheus.CounterVec
+	PositionsProven        *prometheus.CounterVec
 	HistoryEntriesRead     *prometheus.CounterVec
 	UpdatesApplied         *prometheus.CounterVec
 	SubscriptionLag        *prometheus.GaugeVec
@@ -153,6 +154,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "subscription_updates_sent_total", Help: "Subscription updates written for a remote."}, pair)
 	m.AdminRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "admin_requests_total", Help: "Calls to a cluster's admin API (discovery, stats, subscription sync, the read-back of copies), by kind (list-topics, topic-metadata, create-topic, grow-topic, stats, partitioned-stats, internal-stats, reset-cursor, create-subscription, list-subscriptions, last-message-id, read-message, namespace, other)."}, []string{"cluster", "kind"})
+	m.PositionsProven = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "positions_proven_total", Help: "Follows of a partition whose tracked subscriptions the topic's stats reading proved at or past the newest snapshot, so that their positions were not read (an internal-stats call saved)."}, []string{"cluster"})
 	m.HistoryEntriesRead = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "history_entries_read_total", Help: "Entries of a cluster's partitions re-read at start or takeover to rebuild snapshot caches and third-origin watermarks (bounded by sidecar.snapshot.history_entries)."}, []string{"cluster"})
 	m.SubsCreatedRemote = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
@@ -170,7 +173,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsUnproven,
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused, m.PairProblems,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
-			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.HistoryEntriesRead, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds, m.AdminBudgetWaiting,
+			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.PositionsProven, m.HistoryEntriesRead, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds, m.AdminBudgetWaiting,
 			m.InflightBytes, m.ReceiveBytes, m.ReceiveWaiting, m.ReadBackBytes, m.ReadBackWaiting, m.PartitionsStopped)
 	}
 	m.Links = newLinkMetrics()

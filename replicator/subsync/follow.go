@@ -30,9 +30,18 @@ func (s *Sync) priority() float64 {
 // due), else half of idleFollow (idle, or behind and stale: nobody
 // consumes it). The partitions of an idle topic are followed at
 // different moments: each asking for a fresh reading made one request per
-// partition, not per topic.
+// partition, not per topic. Data where no snapshot could serve a tracked
+// subscription (useless: a standby copy, moved by updates alone) only
+// needs a consumer attaching or acknowledging seen, within half of
+// behindFollow: asking every half interval made the standby cluster's
+// stats its largest read cost.
 func (s *Sync) readingAge(newSnapshot, hadData bool) time.Duration {
-	if newSnapshot || hadData || (s.fl.behind && s.fl.every <= behindFollow) {
+	switch {
+	case newSnapshot || (s.fl.behind && s.fl.every <= behindFollow):
+		return s.Interval / 2
+	case hadData && s.useless.Load():
+		return behindFollow / 2
+	case hadData:
 		return s.Interval / 2
 	}
 	return idleFollow / 2
@@ -48,6 +57,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 	if s.Stats == nil {
 		return s.readPositions(ctx, prio)
 	}
+	s.entries.sample() // before the reading is sent (reached.go)
 	r, err := s.Stats.Read(ctx, f.maxAge, prio)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -62,6 +72,26 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 		if !s.moved(subs) || !s.couldUpdate() {
 			// Kept: a move not read yet stays a move (seen is not
 			// changed) for when a snapshot could use it.
+			return f.mds, nil
+		}
+		mds, ok, notYet := s.reachedUnlessDue(r, subs)
+		if ok {
+			return mds, nil
+		}
+		if r2, ok := s.readingAfterCompletion(ctx, r, prio); ok {
+			if subs2, ok := r2.Partitions[s.Topic]; ok {
+				f.reading = subs2
+				if mds, ok, notYet = s.reachedUnlessDue(r2, subs2); ok {
+					return mds, nil
+				}
+			}
+		}
+		if notYet && s.justCompleted() {
+			// The consumers have not passed the snapshot yet: a position
+			// read would only show it. Follow again shortly (their
+			// acknowledgements come in batches, every 100 ms with
+			// pulsar-client-go's defaults) and ask the reading again.
+			f.soon = f.at.Add(s.Interval / 5)
 			return f.mds, nil
 		}
 	}
@@ -83,6 +113,62 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 		}
 	}
 	return mds, nil
+}
+
+// readingAfterCompletion is a new stats reading when r, the follow's,
+// was sent before the newest snapshot completed (it cannot prove that
+// snapshot reached): one request for the topic, shared with the other
+// partitions' follows, instead of a position read for this one.
+func (s *Sync) readingAfterCompletion(ctx context.Context, r *Reading, prio float64) (*Reading, bool) {
+	newest, ok := s.Machine.Newest()
+	if !ok {
+		return nil, false
+	}
+	done, ok := s.entries.completedAt(newest.Local)
+	if !ok || r.At.After(done) {
+		return nil, false
+	}
+	s.entries.sample()
+	r2, err := s.Stats.Read(ctx, time.Since(done), prio)
+	if err != nil {
+		return nil, false
+	}
+	return r2, true
+}
+
+// justCompleted reports whether the newest snapshot completed here less
+// than a snapshot interval ago.
+func (s *Sync) justCompleted() bool {
+	newest, ok := s.Machine.Newest()
+	if !ok {
+		return false
+	}
+	done, ok := s.entries.completedAt(newest.Local)
+	return ok && time.Since(done) < s.Interval
+}
+
+// reachedUnlessDue is reached's positions (no position read), with what
+// they prove noted as a read would (seen, readNewest; not readAt: the
+// periodic read stays due, and is not replaced).
+func (s *Sync) reachedUnlessDue(r *Reading, subs map[string]SubStat) (map[string]marker.Position, bool, bool) {
+	f := &s.fl
+	if f.seen == nil || (f.dataSinceRead && f.at.Sub(f.readAt) >= idleFollow) {
+		return nil, false, false
+	}
+	mds, ok, notYet := s.reached(r, subs)
+	if !ok {
+		return nil, false, notYet
+	}
+	newest, _ := s.Machine.Newest()
+	f.readNewest = newest.ID
+	f.seen = map[string]SubStat{}
+	for name, st := range subs {
+		if s.Tracked(name) {
+			f.seen[name] = st
+		}
+	}
+	s.Metrics.PositionsProven.WithLabelValues(s.Local).Inc()
+	return mds, true, false
 }
 
 // moved reports whether subs, the partition's stats now, may hide a move
@@ -159,7 +245,7 @@ func (s *Sync) backlogs(ctx context.Context, prio float64) (local, remote map[st
 		}
 	}
 	if s.RemoteStats != nil {
-		if r, err := s.RemoteStats.Read(ctx, s.fl.maxAge, prio); err == nil {
+		if r, err := s.RemoteStats.Read(ctx, max(s.fl.maxAge, lagRemoteAge), prio); err == nil {
 			if subs, ok := r.Partitions[s.Topic]; ok {
 				return local, backlogsOf(subs), nil
 			}
@@ -172,6 +258,13 @@ func (s *Sync) backlogs(ctx context.Context, prio float64) (local, remote map[st
 	}
 	return local, remote, nil
 }
+
+// lagRemoteAge is how old the remote's reading behind the lag gauges may
+// be at least: the follows of an active topic, each asking for one at
+// most half an interval old, made the remote's stats reading its largest
+// admin cost where only updates move the copy (issue 23's bench: about
+// two a second per topic). The gauge's remote half lags by as much.
+const lagRemoteAge = 5 * time.Second / 2
 
 func backlogsOf(subs map[string]SubStat) map[string]int64 {
 	out := make(map[string]int64, len(subs))

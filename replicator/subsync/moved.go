@@ -25,6 +25,9 @@ type SubStat struct {
 	MarkDeleteAdvanced int64
 	// Consumers is how many consumers are attached.
 	Consumers int
+	// Ranges is the broker's nonContiguousDeletedMessagesRanges: ranges
+	// acknowledged one by one past the mark-delete position (reached.go).
+	Ranges int
 }
 
 // Reading is one stats reading of a topic: per partition (its full

@@ -411,6 +411,19 @@ func TestFollowLagFromReadings(t *testing.T) {
 		if r.local.lagCalls != 0 || r.remote.lagCalls != 0 {
 			t.Errorf("backlogs read by themselves %d/%d times", r.local.lagCalls, r.remote.lagCalls)
 		}
+		// Data keeps coming: the local half is read again each follow, the
+		// remote's only once lagRemoteAge has passed.
+		for i, want := range []int{1, 2, 2} {
+			time.Sleep(lagRemoteAge / 2)
+			r.s.dataSeen.Store(true)
+			local.set(syncTopic, "billing", SubStat{Backlog: int64(3 + i), MarkDeleteAdvanced: 1})
+			if err := r.s.follow(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if n := remote.count(); n != want {
+				t.Errorf("follow %d, %s later: %d remote readings, want %d", i, time.Duration(i+1)*lagRemoteAge/2, n, want)
+			}
+		}
 	})
 }
 
@@ -493,17 +506,21 @@ func TestReadingAge(t *testing.T) {
 	for _, tt := range []struct {
 		name                         string
 		newSnapshot, hadData, behind bool
+		useless                      bool
 		every                        time.Duration
 		want                         time.Duration
 	}{
-		{"idle", false, false, false, idleFollow, idleFollow / 2},
-		{"a new snapshot", true, false, false, idleFollow, 500 * time.Millisecond},
-		{"data", false, true, false, idleFollow, 500 * time.Millisecond},
-		{"behind the newest snapshot", false, false, true, behindFollow, 500 * time.Millisecond},
-		{"behind and stale: nobody consumes it", false, false, true, 2 * behindFollow, idleFollow / 2},
+		{"idle", false, false, false, false, idleFollow, idleFollow / 2},
+		{"a new snapshot", true, false, false, false, idleFollow, 500 * time.Millisecond},
+		{"data", false, true, false, false, idleFollow, 500 * time.Millisecond},
+		{"data where no snapshot could serve (a standby copy)", false, true, false, true, idleFollow, behindFollow / 2},
+		{"a new snapshot where none could serve", true, true, false, true, idleFollow, 500 * time.Millisecond},
+		{"behind the newest snapshot", false, false, true, false, behindFollow, 500 * time.Millisecond},
+		{"behind and stale: nobody consumes it", false, false, true, false, 2 * behindFollow, idleFollow / 2},
 	} {
 		r := newSyncRig(t, rigConfig{})
 		r.s.fl.behind, r.s.fl.every = tt.behind, tt.every
+		r.s.useless.Store(tt.useless)
 		if got := r.s.readingAge(tt.newSnapshot, tt.hadData); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}

@@ -4,6 +4,7 @@ package subsync
 
 import (
 	"context"
+	"strings"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
@@ -14,10 +15,17 @@ import (
 // publishers) per partitioned topic, one stats request per other topic.
 // Broker 4.0.7 answers partitioned-stats with every partition under
 // "partitions", keyed by the partition's full name, each subscription
-// with msgBacklog and lastMarkDeleteAdvancedTimestamp.
-func NewStatsSource(a pulsaradmin.Client) StatsSource { return adminStats{a} }
+// with msgBacklog and lastMarkDeleteAdvancedTimestamp. Consumers whose
+// names start with followPrefix are a protocol move's (FollowName), not
+// an application's: they are not counted.
+func NewStatsSource(a pulsaradmin.Client, followPrefix string) StatsSource {
+	return adminStats{a: a, followPrefix: followPrefix}
+}
 
-type adminStats struct{ a pulsaradmin.Client }
+type adminStats struct {
+	a            pulsaradmin.Client
+	followPrefix string
+}
 
 func (s adminStats) SubStats(ctx context.Context, topic string, partitioned bool) (map[string]map[string]SubStat, error) {
 	tn, err := utils.GetTopicName(topic)
@@ -30,7 +38,7 @@ func (s adminStats) SubStats(ctx context.Context, topic string, partitioned bool
 		if err != nil {
 			return nil, err
 		}
-		return map[string]map[string]SubStat{topic: subStats(st.Subscriptions)}, nil
+		return map[string]map[string]SubStat{topic: s.subStats(st.Subscriptions)}, nil
 	}
 	st, err := s.a.Topics().GetPartitionedStatsWithOptionWithContext(ctx, *tn, true, opt)
 	if err != nil {
@@ -38,15 +46,26 @@ func (s adminStats) SubStats(ctx context.Context, topic string, partitioned bool
 	}
 	out := make(map[string]map[string]SubStat, len(st.Partitions))
 	for name, ps := range st.Partitions {
-		out[name] = subStats(ps.Subscriptions)
+		out[name] = s.subStats(ps.Subscriptions)
 	}
 	return out, nil
 }
 
-func subStats(subs map[string]utils.SubscriptionStats) map[string]SubStat {
+// subStats reads the subscriptions of one partition. A move's consumer,
+// attached for a few milliseconds, is not one of the applications': a
+// reading that caught it made a standby copy look consumed here, and its
+// partition ask for snapshots and read positions.
+func (s adminStats) subStats(subs map[string]utils.SubscriptionStats) map[string]SubStat {
 	out := make(map[string]SubStat, len(subs))
 	for name, ss := range subs {
-		out[name] = SubStat{Backlog: ss.MsgBacklog, MarkDeleteAdvanced: ss.LastMarkDeleteAdvancedTimestamp, Consumers: len(ss.Consumers)}
+		st := SubStat{Backlog: ss.MsgBacklog, MarkDeleteAdvanced: ss.LastMarkDeleteAdvancedTimestamp,
+			Ranges: ss.NonContiguousDeletedMessagesRanges}
+		for _, c := range ss.Consumers {
+			if s.followPrefix == "" || !strings.HasPrefix(c.ConsumerName, s.followPrefix) {
+				st.Consumers++
+			}
+		}
+		out[name] = st
 	}
 	return out
 }

@@ -60,6 +60,8 @@ type target struct {
 	// last is the last update's route and outcome, to log a change once.
 	lastRoute   subscription.Route
 	lastOutcome subscription.Outcome
+	// sb is what the standby rules know of our last move (standby.go).
+	sb standby
 }
 
 // targets are the subscriptions the apply loop moved or read; used by the

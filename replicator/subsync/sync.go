@@ -163,6 +163,8 @@ type Sync struct {
 	// wm its protocol mover (mover.go); used by the apply loop alone.
 	targets targets
 	wm      *wireMover
+	// entries counts what the entry path feeds, for reached.go.
+	entries entryCount
 }
 
 // Pending returns the updates received and not applied yet, the newest
@@ -216,6 +218,9 @@ type followState struct {
 	// were last read.
 	maxAge        time.Duration
 	dataSinceRead bool
+	// soon, if set, is when follow runs again at the latest: the
+	// consumers had not passed a snapshot that just completed (follow.go).
+	soon time.Time
 }
 
 const (
@@ -279,6 +284,8 @@ func (s *Sync) followDue(now time.Time) bool {
 	since := now.Sub(f.at)
 	newest, _ := s.Machine.Newest()
 	switch {
+	case !f.soon.IsZero() && !now.Before(f.soon):
+		return true
 	case since < min(f.every, s.Interval/2) && newest.ID == f.newestID:
 		return false
 	case newest.ID != f.newestID:
@@ -382,10 +389,22 @@ func (s *Sync) lagKey() string { return s.Remote + " " + s.Topic }
 // DataAt feeds data read from the local partition at pos: a copy of
 // origin's message at opos, or local data when origin is "".
 func (s *Sync) DataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
+	s.entries.read(pos)
 	s.dataSeen.Store(true)
 	s.dataCount.Add(1)
-	s.write(ctx, s.Machine.Data(pos, origin, opos))
+	s.write(ctx, s.completions(s.Machine.Data(pos, origin, opos)))
 	s.poke()
+}
+
+// completions notes the snapshots among mks, what the machine returned
+// for the entry just read: they completed at an entry counted (reached.go).
+func (s *Sync) completions(mks []marker.Marker) []marker.Marker {
+	for _, mk := range mks {
+		if mk.Kind == marker.KindSnapshot {
+			s.entries.completed(mk.Local)
+		}
+	}
+	return mks
 }
 
 // poke wakes run if it sleeps: the machine has something to do (data
@@ -421,6 +440,7 @@ func (s *Sync) poke() {
 // (HA, or before a restart) and is dropped without being counted.
 func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte, from marker.Origin, producer string) (forward bool) {
 	defer s.poke()
+	s.entries.read(pos)
 	mk, err := s.Keys.Decode(payload)
 	if err != nil {
 		s.invalidMarker(pos, marker.Reason(err))
@@ -469,7 +489,7 @@ func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte
 			}
 			return false
 		}
-		s.write(ctx, s.Machine.Marker(pos, mk))
+		s.write(ctx, s.completions(s.Machine.Marker(pos, mk)))
 	}
 	return false
 }
@@ -477,7 +497,10 @@ func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte
 // BatchedMarker counts a marker read at pos in an entry that cannot hold
 // one marker as written (a batch, compressed, encrypted): the writer sends
 // each marker alone and plain.
-func (s *Sync) BatchedMarker(pos marker.Position) { s.invalidMarker(pos, "batched") }
+func (s *Sync) BatchedMarker(pos marker.Position) {
+	s.entries.read(pos)
+	s.invalidMarker(pos, "batched")
+}
 
 // invalidMarker counts a marker that does not decode or verify, and logs
 // it at most every 10 s.
@@ -535,6 +558,7 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 		// snapshot (snapshotUseful); the data waits in the machine.
 		s.write(ctx, s.Machine.Tick(linkUp() && !s.useless.Load()))
 		s.countStats()
+		s.entries.sample() // for a reading another partition's follow asks for (reached.go)
 		if s.followDue(time.Now()) {
 			if err := s.follow(ctx); err != nil && ctx.Err() == nil {
 				s.fl.every = s.Interval / 2 // try again soon
@@ -584,13 +608,17 @@ func (s *Sync) followIn(now time.Time) time.Duration {
 		return 0
 	}
 	newest, _ := s.Machine.Newest()
+	d := f.at.Add(idleFollow).Sub(now)
 	switch {
 	case newest.ID != f.newestID:
-		return f.at.Add(s.Interval / 2).Sub(now)
+		d = f.at.Add(s.Interval / 2).Sub(now)
 	case f.behind || s.dataSeen.Load() || !s.Machine.Idle():
-		return f.at.Add(f.every).Sub(now)
+		d = f.at.Add(f.every).Sub(now)
 	}
-	return f.at.Add(idleFollow).Sub(now)
+	if !f.soon.IsZero() {
+		d = min(d, f.soon.Sub(now))
+	}
+	return d
 }
 
 func (s *Sync) countStats() {
@@ -615,7 +643,7 @@ func (s *Sync) follow(ctx context.Context) error {
 	hadData := s.dataSeen.Swap(false)
 	changed := !f.once || newest.ID != f.newestID
 	prevAt := f.at
-	f.once, f.at, f.newestID = true, time.Now(), newest.ID
+	f.once, f.at, f.newestID, f.soon = true, time.Now(), newest.ID, time.Time{}
 	f.prio, f.maxAge = s.priority(), min(s.readingAge(changed, hadData), f.at.Sub(prevAt))
 	f.dataSinceRead = f.dataSinceRead || hadData
 	mds, err := s.positions(ctx, f.prio)
@@ -870,17 +898,24 @@ func (s *Sync) applyLoop(ctx context.Context) {
 }
 
 // apply applies one update to sub: the route from what is known of it
-// (mover.go), the outcome counted by route, where it put sub recorded for
-// echo suppression (movedByUpdate), and a change of route or refusal
-// logged once.
+// (mover.go), without reading the subscription first where standby.go
+// allows, the outcome counted by route, where it put sub recorded for echo
+// suppression (movedByUpdate), and a change of route or refusal logged
+// once.
 func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) {
-	tg := s.targetOf(ctx, sub, time.Now())
+	now := time.Now()
+	tg := s.targetOf(ctx, sub, now)
+	st, read := s.standbyReading(ctx, tg, sub, at, now)
+	t := tg.t
+	t.Fresh = read && fresh(tg, st)
 	// Recorded before the move lands: follow, running meanwhile, may read
 	// the position it sets before Apply returns, and would send it back.
 	begun := s.Applied.begin(s.Local, s.Topic, sub, subscription.ProtocolTarget(at))
-	res, err := subscription.Apply(ctx, s.SubAdmin, s.mover(), tg.t, s.Topic, sub, at)
+	res, err := subscription.Apply(ctx, s.SubAdmin, s.mover(), t, s.Topic, sub, at)
 	s.Applied.end(begun, res.Moved, res.UpTo)
-	s.noteResult(tg, res, time.Now())
+	now = time.Now()
+	s.noteResult(tg, res, now)
+	tg.noteMove(res, st, read, now)
 	s.Log.Debug("subscription update received", zap.String("subscription", sub), zap.Stringer("to", at),
 		zap.String("route", string(res.Route)), zap.String("outcome", string(res.Outcome)))
 	s.Metrics.UpdatesApplied.WithLabelValues(s.Local, string(res.Route), string(res.Outcome)).Inc()

@@ -97,12 +97,15 @@ type fakeSubAdmin struct {
 	mu       sync.Mutex
 	subs     map[string]subscription.State
 	stateErr error
+	resetErr error
 	calls    []string // "reset billing 1:20:-1", "create audit 3:4:-1"
+	states   int      // State calls
 }
 
 func (a *fakeSubAdmin) State(_ context.Context, topic, sub string) (subscription.State, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.states++
 	if topic != syncTopic {
 		return subscription.State{}, fmt.Errorf("unexpected topic %q", topic)
 	}
@@ -127,6 +130,9 @@ func (a *fakeSubAdmin) move(op, topic, sub string, at marker.Position) error {
 		return fmt.Errorf("unexpected topic %q", topic)
 	}
 	a.calls = append(a.calls, fmt.Sprintf("%s %s %s", op, sub, at))
+	if op == "reset" && a.resetErr != nil {
+		return a.resetErr
+	}
 	if a.subs == nil {
 		a.subs = map[string]subscription.State{}
 	}
@@ -144,6 +150,12 @@ func (a *fakeSubAdmin) set(sub string, st subscription.State) {
 		a.subs = map[string]subscription.State{}
 	}
 	a.subs[sub] = st
+}
+
+func (a *fakeSubAdmin) stateReads() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.states
 }
 
 func (a *fakeSubAdmin) takeCalls() []string {

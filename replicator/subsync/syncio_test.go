@@ -40,3 +40,22 @@ func TestSubAdminStateOf(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsSourceSubStats: the shared reading counts the applications'
+// consumers, not a move's, and carries the backlog, the timestamp and the
+// ranges acknowledged one by one.
+func TestStatsSourceSubStats(t *testing.T) {
+	s := adminStats{followPrefix: "geo-sidecar.repl.follow-"}
+	got := s.subStats(map[string]utils.SubscriptionStats{
+		"app": {MsgBacklog: 7, LastMarkDeleteAdvancedTimestamp: 11, NonContiguousDeletedMessagesRanges: 2,
+			Consumers: []utils.ConsumerStats{{ConsumerName: "geo-sidecar.repl.follow-1a2b3c4d"}, {ConsumerName: "app-1"}}},
+		"standby": {MsgBacklog: 3, Consumers: []utils.ConsumerStats{{ConsumerName: "geo-sidecar.repl.follow-1a2b3c4d"}}},
+	})
+	want := map[string]SubStat{
+		"app":     {Backlog: 7, MarkDeleteAdvanced: 11, Ranges: 2, Consumers: 1},
+		"standby": {Backlog: 3},
+	}
+	if len(got) != len(want) || got["app"] != want["app"] || got["standby"] != want["standby"] {
+		t.Errorf("subStats = %+v, want %+v", got, want)
+	}
+}
