@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -53,4 +55,36 @@ func TestSubscriptionLagCombinesPartitions(t *testing.T) {
 	if n := len(metricstest.Gauges(t, reg, "geo_sidecar_subscription_lag_entries")); n != 0 {
 		t.Fatalf("%d series left after every partition stopped, want 0", n)
 	}
+}
+
+// TestVerifiedAges: a topic's verified-through age is read at each
+// scrape as the oldest of its partitions' (so it grows while a walk is
+// stuck), and a series goes with its last partition.
+func TestVerifiedAges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m := New(reg)
+		ages := func() map[string]float64 {
+			return metricstest.Gauges(t, reg, "geo_sidecar_verify_verified_through_age_seconds")
+		}
+		const key = "/east/west/t/ns/orders"
+		now := time.Now()
+		m.Verify.SetVerified("east", "west", "persistent://t/ns/orders-partition-0", now.Add(-2*time.Second))
+		m.Verify.SetVerified("east", "west", "persistent://t/ns/orders-partition-1", now.Add(-5*time.Second))
+		if got := ages()[key]; got != 5 {
+			t.Errorf("age %v, want the oldest partition's, 5", got)
+		}
+		time.Sleep(10 * time.Second)
+		if got := ages()[key]; got != 15 {
+			t.Errorf("age %v 10 s later, want 15", got)
+		}
+		m.Verify.DropVerified("east", "west", "persistent://t/ns/orders-partition-1")
+		if got := ages()[key]; got != 12 {
+			t.Errorf("age %v after partition 1 left, want 12", got)
+		}
+		m.Verify.DropVerified("east", "west", "persistent://t/ns/orders-partition-0")
+		if n := len(ages()); n != 0 {
+			t.Errorf("%d series after every partition left", n)
+		}
+	})
 }
