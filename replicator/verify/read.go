@@ -270,24 +270,12 @@ func (w *walker) open(ctx context.Context, side Side, part string, since time.Ti
 	// closed, and a subscribe under the same name meanwhile is refused
 	// ("Subscription is fenced").
 	sub := w.o.ReaderPrefix + ".verify-" + uuid.NewString()[:8]
-	probe, err := subscribe(ctx, side.Client, wire.ConsumerOptions{
-		Topic: part, Subscription: sub + "-end", Name: sub + "-end", NonDurable: true, NoTopicCreation: true,
-		InitialPosition: wire.Latest, Permits: 1,
-	})
-	var be *wire.BrokerError
-	if errors.As(err, &be) && be.Code == wire.TopicNotFound {
-		return &stream{done: true}, nil // nothing there: an empty side
-	}
+	last, ok, err := lastID(ctx, side.Client, part, sub+"-end")
 	if err != nil {
-		return nil, fmt.Errorf("open a reader: %w", err)
-	}
-	last, ok, err := probe.LastMessageID(ctx)
-	_ = probe.Close()
-	if err != nil {
-		return nil, fmt.Errorf("last entry: %w", err)
+		return nil, err
 	}
 	if !ok {
-		return &stream{done: true}, nil
+		return &stream{done: true}, nil // nothing there: an empty side
 	}
 	s := &stream{end: position(last)}
 	opts := wire.ConsumerOptions{
@@ -321,6 +309,28 @@ func (w *walker) open(ctx context.Context, side Side, part string, since time.Ti
 	}
 	s.c = c
 	return s, nil
+}
+
+// lastID is the id of part's last entry, asked through a probe named
+// sub; ok is false when part holds none or does not exist.
+func lastID(ctx context.Context, c *wire.Client, part, sub string) (wire.MessageID, bool, error) {
+	probe, err := subscribe(ctx, c, wire.ConsumerOptions{
+		Topic: part, Subscription: sub, Name: sub, NonDurable: true, NoTopicCreation: true,
+		InitialPosition: wire.Latest, Permits: 1,
+	})
+	var be *wire.BrokerError
+	if errors.As(err, &be) && be.Code == wire.TopicNotFound {
+		return wire.MessageID{}, false, nil
+	}
+	if err != nil {
+		return wire.MessageID{}, false, fmt.Errorf("open a reader: %w", err)
+	}
+	last, ok, err := probe.LastMessageID(ctx)
+	_ = probe.Close()
+	if err != nil {
+		return wire.MessageID{}, false, fmt.Errorf("last entry: %w", err)
+	}
+	return last, ok, nil
 }
 
 // next returns the next entry up to the stream's end; ok is false past
