@@ -237,6 +237,13 @@ func (v *Continuous) walk(ctx context.Context, part string, f *followed) error {
 	if err != nil {
 		return fmt.Errorf("%s: end: %w", v.cfg.Source, err)
 	}
+	if ce := v.cfg.Log.Check(zap.DebugLevel, "verifier round"); ce != nil { // how long a round takes, and where it read to
+		defer func() {
+			ce.Write(zap.String("partition", part), zap.Duration("took", time.Since(t0)),
+				zap.Stringer("target_end", tend), zap.Stringer("source_end", send),
+				zap.Stringer("target_read_to", f.tgt), zap.Stringer("source_read_to", f.src))
+		}()
+	}
 	if f.cmp == nil {
 		if err := v.anchor(ctx, part, f, tend, tok, send, sok); err != nil {
 			return fmt.Errorf("%s: start: %w", v.cfg.Target, err)
