@@ -27,6 +27,8 @@ import (
 //     producer;
 //   - divergent: a pulsar-client-go message on west carrying a copy's
 //     origin properties on another payload;
+//   - and GeoSidecarCopyFault (deploy/prometheus) fires on what the
+//     sidecar exported (promtool over its scrapes);
 //   - missing: with the sidecar stopped, one message skipped on its
 //     replication cursor (pulsar-admin topics skip), so it is never
 //     copied; the sidecar started again verifies from a little before
@@ -88,6 +90,9 @@ func TestVerifyContinuous(t *testing.T) {
 	}
 	start := time.Now()
 	side := StartSidecarFile(t, path, listen)
+	// One kind's series only: the rule fires per kind, and firing expects
+	// exactly one alert.
+	alerts := watchAlerts(t, side, `geo_sidecar_verify_found_total{kind="duplicated"`)
 	// The verifier's first walk of both partitions, at their (empty) ends
 	// (one round after the first age is exported, both had theirs).
 	Eventually(t, 20*time.Second, func() error {
@@ -129,9 +134,8 @@ func TestVerifyContinuous(t *testing.T) {
 	}
 	ProduceWith(t, west, pulsar.ProducerOptions{Topic: part0, DisableBatching: true},
 		&pulsar.ProducerMessage{Payload: []byte("not what east holds"), Properties: props})
-	// More copies after the faults: the last entry of each partition on
-	// west is the sidecar's copy again (where a restarted verifier
-	// starts).
+	// More copies after the faults, so that each partition on west ends
+	// with the sidecar's copies again.
 	produceUnbatched(t, east, topic, "d", 0, 10)
 	Eventually(t, 20*time.Second, func() error {
 		if verifyFound(side, "duplicated") != 1 || verifyFound(side, "divergent") != 1 {
@@ -139,10 +143,20 @@ func TestVerifyContinuous(t *testing.T) {
 		}
 		return nil
 	})
+	foundTick := alerts.now()
 	time.Sleep(3 * time.Second) // three more rounds: nothing counted twice
 	if f := verifyFaults(side); f != "missing=0 duplicated=1 divergent=1 out-of-order=0 target-only=0" {
 		t.Errorf("after a duplicate and a divergent copy: %s", f)
 	}
+	// The operations kit's rule fires on what this sidecar exported (a
+	// scrape after the fault was found).
+	for alerts.now() <= foundTick {
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err := alerts.firing(t, "GeoSidecarCopyFault", alerts.now(), map[string]string{"source": "east", "target": "west", "kind": "duplicated"}); err != nil {
+		t.Error(err)
+	}
+	alerts.close()
 	if age, _ := verifyAge(side, label); age > maxVerifyAge {
 		t.Errorf("age %v s after the faults: verified-through should move on past them", age)
 	}
