@@ -4,7 +4,7 @@
 // holds every entry of the source that the entry pipe forwards, once,
 // unchanged and in order, through which origin position that is proven,
 // and where it is not, the first positions at fault. It is geo-sidecar
-// verify's engine.
+// verify's engine, and the sidecar's continuous verifier (sidecar.verify).
 //
 // It exists apart from the entry pipe because a proof must not share the
 // thing it checks: the pipe's read-back, cursors and metrics say what the
@@ -18,6 +18,9 @@
 // entry read (wire.Entry) into what the comparison needs (its origin, the
 // signature's check, a digest of what the copy must keep). read.go is the
 // I/O: readers over the sidecar's wire client, the rate limit, the walk.
+// follow.go is the continuous verifier: the same comparison kept per
+// partition across rounds that read on from where the last one stopped,
+// its findings as metrics.
 //
 // A Partition is used by one goroutine.
 package verify
