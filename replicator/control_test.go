@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
@@ -16,6 +18,9 @@ import (
 // fakeControl is one cluster's control plane: topics by name with their
 // partition count (0: non-partitioned), as Pulsar's admin API answers.
 type fakeControl struct {
+	// slow, when set, runs at the start of each Partitions call (outside
+	// mu): tests count the calls in flight with it.
+	slow      func()
 	mu        sync.Mutex
 	have      map[string]int // topic -> partitions; partitioned topics have > 0
 	stale     []string       // listed partitions whose topic metadata is gone
@@ -43,6 +48,8 @@ func (f *fakeControl) Topics(_ context.Context, namespace string) (partitioned, 
 	if err := f.call("topics %s", namespace); err != nil {
 		return nil, nil, err
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	for name, n := range f.have {
 		if n == 0 {
 			plain = append(plain, name)
@@ -60,9 +67,14 @@ func (f *fakeControl) Topics(_ context.Context, namespace string) (partitioned, 
 }
 
 func (f *fakeControl) Partitions(_ context.Context, topic string) (int, bool, error) {
+	if f.slow != nil {
+		f.slow()
+	}
 	if err := f.call("partitions %s", shortName(topic)); err != nil {
 		return 0, false, err
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	n, ok := f.have[topic]
 	return n, ok, nil
 }
@@ -71,6 +83,8 @@ func (f *fakeControl) CreateTopic(_ context.Context, topic string, partitions in
 	if err := f.call("create %s %d", shortName(topic), partitions); err != nil {
 		return err
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if _, ok := f.have[topic]; ok {
 		return cluster.ErrTopicExists
 	}
@@ -82,6 +96,8 @@ func (f *fakeControl) GrowTopic(_ context.Context, topic string, partitions int)
 	if err := f.call("grow %s %d", shortName(topic), partitions); err != nil {
 		return err
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.have[topic] = partitions
 	return nil
 }
@@ -215,5 +231,94 @@ func TestRemoteChecksCache(t *testing.T) {
 	}
 	if calls := cp.takeCalls(); len(calls) != 1 {
 		t.Errorf("after a failure: admin calls %v, want the metadata read again", calls)
+	}
+}
+
+// The remote checks of one discovery run remoteCheckers at a time, not
+// one after another and not all at once, and each topic's failure is its
+// own.
+func TestRemoteChecksParallel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		have := map[string]int{}
+		var topics []topicInfo
+		for i := range 50 {
+			name := fmt.Sprintf("%st%02d", ctlNS, i)
+			topics = append(topics, topicInfo{name: name, partitions: 2})
+			have[name] = 2
+		}
+		delete(have, topics[7].name) // created by the check
+		have[topics[9].name] = 0     // refused: non-partitioned there
+		var mu sync.Mutex
+		var now, most int
+		cp := &fakeControl{have: have, slow: func() {
+			mu.Lock()
+			now++
+			most = max(most, now)
+			mu.Unlock()
+			time.Sleep(time.Second)
+			mu.Lock()
+			now--
+			mu.Unlock()
+		}}
+		var c remoteChecks
+		start := time.Now()
+		failed := c.ensureAll(context.Background(), cp, topics)
+		if most != remoteCheckers {
+			t.Errorf("%d checks at once, want %d", most, remoteCheckers)
+		}
+		if took, want := time.Since(start), 7*time.Second; took != want {
+			t.Errorf("50 checks of 1 s took %s, want %s (%d at a time)", took, want, remoteCheckers)
+		}
+		if len(failed) != 1 || !errors.Is(failed[topics[9].name], errPartitionMismatch) {
+			t.Errorf("failed = %v, want only %s's partition mismatch", failed, topics[9].name)
+		}
+		if got := cp.have[topics[7].name]; got != 2 {
+			t.Errorf("the missing topic has %d partitions on the remote, want 2 (created)", got)
+		}
+		if len(c) != 49 {
+			t.Errorf("%d topics trusted after the checks, want 49", len(c))
+		}
+		cp.takeCalls()
+		if failed := c.ensureAll(context.Background(), cp, topics); len(failed) != 1 {
+			t.Errorf("second pass failed = %v", failed)
+		}
+		if calls := cp.takeCalls(); !slices.Equal(calls, []string{"partitions t09", "create t09 2"}) {
+			t.Errorf("second pass asked %v, want only the refused topic again", calls)
+		}
+	})
+}
+
+// Expired checks are made again recheckPerPass a pass, oldest first; new
+// topics and changed partition counts are checked whatever their number.
+func TestRemoteChecksRecheckBound(t *testing.T) {
+	have := map[string]int{}
+	var topics []topicInfo
+	c := remoteChecks{}
+	old := time.Now().Add(-recheckRemote)
+	for i := range recheckPerPass + 10 {
+		name := fmt.Sprintf("%st%02d", ctlNS, i)
+		topics = append(topics, topicInfo{name: name})
+		have[name] = 0
+		// t00 is the oldest, then t01, ...
+		c[name] = remoteCheck{at: old.Add(time.Duration(i-100) * time.Second)}
+	}
+	fresh := topicInfo{name: ctlNS + "fresh"}
+	topics = append(topics, fresh)
+	cp := &fakeControl{have: have}
+	if failed := c.ensureAll(context.Background(), cp, topics); len(failed) != 0 {
+		t.Fatal(failed)
+	}
+	calls := cp.takeCalls()
+	if len(calls) != recheckPerPass+1 || !slices.Contains(calls, "partitions fresh") {
+		t.Fatalf("first pass asked %d: %v; want the new topic and %d expired ones", len(calls), calls, recheckPerPass)
+	}
+	for i := range recheckPerPass {
+		if !slices.Contains(calls, fmt.Sprintf("partitions t%02d", i)) {
+			t.Errorf("t%02d, among the oldest checks, was not checked again", i)
+		}
+	}
+	c.ensureAll(context.Background(), cp, topics)
+	if calls := cp.takeCalls(); len(calls) != 10 {
+		t.Errorf("second pass asked %v, want the 10 expired ones left", calls)
 	}
 }

@@ -50,6 +50,8 @@ type pair struct {
 	checked remoteChecks         // topics found right on the remote
 	quiet   map[string]time.Time // topics caught up at their last stats refresh
 	gauged  map[string]bool      // topics with backlog series
+	asked   map[string]time.Time // when each topic's stats were last asked for
+	news    map[string]bool      // topics whose cursors read something since
 	// setup holds the partitions listed by the first discovery pass that
 	// are still listed: the backlog that existed when replication was set
 	// up, which start: latest skips. nil until that pass succeeded.
@@ -209,8 +211,9 @@ func (p *pair) discover(ctx context.Context) ([]topicInfo, error) {
 	p.noteListed(topics)
 	want := map[string]string{} // partition topic -> topic
 	var refused int
+	failed := p.checked.ensureAll(ctx, p.remote.Control, topics)
 	for _, t := range topics {
-		if err := p.checked.ensure(ctx, p.remote.Control, t); err != nil {
+		if err := failed[t.name]; err != nil {
 			if p.hasRunning(t) && !errors.Is(err, errPartitionMismatch) {
 				// The remote is unreachable, not disagreeing: its running
 				// replicators keep their cursors and producers and resume
@@ -469,16 +472,24 @@ func (p *pair) subStatus(ctx context.Context, t topicInfo) []SubStatus {
 }
 
 // refreshStats sets the backlog and oldest-age gauges of topics, the
-// entry's topics as discovery just listed them. A topic that was caught
-// up at its last refresh (no backlog, every cursor connected) is asked
-// again at the next round after one of its cursors read something, and
-// otherwise only after quietRefresh: one stats request per topic every
-// 10 s was most of the CPU of an idle sidecar with 1,000 topics, and one
-// a minute still 16.7 admin requests a second (e2e/bench, scale rows).
-// A backlog can only grow on a quiet topic by new messages, which its
-// cursors read (the stats are then asked for at the next round), unless
-// a cursor lost its consumer meanwhile (then shown within quietRefresh;
-// connected_partitions shows it at once).
+// entry's topics as discovery just listed them, asking the source's admin
+// API for at most statsPerRound topics a round, most needed first:
+//
+//  1. topics never asked about (no series yet);
+//  2. topics with news (a cursor read something since they were last
+//     asked) or not caught up at their last refresh (a backlog, or a
+//     cursor without its consumer), least recently asked first;
+//  3. caught-up topics last asked quietRefresh ago or more, at most
+//     quietPerRound of them.
+//
+// A backlog can only grow on a caught-up topic by new messages, which its
+// cursors read (news), unless a cursor lost its consumer meanwhile
+// (connected_partitions shows that at once). One stats request per topic
+// every 10 s was most of the CPU of an idle sidecar with 1,000 topics;
+// with 10,000 topics, asking every topic with news in one round was still
+// 10,000 requests after start-up, most of its idle CPU (e2e/bench, scale
+// rows). With more due topics than the budget, a topic's gauges are
+// refreshed every len/statsPerRound rounds.
 func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 	now := time.Now()
 	// A topic gone from the namespace (deleted, or no longer matching)
@@ -496,10 +507,56 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 			delete(p.quiet, name)
 		}
 	}
+	for name := range p.asked {
+		if !listed[name] {
+			delete(p.asked, name)
+			delete(p.news, name)
+		}
+	}
+	type due struct {
+		t     topicInfo
+		rank  int
+		asked time.Time
+	}
+	var dues []due
 	for _, t := range topics {
-		if at, ok := p.quiet[t.name]; ok && now.Sub(at) < quietRefresh && !p.received(t) {
+		if p.received(t) {
+			p.news[t.name] = true
+		}
+		at, quiet := p.quiet[t.name]
+		d := due{t: t, asked: p.asked[t.name]}
+		switch {
+		case !p.gauged[t.name]:
+			d.rank = 0
+		case p.news[t.name] || !quiet:
+			d.rank = 1
+		case now.Sub(at) >= quietRefresh:
+			d.rank = 2
+		default:
 			continue
 		}
+		dues = append(dues, d)
+	}
+	slices.SortStableFunc(dues, func(a, b due) int {
+		if a.rank != b.rank {
+			return a.rank - b.rank
+		}
+		return a.asked.Compare(b.asked)
+	})
+	quietAsked := 0
+	for i, d := range dues {
+		if i >= statsPerRound || ctx.Err() != nil {
+			break
+		}
+		if d.rank == 2 {
+			if quietAsked >= quietPerRound {
+				break
+			}
+			quietAsked++
+		}
+		t := d.t
+		delete(p.news, t.name)
+		p.asked[t.name] = now
 		st, err := inspect(ctx, p.local.Admin, t, p.subscription, now)
 		if err != nil {
 			p.log.Debug("stats refresh failed", zap.String("topic", t.name), zap.Error(err))
@@ -519,8 +576,17 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 }
 
 // quietRefresh is how often the stats of a caught-up topic whose cursors
-// read nothing are asked for.
+// read nothing are asked for (at the most: see quietPerRound).
 const quietRefresh = 10 * time.Minute
+
+// statsPerRound bounds the stats requests of one refresh round (every
+// statsInterval): 10 a second. quietPerRound bounds, within it, those for
+// caught-up topics with no news: with 10,000 idle topics, 2 a second
+// (each asked about every 83 minutes instead of every 10).
+const (
+	statsPerRound = 100
+	quietPerRound = 20
+)
 
 // received reports whether a cursor of t read anything since the last
 // call, and clears that.

@@ -273,6 +273,8 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				running:    map[string]*worker{},
 				quiet:      map[string]time.Time{},
 				gauged:     map[string]bool{},
+				asked:      map[string]time.Time{},
+				news:       map[string]bool{},
 			})
 		}
 	}

@@ -2,9 +2,12 @@ package replicator
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,6 +49,7 @@ func TestRefreshStatsQuietTopic(t *testing.T) {
 		subscription: "geo-sidecar.repl.west",
 		running:      map[string]*worker{topic.name: w},
 		quiet:        map[string]time.Time{}, gauged: map[string]bool{},
+		asked: map[string]time.Time{}, news: map[string]bool{},
 		m: metrics.New(nil), log: zaptest.NewLogger(t),
 	}
 	ctx := context.Background()
@@ -68,4 +72,103 @@ func TestRefreshStatsQuietTopic(t *testing.T) {
 	round(0, "quiet again")
 	p.quiet[topic.name] = time.Now().Add(-quietRefresh)
 	round(1, "quietRefresh passed")
+}
+
+// A round asks about at most statsPerRound topics, never-asked ones
+// first, then those with news, least recently asked first, and news not
+// served in one round is kept for the next; caught-up topics with no news
+// are asked again after quietRefresh, at most quietPerRound a round.
+func TestRefreshStatsBudget(t *testing.T) {
+	var mu sync.Mutex
+	asked := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/stats") {
+			http.NotFound(rw, r)
+			return
+		}
+		mu.Lock()
+		asked[strings.TrimSuffix(r.URL.Path, "/stats")]++
+		mu.Unlock()
+		rw.Header().Set("Content-Type", "application/json")
+		_, _ = rw.Write([]byte(`{"subscriptions":{"geo-sidecar.repl.west":{"msgBacklog":0,"consumers":[{"consumerName":"c"}]}}}`))
+	}))
+	defer srv.Close()
+	admin, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 250
+	var topics []topicInfo
+	running := map[string]*worker{}
+	for i := range n {
+		tp := topicInfo{name: fmt.Sprintf("persistent://t/ns/t%03d", i)}
+		topics = append(topics, tp)
+		running[tp.name] = &worker{topic: tp.name}
+	}
+	p := &pair{
+		local: &cluster.Conn{Name: "east", Admin: admin}, remote: &cluster.Conn{Name: "west"},
+		subscription: "geo-sidecar.repl.west", running: running,
+		quiet: map[string]time.Time{}, gauged: map[string]bool{},
+		asked: map[string]time.Time{}, news: map[string]bool{},
+		m: metrics.New(nil), log: zaptest.NewLogger(t),
+	}
+	// round runs one refresh and returns the topics it asked about (by
+	// index); each refresh is a new round a millisecond later.
+	round := func() []int {
+		t.Helper()
+		mu.Lock()
+		clear(asked)
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		p.refreshStats(context.Background(), topics)
+		mu.Lock()
+		defer mu.Unlock()
+		var got []int
+		for path, k := range asked {
+			if k != 1 {
+				t.Errorf("%s asked %d times in one round", path, k)
+			}
+			var i int
+			fmt.Sscanf(path[strings.LastIndex(path, "/t")+2:], "%d", &i)
+			got = append(got, i)
+		}
+		slices.Sort(got)
+		return got
+	}
+	span := func(from, to int) []int {
+		var out []int
+		for i := from; i < to; i++ {
+			out = append(out, i)
+		}
+		return out
+	}
+	expect := func(what string, got, want []int) {
+		t.Helper()
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: asked %v, want %v", what, got, want)
+		}
+	}
+	expect("round 1: never asked", round(), span(0, 100))
+	expect("round 2: never asked", round(), span(100, 200))
+	expect("round 3: the rest", round(), span(200, 250))
+	expect("round 4: all caught up, no news", round(), nil)
+
+	// News on every topic, and on one more (t010) while its first news
+	// still waits: served in order of when each was last asked.
+	for _, w := range running {
+		w.received.Store(true)
+	}
+	expect("round 5: news", round(), span(0, 100))
+	running[topics[10].name].received.Store(true)
+	expect("round 6: news kept from round 5", round(), span(100, 200))
+	expect("round 7: the rest, then t010's new news", round(), append([]int{10}, span(200, 250)...))
+	expect("round 8: nothing new", round(), nil)
+
+	// Caught up long ago: quietPerRound a round.
+	for _, tp := range topics {
+		p.quiet[tp.name] = time.Now().Add(-quietRefresh)
+	}
+	if got := round(); len(got) != quietPerRound {
+		t.Errorf("quiet topics due: %d asked in a round, want %d", len(got), quietPerRound)
+	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
@@ -133,20 +135,65 @@ type remoteCheck struct {
 	at         time.Time
 }
 
-// recheckRemote is how long a topic found right on the remote is trusted.
-const recheckRemote = 10 * time.Minute
+// recheckRemote is how long a topic found right on the remote is trusted;
+// recheckPerPass bounds how many are checked again in one discovery pass,
+// so that the topics of one start-up do not all expire at once: with
+// 10,000 topics, a burst of 10,000 requests every 10 minutes. Past that
+// bound (with the default 30 s discovery, beyond 1,000 topics) a topic is
+// checked again every len/recheckPerPass passes.
+const (
+	recheckRemote  = 10 * time.Minute
+	recheckPerPass = 50
+)
 
 func (c *remoteChecks) ensure(ctx context.Context, cp cluster.ControlPlane, t topicInfo) error {
-	if v, ok := (*c)[t.name]; ok && v.partitions == t.partitions && time.Since(v.at) < recheckRemote {
-		return nil
+	return c.ensureAll(ctx, cp, []topicInfo{t})[t.name]
+}
+
+// remoteCheckers is how many topics ensureAll checks on the remote at
+// once. Asked one after another, the 10,000 topics of a first discovery
+// took 10 s before the first partition started (e2e/bench, scale row).
+const remoteCheckers = 8
+
+// ensureAll runs ensureRemote for each of topics not checked recently, up
+// to remoteCheckers at once, and returns the errors by topic name (no
+// entry: the topic is right on the remote).
+func (c *remoteChecks) ensureAll(ctx context.Context, cp cluster.ControlPlane, topics []topicInfo) map[string]error {
+	var todo, expired []topicInfo
+	for _, t := range topics {
+		switch v, ok := (*c)[t.name]; {
+		case !ok || v.partitions != t.partitions:
+			todo = append(todo, t)
+		case time.Since(v.at) >= recheckRemote:
+			expired = append(expired, t)
+		}
 	}
-	if err := ensureRemote(ctx, cp, t); err != nil {
-		delete(*c, t.name)
-		return err
+	// The oldest checks first, recheckPerPass of them.
+	slices.SortFunc(expired, func(a, b topicInfo) int { return (*c)[a.name].at.Compare((*c)[b.name].at) })
+	todo = append(todo, expired[:min(len(expired), recheckPerPass)]...)
+	errs := make([]error, len(todo))
+	turns := make(chan struct{}, remoteCheckers)
+	var wg sync.WaitGroup
+	for i, t := range todo {
+		turns <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-turns }()
+			errs[i] = ensureRemote(ctx, cp, t)
+		})
 	}
+	wg.Wait()
 	if *c == nil {
 		*c = remoteChecks{}
 	}
-	(*c)[t.name] = remoteCheck{partitions: t.partitions, at: time.Now()}
-	return nil
+	failed := map[string]error{}
+	now := time.Now()
+	for i, t := range todo {
+		if errs[i] != nil {
+			delete(*c, t.name)
+			failed[t.name] = errs[i]
+			continue
+		}
+		(*c)[t.name] = remoteCheck{partitions: t.partitions, at: now}
+	}
+	return failed
 }

@@ -685,6 +685,9 @@ type scaleResult struct {
 	Stop         time.Duration
 }
 
+// scaleInFlight bounds the scale run's sends outstanding at once.
+const scaleInFlight = 4096
+
 // scale runs one sidecar over ScaleTopics topics: each topic holds one
 // message before the sidecar starts, so "every topic replicates" is
 // "replicated_messages_total reached the topic count". Then it idles
@@ -807,9 +810,16 @@ func (e *env) scaleOnce(try int) (*scaleResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), trafficTimeout)
 	defer cancel()
 	t1 := time.Now()
+	// At most scaleInFlight sends outstanding: all 200,000 handed to
+	// 10,000 producers at once left east's broker more than the client's
+	// 30 s send timeout behind, and thousands of the bench's own sends
+	// failed before the sidecar was measured.
+	inFlight := make(chan struct{}, scaleInFlight)
 	for i := range m {
+		inFlight <- struct{}{}
 		producers[i%k].SendAsync(ctx, &pulsar.ProducerMessage{Payload: body},
 			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				<-inFlight
 				if err != nil {
 					failed.Add(1)
 				}

@@ -591,9 +591,18 @@ func (p *Partition) awaitTarget(ctx context.Context) bool {
 // armed (the session holds or opens a producer): a standby has nothing
 // to step down from, and a closing producer's last reports are ignored.
 // Safe for concurrent use: link runs on the producer's goroutine.
+//
+// When the bound passes, reachable (if set) asks the remote whether it
+// answers from here (a fresh lookup and a connection that is not
+// silent); if it does, the watch starts over instead of firing. Another
+// instance would meet the same remote, so stepping down would only move
+// the partition: a producer waiting its turn among thousands being
+// opened at once (wire.ClientOptions.MaxOpens), or a broker slow to load
+// the topic, is not a remote this instance cannot reach.
 type stepDown struct {
-	after time.Duration // 0: never fire
-	fire  func()
+	after     time.Duration // 0: never fire
+	fire      func()
+	reachable func(ctx context.Context) error
 
 	mu      sync.Mutex
 	armed   bool
@@ -637,18 +646,46 @@ func (s *stepDown) lostLocked() {
 	}
 	if s.timer == nil {
 		since := s.since
-		s.timer = time.AfterFunc(time.Until(since.Add(s.after)), func() {
-			s.mu.Lock()
-			if s.stopped || !s.armed || s.since != since {
-				s.mu.Unlock()
-				return
-			}
-			s.downed = time.Since(since)
-			s.mu.Unlock()
-			s.fire()
-		})
+		s.timer = time.AfterFunc(time.Until(since.Add(s.after)), func() { s.due(since) })
 	}
 }
+
+// due runs when the bound of the watch that began at since passed.
+func (s *stepDown) due(since time.Time) {
+	current := func() bool { return !s.stopped && s.armed && s.since == since }
+	s.mu.Lock()
+	ok := current()
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	if s.reachable != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), min(s.after/2, reachProbeTimeout))
+		err := s.reachable(ctx)
+		cancel()
+		if err == nil {
+			s.mu.Lock()
+			if current() {
+				s.timer = time.AfterFunc(s.after, func() { s.due(since) })
+			}
+			s.mu.Unlock()
+			return
+		}
+	}
+	s.mu.Lock()
+	if !current() {
+		s.mu.Unlock()
+		return
+	}
+	s.downed = time.Since(since)
+	s.mu.Unlock()
+	s.fire()
+}
+
+// reachProbeTimeout bounds the question whether the remote answers, asked
+// when a step-down is due: a blackholed link delays the step-down by at
+// most this much.
+const reachProbeTimeout = 5 * time.Second
 
 func (s *stepDown) stopTimer() {
 	if s.timer != nil {

@@ -1508,7 +1508,12 @@ func TestEntryPipeStepsDown(t *testing.T) {
 		// opens (it cannot be opened); else its link goes down after
 		// e0..e2 were copied and e3..e5 are sent into the cut.
 		fromStart bool
-		cutStores bool          // e3..e5 reach the remote, their receipts do not
+		cutStores bool // e3..e5 reach the remote, their receipts do not
+		// answers: the producer cannot be opened (no answer in time), yet
+		// the remote answers a lookup from here (a broker slow to load
+		// the topic, or the open waiting its turn): nothing to step down
+		// from, however long it lasts.
+		answers   bool
 		downFor   time.Duration // the fault lasts this long
 		stepsDown bool
 	}{
@@ -1519,13 +1524,17 @@ func TestEntryPipeStepsDown(t *testing.T) {
 		// 5 s, ±20 %) still comes well before it.
 		{name: "link back within the bound", downFor: bound / 2, stepsDown: false},
 		{name: "producer opens within the bound", fromStart: true, downFor: bound / 2, stepsDown: false},
+		{name: "producer cannot be opened past the bound, the remote answers", fromStart: true, answers: true, downFor: 10 * time.Minute, stepsDown: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				w := newFakeEntryWorld()
 				w.add(3, nil)
-				if tt.fromStart {
+				switch {
+				case tt.answers:
+					w.openErr = fmt.Errorf("create producer: %w", context.DeadlineExceeded)
+				case tt.fromStart:
 					w.unreachable = refused
 				}
 				p := newTestEntryPartition(t, w)
@@ -1575,10 +1584,13 @@ func TestEntryPipeStepsDown(t *testing.T) {
 				if n != 1 {
 					t.Errorf("%d cursors opened while the remote was unreachable, want 1 (no resubscribe before it answers)", n)
 				}
-				if tt.stepsDown && probes < 2 {
+				if (tt.stepsDown || tt.answers) && probes < 2 {
 					t.Errorf("the remote was asked %d times in %s whether it answers, want it asked again and again", probes, tt.downFor)
 				}
 				w.heal()
+				w.mu.Lock()
+				w.openErr = nil
+				w.mu.Unlock()
 				if !tt.fromStart && !tt.stepsDown {
 					w.link(true)
 				}

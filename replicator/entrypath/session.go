@@ -78,7 +78,7 @@ func (p *Partition) session(ctx context.Context) (bool, error) {
 	s := &session{p: p, ctx: ctx, pair: []string{p.local, p.remote}}
 	s.sctx, s.cancel = context.WithCancelCause(ctx)
 	defer s.cancel(nil)
-	s.down = &stepDown{after: p.stepDownAfter, fire: func() { s.cancel(errSteppedDown) }}
+	s.down = &stepDown{after: p.stepDownAfter, fire: func() { s.cancel(errSteppedDown) }, reachable: p.ends.reachTarget}
 	defer s.down.stop()
 
 	if err := s.open(); err != nil {

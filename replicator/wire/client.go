@@ -26,9 +26,22 @@ type ClientOptions struct {
 	// OperationTimeout bounds each lookup and each subscribe or producer
 	// creation request. Default 30s.
 	OperationTimeout time.Duration
+	// MaxOpens bounds the subscribes and producer creations (first opens
+	// and reconnects) in flight at once; the others wait their turn,
+	// first come first served, before their OperationTimeout starts.
+	// Default 64 (DefaultMaxOpens).
+	MaxOpens int
 	// Logger; default zap.NewNop().
 	Logger *zap.Logger
 }
+
+// DefaultMaxOpens is ClientOptions.MaxOpens's default. A sidecar that
+// starts (or reconnects) thousands of partitions at once would otherwise
+// ask a broker for thousands of topic loads together: with 10,000 topics
+// the target's broker answered 8,139 producer creations only after the
+// 30 s timeout, and each was asked again (e2e/bench, scale row). 64 keeps
+// a broker busy without a queue that outlasts the timeout.
+const DefaultMaxOpens = 64
 
 // maxBackoff caps the delay between reconnect attempts, so that a cluster
 // that comes back is used again within seconds.
@@ -61,6 +74,10 @@ type Client struct {
 
 	pmu       sync.Mutex
 	producers map[*Producer]struct{} // open ones, for OldestUnconfirmed
+
+	// opens holds a token per subscribe or producer creation in flight
+	// (see ClientOptions.MaxOpens).
+	opens chan struct{}
 }
 
 type poolEntry struct {
@@ -81,6 +98,9 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	if opts.MaxOpens <= 0 {
+		opts.MaxOpens = DefaultMaxOpens
+	}
 	if opts.Conn.Logger == nil {
 		opts.Conn.Logger = opts.Logger
 	}
@@ -92,7 +112,20 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		conns:     make(map[Broker]*poolEntry),
 		lookups:   make(map[string]Broker),
 		producers: make(map[*Producer]struct{}),
+		opens:     make(chan struct{}, opts.MaxOpens),
 	}, nil
+}
+
+// openTurn waits until fewer than MaxOpens subscribes or producer
+// creations are in flight, and returns the function that ends this one's
+// turn. Waiting ends early, with ctx's error, when ctx is done.
+func (c *Client) openTurn(ctx context.Context) (done func(), err error) {
+	select {
+	case c.opens <- struct{}{}:
+		return func() { <-c.opens }, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
 }
 
 // track adds an open producer (or removes a closed one).

@@ -218,6 +218,11 @@ func Subscribe(ctx context.Context, client *Client, opts ConsumerOptions) (*Cons
 }
 
 func (c *Consumer) connect(ctx context.Context) error {
+	done, err := c.client.openTurn(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, c.client.opts.OperationTimeout)
 	defer cancel()
 	conn, err := c.client.connFor(ctx, c.opts.Topic)

@@ -153,6 +153,11 @@ func CreateProducer(ctx context.Context, client *Client, opts ProducerOptions) (
 }
 
 func (p *Producer) connect(ctx context.Context) error {
+	done, err := p.client.openTurn(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, p.client.opts.OperationTimeout)
 	defer cancel()
 	conn, err := p.client.connFor(ctx, p.opts.Topic)
