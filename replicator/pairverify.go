@@ -23,8 +23,8 @@ func (p *pair) runVerifier(ctx context.Context) (wait func()) {
 		return func() {}
 	}
 	log := p.log.Named("verify")
-	from, err1 := p.local.WireClient()
-	to, err2 := p.remote.WireClient()
+	from, err1 := p.local.VerifyClient()
+	to, err2 := p.remote.VerifyClient()
 	if err1 != nil || err2 != nil {
 		log.Error("continuous verifier not started: no client", zap.NamedError("source_error", err1), zap.NamedError("target_error", err2))
 		return func() {}
