@@ -22,7 +22,7 @@ var smokeSizes = sizes{
 	Subs: subsSizes{Topics: 4, Settle: time.Second, Idle: 2 * time.Second, Rate: 20,
 		Warm: time.Second, Traffic: 2 * time.Second, Probes: 2, ProbeParallel: 2},
 	SubsVs: subsvsSizes{Partitions: 2, Rate: 20, Warm: time.Second, Load: 3 * time.Second, Tail: 6 * time.Second, Probes: 1},
-	Verify: verifySizes{Rounds: 1, Messages: 2000, AgeRate: 100, AgeFor: 4 * time.Second, AgeWarm: 2 * time.Second},
+	Verify: verifySizes{Rounds: 1, Messages: 2000, AgeRate: 100, AgeFor: 4 * time.Second, AgeWarm: 2 * time.Second, CatchUp: time.Second},
 }
 
 // TestBenchSmoke runs every workload of the benchmark at smokeSizes and

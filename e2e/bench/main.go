@@ -70,7 +70,7 @@ var (
 		Subs: subsSizes{Topics: 1000, Settle: 30 * time.Second, Idle: 5 * time.Minute, Rate: 300,
 			Warm: 20 * time.Second, Traffic: time.Minute, Probes: 50, ProbeParallel: 10},
 		SubsVs: subsvsSizes{Partitions: 40, Rate: 200, Warm: 10 * time.Second, Load: time.Minute, Tail: 20 * time.Second, Probes: 20},
-		Verify: verifySizes{Rounds: 3, Messages: 200_000, AgeRate: 1000, AgeFor: time.Minute, AgeWarm: 10 * time.Second},
+		Verify: verifySizes{Rounds: 3, Messages: 200_000, AgeRate: 1000, AgeFor: time.Minute, AgeWarm: 10 * time.Second, CatchUp: 20 * time.Second},
 	}
 	quickSizes = sizes{
 		Rounds: 1, Settle: time.Second, WarmMessages: 1000, LatWarm: time.Second,
@@ -82,7 +82,7 @@ var (
 		Subs: subsSizes{Topics: 50, Settle: 3 * time.Second, Idle: 10 * time.Second, Rate: 100,
 			Warm: 3 * time.Second, Traffic: 10 * time.Second, Probes: 10, ProbeParallel: 5},
 		SubsVs: subsvsSizes{Partitions: 10, Rate: 100, Warm: 5 * time.Second, Load: 20 * time.Second, Tail: 20 * time.Second, Probes: 6},
-		Verify: verifySizes{Rounds: 3, Messages: 100_000, AgeRate: 1000, AgeFor: 20 * time.Second, AgeWarm: 6 * time.Second},
+		Verify: verifySizes{Rounds: 3, Messages: 100_000, AgeRate: 1000, AgeFor: 20 * time.Second, AgeWarm: 6 * time.Second, CatchUp: 10 * time.Second},
 	}
 )
 
