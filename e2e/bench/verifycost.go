@@ -256,6 +256,16 @@ func (e *env) verifyCost() (*verifyResult, error) {
 func (e *env) verifyAge(sc *sidecar, topic string, res *verifyResult) error {
 	s := e.o.Sizes.Verify
 	label := strings.TrimPrefix(topic, "persistent://")
+	// The verifier's first walk of the topic (a round after discovery
+	// handed it the partition) before the clock starts.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if _, ok := seriesValue(sc.listen, "geo_sidecar_verify_verified_through_age_seconds", `topic="`+label+`"`); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no verified-through age of %s a minute after start", label)
+		}
+	}
 	p, err := e.client("east").CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	if err != nil {
 		return err
