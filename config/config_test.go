@@ -87,6 +87,7 @@ func TestParseFull(t *testing.T) {
 			ReceiveBudget:         1 << 30,
 			SendBudget:            384 << 20,
 			ReadBackBudget:        24 << 20,
+			Verify:                &Verify{Interval: Duration{10 * time.Second}, MaxMessagesPerSecond: DefaultVerifyRate},
 		},
 		Clusters: []Cluster{
 			{
@@ -204,11 +205,36 @@ func TestParseDefaults(t *testing.T) {
 		{"replication[0].start", cfg.Replication[0].Start, StartEarliest},
 		{"replication[0].rate_limit", cfg.Replication[0].RateLimit, RateLimit{}},
 		{"cursor name", s.CursorName("b"), "geo-sidecar.repl.b"},
+		{"verify (off when left out)", s.Verify == nil, true},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
+	}
+}
+
+// TestParseVerifyDefaults: a verify section present, even empty or with
+// null values, turns the verifier on with the defaults; left out or
+// null, it stays off (a null key keeps its default).
+func TestParseVerifyDefaults(t *testing.T) {
+	base, err := os.ReadFile("testdata/good/minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Verify{Interval: Duration{DefaultVerifyInterval}, MaxMessagesPerSecond: DefaultVerifyRate}
+	for _, section := range []string{"sidecar:\n  verify: {}\n", "sidecar:\n  verify:\n    interval:\n", "sidecar:\n  verify: {max_messages_per_second: 3000}\n"} {
+		cfg, err := Parse(append([]byte(section), base...))
+		if err != nil {
+			t.Fatalf("%q: %v", section, err)
+		}
+		if cfg.Sidecar.Verify == nil || *cfg.Sidecar.Verify != want {
+			t.Errorf("%q: verify %+v, want %+v", section, cfg.Sidecar.Verify, want)
+		}
+	}
+	cfg, err := Parse(append([]byte("sidecar:\n  verify:\n"), base...))
+	if err != nil || cfg.Sidecar.Verify != nil {
+		t.Errorf("verify: null: %+v, %v; want off", cfg, err)
 	}
 }
 

@@ -126,7 +126,28 @@ func (c *Config) validateSidecar(p *problems) {
 	if ab := s.AdminBudget; ab.Burst < 1 || ab.Burst > 100000 {
 		p.add("sidecar.admin_budget.burst", "%d must be from 1 to 100000", ab.Burst)
 	}
+	if v := s.Verify; v != nil {
+		if d := v.Interval.Duration; d < MinVerifyInterval || d > MaxVerifyInterval {
+			p.add("sidecar.verify.interval", "%s must be from %s to %s", d, MinVerifyInterval, MaxVerifyInterval)
+		}
+		if r := v.MaxMessagesPerSecond; !(r >= MinVerifyRate && r <= MaxVerifyRate) {
+			p.add("sidecar.verify.max_messages_per_second", "%v must be from %d to %d", r, MinVerifyRate, MaxVerifyRate)
+		}
+	}
 }
+
+// Bounds of sidecar.verify. Each walk opens readers on both sides of a
+// partition: more often than every 100 ms is load on the brokers for
+// nothing, and rarer than every 10 minutes leaves the age alert nothing
+// to go by. Below 10 messages a second the verifier would never keep up
+// with any copy; above a million it is not bounded at all (which
+// costs about a core at full throughput).
+const (
+	MinVerifyInterval = 100 * time.Millisecond
+	MaxVerifyInterval = 10 * time.Minute
+	MinVerifyRate     = 10
+	MaxVerifyRate     = 1_000_000
+)
 
 // validateBudgets checks the memory budgets against MinBudgetShare: a
 // budget that could not hold one large entry for one target is refused.

@@ -25,6 +25,7 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/replicator/entrypath"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/subsync"
+	"github.com/geo-sidecar/geo-sidecar/replicator/verify"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
@@ -74,6 +75,14 @@ type pair struct {
 	// naming the pair and what is missing (see checkTarget); nil when
 	// nothing is known to be wrong.
 	problem atomic.Pointer[string]
+
+	// verify runs the continuous verifier (pairverify.go) when set;
+	// verifyRate is the process's bound on what it reads. assigned is
+	// the running partitions as the verifier sees them, replaced
+	// whole after each discovery.
+	verify     *config.Verify
+	verifyRate *cluster.Limiter
+	assigned   atomic.Pointer[[]verify.Assigned]
 }
 
 // Problem returns why the pair cannot replicate at all, "" when nothing is
@@ -121,9 +130,13 @@ type worker struct {
 	done   chan struct{}
 	// received is set by the replicator on each entry or message read.
 	received atomic.Bool
+	// active is true while this instance's cursor is the partition's
+	// active consumer (entrypath.Config.Active).
+	active atomic.Bool
 }
 
 func (p *pair) run(ctx context.Context, discoveredOnce func()) {
+	defer p.runVerifier(ctx)()
 	first := true
 	var lastErr string
 	var topics []topicInfo
@@ -241,6 +254,7 @@ func (p *pair) discover(ctx context.Context) ([]topicInfo, error) {
 			p.start(ctx, name, topic)
 		}
 	}
+	p.noteAssigned()
 	p.m.Partitions.WithLabelValues(p.local.Name, p.remote.Name).Set(float64(len(p.running)))
 	p.m.Topics.WithLabelValues(p.local.Name, p.remote.Name).Set(float64(len(topics) - refused))
 	p.m.TopicsRefused.WithLabelValues(p.local.Name, p.remote.Name).Set(float64(refused))
@@ -294,7 +308,7 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 	p.running[partitionTopic] = w
 	p.log.Info("replicating partition", zap.String("partition", partitionTopic))
 	c := p.entryPartition(partitionTopic)
-	c.Received = &w.received
+	c.Received, c.Active = &w.received, &w.active
 	if s := p.newSync(ctx, partitionTopic, topic); s != nil {
 		c.Sync = s
 	}

@@ -61,3 +61,26 @@ func TestStartLatestOnlyAtSetup(t *testing.T) {
 		})
 	}
 }
+
+// The pair hands its running partitions to the continuous verifier, in
+// name order, each with its active flag; without sidecar.verify it hands
+// nothing and starts nothing.
+func TestPairAssignsVerifier(t *testing.T) {
+	p := &pair{running: map[string]*worker{"persistent://t/ns/b": {}, "persistent://t/ns/a": {}}}
+	p.noteAssigned()
+	if got := p.assignedNow(); got != nil {
+		t.Errorf("verifier off: assigned %v", got)
+	}
+	p.runVerifier(t.Context())() // off: returns at once
+	p.verify = &config.Verify{}
+	p.noteAssigned()
+	got := p.assignedNow()
+	if len(got) != 2 || got[0].Partition != "persistent://t/ns/a" || got[1].Partition != "persistent://t/ns/b" ||
+		got[0].Active != &p.running["persistent://t/ns/a"].active {
+		t.Fatalf("assigned %+v", got)
+	}
+	p.running["persistent://t/ns/a"].active.Store(true)
+	if !got[0].Active.Load() || got[1].Active.Load() {
+		t.Error("the verifier does not see the partitions' active flags")
+	}
+}

@@ -9,7 +9,9 @@
 // subscriptions in step, its subscription sync (replicator/subsync), and
 // starts and stops them as topics come and go, so that one partition
 // failing never stops another. stats.go reads the replication state from
-// the source clusters for the status command and the backlog gauges.
+// the source clusters for the status command and the backlog gauges. With
+// sidecar.verify, each pair also runs a continuous verifier of its copies
+// (pairverify.go, replicator/verify).
 //
 // Below it: replicator/cluster holds the clients of each cluster, their
 // credentials and the admin control plane; replicator/metrics the
@@ -74,6 +76,10 @@ type Sidecar struct {
 	// readBacks bound what the read-backs of the remote partitions hold,
 	// a share of the read-back budget per target cluster.
 	readBacks *entrypath.ReadBackPools
+	// verifyRate bounds what the continuous verifiers of every pair read
+	// together (sidecar.verify.max_messages_per_second); nil when
+	// sidecar.verify is off.
+	verifyRate *cluster.Limiter
 
 	ready atomic.Bool
 	mu    sync.Mutex
@@ -110,11 +116,15 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 	if ab.RequestsPerSecond <= 0 || ab.Burst < 1 { // a config built in code, not validated
 		ab = config.AdminBudget{RequestsPerSecond: config.DefaultAdminRate, Burst: config.DefaultAdminBurst}
 	}
+	var verifyRate *cluster.Limiter
+	if v := cfg.Sidecar.Verify; v != nil {
+		verifyRate = cluster.NewLimiter(v.MaxMessagesPerSecond)
+	}
 	pollers := subsync.NewPollers(ab.RequestsPerSecond, ab.Burst, func(c string, n int) { m.AdminBudgetWaiting.WithLabelValues(c).Set(float64(n)) })
 	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, keys: marker.NewKeys(key, accepted), instance: uuid.NewString()[:8], pollers: pollers,
 		budgets:   entrypath.NewTargetBudgets(int64(cfg.Sidecar.SendBudget), targets, m.InflightBytes.Set),
 		pools:     entrypath.NewReceivePools(int64(cfg.Sidecar.ReceiveBudget), targets, m),
-		readBacks: entrypath.NewReadBackPools(int64(cfg.Sidecar.ReadBackBudget), targets, m)}, nil
+		readBacks: entrypath.NewReadBackPools(int64(cfg.Sidecar.ReadBackBudget), targets, m), verifyRate: verifyRate}, nil
 }
 
 // Metrics returns the sidecar's metrics.
@@ -258,6 +268,8 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				pool:       s.pools.Of(t),
 				readBack:   s.readBacks.Of(t),
 				log:        s.log.Named("replicator").With(zap.String("source", r.Source), zap.String("target", t), zap.String("namespace", r.Namespace)),
+				verify:     s.cfg.Sidecar.Verify,
+				verifyRate: s.verifyRate,
 				running:    map[string]*worker{},
 				quiet:      map[string]time.Time{},
 				gauged:     map[string]bool{},

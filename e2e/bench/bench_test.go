@@ -22,6 +22,7 @@ var smokeSizes = sizes{
 	Subs: subsSizes{Topics: 4, Settle: time.Second, Idle: 2 * time.Second, Rate: 20,
 		Warm: time.Second, Traffic: 2 * time.Second, Probes: 2, ProbeParallel: 2},
 	SubsVs: subsvsSizes{Partitions: 2, Rate: 20, Warm: time.Second, Load: 3 * time.Second, Tail: 6 * time.Second, Probes: 1, Types: []string{"failover"}},
+	Verify: verifySizes{Rounds: 1, Messages: 2000, AgeRate: 100, AgeFor: 4 * time.Second, AgeWarm: 2 * time.Second, CatchUp: time.Second},
 }
 
 // TestBenchSmoke runs every workload of the benchmark at smokeSizes and
@@ -76,6 +77,9 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if len(rep.SubsVs) == 0 {
 		t.Error("report lacks the side-by-side row of replicated subscriptions")
+	}
+	if rep.Verify == nil {
+		t.Error("report lacks the continuous verifier's row")
 	}
 	if rep.Scale == nil || rep.Drain == nil || rep.Lat == nil || rep.Zstd == nil || len(rep.TP) != 2 {
 		t.Errorf("report incomplete: scale %v, drain %v, latency %v, zstd %v, throughput %d",

@@ -17,6 +17,8 @@
 //	bench…/svbuiltin-<type>, bench…/svsidecar-<type>  replicated
 //	                 subscriptions side by side: Pulsar's own and
 //	                 geo-sidecar's, at once, per application type (subsvs.go)
+//	bench…/sidecar (vfon, vfoff, vfage)  the continuous verifier's cost
+//	                 and verified-through age (verifycost.go)
 //
 // Each workload runs several rounds; in every round the built-in and the
 // sidecar arm run one after the other, the order alternating between
@@ -55,6 +57,7 @@ type sizes struct {
 	ScaleSettle   time.Duration // after start-up, before idle is measured
 	Subs          subsSizes     // the scale row with replicated subscriptions (subs.go)
 	SubsVs        subsvsSizes   // replicated subscriptions side by side with the built-in (subsvs.go)
+	Verify        verifySizes   // the continuous verifier's cost and age (verifycost.go)
 }
 
 var (
@@ -68,6 +71,7 @@ var (
 		Subs: subsSizes{Topics: 1000, Settle: 30 * time.Second, Idle: 5 * time.Minute, Rate: 300,
 			Warm: 20 * time.Second, Traffic: time.Minute, Probes: 50, ProbeParallel: 10},
 		SubsVs: subsvsSizes{Partitions: 40, Rate: 200, Warm: 10 * time.Second, Load: time.Minute, Tail: 20 * time.Second, Probes: 20, Types: svAllTypes},
+		Verify: verifySizes{Rounds: 3, Messages: 200_000, AgeRate: 1000, AgeFor: time.Minute, AgeWarm: 10 * time.Second, CatchUp: 20 * time.Second},
 	}
 	quickSizes = sizes{
 		Rounds: 1, Settle: time.Second, WarmMessages: 1000, LatWarm: time.Second,
@@ -79,6 +83,7 @@ var (
 		Subs: subsSizes{Topics: 50, Settle: 3 * time.Second, Idle: 10 * time.Second, Rate: 100,
 			Warm: 3 * time.Second, Traffic: 10 * time.Second, Probes: 10, ProbeParallel: 5},
 		SubsVs: subsvsSizes{Partitions: 10, Rate: 100, Warm: 5 * time.Second, Load: 20 * time.Second, Tail: 20 * time.Second, Probes: 6, Types: svAllTypes},
+		Verify: verifySizes{Rounds: 3, Messages: 100_000, AgeRate: 1000, AgeFor: 20 * time.Second, AgeWarm: 6 * time.Second, CatchUp: 10 * time.Second},
 	}
 )
 
@@ -117,7 +122,7 @@ func main() {
 	flag.BoolVar(&o.Keep, "keep", false, "keep the bench tenant's topics and namespaces afterwards")
 	flag.StringVar(&o.LogLevel, "log-level", "info", "the sidecars' --log-level (debug shows each session's steps, with times)")
 	flag.StringVar(&o.Logs, "logs", "", "write each sidecar's log (and config) here, kept after the run (default: a temporary directory, removed)")
-	flag.StringVar(&only, "only", "", "comma-separated workloads to run (tp1,tp4,latency,drain,zstd,scale,subs,subsvs,wan); default all")
+	flag.StringVar(&only, "only", "", "comma-separated workloads to run (tp1,tp4,latency,drain,zstd,scale,subs,subsvs,verify,wan); default all")
 	flag.IntVar(&rounds, "rounds", 0, "rounds per workload (default 3, quick 1)")
 	flag.IntVar(&tp, "tp-messages", 0, "messages per arm per throughput round")
 	flag.IntVar(&drain, "drain-messages", 0, "backlog per arm per drain round")
@@ -199,7 +204,7 @@ func main() {
 	}
 }
 
-var workloads = []string{"tp1", "tp4", "latency", "drain", "zstd", "scale", "subs", "subsvs"}
+var workloads = []string{"tp1", "tp4", "latency", "drain", "zstd", "scale", "subs", "subsvs", "verify"}
 
 func parseOnly(s string) map[string]bool {
 	m := map[string]bool{}

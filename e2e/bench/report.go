@@ -32,7 +32,8 @@ type report struct {
 	Scale  *scaleResult
 	Subs   *subsResult
 	SubsVs []*subsvsResult // one per application type
-	WAN    *wanResult      // east->far through the WAN proxy (wan.go)
+	Verify *verifyResult
+	WAN    *wanResult // east->far through the WAN proxy (wan.go)
 	Errors []string
 }
 
@@ -130,6 +131,10 @@ func run(o options) (*report, error) {
 				return err
 			})
 		}
+	}
+	if o.Only["verify"] && o.Sizes.Verify.Rounds > 0 {
+		e.logf("== continuous verifier: %d messages per arm per round, %d rounds; age at %d msg/s", o.Sizes.Verify.Messages, o.Sizes.Verify.Rounds, o.Sizes.Verify.AgeRate)
+		do("verify", func() (err error) { rep.Verify, err = e.verifyCost(); return err })
 	}
 	if o.Only["wan"] {
 		e.logf("== WAN rows: east->far through the proxy, %d messages per arm per round, %d rounds", o.Sizes.TPMessages, o.Sizes.Rounds)
@@ -325,6 +330,9 @@ func (r *report) summary() string {
 	for _, sv := range r.SubsVs {
 		b.WriteString(sv.markdown())
 	}
+	if r.Verify != nil {
+		b.WriteString(r.Verify.markdown())
+	}
 	if len(r.Errors) > 0 {
 		b.WriteString("\n**Failed workloads:**\n\n")
 		for _, e := range r.Errors {
@@ -395,6 +403,9 @@ func (r *report) targets() string {
 	for _, sv := range r.SubsVs {
 		sv.targets(line)
 	}
+	if r.Verify != nil {
+		r.Verify.targets(line)
+	}
 	return b.String()
 }
 
@@ -458,6 +469,9 @@ func (r *report) rounds() string {
 	for _, sv := range r.SubsVs {
 		b.WriteString(sv.rounds())
 	}
+	if r.Verify != nil {
+		b.WriteString(r.Verify.rounds())
+	}
 	fmt.Fprintf(&b, "Measured in %s.\n", r.Took.Round(time.Second))
 	return b.String()
 }
@@ -470,6 +484,9 @@ func method(r *report) string {
 	}
 	if len(r.SubsVs) > 0 {
 		subs += r.SubsVs[0].method()
+	}
+	if r.Verify != nil {
+		subs += r.Verify.method()
 	}
 	return subs + fmt.Sprintf(`- Every run works in a fresh tenant: a namespace replicated by Pulsar's own geo-replication (%[1]s, wired by `+"`cluster.sh geo`"+`), a local-only namespace copied east→west by the geo-sidecar binary (default settings: 1,000 messages in flight per partition, 30 s discovery), and a west-only namespace for the direct limit. Only east produces, so both systems copy one way. Arms alternate (their order rotates every round); medians over rounds.
 - Throughput: a batching producer (pulsar-client-go defaults: up to 1,000 messages or 128 KiB per batch, 10 ms delay, 1,000 pending; no compression) publishes %[2]s messages of 1 KiB on east as fast as it can; the time runs from the first send until west's broker has taken the last message (msgInCounter of the west topic, polled every 50 ms; it counts messages whoever writes them). The direct limit is the same producer writing to west itself. Producer, brokers and replicator share the machine's cores. "CPU µs / message" is the CPU the two broker JVMs (and the sidecar process) used over the window per message, from /proc: it includes any other load on the brokers, so read it with the per-round "machine busy" share.

@@ -59,6 +59,10 @@ type Conn struct {
 	followOnce sync.Once
 	follow     *wire.Client
 	followErr  error
+	// verify is the continuous verifier's client (VerifyClient).
+	verifyOnce sync.Once
+	verify     *wire.Client
+	verifyErr  error
 	// m, set by countAdmin, receives the wire client's link events.
 	m *metrics.Metrics
 }
@@ -135,6 +139,10 @@ func (c *Conn) Close() {
 	c.followOnce.Do(func() {})
 	if c.follow != nil {
 		_ = c.follow.Close()
+	}
+	c.verifyOnce.Do(func() {})
+	if c.verify != nil {
+		_ = c.verify.Close()
 	}
 }
 
@@ -294,6 +302,24 @@ func (c *Conn) FollowClient() (*wire.Client, error) {
 		c.follow, c.followErr = wire.NewClient(opts)
 	})
 	return c.follow, c.followErr
+}
+
+// VerifyClient is the cluster's binary-protocol client for the continuous
+// verifier's readers (replicator/verify), built on first use: connections
+// of its own, so that the entries its readers are sent (a reader's window
+// at a time, whatever its rate limit lets it take) never queue in front of
+// the entry pipe's on a shared connection. It authenticates as WireClient
+// does; its links are not counted in the link metrics.
+func (c *Conn) VerifyClient() (*wire.Client, error) {
+	c.verifyOnce.Do(func() {
+		opts, err := c.wireOptions("verify")
+		if err != nil {
+			c.verifyErr = err
+			return
+		}
+		c.verify, c.verifyErr = wire.NewClient(opts)
+	})
+	return c.verify, c.verifyErr
 }
 
 // wireOptions are the cluster's binary-protocol client options: its

@@ -399,6 +399,9 @@ type Partition struct {
 	// received, when set, is set on each entry read: the pair refreshes
 	// the stats of a quiet topic early once it has traffic.
 	received *atomic.Bool
+	// activeOut, when set, mirrors the open session's active (see
+	// Config.Active); false between sessions.
+	activeOut *atomic.Bool
 	// lastSeen is the last entry the sync saw (hasSeen): an entry that
 	// does not follow it was resumed past entries another instance
 	// processed (continues).

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -1225,16 +1226,23 @@ func TestEntryPipeStartsAtCursor(t *testing.T) {
 }
 
 // A cursor that becomes a standby closes its producer (the active
-// instance elsewhere opens one under the same name) and sends nothing.
+// instance elsewhere opens one under the same name) and sends nothing;
+// Config.Active (what the continuous verifier goes by) follows the
+// cursor, and is false once the partition stops.
 func TestEntryPipeStandby(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeEntryWorld()
 		w.add(2, nil)
 		p := newTestEntryPartition(t, w)
+		var active atomic.Bool
+		p.activeOut = &active
 		stop := runEntryPartition(t, p)
 		waitFor(t, "two entries acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 2 })
 		if got := metricstest.Gauge(p.m.Connected, "east", "west"); got != 1 {
 			t.Fatalf("connected = %v while active, want 1", got)
+		}
+		if !active.Load() {
+			t.Error("Active false while the cursor is active")
 		}
 		w.mu.Lock()
 		f := w.onActive
@@ -1244,7 +1252,24 @@ func TestEntryPipeStandby(t *testing.T) {
 		if got := metricstest.Gauge(p.m.Connected, "east", "west"); got != 0 {
 			t.Errorf("connected = %v as a standby, want 0 (producer released)", got)
 		}
+		// The next session's cursor starts as a standby too.
+		w.mu.Lock()
+		f = w.onActive
+		w.mu.Unlock()
+		f(false)
+		synctest.Wait()
+		if active.Load() {
+			t.Error("Active true as a standby")
+		}
+		f(true)
+		synctest.Wait()
+		if !active.Load() {
+			t.Error("Active false once the cursor is active again")
+		}
 		stop()
+		if active.Load() {
+			t.Error("Active true after the partition stopped")
+		}
 	})
 }
 

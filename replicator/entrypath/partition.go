@@ -48,6 +48,11 @@ type Config struct {
 	Sync Sync
 	// Received, when set, is set on each entry read.
 	Received *atomic.Bool
+	// Active, when set, is kept true while this instance's cursor is the
+	// partition's active consumer (a session is open and the broker has
+	// not made another instance's active): the continuous verifier runs
+	// where the copy is made.
+	Active *atomic.Bool
 }
 
 // New builds the replicator of c's partition over the clusters' wire
@@ -71,7 +76,7 @@ func New(c Config) *Partition {
 		msgRate: c.MsgRate, byteRate: c.ByteRate,
 		m: c.Metrics, log: c.Log, drainTimeout: entryDrainTimeout,
 		stepDownAfter: stepDownAfter(c.Remote.Config.KeepAlive.Duration),
-		sync:          c.Sync, received: c.Received,
+		sync:          c.Sync, received: c.Received, activeOut: c.Active,
 	}
 }
 

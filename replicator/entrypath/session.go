@@ -108,14 +108,15 @@ func (s *session) next() bool {
 // open opens the cursor and starts the acker.
 func (s *session) open() error {
 	p := s.p
-	s.active.Store(true)
+	s.setActive(true)
 	src, err := p.ends.openCursor(s.sctx, func(a bool) {
-		s.active.Store(a)
+		s.setActive(a)
 		if !a && s.holding.Load() {
 			s.cancel(errStandby)
 		}
 	})
 	if err != nil {
+		s.setActive(false)
 		return err
 	}
 	s.src = src
@@ -129,6 +130,15 @@ func (s *session) open() error {
 		p.acker(src, s.results, s.stopAcker, s.cancel, &s.progress)
 	}()
 	return nil
+}
+
+// setActive records whether the cursor is the active consumer, for the
+// session and for the partition's Config.Active.
+func (s *session) setActive(a bool) {
+	s.active.Store(a)
+	if s.p.activeOut != nil {
+		s.p.activeOut.Store(a)
+	}
 }
 
 // receive takes the cursor's next entry and checks where it stands: a
@@ -427,6 +437,9 @@ func (s *session) close() (bool, error) {
 	close(s.stopAcker)
 	<-s.ackerDone
 	_ = s.src.Close()
+	if p.activeOut != nil {
+		p.activeOut.Store(false)
+	}
 	if s.ctx.Err() != nil {
 		return s.progress.Load(), nil
 	}

@@ -77,6 +77,8 @@ type Metrics struct {
 
 	// Links are the metrics of the links to the clusters.
 	Links *LinkMetrics
+	// Verify are the continuous verifier's.
+	Verify *VerifyMetrics
 }
 
 // New builds the metrics and registers them with reg (nil: not
@@ -177,8 +179,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.InflightBytes, m.ReceiveBytes, m.ReceiveWaiting, m.ReadBackBytes, m.ReadBackWaiting, m.PartitionsStopped)
 	}
 	m.Links = newLinkMetrics()
+	m.Verify = newVerifyMetrics(ns)
 	if reg != nil {
-		reg.MustRegister(m.Links)
+		reg.MustRegister(m.Links, m.Verify)
 	}
 	return m
 }

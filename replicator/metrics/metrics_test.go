@@ -1,7 +1,10 @@
 package metrics
 
 import (
+	"fmt"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -53,4 +56,44 @@ func TestSubscriptionLagCombinesPartitions(t *testing.T) {
 	if n := len(metricstest.Gauges(t, reg, "geo_sidecar_subscription_lag_entries")); n != 0 {
 		t.Fatalf("%d series left after every partition stopped, want 0", n)
 	}
+}
+
+// TestVerifiedAges: a topic's verified-through age is read at each
+// scrape as the oldest of its partitions' (so it grows while a walk is
+// stuck), and a series goes with its last partition.
+func TestVerifiedAges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m := New(reg)
+		ages := func() map[string]float64 {
+			return metricstest.Gauges(t, reg, "geo_sidecar_verify_verified_through_age_seconds")
+		}
+		const key = "/east/west/t/ns/orders"
+		now := time.Now()
+		m.Verify.SetVerified("east", "west", "persistent://t/ns/orders-partition-0", now.Add(-2*time.Second))
+		m.Verify.SetVerified("east", "west", "persistent://t/ns/orders-partition-1", now.Add(-5*time.Second))
+		for i := 2; i < 8; i++ { // younger ones: the oldest must win whatever the order they are read in
+			m.Verify.SetVerified("east", "west", fmt.Sprintf("persistent://t/ns/orders-partition-%d", i), now.Add(-time.Second))
+		}
+		for range 20 {
+			if got := ages()[key]; got != 5 {
+				t.Fatalf("age %v, want the oldest partition's, 5", got)
+			}
+		}
+		for i := 2; i < 8; i++ {
+			m.Verify.DropVerified("east", "west", fmt.Sprintf("persistent://t/ns/orders-partition-%d", i))
+		}
+		time.Sleep(10 * time.Second)
+		if got := ages()[key]; got != 15 {
+			t.Errorf("age %v 10 s later, want 15", got)
+		}
+		m.Verify.DropVerified("east", "west", "persistent://t/ns/orders-partition-1")
+		if got := ages()[key]; got != 12 {
+			t.Errorf("age %v after partition 1 left, want 12", got)
+		}
+		m.Verify.DropVerified("east", "west", "persistent://t/ns/orders-partition-0")
+		if n := len(ages()); n != 0 {
+			t.Errorf("%d series after every partition left", n)
+		}
+	})
 }

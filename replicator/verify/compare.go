@@ -4,7 +4,7 @@
 // holds every entry of the source that the entry pipe forwards, once,
 // unchanged and in order, through which origin position that is proven,
 // and where it is not, the first positions at fault. It is geo-sidecar
-// verify's engine.
+// verify's engine, and the sidecar's continuous verifier (sidecar.verify).
 //
 // It exists apart from the entry pipe because a proof must not share the
 // thing it checks: the pipe's read-back, cursors and metrics say what the
@@ -18,6 +18,9 @@
 // entry read (wire.Entry) into what the comparison needs (its origin, the
 // signature's check, a digest of what the copy must keep). read.go is the
 // I/O: readers over the sidecar's wire client, the rate limit, the walk.
+// follow.go is the continuous verifier: the same comparison kept per
+// partition across rounds that read on from where the last one stopped,
+// its findings as metrics.
 //
 // A Partition is used by one goroutine.
 package verify
@@ -100,6 +103,18 @@ type Config struct {
 	// MaxFindings is how many findings of each kind are kept, first
 	// ones first; the counts are whole.
 	MaxFindings int
+	// Continuous: the comparison of a verifier that follows the two
+	// partitions (Continuous) rather than a walk to their ends. A fault
+	// does not stop Through: it passes every entry proven copied or
+	// counted at fault, so that one loss does not leave the copy
+	// unverified for good (the counts say what was found). Its walker
+	// reads the source beyond the copies only while Room says so, so an
+	// expected entry that leaves the window without a copy is one a later
+	// copy passed: missing. And Round, at the end of each of its rounds,
+	// counts an entry missing that a later copy passed at two rounds'
+	// ends in a row (one round of grace for a copy that lands a little
+	// out of place, which is then out of order).
+	Continuous bool
 }
 
 // Kind is what a finding is.
@@ -189,12 +204,16 @@ type record struct {
 	digest  Digest
 	state   uint8
 	msgs    int32
+	// passed: at the end of a round (Continuous), a later entry had its
+	// copy and this one none.
+	passed bool
 }
 
 const (
 	unmatched uint8 = iota // expected, no copy yet
 	matched                // expected, its copy found
 	skipped                // not expected
+	missed                 // expected, counted missing (Continuous: Round)
 )
 
 // Partition compares one partition. Feed it with Source in source
@@ -227,11 +246,26 @@ type Partition struct {
 	kinds    map[Kind]int
 }
 
-// New starts the comparison of one partition.
+// New starts the comparison of one partition. The window grows as
+// entries come, up to cfg.Window: a verifier that follows many partitions
+// holds what each one needs, not the most any could.
 func New(cfg Config) *Partition {
 	cfg.Window = max(cfg.Window, 1)
 	cfg.Deferred = max(cfg.Deferred, 1)
-	return &Partition{cfg: cfg, ring: make([]record, cfg.Window), kinds: map[Kind]int{}}
+	return &Partition{cfg: cfg, ring: make([]record, min(cfg.Window, initialRing)), kinds: map[Kind]int{}}
+}
+
+// initialRing is the window's first size, in entries.
+const initialRing = 64
+
+// grow doubles the ring (up to cfg.Window), keeping its entries in order.
+func (p *Partition) grow() {
+	n := min(2*len(p.ring), p.cfg.Window)
+	ring := make([]record, n)
+	for i := range p.size {
+		ring[i] = p.ring[(p.head+i)%len(p.ring)]
+	}
+	p.ring, p.head = ring, 0
 }
 
 // proof reports whether t's origin counts as proof of where it came from.
@@ -255,6 +289,9 @@ func (p *Partition) AddSource(s Source) {
 		return // delivered again: already seen
 	}
 	p.res.SourceEntries++
+	if p.size == len(p.ring) && len(p.ring) < p.cfg.Window {
+		p.grow()
+	}
 	if p.size == len(p.ring) {
 		p.evict()
 	}
@@ -299,15 +336,26 @@ func (p *Partition) evict() {
 	}
 }
 
-// unsettled counts an expected entry that ends without a copy.
+// unsettled counts an expected entry that ends without a copy. A
+// continuous comparison only evicts such an entry when a later copy made
+// its walker read past the window (see Config.Continuous): missing, and
+// Through goes on.
 func (p *Partition) unsettled(r record) {
-	if p.anyMatched && r.pos.Compare(p.maxMatched) < 0 {
-		p.res.Missing++
-		p.find(Finding{Kind: Missing, Origin: r.pos})
-	} else {
+	switch {
+	case p.cfg.Continuous:
+		p.missing(r.pos)
+		return
+	case p.anyMatched && r.pos.Compare(p.maxMatched) < 0:
+		p.missing(r.pos)
+	default:
 		p.res.NotYetCopied++
 	}
 	p.broken = true
+}
+
+func (p *Partition) missing(pos marker.Position) {
+	p.res.Missing++
+	p.find(Finding{Kind: Missing, Origin: pos})
 }
 
 // settle moves front past the entries that are proven (copied or not
@@ -463,6 +511,12 @@ func (p *Partition) judge(t Target) {
 		p.find(Finding{Kind: Divergent, Origin: o, Target: &t.Pos, Detail: d})
 	case !proof:
 		p.targetOnly(t, "same bytes as the source's entry, but the origin signature is not valid")
+	case r.state == missed:
+		// Counted missing at a round's end; here it is, late.
+		r.state, r.copyAt = matched, t.Pos
+		p.res.Present++
+		p.res.OutOfOrder++
+		p.find(Finding{Kind: OutOfOrder, Origin: o, Target: &t.Pos, Detail: "after it was counted missing"})
 	case r.state == matched:
 		p.res.Duplicated++
 		p.find(Finding{Kind: Duplicated, Origin: o, Target: &t.Pos})
@@ -507,6 +561,56 @@ func (p *Partition) Snapshot() Result {
 		r.Through = &th
 	}
 	return r
+}
+
+// Room reports whether a continuous walker may read the source beyond
+// what the target's copies name: while the entries not yet settled fill
+// less than half the window, so that what leaves it is settled.
+func (p *Partition) Room() bool {
+	return p.base+int64(p.size)-p.front < int64(p.cfg.Window)/2
+}
+
+// Pending returns the publish time (Unix milliseconds) of the first
+// expected entry read and not yet proven copied; ok is false when every
+// entry read is settled.
+func (p *Partition) Pending() (publish int64, ok bool) {
+	if p.broken || p.front >= p.base+int64(p.size) {
+		return 0, false
+	}
+	return p.ring[(p.head+int(p.front-p.base))%len(p.ring)].publish, true
+}
+
+// Round ends a round of a continuous walk (Config.Continuous): an
+// expected entry without a copy that a later entry's copy had passed at
+// the previous round's end too is counted missing. caughtUp says the
+// source was read to the end it had after the target's end was taken:
+// the claims still waiting for the source then name entries it never had
+// (target-only), as at SourceDone.
+func (p *Partition) Round(caughtUp bool) {
+	for i := int(p.front - p.base); i < p.size; i++ { // everything before front is settled
+		r := &p.ring[(p.head+i)%len(p.ring)]
+		if r.state != unmatched || !p.anyMatched || r.pos.Compare(p.maxMatched) >= 0 {
+			continue
+		}
+		if r.passed {
+			r.state = missed
+			p.missing(r.pos)
+		} else {
+			r.passed = true
+		}
+	}
+	p.settle()
+	if caughtUp {
+		p.judgeDeferred(true)
+	}
+}
+
+// AddTargetPastEnd judges t, a proven copy of an entry after the end the
+// source had when the round began (so after every entry the source will
+// hold at that position): the source never had it.
+func (p *Partition) AddTargetPastEnd(t Target) {
+	p.res.TargetEntries++
+	p.targetOnly(t, "the source holds no entry at the origin position")
 }
 
 // SourceDone says the source was read to its end (as it was when the walk

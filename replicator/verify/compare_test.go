@@ -273,3 +273,59 @@ func TestResume(t *testing.T) {
 		t.Fatalf("resumed: %s, through %+v", brief(r), r.Through)
 	}
 }
+
+// TestPartitionRounds: a continuous comparison counts an entry missing
+// once a later copy passed it at two rounds' ends in a row (a copy a
+// little out of place in between is out of order, not missing), moves
+// Through past it, and judges a copy landing after that as out of order
+// and a second one as a duplicate; the source is read ahead only while
+// the window has room.
+func TestPartitionRounds(t *testing.T) {
+	pos := func(l, e int64) marker.Position { return marker.Position{Ledger: l, Entry: e, Batch: -1} }
+	src := func(e int64) Source { return Source{Pos: pos(1, e), PublishTime: 1000 + e, Digest: Digest{byte(e)}} }
+	at := int64(0)
+	tgt := func(e int64) Target {
+		at++
+		return Target{Pos: pos(9, at), Claim: FromSource, Origin: pos(1, e), OriginOK: true, Signed: true, Digest: Digest{byte(e)}}
+	}
+	c := New(Config{Window: 8, Deferred: 4, Authenticated: true, Continuous: true})
+	for e := range int64(5) {
+		c.AddSource(src(e))
+	}
+	for _, e := range []int64{0, 1, 3, 4} { // 2 not (yet) copied
+		c.AddTarget(tgt(e))
+	}
+	step := func(name string, want string, wantThrough int64, wantPending int64) {
+		t.Helper()
+		r := c.Snapshot()
+		got := brief(r)
+		if got != want || r.Through == nil || r.Through.Origin.Entry != wantThrough {
+			t.Errorf("%s:\n got  %s\n want %s (through %d)", name, got, want, wantThrough)
+		}
+		if pub, ok := c.Pending(); (wantPending < 0) == ok || (ok && pub != 1000+wantPending) {
+			t.Errorf("%s: pending %v %v, want entry %d", name, pub, ok, wantPending)
+		}
+	}
+	c.Round(true)
+	step("one round", "exp=5 pre=4 lag=0 miss=0 dup=0 div=0 ooo=0 gone=0 only=0 through=1@1001", 1, 2)
+	c.Round(true)
+	step("two rounds", "exp=5 pre=4 lag=0 miss=1 dup=0 div=0 ooo=0 gone=0 only=0 through=4@1004 missing:2", 4, -1)
+	c.AddTarget(tgt(2))
+	step("late", "exp=5 pre=5 lag=0 miss=1 dup=0 div=0 ooo=1 gone=0 only=0 through=4@1004 missing:2 out-of-order:2@5", 4, -1)
+	c.AddTarget(tgt(2))
+	c.Round(true)
+	step("again", "exp=5 pre=5 lag=0 miss=1 dup=1 div=0 ooo=1 gone=0 only=0 through=4@1004 missing:2 out-of-order:2@5 duplicated:2@6", 4, -1)
+
+	// Nothing copied of what follows: room for half the window.
+	n := 0
+	for e := int64(5); c.Room(); e++ {
+		c.AddSource(src(e))
+		n++
+	}
+	if n != 4 {
+		t.Errorf("read %d entries ahead of the copies, want 4 (half the window of 8)", n)
+	}
+	if _, ok := c.Pending(); !ok {
+		t.Error("nothing pending with 4 entries not copied")
+	}
+}

@@ -338,24 +338,11 @@ func lastEntry(ctx context.Context, c *wire.Client, part, prefix string) (pos ma
 	// broker removes a non-durable subscription after its consumer
 	// closed, and a subscribe under the same name meanwhile is refused
 	// ("Subscription is fenced").
-	sub := prefix + ".verify-" + uuid.NewString()[:8] + "-end"
-	probe, err := subscribe(ctx, c, wire.ConsumerOptions{
-		Topic: part, Subscription: sub, Name: sub, NonDurable: true, NoTopicCreation: true,
-		InitialPosition: wire.Latest, Permits: 1,
-	})
-	var be *wire.BrokerError
-	if errors.As(err, &be) && be.Code == wire.TopicNotFound {
-		return pos, false, nil // nothing there: an empty side
+	last, ok, err := lastID(ctx, c, part, prefix+".verify-"+uuid.NewString()[:8]+"-end")
+	if err != nil || !ok {
+		return pos, false, err
 	}
-	if err != nil {
-		return pos, false, fmt.Errorf("open a reader: %w", err)
-	}
-	last, ok, err := probe.LastMessageID(ctx)
-	_ = probe.Close()
-	if err != nil {
-		return pos, false, fmt.Errorf("last entry: %w", err)
-	}
-	return position(last), ok, nil
+	return position(last), true, nil
 }
 
 // open opens a stream of part on side from since (zero: its first entry)
@@ -397,6 +384,28 @@ func (w *walker) open(ctx context.Context, side Side, part string, since time.Ti
 	}
 	s.c = c
 	return s, nil
+}
+
+// lastID is the id of part's last entry, asked through a probe named
+// sub; ok is false when part holds none or does not exist.
+func lastID(ctx context.Context, c *wire.Client, part, sub string) (wire.MessageID, bool, error) {
+	probe, err := subscribe(ctx, c, wire.ConsumerOptions{
+		Topic: part, Subscription: sub, Name: sub, NonDurable: true, NoTopicCreation: true,
+		InitialPosition: wire.Latest, Permits: 1,
+	})
+	var be *wire.BrokerError
+	if errors.As(err, &be) && be.Code == wire.TopicNotFound {
+		return wire.MessageID{}, false, nil
+	}
+	if err != nil {
+		return wire.MessageID{}, false, fmt.Errorf("open a reader: %w", err)
+	}
+	last, ok, err := probe.LastMessageID(ctx)
+	_ = probe.Close()
+	if err != nil {
+		return wire.MessageID{}, false, fmt.Errorf("last entry: %w", err)
+	}
+	return last, ok, nil
 }
 
 // next returns the next entry up to the stream's end; ok is false past
