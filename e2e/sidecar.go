@@ -216,16 +216,22 @@ func (s *Sidecar) Freeze() {
 // Metric returns the sum of every sample of the named metric on /metrics
 // whose label text contains all of match (e.g. `target="west"`).
 func (s *Sidecar) Metric(name string, match ...string) float64 {
+	sum, _ := s.Samples(name, match...)
+	return sum
+}
+
+// Samples is Metric, and whether any sample matched (a series that is
+// not there yet reads 0 from Metric).
+func (s *Sidecar) Samples(name string, match ...string) (sum float64, found bool) {
 	resp, err := http.Get("http://" + s.Listen + "/metrics")
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0
+		return 0, false
 	}
-	var sum float64
 lines:
 	for _, line := range strings.Split(string(body), "\n") {
 		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
@@ -238,10 +244,10 @@ lines:
 		}
 		var v float64
 		if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v); err == nil {
-			sum += v
+			sum, found = sum+v, true
 		}
 	}
-	return sum
+	return sum, found
 }
 
 func tail(b []byte, n int) []byte {

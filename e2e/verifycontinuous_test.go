@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,24 +40,7 @@ func verifyFound(s *Sidecar, kind string) float64 {
 // verifyAge is the sidecar's verified-through age of topic (t/ns/topic),
 // and whether the series is there.
 func verifyAge(s *Sidecar, topicLabel string) (float64, bool) {
-	resp, err := http.Get("http://" + s.Listen + "/metrics")
-	if err != nil {
-		return 0, false
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, false
-	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, "geo_sidecar_verify_verified_through_age_seconds{") && strings.Contains(line, `topic="`+topicLabel+`"`) {
-			var v float64
-			if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v); err == nil {
-				return v, true
-			}
-		}
-	}
-	return 0, false
+	return s.Samples("geo_sidecar_verify_verified_through_age_seconds", `topic="`+topicLabel+`"`)
 }
 
 // verifyFaults is the sidecar's counts by kind, for messages.
