@@ -127,7 +127,9 @@ func ensureRemote(ctx context.Context, cp cluster.ControlPlane, t topicInfo) err
 // admin API about every topic every time: with 1,000 topics that was a
 // large share of an idle sidecar's CPU (e2e/bench, scale run). A topic is
 // checked again when its partition count changes, after a failure, and
-// at the latest every recheckRemote. Used by one goroutine (the pair's).
+// once it was trusted for recheckRemote (within recheckPerPass a pass).
+// Used by one goroutine (the pair's); ensureAll's checks in flight touch
+// only the remote, not the map.
 type remoteChecks map[string]remoteCheck
 
 type remoteCheck struct {
