@@ -478,13 +478,15 @@ func (r failoverResult) check(t *testing.T) {
 
 // awaitInStep waits until the subscription exists on the target and the
 // sum over partitions of how far it trails the source (backlog there minus
-// backlog here, from each cluster's admin API) stops shrinking for 3 s or
-// reaches 0. It returns the time until the last improvement.
+// backlog here, from each cluster's admin API) reaches 0, or stops
+// shrinking for 3 s after it shrank, or never shrinks for 15 s: the
+// drill's own rule (subscription/drill, settleAfterMove and
+// settleUnmoved). It returns the time until the last improvement.
 func awaitInStep(t *testing.T, fromA, toA pulsaradmin.Client, topic, sub string, timeout time.Duration) (time.Duration, bool) {
 	t.Helper()
 	tn := mustTopicName(t, topic)
 	start := time.Now()
-	best, bestAt := int64(-1), start
+	best, bestAt, moved := int64(-1), start, false
 	for time.Since(start) < timeout {
 		fb, fok := drill.Backlogs(fromA, *tn, sub)
 		tb, tok := drill.Backlogs(toA, *tn, sub)
@@ -494,9 +496,14 @@ func awaitInStep(t *testing.T, fromA, toA pulsaradmin.Client, topic, sub string,
 				lag += max(tb[p]-f, 0)
 			}
 			if best < 0 || lag < best {
+				moved = moved || best >= 0
 				best, bestAt = lag, time.Now()
 			}
-			if lag == 0 || time.Since(bestAt) > 3*time.Second {
+			settle := 15 * time.Second
+			if moved {
+				settle = 3 * time.Second
+			}
+			if lag == 0 || time.Since(bestAt) > settle {
 				return bestAt.Sub(start), true
 			}
 		}
