@@ -223,7 +223,15 @@ func (s *Sidecar) Metric(name string, match ...string) float64 {
 // Samples is Metric, and whether any sample matched (a series that is
 // not there yet reads 0 from Metric).
 func (s *Sidecar) Samples(name string, match ...string) (sum float64, found bool) {
-	resp, err := http.Get("http://" + s.Listen + "/metrics")
+	return Samples(s.Listen, name, match...)
+}
+
+// Samples reads the /metrics of the sidecar listening on listen: the sum
+// of every sample of the named metric whose label text contains all of
+// match, and whether any did (the benchmark's sidecars read theirs here
+// too).
+func Samples(listen, name string, match ...string) (sum float64, found bool) {
+	resp, err := http.Get("http://" + listen + "/metrics")
 	if err != nil {
 		return 0, false
 	}

@@ -12,8 +12,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -259,7 +257,7 @@ func (e *env) verifyAge(sc *sidecar, topic string, res *verifyResult) error {
 	// The verifier's first walk of the topic (a round after discovery
 	// handed it the partition) before the clock starts.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		if _, ok := seriesValue(sc.listen, "geo_sidecar_verify_verified_through_age_seconds", `topic="`+label+`"`); ok {
+		if _, ok := e2e.Samples(sc.listen, "geo_sidecar_verify_verified_through_age_seconds", `topic="`+label+`"`); ok {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -290,7 +288,7 @@ func (e *env) verifyAge(sc *sidecar, topic string, res *verifyResult) error {
 		res.Sent++
 		if now := time.Now(); now.After(nextSample) {
 			nextSample = now.Add(500 * time.Millisecond)
-			if age, ok := seriesValue(sc.listen, "geo_sidecar_verify_verified_through_age_seconds", `topic="`+label+`"`); ok {
+			if age, ok := e2e.Samples(sc.listen, "geo_sidecar_verify_verified_through_age_seconds", `topic="`+label+`"`); ok {
 				res.Ages = append(res.Ages, age)
 			}
 		}
@@ -340,26 +338,6 @@ func cpuTime(sc *sidecar) time.Duration {
 	return time.Duration(sum)
 }
 
-// seriesValue is the value of the first series of name on listen's
-// /metrics whose labels contain match.
-func seriesValue(listen, name, match string) (float64, bool) {
-	resp, err := http.Get("http://" + listen + "/metrics")
-	if err != nil {
-		return 0, false
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, false
-	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, name+"{") && strings.Contains(line, match) {
-			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			return v, err == nil
-		}
-	}
-	return 0, false
-}
 
 func (v *verifyResult) markdown() string {
 	var b strings.Builder
