@@ -338,7 +338,6 @@ func cpuTime(sc *sidecar) time.Duration {
 	return time.Duration(sum)
 }
 
-
 func (v *verifyResult) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nContinuous verifier (`sidecar.verify` at its defaults): two sidecars copying a 1-partition topic each east→west, one with the verifier on, one without, rounds alternating; then the one with the verifier copying %s msg/s (non-batching) for %s:\n\n",
