@@ -27,6 +27,7 @@ package verify
 
 import (
 	"crypto/sha256"
+	"hash/maphash"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 )
@@ -46,6 +47,9 @@ type Source struct {
 	// else why it does not (entrypath.Decide's reasons, or "malformed").
 	Skip   string
 	Digest Digest
+	// kept, instead of Digest, is the entry's content held (sourceOf
+	// with hold), owned by the comparison once fed: see Config.KeptBytes.
+	kept []byte
 }
 
 // Claim is what a target entry says of where it comes from.
@@ -78,6 +82,11 @@ type Target struct {
 	// partition, source and target over the bytes read.
 	Signed bool
 	Digest Digest
+	// held, instead of Digest, are the entry's bytes while it is fed
+	// (targetOf with hold); fp is their fingerprint once let go (hasFP).
+	held  *heldTarget
+	fp    uint64
+	hasFP bool
 }
 
 // Config bounds and frames one partition's comparison.
@@ -103,6 +112,14 @@ type Config struct {
 	// MaxFindings is how many findings of each kind are kept, first
 	// ones first; the counts are whole.
 	MaxFindings int
+	// KeptBytes is how much of the source entries' content (Source.kept)
+	// the comparison holds: a copy judged while its source entry's
+	// content is held is compared with it byte for byte, neither side
+	// hashed. Content beyond it is hashed, the oldest first, or, when its
+	// copy was found already, only fingerprinted (a keyed 64-bit hash, for
+	// telling a later copy's bytes apart). Release does the same with
+	// all of it. 0: content given is hashed at once.
+	KeptBytes int
 	// Continuous: the comparison of a verifier that follows the two
 	// partitions (Continuous) rather than a walk to their ends. A fault
 	// does not stop Through: it passes every entry proven copied or
@@ -202,8 +219,13 @@ type record struct {
 	copyAt  marker.Position // where its first copy is on the target (matched)
 	publish int64
 	digest  Digest
-	state   uint8
-	msgs    int32
+	kept    []byte // the content, held instead of digest (Config.KeptBytes)
+	// compared: the content was let go unhashed after the first copy
+	// matched it (Config.KeptBytes); fp is its fingerprint.
+	compared bool
+	fp       uint64
+	state    uint8
+	msgs     int32
 	// passed: at the end of a round (Continuous), a later entry had its
 	// copy and this one none.
 	passed bool
@@ -244,6 +266,11 @@ type Partition struct {
 
 	deferred []Target // unproven claims beyond the source read, oldest first
 	kinds    map[Kind]int
+
+	// keptTotal is the bytes of content the window's records hold;
+	// keptFrom the number of the oldest entry that may hold some.
+	keptTotal int
+	keptFrom  int64
 }
 
 // New starts the comparison of one partition. The window grows as
@@ -310,8 +337,19 @@ func (p *Partition) AddSource(s Source) {
 		u.Messages += int64(msgs)
 		u.LastPublishTime = s.PublishTime
 	}
-	p.ring[(p.head+p.size)%len(p.ring)] = record{pos: s.Pos, publish: s.PublishTime, digest: s.Digest, state: st, msgs: msgs}
+	rec := record{pos: s.Pos, publish: s.PublishTime, digest: s.Digest, state: st, msgs: msgs}
+	if s.kept != nil {
+		if st == skipped || p.cfg.KeptBytes <= 0 {
+			rec.digest = Digest(sha256.Sum256(s.kept))
+			putKept(s.kept)
+		} else {
+			rec.kept = s.kept
+			p.keptTotal += len(s.kept)
+		}
+	}
+	p.ring[(p.head+p.size)%len(p.ring)] = rec
 	p.size++
+	p.trimKept()
 	if !p.started {
 		p.first, p.started = s.Pos, true
 	}
@@ -327,6 +365,11 @@ func (p *Partition) evict() {
 	r := p.ring[p.head]
 	if r.state == unmatched {
 		p.unsettled(r)
+	}
+	if r.kept != nil {
+		p.keptTotal -= len(r.kept)
+		putKept(r.kept)
+		p.ring[p.head].kept = nil
 	}
 	p.head = (p.head + 1) % len(p.ring)
 	p.size--
@@ -440,6 +483,7 @@ func (p *Partition) AddTarget(t Target) {
 			p.deferred = p.deferred[1:]
 			p.targetOnly(old, "origin not proven, and beyond the source read while too many such claims waited")
 		}
+		t.digest() // kept beyond this call: its bytes are not
 		p.deferred = append(p.deferred, t)
 		return
 	}
@@ -502,7 +546,7 @@ func (p *Partition) judge(t Target) {
 	switch {
 	case r.state == skipped:
 		p.targetOnly(t, "a copy of an entry the entry pipe does not forward to this target")
-	case t.Digest != r.digest:
+	case !p.same(r, &t):
 		p.res.Divergent++
 		d := "other bytes than the source's entry"
 		if !proof {
@@ -531,6 +575,70 @@ func (p *Partition) judge(t Target) {
 		}
 		p.settle()
 	}
+}
+
+// same reports whether t's content is r's: byte for byte while r holds
+// its content and t its bytes, by fingerprint once r's content was let go
+// after its first copy matched it (see Config.KeptBytes), else by digest
+// (hashing what holds bytes).
+func (p *Partition) same(r *record, t *Target) bool {
+	switch {
+	case r.compared && t.held != nil:
+		return fingerprint(t.held.md, t.held.cut[:], t.held.payload) == r.fp
+	case r.compared:
+		return t.hasFP && t.fp == r.fp
+	case r.kept != nil && t.held != nil:
+		return keptEqual(r.kept, t.held.md, t.held.cut[:], t.held.payload)
+	case r.kept != nil:
+		p.hashKept(r)
+	}
+	t.digest()
+	return t.Digest == r.digest
+}
+
+// hashKept hashes a record's held content and lets go of it.
+func (p *Partition) hashKept(r *record) {
+	r.digest = Digest(sha256.Sum256(r.kept))
+	p.dropKept(r)
+}
+
+func (p *Partition) dropKept(r *record) {
+	p.keptTotal -= len(r.kept)
+	putKept(r.kept)
+	r.kept = nil
+}
+
+// trimKept lets go of held content beyond Config.KeptBytes, the oldest
+// first: hashed when its copy is still to be judged, else let go.
+func (p *Partition) trimKept() {
+	p.keptFrom = max(p.keptFrom, p.base)
+	for p.keptTotal > p.cfg.KeptBytes && p.keptFrom < p.base+int64(p.size) {
+		p.letGo(&p.ring[(p.head+int(p.keptFrom-p.base))%len(p.ring)])
+		p.keptFrom++
+	}
+}
+
+func (p *Partition) letGo(r *record) {
+	switch {
+	case r.kept == nil:
+	case r.state == matched:
+		r.fp = maphash.Bytes(fpSeed, r.kept)
+		p.dropKept(r)
+		r.compared = true
+	default:
+		p.hashKept(r)
+	}
+}
+
+// Release lets go of every source entry's content the comparison holds
+// (Config.KeptBytes), hashing what may still be judged: a continuous
+// verifier calls it at the end of each partition's walk, so that what it
+// holds is one partition's at a time.
+func (p *Partition) Release() {
+	for i := range p.size {
+		p.letGo(&p.ring[(p.head+i)%len(p.ring)])
+	}
+	p.keptFrom = p.base + int64(p.size)
 }
 
 func (p *Partition) targetOnly(t Target, detail string) {

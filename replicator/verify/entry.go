@@ -1,10 +1,12 @@
 package verify
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"hash"
+	"hash/maphash"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -49,15 +51,45 @@ func contentDigest(md []byte, cut []wire.Span, payload []byte) (d Digest, ok boo
 	var l [8]byte
 	binary.BigEndian.PutUint64(l[:], uint64(n))
 	h.Write(l[:])
-	walkKept(md, cut, h)
+	walkKept(md, cut, func(b []byte) { h.Write(b) })
 	h.Write(payload)
 	h.Sum(d[:0])
 	return d, true
 }
 
-// walkKept writes md's kept fields to h (when not nil) and returns their
-// length.
-func walkKept(md []byte, cut []wire.Span, h hash.Hash) (int, bool) {
+// appendKept appends to dst exactly what contentDigest hashes (so that
+// sha256.Sum256 of what it appended is the digest): the comparison of a
+// continuous verifier holds a source entry's content this way for a
+// while, so that its copy is compared byte for byte (keptEqual) instead
+// of both being hashed.
+func appendKept(dst, md []byte, cut []wire.Span, payload []byte) ([]byte, bool) {
+	n, ok := walkKept(md, cut, nil)
+	if !ok {
+		return dst, false
+	}
+	dst = binary.BigEndian.AppendUint64(dst, uint64(n))
+	walkKept(md, cut, func(b []byte) { dst = append(dst, b...) })
+	return append(dst, payload...), true
+}
+
+// keptEqual reports whether kept (appendKept's) is what appendKept makes
+// of md, cut and payload, without making it.
+func keptEqual(kept, md []byte, cut []wire.Span, payload []byte) bool {
+	n, ok := walkKept(md, cut, nil)
+	if !ok || len(kept) < 8 || binary.BigEndian.Uint64(kept) != uint64(n) {
+		return false
+	}
+	at, eq := 8, true
+	walkKept(md, cut, func(b []byte) {
+		eq = eq && at+len(b) <= len(kept) && bytes.Equal(kept[at:at+len(b)], b)
+		at += len(b)
+	})
+	return eq && at <= len(kept) && bytes.Equal(kept[at:], payload)
+}
+
+// walkKept passes md's kept fields to w (when not nil), in order, and
+// returns their length.
+func walkKept(md []byte, cut []wire.Span, w func([]byte)) (int, bool) {
 	kept, at := 0, 0
 	for at < len(md) {
 		num, _, n := protowire.ConsumeField(md[at:])
@@ -76,8 +108,8 @@ func walkKept(md []byte, cut []wire.Span, h hash.Hash) (int, bool) {
 		}
 		if keep {
 			kept += n
-			if h != nil {
-				h.Write(md[at : at+n])
+			if w != nil {
+				w(md[at : at+n])
 			}
 		}
 		at += n
@@ -87,7 +119,12 @@ func walkKept(md []byte, cut []wire.Span, h hash.Hash) (int, bool) {
 
 // SourceOf is what the comparison needs of e, an entry of the source
 // partition, to judge copies on target to.
-func SourceOf(e wire.Entry, to string) Source {
+func SourceOf(e wire.Entry, to string) Source { return sourceOf(e, to, false) }
+
+// sourceOf is SourceOf; with hold, the entry's content is copied (into a
+// pooled buffer the comparison owns from then on) instead of hashed: see
+// Config.KeptBytes.
+func sourceOf(e wire.Entry, to string, hold bool) Source {
 	s := Source{Pos: position(e.ID), Messages: e.NumMessages}
 	md, err := wire.ParseMetadata(e.Metadata)
 	if err != nil {
@@ -98,6 +135,16 @@ func SourceOf(e wire.Entry, to string) Source {
 	if s.Skip = entrypath.Decide(&md, to); s.Skip != "" {
 		return s
 	}
+	if hold {
+		kept, ok := appendKept(getKept(len(e.Metadata)+len(e.Payload)+8), e.Metadata, nil, e.Payload)
+		if !ok {
+			putKept(kept)
+			s.Skip = "malformed"
+			return s
+		}
+		s.kept = kept
+		return s
+	}
 	d, ok := contentDigest(e.Metadata, nil, e.Payload)
 	if !ok {
 		s.Skip = "malformed"
@@ -106,11 +153,34 @@ func SourceOf(e wire.Entry, to string) Source {
 	return s
 }
 
+// keptPool recycles the buffers of sources' held content.
+var keptPool sync.Pool
+
+func getKept(n int) []byte {
+	if b, ok := keptPool.Get().(*[]byte); ok && cap(*b) >= n {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+func putKept(b []byte) {
+	if cap(b) > 0 {
+		keptPool.Put(&b)
+	}
+}
+
 // TargetOf is what the comparison needs of e, an entry of the target
 // partition topic (as named on both sides), judged as a copy from from on
 // to: its claim, and whether its origin signature is valid under keys,
 // bound to the partition, from, to and the bytes read.
 func TargetOf(e wire.Entry, keys marker.Keys, topic, from, to string) Target {
+	return targetOf(e, keys, topic, from, to, false)
+}
+
+// targetOf is TargetOf; with hold, the content is not hashed: the Target
+// refers to e's bytes, and must be fed to the comparison (AddTarget)
+// before e is released.
+func targetOf(e wire.Entry, keys marker.Keys, topic, from, to string, hold bool) Target {
 	t := Target{Pos: position(e.ID)}
 	md, err := wire.ParseMetadata(e.Metadata)
 	if err != nil {
@@ -146,7 +216,13 @@ func TargetOf(e wire.Entry, keys marker.Keys, topic, from, to string) Target {
 		t.Claim = Unreadable
 		return t
 	}
-	if d, ok := contentDigest(e.Metadata, spans[:], e.Payload); ok {
+	if hold {
+		if _, ok := walkKept(e.Metadata, spans[:], nil); !ok {
+			t.Claim = Unreadable
+			return t
+		}
+		t.held = &heldTarget{md: e.Metadata, cut: spans, payload: e.Payload}
+	} else if d, ok := contentDigest(e.Metadata, spans[:], e.Payload); ok {
 		t.Digest = d
 	} else {
 		t.Claim = Unreadable
@@ -159,6 +235,49 @@ func TargetOf(e wire.Entry, keys marker.Keys, topic, from, to string) Target {
 		}
 	}
 	return t
+}
+
+// fpSeed keys the fingerprints of content let go (fingerprint): random
+// per process, so that content made to collide with another's cannot be
+// written without it.
+var fpSeed = maphash.MakeSeed()
+
+// fingerprint is a 64-bit keyed hash (hash/maphash, about six times
+// faster than SHA-256 here) of what appendKept makes of md, cut and
+// payload: what the comparison keeps of a source entry whose copy was
+// compared byte for byte once its content is let go, so that a later copy
+// is still told apart as the same bytes or other bytes.
+func fingerprint(md []byte, cut []wire.Span, payload []byte) uint64 {
+	var h maphash.Hash
+	h.SetSeed(fpSeed)
+	n, _ := walkKept(md, cut, nil)
+	var l [8]byte
+	binary.BigEndian.PutUint64(l[:], uint64(n))
+	h.Write(l[:])
+	walkKept(md, cut, func(b []byte) { h.Write(b) })
+	h.Write(payload)
+	return h.Sum64()
+}
+
+// heldTarget is a target entry's bytes, while it is fed to the
+// comparison (targetOf with hold).
+type heldTarget struct {
+	md      []byte
+	cut     [len(marker.OriginKeys)]wire.Span
+	payload []byte
+}
+
+// digest hashes a held target's content into t.Digest (and its
+// fingerprint) and lets go of its bytes: a claim kept beyond the call
+// that fed it.
+func (t *Target) digest() {
+	if t.held == nil {
+		return
+	}
+	h := t.held
+	t.Digest, _ = contentDigest(h.md, h.cut[:], h.payload) // walkKept passed in targetOf
+	t.fp, t.hasFP = fingerprint(h.md, h.cut[:], h.payload), true
+	t.held = nil
 }
 
 func position(id wire.MessageID) marker.Position {

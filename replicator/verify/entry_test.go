@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"crypto/sha256"
 	"testing"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
@@ -129,6 +130,24 @@ func TestEntries(t *testing.T) {
 			}
 			if tc.wantClaim == FromSource && tc.wantSame && got.Digest != SourceOf(src, "west").Digest {
 				t.Errorf("the digest differs from the source entry's")
+			}
+			if got.Claim != FromSource || !got.OriginOK {
+				return
+			}
+			// Held instead of hashed (a continuous verifier's): the same
+			// verdict byte for byte, and the same digest once hashed.
+			held, kept := targetOf(c, tc.keys, part, "east", "west", true), sourceOf(src, "west", true).kept
+			if held.held == nil || held.Signed != got.Signed {
+				t.Fatalf("held: %+v", held)
+			}
+			if eq := keptEqual(kept, held.held.md, held.held.cut[:], held.held.payload); eq != (got.Digest == SourceOf(src, "west").Digest) {
+				t.Errorf("byte for byte: equal %v, digests say otherwise", eq)
+			}
+			if Digest(sha256.Sum256(kept)) != SourceOf(src, "west").Digest {
+				t.Errorf("the held content hashes to another digest than the source's")
+			}
+			if held.digest(); held.Digest != got.Digest || held.held != nil {
+				t.Errorf("a held target hashed: %x, want %x", held.Digest, got.Digest)
 			}
 		})
 	}

@@ -89,6 +89,15 @@ type ContinuousConfig struct {
 // read at most half of it ahead of the target's copies.
 const ContinuousWindow = 1024
 
+// ContinuousKept is how much of the source's content a continuous
+// verifier holds while it walks a partition (Config.KeptBytes): the
+// source is read as its copies ask for it, so a copy is usually judged
+// while its source entry's content is held, and compared with it byte
+// for byte instead of both being hashed (SHA-256 of every byte read,
+// both sides, was most of the verifier's CPU). One partition is walked
+// at a time per pair, and Release lets go of it all at a walk's end.
+const ContinuousKept = 8 << 20
+
 // Reader tuning of the continuous verifier: a round's reader holds at
 // most this much at once (the rate limit, not the window, sets the pace).
 const (
@@ -249,6 +258,7 @@ func (v *Continuous) walk(ctx context.Context, part string, f *followed) error {
 			return fmt.Errorf("%s: start: %w", v.cfg.Target, err)
 		}
 	}
+	defer f.cmp.Release() // what it holds is this walk's only
 	tgtNew := tok && (!f.hasTgt || tend.Compare(f.tgt) > 0)
 	srcNew := sok && (!f.hasSrc || send.Compare(f.src) > 0)
 
@@ -274,7 +284,7 @@ func (v *Continuous) walk(ctx context.Context, part string, f *followed) error {
 		if err != nil || !ok {
 			return false, err
 		}
-		f.cmp.AddSource(SourceOf(e, v.cfg.Target))
+		f.cmp.AddSource(sourceOf(e, v.cfg.Target, true))
 		f.src, f.hasSrc = position(e.ID), true
 		return true, v.took(ctx, src, e)
 	}
@@ -292,10 +302,8 @@ func (v *Continuous) walk(ctx context.Context, part string, f *followed) error {
 			if !ok {
 				break
 			}
-			t := TargetOf(e, v.cfg.Keys, part, v.cfg.Source, v.cfg.Target)
-			if err := v.took(ctx, tgt, e); err != nil {
-				return err
-			}
+			// t refers to e's bytes until it is fed: e is released after.
+			t := targetOf(e, v.cfg.Keys, part, v.cfg.Source, v.cfg.Target, true)
 			past := false
 			for !past && f.cmp.Wants(t) {
 				more, err := nextSource()
@@ -311,6 +319,9 @@ func (v *Continuous) walk(ctx context.Context, part string, f *followed) error {
 			}
 			// Only now: an error above reads t again next round.
 			f.tgt, f.hasTgt = t.Pos, true
+			if err := v.took(ctx, tgt, e); err != nil {
+				return err
+			}
 		}
 	}
 	for f.cmp.Room() {
@@ -360,7 +371,7 @@ func earlier(a, b time.Time) time.Time {
 // on the source).
 func (v *Continuous) anchor(ctx context.Context, part string, f *followed, tend marker.Position, tok bool, send marker.Position, sok bool) error {
 	cmp := New(Config{Window: v.cfg.Window, Deferred: v.cfg.Window, Authenticated: !v.cfg.Keys.IsZero(),
-		MaxFindings: 10, Continuous: true})
+		MaxFindings: 10, Continuous: true, KeptBytes: ContinuousKept})
 	f.src, f.hasSrc = send, sok
 	fromCopy := false
 	if tok {
