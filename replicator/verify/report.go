@@ -21,26 +21,40 @@ type JSONReport struct {
 
 // JSONPartition is one partition's verdict for encoding/json.
 type JSONPartition struct {
-	Partition     string        `json:"partition"`
-	SourceEntries int64         `json:"source_entries"`
-	TargetEntries int64         `json:"target_entries"`
-	Expected      int64         `json:"expected"`
-	Skipped       int64         `json:"not_forwarded"`
-	Present       int64         `json:"present"`
-	NotYetCopied  int64         `json:"not_yet_copied"`
-	Missing       int64         `json:"missing"`
-	Duplicated    int64         `json:"duplicated"`
-	Divergent     int64         `json:"divergent"`
-	OutOfOrder    int64         `json:"out_of_order"`
-	SourceGone    int64         `json:"source_gone"`
-	TargetOnly    int64         `json:"target_only"`
-	Local         int64         `json:"target_local"`
-	OtherOrigin   int64         `json:"target_other_origins"`
-	Markers       int64         `json:"target_markers"`
-	Unreadable    int64         `json:"target_unreadable"`
-	BeforeRange   int64         `json:"before_range"`
-	Through       *JSONThrough  `json:"verified_through"`
-	Findings      []JSONFinding `json:"findings"`
+	Partition     string       `json:"partition"`
+	SourceEntries int64        `json:"source_entries"`
+	TargetEntries int64        `json:"target_entries"`
+	Expected      int64        `json:"expected"`
+	Skipped       int64        `json:"not_forwarded"`
+	Present       int64        `json:"present"`
+	NotYetCopied  int64        `json:"not_yet_copied"`
+	Missing       int64        `json:"missing"`
+	Duplicated    int64        `json:"duplicated"`
+	Divergent     int64        `json:"divergent"`
+	OutOfOrder    int64        `json:"out_of_order"`
+	SourceGone    int64        `json:"source_gone"`
+	TargetOnly    int64        `json:"target_only"`
+	Local         int64        `json:"target_local"`
+	OtherOrigin   int64        `json:"target_other_origins"`
+	Markers       int64        `json:"target_markers"`
+	Unreadable    int64        `json:"target_unreadable"`
+	BeforeRange   int64        `json:"before_range"`
+	Through       *JSONThrough `json:"verified_through"`
+	// Unproven is what of the source read lies past verified_through;
+	// null when nothing does.
+	Unproven *JSONUnproven `json:"unproven"`
+	Findings []JSONFinding `json:"findings"`
+}
+
+// JSONUnproven is Unproven for encoding/json.
+type JSONUnproven struct {
+	Entries  int64 `json:"entries"`
+	Messages int64 `json:"messages"`
+	// First and last publish times of those entries, and the seconds of
+	// traffic between them.
+	FirstPublishTime string  `json:"first_publish_time"`
+	LastPublishTime  string  `json:"last_publish_time"`
+	Seconds          float64 `json:"seconds"`
 }
 
 // JSONThrough is Through for encoding/json.
@@ -76,6 +90,12 @@ func JSON(r Report) JSONReport {
 			if t.HasTarget {
 				jp.Through.Target = t.Target.String()
 			}
+		}
+		if u := p.Unproven; u.Entries > 0 {
+			jp.Unproven = &JSONUnproven{Entries: u.Entries, Messages: u.Messages,
+				FirstPublishTime: time.UnixMilli(u.FirstPublishTime).UTC().Format(time.RFC3339Nano),
+				LastPublishTime:  time.UnixMilli(u.LastPublishTime).UTC().Format(time.RFC3339Nano),
+				Seconds:          float64(u.LastPublishTime-u.FirstPublishTime) / 1000}
 		}
 		for _, f := range p.Findings {
 			jf := JSONFinding{Kind: f.Kind, Origin: f.Origin.String(), Detail: f.Detail}
