@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin"
@@ -157,14 +158,30 @@ func Ends(ctx context.Context, o Options) ([]End, error) {
 	if err != nil {
 		return nil, err
 	}
-	ends := make([]End, len(parts))
+	// The partitions at once (endsAtOnce at a time), so that the moment
+	// is as short as the slowest partition's two probes, not their sum.
+	ends, errs := make([]End, len(parts)), make([]error, len(parts))
+	turn := make(chan struct{}, endsAtOnce)
+	var wg sync.WaitGroup
 	for i, part := range parts {
-		if ends[i], err = partitionEnd(ctx, o, part); err != nil {
-			return nil, fmt.Errorf("%s: %w", part, err)
-		}
+		wg.Add(1)
+		turn <- struct{}{}
+		go func() {
+			defer func() { <-turn; wg.Done() }()
+			if ends[i], errs[i] = partitionEnd(ctx, o, part); errs[i] != nil {
+				errs[i] = fmt.Errorf("%s: %w", part, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return ends, nil
 }
+
+// endsAtOnce bounds the partitions whose ends Ends takes at once.
+const endsAtOnce = 16
 
 // partitions names o.Topic's partitions (the topic itself when it is not
 // partitioned); the two sides must have as many.
