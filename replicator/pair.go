@@ -339,7 +339,7 @@ func (p *pair) entryPartition(partitionTopic string) entrypath.Config {
 // newSync returns the subscription sync of one partition, or nil when the
 // entry keeps no subscription in step.
 func (p *pair) newSync(ctx context.Context, partitionTopic, topic string) *subsync.Sync {
-	if p.keys.IsZero() || (len(p.rep.Subscriptions) == 0 && len(p.rep.SubscriptionPatterns) == 0) {
+	if !p.tracksSubscriptions() {
 		return nil
 	}
 	layout, err := p.local.Control.Layout(ctx, partitionTopic)
@@ -557,7 +557,15 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 		t := d.t
 		delete(p.news, t.name)
 		p.asked[t.name] = now
-		st, err := inspect(ctx, p.local.Admin, t, p.subscription, now)
+		// Where partitions of the topic keep subscriptions in step, the
+		// same request (with precise backlogs) is their syncs' stats
+		// reading too: a resting sync asks none of its own.
+		syncs := p.pollers != nil && p.tracksSubscriptions()
+		sent := time.Now()
+		st, subs, err := inspectSubs(ctx, p.local.Admin, t, p.subscription, now, syncs)
+		if err == nil && syncs {
+			p.pollers.Offer(p.local.Name, t.name, subsync.ReadingOf(sent, subs, followPrefix(p.cfg.Sidecar)))
+		}
 		if err != nil {
 			p.log.Debug("stats refresh failed", zap.String("topic", t.name), zap.Error(err))
 			delete(p.quiet, t.name)
@@ -576,8 +584,18 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 }
 
 // quietRefresh is how often the stats of a caught-up topic whose cursors
-// read nothing are asked for (at the most: see quietPerRound).
-const quietRefresh = 10 * time.Minute
+// read nothing are asked for (at the most: see quietPerRound): what
+// bounds how long a backlog the cursors are not told of goes unseen, and
+// with subscriptions kept in step, how often a resting sync's rest is
+// confirmed (subsync.Sync.resting). At 1,000 quiet topics, one request
+// every 1.8 s per cluster.
+const quietRefresh = 30 * time.Minute
+
+// tracksSubscriptions reports whether the pair keeps subscriptions in
+// step (newSync makes syncs).
+func (p *pair) tracksSubscriptions() bool {
+	return !p.keys.IsZero() && (len(p.rep.Subscriptions) > 0 || len(p.rep.SubscriptionPatterns) > 0)
+}
 
 // statsPerRound bounds the stats requests of one refresh round (every
 // statsInterval): 10 a second. quietPerRound bounds, within it, those for

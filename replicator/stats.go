@@ -44,27 +44,40 @@ type SubStatus struct {
 
 // inspect reads the status of topic t's cursor sub on admin's cluster.
 func inspect(ctx context.Context, admin pulsaradmin.Client, t topicInfo, sub string, now time.Time) (PairStatus, error) {
+	st, _, err := inspectSubs(ctx, admin, t, sub, now, false)
+	return st, err
+}
+
+// inspectSubs is inspect that also returns every subscription of each
+// partition (keyed by the partition's full name; the topic's own when it
+// is not partitioned), with precise backlogs when precise is set: the
+// same request then serves as a subscription sync's stats reading
+// (subsync.ReadingOf).
+func inspectSubs(ctx context.Context, admin pulsaradmin.Client, t topicInfo, sub string, now time.Time, precise bool) (PairStatus, map[string]map[string]utils.SubscriptionStats, error) {
 	st := PairStatus{Topic: t.name, Partitions: t.partitions}
 	tn, err := utils.GetTopicName(t.name)
 	if err != nil {
-		return st, err
+		return st, nil, err
 	}
-	opt := utils.GetStatsOptions{GetEarliestTimeInBacklog: true, ExcludePublishers: true}
+	opt := utils.GetStatsOptions{GetEarliestTimeInBacklog: true, ExcludePublishers: true, GetPreciseBacklog: precise}
 	var parts []utils.TopicStats
+	subs := map[string]map[string]utils.SubscriptionStats{}
 	if t.partitions > 0 {
 		ps, err := admin.Topics().GetPartitionedStatsWithOptionWithContext(ctx, *tn, true, opt)
 		if err != nil {
-			return st, err
+			return st, nil, err
 		}
-		for _, p := range ps.Partitions {
+		for name, p := range ps.Partitions {
 			parts = append(parts, p)
+			subs[name] = p.Subscriptions
 		}
 	} else {
 		s, err := admin.Topics().GetStatsWithOptionWithContext(ctx, *tn, opt)
 		if err != nil {
-			return st, err
+			return st, nil, err
 		}
 		parts = append(parts, s)
+		subs[t.name] = s.Subscriptions
 	}
 	var oldest int64
 	for _, p := range parts {
@@ -84,7 +97,7 @@ func inspect(ctx context.Context, admin pulsaradmin.Client, t topicInfo, sub str
 	if oldest > 0 {
 		st.OldestAge = now.Sub(time.UnixMilli(oldest))
 	}
-	return st, nil
+	return st, subs, nil
 }
 
 func subBacklogs(ctx context.Context, admin pulsaradmin.Client, t topicInfo) (map[string]int64, error) {

@@ -14,9 +14,13 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
+	"go.uber.org/zap/zaptest"
+
+	gconfig "github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
-	"go.uber.org/zap/zaptest"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync"
 )
 
 // A caught-up topic's stats are asked for again at the next round only
@@ -170,5 +174,67 @@ func TestRefreshStatsBudget(t *testing.T) {
 	}
 	if got := round(); len(got) != quietPerRound {
 		t.Errorf("quiet topics due: %d asked in a round, want %d", len(got), quietPerRound)
+	}
+}
+
+// TestRefreshStatsOffersReading: where the pair keeps subscriptions in
+// step, the backlog gauges' stats request asks for precise backlogs and
+// hands its answer to the topic's poller, so that a resting sync sees it
+// without a request of its own; without tracked subscriptions it does not.
+func TestRefreshStatsOffersReading(t *testing.T) {
+	var precise atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/stats") {
+			http.NotFound(rw, r)
+			return
+		}
+		if r.URL.Query().Get("getPreciseBacklog") == "true" {
+			precise.Add(1)
+		}
+		rw.Header().Set("Content-Type", "application/json")
+		_, _ = rw.Write([]byte(`{"subscriptions":{"geo-sidecar.repl.west":{"msgBacklog":0,"consumers":[{"consumerName":"c"}]},` +
+			`"billing":{"msgBacklog":0,"lastMarkDeleteAdvancedTimestamp":42,"consumers":[{"consumerName":"app"}]}}}`))
+	}))
+	defer srv.Close()
+	admin, err := pulsaradmin.NewClient(&config.Config{WebServiceURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const topic = "persistent://t/ns/orders"
+	for _, tracked := range []bool{true, false} {
+		t.Run(fmt.Sprintf("tracked=%v", tracked), func(t *testing.T) {
+			precise.Store(0)
+			pollers := subsync.NewPollers(100, 10, nil)
+			poller, release := pollers.Acquire("east", subsync.NewStatsSource(admin, ""), topic, false)
+			defer release()
+			p := &pair{
+				local: &cluster.Conn{Name: "east", Admin: admin}, remote: &cluster.Conn{Name: "west"},
+				subscription: "geo-sidecar.repl.west", running: map[string]*worker{topic: {topic: topic}},
+				quiet: map[string]time.Time{}, gauged: map[string]bool{},
+				asked: map[string]time.Time{}, news: map[string]bool{},
+				m: metrics.New(nil), log: zaptest.NewLogger(t), pollers: pollers,
+				keys: marker.NewKeys([]byte("0123456789abcdef0123456789abcdef")), cfg: &gconfig.Config{},
+			}
+			if tracked {
+				p.rep.Subscriptions = []string{"billing"}
+			}
+			p.refreshStats(context.Background(), []topicInfo{{name: topic}})
+			r := poller.Latest()
+			if !tracked {
+				if r != nil || precise.Load() != 0 {
+					t.Errorf("no tracked subscription: offered %v, precise asked %d times", r, precise.Load())
+				}
+				return
+			}
+			if precise.Load() != 1 {
+				t.Errorf("precise backlog asked %d times, want 1", precise.Load())
+			}
+			if r == nil {
+				t.Fatal("no reading offered")
+			}
+			if got := r.Partitions[topic]["billing"]; got != (subsync.SubStat{MarkDeleteAdvanced: 42, Consumers: 1}) {
+				t.Errorf("billing in the offered reading: %+v", got)
+			}
+		})
 	}
 }

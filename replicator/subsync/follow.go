@@ -69,6 +69,16 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 	subs, ok := r.Partitions[s.Topic]
 	if ok {
 		f.reading = subs
+		if !s.couldUpdate() && s.still(subs) && s.samePositions(subs) {
+			// Consumed to the end (or copies updates put in place that
+			// nobody consumes), no snapshot to pass: whatever data came,
+			// a position read could send no update (the positions
+			// would pass the same newest snapshot, whose update went out
+			// when they were read). The reading stands for one: the
+			// partition may rest (resting).
+			f.seen, f.seenAt, f.dataSinceRead = trackedOf(s, subs), r.At, false
+			return f.mds, nil
+		}
 		if !s.moved(subs) || !s.couldUpdate() {
 			// Kept: a move not read yet stays a move (seen is not
 			// changed) for when a snapshot could use it.
@@ -105,7 +115,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 		f.readNewest = newest.ID
 	}
 	if ok {
-		f.seen = map[string]SubStat{}
+		f.seen, f.seenAt = map[string]SubStat{}, r.At
 		for name, st := range subs {
 			if s.Tracked(name) {
 				f.seen[name] = st
@@ -113,6 +123,92 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 		}
 	}
 	return mds, nil
+}
+
+// samePositions reports whether the tracked subscriptions of a reading
+// are those whose positions were last read (none created or gone since).
+func (s *Sync) samePositions(subs map[string]SubStat) bool {
+	n := 0
+	for name := range subs {
+		if !s.Tracked(name) {
+			continue
+		}
+		if _, ok := s.fl.mds[name]; !ok {
+			return false
+		}
+		n++
+	}
+	for name := range s.fl.mds {
+		if s.Tracked(name) {
+			n--
+		}
+	}
+	return n == 0
+}
+
+// trackedOf is the tracked subscriptions' part of a reading.
+func trackedOf(s *Sync, subs map[string]SubStat) map[string]SubStat {
+	out := map[string]SubStat{}
+	for name, st := range subs {
+		if s.Tracked(name) {
+			out[name] = st
+		}
+	}
+	return out
+}
+
+// resting reports whether nothing here can move a tracked subscription
+// until data comes, which the entry pipe would report (DataAt): at the
+// last reading each one was consumed to the end (backlog 0) or sat where
+// a remote's update put it with nobody attached; no data came and no
+// snapshot completed since positions were read; none of them is behind
+// the newest snapshot by consumers' doing. A resting partition asks
+// nothing: its follow returns at once (the lag gauges keep their
+// values). It looks at readings made for someone else (Poller.Latest;
+// the pairs' backlog gauges read a quiet topic every quietRefresh): one
+// that shows a move, or a consumer attached to a copy updates put in
+// place, ends the rest; one that shows nothing renews it. Without one
+// for restMax it follows as an idle partition. At 1,000 partitions with
+// subscriptions, the idle follows' own readings were 3 to 5 admin
+// requests a second per cluster (e2e/bench, subs row).
+func (s *Sync) resting(changed bool) bool {
+	f := &s.fl
+	if s.Stats == nil || changed || f.dataSinceRead || f.mds == nil || f.seen == nil || !s.still(f.seen) {
+		return false
+	}
+	newest, ok := s.Machine.Newest()
+	if ok && newest.ID != f.readNewest {
+		return false
+	}
+	for name, md := range f.mds {
+		if ok && s.Tracked(name) && md.Compare(newest.Local) < 0 && !s.movedByUpdate(name, md) {
+			return false
+		}
+	}
+	if r := s.Stats.Latest(); r != nil && r.At.After(f.seenAt) {
+		subs, ok := r.Partitions[s.Topic]
+		if !ok || s.moved(subs) || !s.still(subs) {
+			return false
+		}
+		f.seenAt = r.At
+	}
+	return time.Since(f.seenAt) < restMax
+}
+
+// still reports whether a reading's tracked subscriptions are all at
+// rest: consumed to the end, or where a remote's update put them (the
+// positions last read) with no consumer attached.
+func (s *Sync) still(subs map[string]SubStat) bool {
+	for name, st := range subs {
+		if !s.Tracked(name) || st.Backlog == 0 {
+			continue
+		}
+		if md, ok := s.fl.mds[name]; ok && st.Consumers == 0 && s.movedByUpdate(name, md) {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // readingAfterCompletion is a new stats reading when r, the follow's,
@@ -161,7 +257,7 @@ func (s *Sync) reachedUnlessDue(r *Reading, subs map[string]SubStat) (map[string
 	}
 	newest, _ := s.Machine.Newest()
 	f.readNewest = newest.ID
-	f.seen = map[string]SubStat{}
+	f.seen, f.seenAt = map[string]SubStat{}, r.At
 	for name, st := range subs {
 		if s.Tracked(name) {
 			f.seen[name] = st

@@ -209,3 +209,37 @@ func (ps *Pollers) Acquire(cluster string, src StatsSource, topic string, partit
 		})
 	}
 }
+
+// Offer gives the poller a reading made for someone else (the pairs'
+// backlog gauges read a quiet topic's stats every 30 minutes): kept when
+// it is newer than the last, so that a resting follow sees it without a
+// request of its own (Sync.resting).
+func (p *Poller) Offer(r *Reading) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.last == nil || r.At.After(p.last.At) {
+		p.last = r
+	}
+}
+
+// Latest returns the last reading, without a request; nil when there is
+// none.
+func (p *Poller) Latest() *Reading {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+// Offer gives topic's poller on cluster, if there is one (a sync follows
+// one of its partitions), a reading made elsewhere (Poller.Offer).
+func (ps *Pollers) Offer(cluster, topic string, r *Reading) {
+	if ps == nil {
+		return
+	}
+	ps.mu.Lock()
+	ref, ok := ps.pollers[cluster+"\x00"+topic]
+	ps.mu.Unlock()
+	if ok {
+		ref.p.Offer(r)
+	}
+}

@@ -526,3 +526,82 @@ func TestReadingAge(t *testing.T) {
 		}
 	}
 }
+
+// TestRestingFollowAsksNothing: a partition whose tracked subscriptions
+// were consumed to the end (or sit where an update put them, nobody
+// attached) and that receives nothing asks no admin request of its own
+// (no stats reading, no position, no backlog); a reading offered by
+// someone else (the backlog gauges') that shows nothing moved renews the
+// rest, one that shows a move, a consumer attached to the updated copy
+// or backlog here ends it; data ends it; without any reading for restMax
+// it follows as an idle partition.
+func TestRestingFollowAsksNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, st := movedRig(t)
+		ctx := context.Background()
+		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
+		st.set(syncTopic, "billing", SubStat{Backlog: 0, MarkDeleteAdvanced: 100})
+		r.local.setMD("billing", subsynctest.Pos(1, 12))
+		requests := func() int { return st.count() + r.local.mdCalls + r.local.lagCalls + r.remote.lagCalls }
+		offer := func(sub SubStat) {
+			r.s.Stats.Offer(&Reading{At: time.Now(), Partitions: map[string]map[string]SubStat{syncTopic: {"billing": sub}}})
+		}
+		for i, step := range []struct {
+			name   string
+			change func()
+			asks   bool
+		}{
+			{"first follow: positions read, the update sent", func() {}, true},
+			{"consumed to the end, at the newest snapshot: resting", func() {}, false},
+			{"an idle follow later, still resting", func() { time.Sleep(idleFollow) }, false},
+			{"a gauge reading shows nothing moved: renewed", func() { offer(SubStat{Backlog: 0, MarkDeleteAdvanced: 100}) }, false},
+			{"most of restMax later, renewed by the gauge reading", func() { time.Sleep(restMax - 2*idleFollow) }, false},
+			{"a gauge reading shows an acknowledgement and a snapshot completed", func() {
+				cacheSnapshot(t, r, "s2", subsynctest.Pos(1, 20), subsynctest.Pos(7, 30))
+				st.set(syncTopic, "billing", SubStat{Backlog: 0, MarkDeleteAdvanced: 200})
+				r.local.setMD("billing", subsynctest.Pos(1, 22))
+				offer(SubStat{Backlog: 0, MarkDeleteAdvanced: 200})
+			}, true},
+			{"resting again", func() {}, false},
+			{"data", func() { r.s.dataSeen.Store(true) }, true},
+			{"positions read after the data: resting again", func() { time.Sleep(idleFollow) }, false},
+			{"a gauge reading shows backlog: no rest (that reading serves this follow)", func() { offer(SubStat{Backlog: 3, MarkDeleteAdvanced: 200}) }, false},
+			{"no rest: read again", func() { st.set(syncTopic, "billing", SubStat{Backlog: 3, MarkDeleteAdvanced: 200}) }, true},
+			{"consumed to the end again", func() {
+				st.set(syncTopic, "billing", SubStat{Backlog: 0, MarkDeleteAdvanced: 300})
+				time.Sleep(idleFollow)
+				r.s.dataSeen.Store(true) // the follow after data reads positions
+			}, true},
+			{"resting", func() {}, false},
+			{"restMax without a reading: followed as idle", func() { time.Sleep(restMax) }, true},
+			{"resting", func() {}, false},
+			{"a tracked subscription created at the end: no rest", func() {
+				st.set(syncTopic, "audit", SubStat{Backlog: 0})
+				r.s.Stats.Offer(&Reading{At: time.Now(), Partitions: map[string]map[string]SubStat{syncTopic: {
+					"billing": {Backlog: 0, MarkDeleteAdvanced: 300}, "audit": {Backlog: 0}}}})
+			}, false},
+			{"still no rest (its position not read yet): read again", func() {}, true},
+			{"a snapshot completes: its position is read", func() {
+				cacheSnapshot(t, r, "s3", subsynctest.Pos(1, 40), subsynctest.Pos(7, 50))
+				r.local.setMD("audit", subsynctest.Pos(1, 44))
+				r.local.setMD("billing", subsynctest.Pos(1, 44))
+			}, true},
+		} {
+			time.Sleep(time.Second)
+			step.change()
+			before := requests()
+			if err := r.s.follow(ctx); err != nil {
+				t.Fatalf("step %d (%s): %v", i, step.name, err)
+			}
+			if asked := requests() > before; asked != step.asks {
+				t.Errorf("step %d (%s): asked %v, want %v", i, step.name, asked, step.asks)
+			}
+			if i < 8 {
+				r.sink.Take()
+			}
+		}
+		if up, ok := updatesWritten(r.sink.Take())["audit"]; !ok || up.Local != subsynctest.Pos(1, 40) {
+			t.Errorf("the subscription created while resting: update %+v (sent %v), want one at the snapshot at 1:40", up, ok)
+		}
+	})
+}

@@ -5,6 +5,7 @@ package subsync
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
@@ -49,6 +50,19 @@ func (s adminStats) SubStats(ctx context.Context, topic string, partitioned bool
 		out[name] = s.subStats(ps.Subscriptions)
 	}
 	return out, nil
+}
+
+// ReadingOf is a Reading of the stats of a topic's partitions sent at at
+// (subscriptions by partition, as a stats or partitioned-stats request
+// with precise backlogs returns them), read as NewStatsSource reads its
+// own: for readings others make (Pollers.Offer).
+func ReadingOf(at time.Time, parts map[string]map[string]utils.SubscriptionStats, followPrefix string) *Reading {
+	s := adminStats{followPrefix: followPrefix}
+	r := &Reading{At: at, Partitions: make(map[string]map[string]SubStat, len(parts))}
+	for name, subs := range parts {
+		r.Partitions[name] = s.subStats(subs)
+	}
+	return r
 }
 
 // subStats reads the subscriptions of one partition. A move's consumer,

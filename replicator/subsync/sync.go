@@ -207,6 +207,9 @@ type followState struct {
 	// before idleFollow (moved).
 	seen   map[string]SubStat
 	readAt time.Time
+	// seenAt is when the reading behind seen was sent, or a later one
+	// that showed nothing moved (resting).
+	seenAt time.Time
 	// readNewest is the newest snapshot when positions were last read.
 	readNewest string
 	// reading is the stats reading of the current follow (nil without
@@ -238,6 +241,10 @@ const (
 	// like an idle one. At 30 s each, 1,000 such partitions cost 100
 	// admin requests a second (e2e/bench, subs row).
 	staleBehind = 5 * time.Minute
+	// restMax bounds a rest (resting) without a reading that confirms
+	// it: a resting partition is followed as an idle one after this long
+	// when no reading made elsewhere came.
+	restMax = time.Hour
 	// lagRefresh is how often the lag gauges are read again when nothing
 	// moved on the partition (no data, no position, no snapshot): the two
 	// backlog calls of each idle follow were two thirds of its admin cost.
@@ -646,6 +653,11 @@ func (s *Sync) follow(ctx context.Context) error {
 	f.once, f.at, f.newestID, f.soon = true, time.Now(), newest.ID, time.Time{}
 	f.prio, f.maxAge = s.priority(), min(s.readingAge(changed, hadData), f.at.Sub(prevAt))
 	f.dataSinceRead = f.dataSinceRead || hadData
+	if s.resting(changed) {
+		f.every = idleFollow
+		s.lagAged()
+		return nil
+	}
 	mds, err := s.positions(ctx, f.prio)
 	if err != nil {
 		f.every = s.Interval / 2
