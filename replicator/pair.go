@@ -409,7 +409,7 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *cluster.Layout) *su
 			NewID:        uuid.NewString, Now: time.Now,
 		}),
 		Planner:        subscription.NewPlanner(),
-		Writer:         subsync.NewMarkerWriter(p.local.Client, partitionTopic, marker.MarkerProducerName(p.local.Name, p.remote.Name), p.keys),
+		Writer:         subsync.NewWireMarkerWriter(p.local.WireClient, partitionTopic, marker.MarkerProducerName(p.local.Name, p.remote.Name), p.keys),
 		LocalAdmin:     p.local.Control,
 		RemoteAdmin:    p.remote.Control,
 		SubAdmin:       localSubs,
