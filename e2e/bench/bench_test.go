@@ -20,7 +20,7 @@ var smokeSizes = sizes{
 	ZstdMessages: 1000,
 	ScaleTopics:  10, ScaleMessages: 200, IdleWindow: time.Second, ScaleSettle: time.Second,
 	Subs: subsSizes{Topics: 4, Settle: time.Second, Idle: 2 * time.Second, Rate: 20,
-		Warm: time.Second, Traffic: 2 * time.Second, Probes: 2, ProbeParallel: 2},
+		Warm: time.Second, Traffic: 2 * time.Second, Probes: 2, ProbeParallel: 2, Growth: []int{6}, GrowthIdle: time.Second},
 	SubsVs: subsvsSizes{Partitions: 2, Rate: 20, Warm: time.Second, Load: 3 * time.Second, Tail: 6 * time.Second, Probes: 1, Types: []string{"failover"}},
 	Verify: verifySizes{Rounds: 1, Messages: 2000, AgeRate: 100, AgeFor: 4 * time.Second, AgeWarm: 2 * time.Second, CatchUp: time.Second},
 }

@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -68,8 +69,9 @@ var (
 		DrainMessages: 1_000_000, DrainParts: 1,
 		ZstdMessages: 100_000,
 		ScaleTopics:  1000, ScaleMessages: 200_000, IdleWindow: 60 * time.Second, ScaleSettle: 20 * time.Second,
-		Subs: subsSizes{Topics: 1000, Settle: 30 * time.Second, Idle: 5 * time.Minute, Rate: 300,
-			Warm: 20 * time.Second, Traffic: time.Minute, Probes: 50, ProbeParallel: 10},
+		Subs: subsSizes{Topics: 1000, Settle: 30 * time.Second, Idle: 5 * time.Minute, Rate: 1000,
+			Warm: 20 * time.Second, Traffic: time.Minute, Probes: 50, ProbeParallel: 10,
+			Growth: []int{2500, 5000}, GrowthIdle: time.Minute},
 		SubsVs: subsvsSizes{Partitions: 40, Rate: 200, Warm: 10 * time.Second, Load: time.Minute, Tail: 20 * time.Second, Probes: 20, Types: svAllTypes},
 		Verify: verifySizes{Rounds: 3, Messages: 200_000, AgeRate: 1000, AgeFor: time.Minute, AgeWarm: 10 * time.Second, CatchUp: 20 * time.Second},
 	}
@@ -111,6 +113,9 @@ func main() {
 	var only string
 	var rounds, tp, drain, zstd, topics, subTopics int
 	var subIdle time.Duration
+	var subRate int
+	var verifySigned bool
+	var subGrowth string
 	var svTypesFlag string
 	flag.StringVar(&o.Binary, "binary", "bin/geo-sidecar", "geo-sidecar binary to measure")
 	flag.StringVar(&o.Versus, "versus", "", "also measure this second geo-sidecar binary as an extra throughput arm (A/B test of a change)")
@@ -130,6 +135,9 @@ func main() {
 	flag.IntVar(&topics, "scale-topics", 0, "topics of the scale run")
 	flag.IntVar(&subTopics, "subs-topics", 0, "topics of the scale run with replicated subscriptions (subs)")
 	flag.DurationVar(&subIdle, "subs-idle", 0, "each idle window of the subs run (default 5m, quick 10s)")
+	flag.BoolVar(&verifySigned, "verify-signed", false, "run the continuous verifier's row with a marker key on both sidecars (signed origins, checked)")
+	flag.IntVar(&subRate, "subs-rate", 0, "messages per second of the subs run's spread traffic (default 1000, quick 100)")
+	flag.StringVar(&subGrowth, "subs-growth", "", "comma-separated larger topic counts the subs run measures after its row, start-up and idle only (default 2500,5000; \"none\" for none)")
 	flag.StringVar(&svTypesFlag, "subsvs-types", "", "comma-separated application types of the subsvs row, one run each (exclusive,failover,shared; default all)")
 	flag.Parse()
 
@@ -157,6 +165,24 @@ func main() {
 	}
 	if subIdle > 0 {
 		o.Sizes.Subs.Idle = subIdle
+	}
+	o.Sizes.Verify.Signed = verifySigned
+	if subRate > 0 {
+		o.Sizes.Subs.Rate = subRate
+	}
+	if subGrowth != "" {
+		o.Sizes.Subs.Growth = nil
+		for _, f := range strings.Split(subGrowth, ",") {
+			if f = strings.TrimSpace(f); f == "none" || f == "" {
+				continue
+			}
+			n, err := strconv.Atoi(f)
+			if err != nil || n <= 0 {
+				fmt.Fprintf(os.Stderr, "bench: -subs-growth: %q is not a topic count\n", f)
+				os.Exit(2)
+			}
+			o.Sizes.Subs.Growth = append(o.Sizes.Subs.Growth, n)
+		}
 	}
 	if svTypesFlag != "" {
 		o.Sizes.SubsVs.Types = nil

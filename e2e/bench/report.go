@@ -25,16 +25,19 @@ type report struct {
 	// restarted meanwhile (other tests share the test bed).
 	Retaken int
 
-	TP     []*tpResult
-	Lat    *latResult
-	Drain  *drainResult
-	Zstd   *zstdResult
-	Scale  *scaleResult
-	Subs   *subsResult
-	SubsVs []*subsvsResult // one per application type
-	Verify *verifyResult
-	WAN    *wanResult // east->far through the WAN proxy (wan.go)
-	Errors []string
+	TP    []*tpResult
+	Lat   *latResult
+	Drain *drainResult
+	Zstd  *zstdResult
+	Scale *scaleResult
+	Subs  *subsResult
+	// SubsGrowth are the subs row's larger topic counts, start-up and
+	// idle only.
+	SubsGrowth []*subsResult
+	SubsVs     []*subsvsResult // one per application type
+	Verify     *verifyResult
+	WAN        *wanResult // east->far through the WAN proxy (wan.go)
+	Errors     []string
 }
 
 // run sets the run up, runs the selected workloads and returns what they
@@ -118,7 +121,17 @@ func run(o options) (*report, error) {
 	}
 	if o.Only["subs"] && o.Sizes.Subs.Topics > 0 {
 		e.logf("== scale with replicated subscriptions: %d topics east<->west", o.Sizes.Subs.Topics)
-		do("subs", func() (err error) { rep.Subs, err = e.subs(); return err })
+		do("subs", func() (err error) { rep.Subs, err = e.subs(o.Sizes.Subs.Topics, false); return err })
+		for _, n := range o.Sizes.Subs.Growth {
+			e.logf("== scale with replicated subscriptions, growth: %d topics east<->west, start-up and idle", n)
+			do(fmt.Sprintf("subs-%d", n), func() error {
+				r, err := e.subs(n, true)
+				if r != nil {
+					rep.SubsGrowth = append(rep.SubsGrowth, r)
+				}
+				return err
+			})
+		}
 	}
 	if o.Only["subsvs"] && o.Sizes.SubsVs.Partitions > 0 {
 		for _, typ := range o.Sizes.SubsVs.Types {
@@ -326,6 +339,7 @@ func (r *report) summary() string {
 	}
 	if r.Subs != nil {
 		b.WriteString(r.Subs.markdown())
+		b.WriteString(subsGrowth(append([]*subsResult{r.Subs}, r.SubsGrowth...)))
 	}
 	for _, sv := range r.SubsVs {
 		b.WriteString(sv.markdown())
@@ -399,6 +413,7 @@ func (r *report) targets() string {
 	}
 	if r.Subs != nil {
 		r.Subs.targets(line)
+		growthTargets(append([]*subsResult{r.Subs}, r.SubsGrowth...), line)
 	}
 	for _, sv := range r.SubsVs {
 		sv.targets(line)

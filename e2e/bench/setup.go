@@ -35,6 +35,9 @@ type env struct {
 	http     *http.Client
 	meter    *meter
 	cleanups []func()
+	// subsTopics is the topic count of the subs run under way (its
+	// namespace and topic names).
+	subsTopics int
 	// disturbed counts measurements taken again after a cluster restart.
 	disturbed int
 
