@@ -252,6 +252,8 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	if err := sc.waitReady(5 * time.Minute); err != nil {
 		return nil, err
 	}
+	// Where start-up goes (when profiling): its first minute from ready.
+	defer sc.cpuProfile(time.Minute, fmt.Sprintf("subs-startup-%d", n))()
 	res.Ready = time.Since(sc.started)
 	done, err := sc.waitMetric("geo_sidecar_connected_partitions", float64(2*n), 10*time.Minute)
 	if err != nil {

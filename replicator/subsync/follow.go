@@ -69,15 +69,26 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 	subs, ok := r.Partitions[s.Topic]
 	if ok {
 		f.reading = subs
-		if !s.couldUpdate() && s.still(subs) && s.samePositions(subs) {
+		if s.still(subs) && s.samePositions(subs) {
 			// Consumed to the end (or copies updates put in place that
-			// nobody consumes), no snapshot to pass: whatever data came,
-			// a position read could send no update (the positions
+			// nobody consumes). With no snapshot to pass, whatever data
+			// came, a position read could send no update (the positions
 			// would pass the same newest snapshot, whose update went out
-			// when they were read). The reading stands for one: the
-			// partition may rest (resting).
-			f.seen, f.seenAt, f.dataSinceRead = trackedOf(s, subs), r.At, false
-			return f.mds, nil
+			// when they were read); with nothing moved and no data since
+			// they were read (data could hide a reset forward), they are
+			// the positions now, and the follow plans the newest
+			// snapshot's update with them. Either way the reading stands
+			// for a read: the partition may rest (resting).
+			switch couldUpdate, moved := s.couldUpdate(), s.moved(subs); {
+			case !moved && !f.dataSinceRead:
+				if newest, ok := s.Machine.Newest(); ok {
+					f.readNewest = newest.ID
+				}
+				fallthrough
+			case !couldUpdate:
+				f.seen, f.seenAt, f.dataSinceRead = trackedOf(s, subs), r.At, false
+				return f.mds, nil
+			}
 		}
 		if !s.moved(subs) || !s.couldUpdate() {
 			// Kept: a move not read yet stays a move (seen is not

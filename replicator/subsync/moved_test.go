@@ -563,6 +563,10 @@ func TestRestingFollowAsksNothing(t *testing.T) {
 				offer(SubStat{Backlog: 0, MarkDeleteAdvanced: 200})
 			}, true},
 			{"resting again", func() {}, false},
+			{"a snapshot completed (markers, no data), nothing moved: one reading", func() {
+				cacheSnapshot(t, r, "s2b", subsynctest.Pos(1, 21), subsynctest.Pos(7, 31))
+			}, true},
+			{"that reading stood for a position read: resting", func() { time.Sleep(idleFollow) }, false},
 			{"data", func() { r.s.dataSeen.Store(true) }, true},
 			{"positions read after the data: resting again", func() { time.Sleep(idleFollow) }, false},
 			{"a gauge reading shows backlog: no rest (that reading serves this follow)", func() { offer(SubStat{Backlog: 3, MarkDeleteAdvanced: 200}) }, false},
@@ -586,6 +590,12 @@ func TestRestingFollowAsksNothing(t *testing.T) {
 				r.local.setMD("audit", subsynctest.Pos(1, 44))
 				r.local.setMD("billing", subsynctest.Pos(1, 44))
 			}, true},
+			{"data, a snapshot, and a reset forward to the end (timestamp unchanged, backlog 0)", func() {
+				r.s.dataSeen.Store(true)
+				cacheSnapshot(t, r, "s4", subsynctest.Pos(1, 50), subsynctest.Pos(7, 60))
+				r.local.setMD("billing", subsynctest.Pos(1, 55))
+			}, true},
+			{"idleFollow later: the reset the data could hide is read", func() { time.Sleep(idleFollow) }, true},
 		} {
 			time.Sleep(time.Second)
 			step.change()
@@ -596,12 +606,16 @@ func TestRestingFollowAsksNothing(t *testing.T) {
 			if asked := requests() > before; asked != step.asks {
 				t.Errorf("step %d (%s): asked %v, want %v", i, step.name, asked, step.asks)
 			}
-			if i < 8 {
+			if i < 10 {
 				r.sink.Take()
 			}
 		}
-		if up, ok := updatesWritten(r.sink.Take())["audit"]; !ok || up.Local != subsynctest.Pos(1, 40) {
+		ups := updatesWritten(r.sink.Take())
+		if up, ok := ups["audit"]; !ok || up.Local != subsynctest.Pos(1, 40) {
 			t.Errorf("the subscription created while resting: update %+v (sent %v), want one at the snapshot at 1:40", up, ok)
+		}
+		if up, ok := ups["billing"]; !ok || up.Local != subsynctest.Pos(1, 50) {
+			t.Errorf("the reset forward behind data: update %+v (sent %v), want one at the snapshot at 1:50", up, ok)
 		}
 	})
 }
