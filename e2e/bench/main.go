@@ -114,6 +114,7 @@ func main() {
 	var rounds, tp, drain, zstd, topics, subTopics int
 	var subIdle time.Duration
 	var subRate int
+	var subSettle time.Duration
 	var verifySigned bool
 	var subGrowth string
 	var svTypesFlag string
@@ -136,6 +137,7 @@ func main() {
 	flag.IntVar(&subTopics, "subs-topics", 0, "topics of the scale run with replicated subscriptions (subs)")
 	flag.DurationVar(&subIdle, "subs-idle", 0, "each idle window of the subs run (default 5m, quick 10s)")
 	flag.BoolVar(&verifySigned, "verify-signed", false, "run the continuous verifier's row with a marker key on both sidecars (signed origins, checked)")
+	flag.DurationVar(&subSettle, "subs-settle", 0, "the subs run's pause after start-up (and after the traffic) before each idle window (default 30s; past 5m the windows see partitions at rest, after their first idle follow)")
 	flag.IntVar(&subRate, "subs-rate", 0, "messages per second of the subs run's spread traffic (default 1000, quick 100)")
 	flag.StringVar(&subGrowth, "subs-growth", "", "comma-separated larger topic counts the subs run measures after its row, start-up and idle only (default 2500,5000; \"none\" for none)")
 	flag.StringVar(&svTypesFlag, "subsvs-types", "", "comma-separated application types of the subsvs row, one run each (exclusive,failover,shared; default all)")
@@ -167,6 +169,9 @@ func main() {
 		o.Sizes.Subs.Idle = subIdle
 	}
 	o.Sizes.Verify.Signed = verifySigned
+	if subSettle > 0 {
+		o.Sizes.Subs.Settle = subSettle
+	}
 	if subRate > 0 {
 		o.Sizes.Subs.Rate = subRate
 	}

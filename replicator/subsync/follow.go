@@ -86,7 +86,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 				}
 				fallthrough
 			case !couldUpdate:
-				f.seen, f.seenAt, f.dataSinceRead = trackedOf(s, subs), r.At, false
+				f.seen, f.seenAt, f.dataSinceRead, f.dataSinceSeen = trackedOf(s, subs), r.At, false, false
 				return f.mds, nil
 			}
 		}
@@ -126,7 +126,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 		f.readNewest = newest.ID
 	}
 	if ok {
-		f.seen, f.seenAt = map[string]SubStat{}, r.At
+		f.seen, f.seenAt, f.dataSinceSeen = map[string]SubStat{}, r.At, false
 		for name, st := range subs {
 			if s.Tracked(name) {
 				f.seen[name] = st
@@ -183,27 +183,56 @@ func trackedOf(s *Sync, subs map[string]SubStat) map[string]SubStat {
 // subscriptions, the idle follows' own readings were 3 to 5 admin
 // requests a second per cluster (e2e/bench, subs row).
 func (s *Sync) resting(changed bool) bool {
+	why := s.restless(changed)
+	if why != "" && s.fl.mds != nil {
+		if ce := s.Log.Check(zap.DebugLevel, "partition not resting"); ce != nil {
+			ce.Write(zap.String("why", why))
+		}
+	}
+	return why == ""
+}
+
+// restless says why the partition cannot rest now ("" when it can): see
+// resting.
+func (s *Sync) restless(changed bool) string {
 	f := &s.fl
-	if s.Stats == nil || changed || f.dataSinceRead || f.mds == nil || f.seen == nil || !s.still(f.seen) {
-		return false
+	switch {
+	case s.Stats == nil:
+		return "no stats readings"
+	case changed:
+		return "a newer snapshot since the last follow"
+	case f.dataSinceSeen:
+		return "data since the last reading positions were taken from"
+	case f.mds == nil || f.seen == nil:
+		return "positions not read yet"
+	case !s.still(f.seen):
+		return "backlog at the last reading"
 	}
 	newest, ok := s.Machine.Newest()
 	if ok && newest.ID != f.readNewest {
-		return false
+		return "a snapshot completed since positions were read"
 	}
 	for name, md := range f.mds {
 		if ok && s.Tracked(name) && md.Compare(newest.Local) < 0 && !s.movedByUpdate(name, md) {
-			return false
+			return "a position behind the newest snapshot"
 		}
 	}
 	if r := s.Stats.Latest(); r != nil && r.At.After(f.seenAt) {
 		subs, ok := r.Partitions[s.Topic]
-		if !ok || s.moved(subs) || !s.still(subs) {
-			return false
+		switch {
+		case !ok:
+			return "the partition missing from a newer reading"
+		case s.moved(subs):
+			return "a newer reading shows a move"
+		case !s.still(subs):
+			return "a newer reading shows backlog"
 		}
 		f.seenAt = r.At
 	}
-	return time.Since(f.seenAt) < restMax
+	if time.Since(f.seenAt) >= restMax {
+		return "no reading for restMax"
+	}
+	return ""
 }
 
 // still reports whether a reading's tracked subscriptions are all at
@@ -268,7 +297,7 @@ func (s *Sync) reachedUnlessDue(r *Reading, subs map[string]SubStat) (map[string
 	}
 	newest, _ := s.Machine.Newest()
 	f.readNewest = newest.ID
-	f.seen, f.seenAt = map[string]SubStat{}, r.At
+	f.seen, f.seenAt, f.dataSinceSeen = map[string]SubStat{}, r.At, false
 	for name, st := range subs {
 		if s.Tracked(name) {
 			f.seen[name] = st

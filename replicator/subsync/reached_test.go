@@ -249,3 +249,45 @@ func TestFollowWaitsForConsumersAfterCompletion(t *testing.T) {
 		}
 	})
 }
+
+// TestRestingAfterProof: positions proven from the reading after data
+// (not read) count as seen: consumed to the end there, the partition rests
+// from the next follow on, asking nothing.
+func TestRestingAfterProof(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, st := movedRig(t)
+		ctx := context.Background()
+		for e := int64(1); e <= 10; e++ {
+			r.s.DataAt(ctx, subsynctest.Pos(1, e), "", marker.Position{})
+		}
+		st.set(syncTopic, "billing", SubStat{Backlog: 10, MarkDeleteAdvanced: 1})
+		r.local.setMD("billing", subsynctest.Pos(1, 0))
+		if err := r.s.follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r.s.entries.completed(subsynctest.Pos(1, 10))
+		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
+		for e := int64(12); e <= 15; e++ {
+			r.s.DataAt(ctx, subsynctest.Pos(1, e), "", marker.Position{})
+		}
+		time.Sleep(time.Second)
+		st.set(syncTopic, "billing", SubStat{Backlog: 0, MarkDeleteAdvanced: 2})
+		before := r.local.mdCalls
+		if err := r.s.follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r.local.mdCalls != before || metricstest.Counter(r.m.PositionsProven, "east") != 1 {
+			t.Fatalf("positions read %d times, proven %v: want proven, not read", r.local.mdCalls-before, metricstest.Counter(r.m.PositionsProven, "east"))
+		}
+		for i := range 3 {
+			time.Sleep(idleFollow)
+			calls, mds := st.count(), r.local.mdCalls
+			if err := r.s.follow(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if st.count() != calls || r.local.mdCalls != mds {
+				t.Errorf("idle follow %d after the proof: %d readings, %d position reads; want none", i+1, st.count()-calls, r.local.mdCalls-mds)
+			}
+		}
+	})
+}
