@@ -86,7 +86,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 				}
 				fallthrough
 			case !couldUpdate:
-				f.seen, f.seenAt, f.dataSinceRead, f.dataSinceSeen = trackedOf(s, subs), r.At, false, false
+				f.seen, f.seenAt, f.dataSinceRead, f.dataSinceSeen = s.trackedOf(subs), r.At, false, false
 				return f.mds, nil
 			}
 		}
@@ -126,12 +126,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 		f.readNewest = newest.ID
 	}
 	if ok {
-		f.seen, f.seenAt, f.dataSinceSeen = map[string]SubStat{}, r.At, false
-		for name, st := range subs {
-			if s.Tracked(name) {
-				f.seen[name] = st
-			}
-		}
+		f.seen, f.seenAt, f.dataSinceSeen = s.trackedOf(subs), r.At, false
 	}
 	return mds, nil
 }
@@ -158,7 +153,7 @@ func (s *Sync) samePositions(subs map[string]SubStat) bool {
 }
 
 // trackedOf is the tracked subscriptions' part of a reading.
-func trackedOf(s *Sync, subs map[string]SubStat) map[string]SubStat {
+func (s *Sync) trackedOf(subs map[string]SubStat) map[string]SubStat {
 	out := map[string]SubStat{}
 	for name, st := range subs {
 		if s.Tracked(name) {
@@ -171,9 +166,10 @@ func trackedOf(s *Sync, subs map[string]SubStat) map[string]SubStat {
 // resting reports whether nothing here can move a tracked subscription
 // until data comes, which the entry pipe would report (DataAt): at the
 // last reading each one was consumed to the end (backlog 0) or sat where
-// a remote's update put it with nobody attached; no data came and no
-// snapshot completed since positions were read; none of them is behind
-// the newest snapshot by consumers' doing. A resting partition asks
+// a remote's update put it with nobody attached; no data came since that
+// reading (positions read, proven from it, or a reading that stood for a
+// read) and no snapshot completed since; none of them is behind the
+// newest snapshot by consumers' doing. A resting partition asks
 // nothing: its follow returns at once (the lag gauges keep their
 // values). It looks at readings made for someone else (Poller.Latest;
 // the pairs' backlog gauges read a quiet topic every quietRefresh): one
@@ -193,7 +189,8 @@ func (s *Sync) resting(changed bool) bool {
 }
 
 // restless says why the partition cannot rest now ("" when it can): see
-// resting.
+// resting. A newer reading that shows nothing moved renews the rest
+// (seenAt moves to it).
 func (s *Sync) restless(changed bool) string {
 	f := &s.fl
 	switch {
@@ -297,12 +294,7 @@ func (s *Sync) reachedUnlessDue(r *Reading, subs map[string]SubStat) (map[string
 	}
 	newest, _ := s.Machine.Newest()
 	f.readNewest = newest.ID
-	f.seen, f.seenAt, f.dataSinceSeen = map[string]SubStat{}, r.At, false
-	for name, st := range subs {
-		if s.Tracked(name) {
-			f.seen[name] = st
-		}
-	}
+	f.seen, f.seenAt, f.dataSinceSeen = s.trackedOf(subs), r.At, false
 	s.Metrics.PositionsProven.WithLabelValues(s.Local).Inc()
 	return mds, true, false
 }
