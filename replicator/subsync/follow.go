@@ -86,7 +86,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 				}
 				fallthrough
 			case !couldUpdate:
-				f.seen, f.seenAt, f.dataSinceRead, f.dataSinceSeen = s.trackedOf(subs), r.At, false, false
+				f.seen, f.seenAt, f.dataSinceRead = s.trackedOf(subs), r.At, false
 				return f.mds, nil
 			}
 		}
@@ -126,7 +126,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 		f.readNewest = newest.ID
 	}
 	if ok {
-		f.seen, f.seenAt, f.dataSinceSeen = s.trackedOf(subs), r.At, false
+		f.seen, f.seenAt = s.trackedOf(subs), r.At
 	}
 	return mds, nil
 }
@@ -166,10 +166,10 @@ func (s *Sync) trackedOf(subs map[string]SubStat) map[string]SubStat {
 // resting reports whether nothing here can move a tracked subscription
 // until data comes, which the entry pipe would report (DataAt): at the
 // last reading each one was consumed to the end (backlog 0) or sat where
-// a remote's update put it with nobody attached; no data came since that
-// reading (positions read, proven from it, or a reading that stood for a
-// read) and no snapshot completed since; none of them is behind the
-// newest snapshot by consumers' doing. A resting partition asks
+// a remote's update put it with nobody attached; no data came and no
+// snapshot completed since positions were read (or a reading stood for a
+// read); none of them is behind the newest snapshot by consumers' doing.
+// A resting partition asks
 // nothing: its follow returns at once (the lag gauges keep their
 // values). It looks at readings made for someone else (Poller.Latest;
 // the pairs' backlog gauges read a quiet topic every quietRefresh): one
@@ -198,8 +198,8 @@ func (s *Sync) restless(changed bool) string {
 		return "no stats readings"
 	case changed:
 		return "a newer snapshot since the last follow"
-	case f.dataSinceSeen:
-		return "data since the last reading positions were taken from"
+	case f.dataSinceRead:
+		return "data since positions were read"
 	case f.mds == nil || f.seen == nil:
 		return "positions not read yet"
 	case !s.still(f.seen):
@@ -294,7 +294,7 @@ func (s *Sync) reachedUnlessDue(r *Reading, subs map[string]SubStat) (map[string
 	}
 	newest, _ := s.Machine.Newest()
 	f.readNewest = newest.ID
-	f.seen, f.seenAt, f.dataSinceSeen = s.trackedOf(subs), r.At, false
+	f.seen, f.seenAt = s.trackedOf(subs), r.At
 	s.Metrics.PositionsProven.WithLabelValues(s.Local).Inc()
 	return mds, true, false
 }

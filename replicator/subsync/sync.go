@@ -221,10 +221,6 @@ type followState struct {
 	// were last read.
 	maxAge        time.Duration
 	dataSinceRead bool
-	// dataSinceSeen: data came since the reading behind seen (a read, a
-	// proof from the reading, or a reading that stood for a read):
-	// resting needs none.
-	dataSinceSeen bool
 	// soon, if set, is when follow runs again at the latest: the
 	// consumers had not passed a snapshot that just completed (follow.go).
 	soon time.Time
@@ -657,7 +653,6 @@ func (s *Sync) follow(ctx context.Context) error {
 	f.once, f.at, f.newestID, f.soon = true, time.Now(), newest.ID, time.Time{}
 	f.prio, f.maxAge = s.priority(), min(s.readingAge(changed, hadData), f.at.Sub(prevAt))
 	f.dataSinceRead = f.dataSinceRead || hadData
-	f.dataSinceSeen = f.dataSinceSeen || hadData
 	if s.resting(changed) {
 		f.every = idleFollow
 		s.lagAged()
