@@ -543,6 +543,10 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 		}
 		return a.asked.Compare(b.asked)
 	})
+	// Where partitions keep subscriptions in step, a topic's stats request
+	// (with precise backlogs) is their syncs' stats reading too: a resting
+	// sync asks none of its own.
+	syncs := p.pollers != nil && p.tracksSubscriptions()
 	quietAsked := 0
 	for i, d := range dues {
 		if i >= statsPerRound || ctx.Err() != nil {
@@ -557,10 +561,6 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 		t := d.t
 		delete(p.news, t.name)
 		p.asked[t.name] = now
-		// Where partitions of the topic keep subscriptions in step, the
-		// same request (with precise backlogs) is their syncs' stats
-		// reading too: a resting sync asks none of its own.
-		syncs := p.pollers != nil && p.tracksSubscriptions()
 		sent := time.Now()
 		st, subs, err := inspectSubs(ctx, p.local.Admin, t, p.subscription, now, syncs)
 		if err == nil && syncs {
