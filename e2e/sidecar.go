@@ -120,7 +120,13 @@ func launchSidecar(t testing.TB, cfg, listen string, args ...string) *Sidecar {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(Binary, append([]string{"run", "--config", cfg, "--log-level", "info"}, args...)...)
+	// GEO_E2E_LOG_LEVEL=debug keeps the sidecar's debug log of a run
+	// (kept on failure like the info one) for finding out why it failed.
+	level := "info"
+	if v := os.Getenv("GEO_E2E_LOG_LEVEL"); v != "" {
+		level = v
+	}
+	cmd := exec.Command(Binary, append([]string{"run", "--config", cfg, "--log-level", level}, args...)...)
 	cmd.SysProcAttr = ChildProcAttr()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
