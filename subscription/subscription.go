@@ -44,6 +44,20 @@ func NewPlanner() *Planner {
 // remote is never asked to go back. A returned snapshot counts as sent; a
 // caller that fails to write the update calls Forget to send it again.
 func (p *Planner) Next(sub string, md marker.Position, snaps Covering) (snapshot.Snapshot, bool) {
+	s, ok := p.Peek(sub, md, snaps)
+	if !ok {
+		return snapshot.Snapshot{}, false
+	}
+	if p.sent == nil {
+		p.sent = make(map[string]marker.Position)
+	}
+	p.sent[sub] = s.Remote
+	return s, true
+}
+
+// Peek is Next without counting the snapshot as sent: whether md would
+// send an update now.
+func (p *Planner) Peek(sub string, md marker.Position, snaps Covering) (snapshot.Snapshot, bool) {
 	s, ok := snaps.Covering(md)
 	if !ok {
 		return snapshot.Snapshot{}, false
@@ -51,10 +65,6 @@ func (p *Planner) Next(sub string, md marker.Position, snaps Covering) (snapshot
 	if last, sent := p.sent[sub]; sent && s.Remote.Compare(last) <= 0 {
 		return snapshot.Snapshot{}, false
 	}
-	if p.sent == nil {
-		p.sent = make(map[string]marker.Position)
-	}
-	p.sent[sub] = s.Remote
 	return s, true
 }
 

@@ -53,9 +53,11 @@ func (s *Sync) readingAge(newSnapshot, hadData bool) time.Duration {
 // partition's part of the reading.
 func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.Position, error) {
 	f := &s.fl
-	f.reading = nil
-	if s.Stats == nil {
-		return s.readPositions(ctx, prio)
+	f.reading, f.freshRead = nil, false
+	if s.Stats == nil || len(f.unconfirmed) > 0 {
+		// Without readings, or a position awaits its confirming read
+		// (confirm.go), which only a read now can be.
+		return s.readPositionsNow(ctx, prio)
 	}
 	s.entries.sample() // before the reading is sent (reached.go)
 	r, err := s.Stats.Read(ctx, f.maxAge, prio)
@@ -64,7 +66,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 			return nil, err
 		}
 		s.Log.Debug("stats reading failed; reading positions", zap.Error(err))
-		return s.readPositions(ctx, prio)
+		return s.readPositionsNow(ctx, prio)
 	}
 	subs, ok := r.Partitions[s.Topic]
 	if ok {
@@ -116,17 +118,30 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 			return f.mds, nil
 		}
 	}
+	mds, err := s.readPositionsNow(ctx, prio)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		f.seen, f.seenAt = s.trackedOf(subs), r.At
+	}
+	return mds, nil
+}
+
+// readPositionsNow reads the positions (readPositions) and records that
+// this follow read them: when, at which newest snapshot, with no data
+// since and no reading behind them (positions sets seen when it has one).
+func (s *Sync) readPositionsNow(ctx context.Context, prio float64) (map[string]marker.Position, error) {
+	f := &s.fl
 	mds, err := s.readPositions(ctx, prio)
 	if err != nil {
 		return nil, err
 	}
+	f.freshRead = true
 	f.seen, f.readAt, f.dataSinceRead = nil, f.at, false
 	f.readNewest = ""
 	if newest, ok := s.Machine.Newest(); ok {
 		f.readNewest = newest.ID
-	}
-	if ok {
-		f.seen, f.seenAt = s.trackedOf(subs), r.At
 	}
 	return mds, nil
 }
@@ -202,6 +217,8 @@ func (s *Sync) restless(changed bool) string {
 		return "data since positions were read"
 	case f.mds == nil || f.seen == nil:
 		return "positions not read yet"
+	case len(f.unconfirmed) > 0:
+		return "a position awaits its confirming read"
 	case !s.still(f.seen):
 		return "backlog at the last reading"
 	}

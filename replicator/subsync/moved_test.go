@@ -542,6 +542,7 @@ func TestRestingFollowAsksNothing(t *testing.T) {
 		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
 		st.set(syncTopic, "billing", SubStat{Backlog: 0, MarkDeleteAdvanced: 100})
 		r.local.setMD("billing", subsynctest.Pos(1, 12))
+		r.readBefore(r.local.md)
 		requests := func() int { return st.count() + r.local.mdCalls + r.local.lagCalls + r.remote.lagCalls }
 		offer := func(sub SubStat) {
 			r.s.Stats.Offer(&Reading{At: time.Now(), Partitions: map[string]map[string]SubStat{syncTopic: {"billing": sub}}})

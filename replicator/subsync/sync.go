@@ -24,6 +24,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -222,8 +223,15 @@ type followState struct {
 	maxAge        time.Duration
 	dataSinceRead bool
 	// soon, if set, is when follow runs again at the latest: the
-	// consumers had not passed a snapshot that just completed (follow.go).
+	// consumers had not passed a snapshot that just completed (follow.go),
+	// or a position awaits its confirming read (confirm.go).
 	soon time.Time
+	// freshRead: this follow's positions were read by it (not kept from
+	// an earlier read, nor proven from a stats reading).
+	freshRead bool
+	// unconfirmed holds the positions that would have sent an update but
+	// are not trusted yet (confirm.go).
+	unconfirmed map[string]unconfirmedPos
 }
 
 const (
@@ -658,6 +666,7 @@ func (s *Sync) follow(ctx context.Context) error {
 		s.lagAged()
 		return nil
 	}
+	prevMDs := f.mds
 	mds, err := s.positions(ctx, f.prio)
 	if err != nil {
 		f.every = s.Interval / 2
@@ -704,6 +713,10 @@ func (s *Sync) follow(ctx context.Context) error {
 		if slowest == nil || md.Compare(*slowest) < 0 {
 			slowest = &md
 		}
+		waiting := s.awaitingConfirmation(name)
+		if _, would := s.Planner.Peek(name, md, s.Machine); would && (waiting || s.suspect(name, md, prevMDs)) {
+			continue
+		}
 		snap, ok := s.Planner.Next(name, md, s.Machine)
 		if !ok {
 			if changed {
@@ -730,7 +743,10 @@ func (s *Sync) follow(ctx context.Context) error {
 		s.Metrics.UpdatesSent.WithLabelValues(s.Local, s.Remote).Inc()
 		s.Metrics.MarkersWritten.WithLabelValues(s.Local, s.Remote, marker.KindUpdate.String()).Inc()
 	}
-	if slowest != nil {
+	s.settleUnconfirmed(mds)
+	if slowest != nil && len(f.unconfirmed) == 0 {
+		// Not while a position waits: where it really is may be before
+		// every one read (the end of a creation), and needs its snapshot.
 		s.Machine.Prune(*slowest)
 	}
 	s.useless.Store(!s.snapshotUseful(mds))
@@ -840,10 +856,28 @@ func (s *Sync) createOnRemote(ctx context.Context, sub string) {
 		return
 	}
 	earliest := marker.Position{Ledger: -1, Entry: -1, Batch: -1}
+	// The broker makes it at the remote's newest entry first and resets it
+	// after (confirm.go): the other direction's follow must not take a
+	// position read meanwhile for its consumers'. Until the creation ends
+	// every position counts as put there by the sidecar; after, every
+	// position up to the remote's newest entry then, where the creation
+	// could have shown it.
+	begun := s.Applied.begin(s.Remote, s.Topic, sub, fenceAll)
 	if err := s.RemoteSubs.Create(ctx, s.Topic, sub, earliest); err != nil {
+		s.Applied.end(begun, false, marker.Position{})
 		s.Log.Warn("creating a subscription on the remote failed", zap.String("subscription", sub), zap.Error(err))
 		return
 	}
+	upTo := fenceAll
+	if le, ok := s.RemoteSubs.(lastEntryReader); ok {
+		if p, err := le.LastEntry(ctx, s.Topic); err == nil {
+			upTo = p
+		} else {
+			s.Log.Warn("reading the remote's newest entry after creating a subscription there failed: its consumers' progress is not followed back until an update moves it",
+				zap.String("subscription", sub), zap.Error(err))
+		}
+	}
+	s.Applied.end(begun, true, upTo)
 	if s.seenOnRemote == nil {
 		s.seenOnRemote = map[string]bool{}
 	}
@@ -960,6 +994,17 @@ func (s *Sync) currentLayout(ctx context.Context) *cluster.Layout {
 	}
 	return l
 }
+
+// lastEntryReader is what the creation fence (createOnRemote) asks of the
+// remote's admin API besides subscription.Admin: the partition's newest
+// entry.
+type lastEntryReader interface {
+	LastEntry(ctx context.Context, topic string) (marker.Position, error)
+}
+
+// fenceAll is a position past every other: recorded in Applied, every
+// position counts as put there by the sidecar.
+var fenceAll = marker.Position{Ledger: math.MaxInt64, Entry: math.MaxInt64, Batch: -1}
 
 // Applied remembers, per (cluster, partition, subscription), the highest
 // mark-delete position the subscription can have while it is still where

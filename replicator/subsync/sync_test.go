@@ -429,6 +429,7 @@ func TestSyncFollowSendsUpdates(t *testing.T) {
 		"adhoc":    subsynctest.Pos(1, 12), // untracked
 		"geo.west": subsynctest.Pos(1, 12),
 	}
+	r.readBefore(r.local.md)
 	if err := r.s.follow(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -496,6 +497,7 @@ func TestSyncFollowEchoSuppression(t *testing.T) {
 			cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
 			r.applied.set(tt.cluster, tt.topic, "billing", tt.appliedAt)
 			r.local.setMD("billing", tt.md)
+			r.readBefore(r.local.md)
 			if err := r.s.follow(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -569,6 +571,7 @@ func TestSyncFollowPrunes(t *testing.T) {
 			for sub, at := range tt.echoed {
 				r.applied.set("east", syncTopic, sub, at)
 			}
+			r.readBefore(tt.md)
 			if err := r.s.follow(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -590,6 +593,7 @@ func TestSyncFollowRetriesFailedWrite(t *testing.T) {
 	ctx := context.Background()
 	cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
 	r.local.setMD("billing", subsynctest.Pos(1, 12))
+	r.readBefore(r.local.md)
 	r.sink.FailNext(1)
 	if err := r.s.follow(ctx); err == nil {
 		t.Error("follow with a failing write returned nil")

@@ -324,3 +324,9 @@ func lagSeries(t *testing.T, m *metrics.Metrics) map[string][2]float64 {
 	read(m.SubscriptionLagSeconds, 1)
 	return out
 }
+
+// readBefore has the rig's sync hold mds as the positions an earlier
+// follow read: a position new to a follow, or behind the one read
+// before, waits for a confirming read before it sends an update
+// (confirm.go).
+func (r *syncRig) readBefore(mds map[string]marker.Position) { r.s.fl.mds = maps.Clone(mds) }

@@ -220,6 +220,7 @@ func TestSyncFollowSeesEverySubscription(t *testing.T) {
 			r.local.md[moved] = subsynctest.Pos(1, 12)
 			r.applied.set("east", syncTopic, moved, subsynctest.Pos(1, 20)) // set by a remote's update: still before it
 		}
+		r.readBefore(r.local.md)
 		if err := r.s.follow(context.Background()); err != nil {
 			t.Fatal(err)
 		}

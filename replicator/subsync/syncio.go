@@ -110,6 +110,24 @@ func (p pulsarSubAdmin) Create(ctx context.Context, topic, sub string, at marker
 	return p.a.Subscriptions().CreateWithContext(ctx, *tn, sub, utils.MessageID{LedgerID: at.Ledger, EntryID: at.Entry, PartitionIndex: -1})
 }
 
+// LastEntry is the partition's newest entry (internal stats'
+// lastConfirmedEntry).
+func (p pulsarSubAdmin) LastEntry(ctx context.Context, topic string) (marker.Position, error) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return marker.Position{}, err
+	}
+	internal, err := p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
+	if err != nil {
+		return marker.Position{}, err
+	}
+	lce, ok := cluster.ParseEntry(internal.LastConfirmedEntry)
+	if !ok {
+		return marker.Position{}, fmt.Errorf("no last confirmed entry in %q", internal.LastConfirmedEntry)
+	}
+	return lce, nil
+}
+
 func (p pulsarSubAdmin) Reset(ctx context.Context, topic, sub string, at marker.Position) error {
 	tn, err := utils.GetTopicName(topic)
 	if err != nil {
