@@ -136,7 +136,8 @@ func launchSidecar(t testing.TB, cfg, listen string, args ...string) *Sidecar {
 	go func() { s.done <- cmd.Wait(); logf.Close() }()
 	t.Cleanup(func() {
 		s.Stop()
-		if t.Failed() {
+		// GEO_E2E_KEEP_LOGS=1 keeps the log of a run that passed too.
+		if t.Failed() || os.Getenv("GEO_E2E_KEEP_LOGS") != "" {
 			if b, err := os.ReadFile(logPath); err == nil {
 				t.Logf("sidecar log (last 4 KiB):\n%s", tail(b, 4096))
 				// One file per sidecar: a test with several names them by
