@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -26,6 +27,7 @@ type fakeControl struct {
 	stale     []string       // listed partitions whose topic metadata is gone
 	cursorsOf map[string][]string
 	fail      error // every call fails with it when set
+	listFail  bool  // Topics fails
 	calls     []string
 }
 
@@ -47,6 +49,9 @@ func (f *fakeControl) takeCalls() []string {
 func (f *fakeControl) Topics(_ context.Context, namespace string) (partitioned, plain []string, err error) {
 	if err := f.call("topics %s", namespace); err != nil {
 		return nil, nil, err
+	}
+	if f.listFail {
+		return nil, nil, errAdminDown
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -118,6 +123,8 @@ func (f *fakeControl) Backlogs(context.Context, string) (map[string]int64, error
 }
 
 const ctlNS = "persistent://acme/all/"
+
+var errAdminDown = errors.New("admin down")
 
 func TestListTopics(t *testing.T) {
 	cfg, err := config.Parse([]byte(selectYAML))
@@ -288,8 +295,9 @@ func TestRemoteChecksParallel(t *testing.T) {
 	})
 }
 
-// Expired checks are made again recheckPerPass a pass, oldest first; new
-// topics and changed partition counts are checked whatever their number.
+// Expired checks of partitioned topics are made again recheckPerPass a
+// pass, oldest first; new topics and changed partition counts are checked
+// whatever their number.
 func TestRemoteChecksRecheckBound(t *testing.T) {
 	have := map[string]int{}
 	var topics []topicInfo
@@ -297,10 +305,10 @@ func TestRemoteChecksRecheckBound(t *testing.T) {
 	old := time.Now().Add(-recheckRemote)
 	for i := range recheckPerPass + 10 {
 		name := fmt.Sprintf("%st%02d", ctlNS, i)
-		topics = append(topics, topicInfo{name: name})
-		have[name] = 0
+		topics = append(topics, topicInfo{name: name, partitions: 2})
+		have[name] = 2
 		// t00 is the oldest, then t01, ...
-		c[name] = remoteCheck{at: old.Add(time.Duration(i-100) * time.Second)}
+		c[name] = remoteCheck{partitions: 2, at: old.Add(time.Duration(i-100) * time.Second)}
 	}
 	fresh := topicInfo{name: ctlNS + "fresh"}
 	topics = append(topics, fresh)
@@ -320,5 +328,67 @@ func TestRemoteChecksRecheckBound(t *testing.T) {
 	c.ensureAll(context.Background(), cp, topics)
 	if calls := cp.takeCalls(); len(calls) != 10 {
 		t.Errorf("second pass asked %v, want the 10 expired ones left", calls)
+	}
+}
+
+// Expired non-partitioned topics are trusted again from one listing of
+// the remote namespace, whatever their number; one the listing shows
+// partitioned there since is checked by itself (and refused). Below
+// listingWorth, or when the listing fails, each is checked by itself.
+func TestRemoteChecksRecheckListing(t *testing.T) {
+	tests := []struct {
+		name       string
+		n          int
+		listFails  bool
+		wantList   bool
+		wantSingle int // checks of single topics
+		wantFresh  int // topics trusted again
+	}{
+		{"many: one listing", 2*recheckPerPass + 7, false, true, 1, 2*recheckPerPass + 6},
+		{"listing fails: one by one, bounded", 2*recheckPerPass + 7, true, true, recheckPerPass, recheckPerPass - 1},
+		{"few: one by one", listingWorth - 1, false, false, listingWorth - 1, listingWorth - 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			have := map[string]int{}
+			var topics []topicInfo
+			c := remoteChecks{}
+			old := time.Now().Add(-recheckRemote - time.Minute)
+			for i := range tt.n {
+				name := fmt.Sprintf("%st%03d", ctlNS, i)
+				topics = append(topics, topicInfo{name: name})
+				have[name] = 0
+				c[name] = remoteCheck{at: old}
+			}
+			turned := topics[0].name // made partitioned on the remote since
+			have[turned] = 3
+			c[turned] = remoteCheck{at: old.Add(-time.Minute)} // the oldest check
+			cp := &fakeControl{have: have, listFail: tt.listFails}
+			failed := c.ensureAll(context.Background(), cp, topics)
+			var single int
+			listed := false
+			for _, call := range cp.takeCalls() {
+				if strings.HasPrefix(call, "topics ") {
+					listed = true
+				} else {
+					single++
+				}
+			}
+			if listed != tt.wantList || single != tt.wantSingle {
+				t.Errorf("namespace listed %v, %d single checks; want %v, %d", listed, single, tt.wantList, tt.wantSingle)
+			}
+			if !errors.Is(failed[turned], errPartitionMismatch) {
+				t.Errorf("the topic made partitioned on the remote: %v, want a partition mismatch", failed[turned])
+			}
+			var fresh int
+			for _, tp := range topics {
+				if v, ok := c[tp.name]; ok && time.Since(v.at) < time.Minute {
+					fresh++
+				}
+			}
+			if fresh != tt.wantFresh {
+				t.Errorf("%d topics trusted again, want %d", fresh, tt.wantFresh)
+			}
+		})
 	}
 }

@@ -152,6 +152,75 @@ func (c *remoteChecks) ensure(ctx context.Context, cp cluster.ControlPlane, t to
 	return c.ensureAll(ctx, cp, []topicInfo{t})[t.name]
 }
 
+// listingWorth is how many expired non-partitioned topics of a namespace
+// make one listing of the remote namespace cheaper than checking each
+// (a listing is up to four requests).
+const listingWorth = 4
+
+// retrustListed trusts again, from one listing of the remote namespace,
+// the expired non-partitioned topics of each namespace holding at least
+// listingWorth of them, and returns the expired topics left to check one
+// by one. For a non-partitioned topic the re-check can only find a
+// partitioned topic of the same name made on the remote since
+// (ensureRemote: a missing one is created by the producer on first use),
+// and the listing names every partitioned topic there. Checked one by
+// one, the 1,000 topics of the subs row cost each cluster 1.7 requests a
+// second, every second, where the rest of an idle sidecar's asking was
+// 0.3 (e2e/bench, subs row, -subs-settle). A listing that fails leaves
+// its topics to the one-by-one checks.
+func (c *remoteChecks) retrustListed(ctx context.Context, cp cluster.ControlPlane, expired []topicInfo) []topicInfo {
+	byNS := map[string][]topicInfo{}
+	for _, t := range expired {
+		if t.partitions == 0 {
+			ns := namespaceOf(t.name)
+			byNS[ns] = append(byNS[ns], t)
+		}
+	}
+	retrusted := map[string]bool{}
+	now := time.Now()
+	for ns, ts := range byNS {
+		if ns == "" || len(ts) < listingWorth {
+			continue
+		}
+		partitioned, _, err := cp.Topics(ctx, ns)
+		if err != nil {
+			continue
+		}
+		listed := make(map[string]bool, len(partitioned))
+		for _, name := range partitioned {
+			listed[name] = true
+		}
+		for _, t := range ts {
+			if !listed[t.name] {
+				(*c)[t.name] = remoteCheck{partitions: 0, at: now}
+				retrusted[t.name] = true
+			}
+		}
+	}
+	if len(retrusted) == 0 {
+		return expired
+	}
+	return slices.DeleteFunc(expired, func(t topicInfo) bool { return retrusted[t.name] })
+}
+
+// namespaceOf is "tenant/ns" of a topic name "persistent://tenant/ns/x"
+// ("" when the name has no such form).
+func namespaceOf(topic string) string {
+	_, rest, ok := strings.Cut(topic, "://")
+	if !ok {
+		return ""
+	}
+	tenant, rest, ok := strings.Cut(rest, "/")
+	if !ok {
+		return ""
+	}
+	ns, _, ok := strings.Cut(rest, "/")
+	if !ok || tenant == "" || ns == "" {
+		return ""
+	}
+	return tenant + "/" + ns
+}
+
 // remoteCheckers is how many topics ensureAll checks on the remote at
 // once. Asked one after another, the 10,000 topics of a first discovery
 // took 10 s before the first partition started (e2e/bench, scale row).
@@ -170,6 +239,7 @@ func (c *remoteChecks) ensureAll(ctx context.Context, cp cluster.ControlPlane, t
 			expired = append(expired, t)
 		}
 	}
+	expired = c.retrustListed(ctx, cp, expired)
 	// The oldest checks first, recheckPerPass of them.
 	slices.SortFunc(expired, func(a, b topicInfo) int { return (*c)[a.name].at.Compare((*c)[b.name].at) })
 	todo = append(todo, expired[:min(len(expired), recheckPerPass)]...)
