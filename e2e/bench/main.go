@@ -112,7 +112,7 @@ func main() {
 	var o options
 	var only string
 	var rounds, tp, drain, zstd, topics, subTopics int
-	var subIdle time.Duration
+	var subIdle, subIdleAfter time.Duration
 	var subRate int
 	var subSettle time.Duration
 	var verifySigned bool
@@ -136,6 +136,7 @@ func main() {
 	flag.IntVar(&topics, "scale-topics", 0, "topics of the scale run")
 	flag.IntVar(&subTopics, "subs-topics", 0, "topics of the scale run with replicated subscriptions (subs)")
 	flag.DurationVar(&subIdle, "subs-idle", 0, "each idle window of the subs run (default 5m, quick 10s)")
+	flag.DurationVar(&subIdleAfter, "subs-idle-after", 0, "the subs run's idle window after the traffic (default: -subs-idle's)")
 	flag.BoolVar(&verifySigned, "verify-signed", false, "run the continuous verifier's row with a marker key on both sidecars (signed origins, checked)")
 	flag.DurationVar(&subSettle, "subs-settle", 0, "the subs run's pause after start-up (and after the traffic) before each idle window (default 30s; past 5m the windows see partitions at rest, after their first idle follow)")
 	flag.IntVar(&subRate, "subs-rate", 0, "messages per second of the subs run's spread traffic (default 1000, quick 100)")
@@ -167,6 +168,9 @@ func main() {
 	}
 	if subIdle > 0 {
 		o.Sizes.Subs.Idle = subIdle
+	}
+	if subIdleAfter > 0 {
+		o.Sizes.Subs.IdleAfter = subIdleAfter
 	}
 	o.Sizes.Verify.Signed = verifySigned
 	if subSettle > 0 {

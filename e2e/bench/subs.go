@@ -41,11 +41,13 @@ type subsSizes struct {
 	// Idle is each idle window. An idle partition is followed every
 	// 5 minutes (replicator idleFollow), so a shorter window than that
 	// misses or over-counts those calls.
-	Idle    time.Duration
-	Rate    int           // messages per second of spread traffic, half on each cluster
-	Warm    time.Duration // traffic before its window is measured
-	Traffic time.Duration // the measured traffic window
-	Probes  int           // follow-latency probes per phase
+	Idle time.Duration
+	// IdleAfter is the idle window after the traffic (0: Idle).
+	IdleAfter time.Duration
+	Rate      int           // messages per second of spread traffic, half on each cluster
+	Warm      time.Duration // traffic before its window is measured
+	Traffic   time.Duration // the measured traffic window
+	Probes    int           // follow-latency probes per phase
 	// ProbeParallel probes run at once (each polls west's admin API).
 	ProbeParallel int
 	// Growth are larger topic counts measured after the row, start-up
@@ -328,7 +330,11 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	// Idle again: the steady state of a deployment that had traffic
 	// (snapshots exist, west's subscription sits where updates put it).
 	time.Sleep(z.Settle)
-	if ph, err = e.subsWindow(sc, prox, "idle after traffic", z.Idle, nil); err != nil {
+	idleAfter := z.IdleAfter
+	if idleAfter == 0 {
+		idleAfter = z.Idle
+	}
+	if ph, err = e.subsWindow(sc, prox, "idle after traffic", idleAfter, nil); err != nil {
 		return nil, err
 	}
 	res.Phases = append(res.Phases, ph)
