@@ -110,9 +110,15 @@ type Config struct {
 type Sync struct {
 	Config
 
-	applyMu  sync.Mutex
-	toApply  map[string]marker.Position // latest pending update per subscription
-	applyNow chan struct{}
+	applyMu sync.Mutex
+	toApply map[string]marker.Position // latest pending update per subscription
+	// applyCtx is Run's context, for the apply worker enqueueApply starts
+	// (nil before Run); applying is set while one runs. A worker lives
+	// only while updates wait: a goroutine per partition and direction
+	// that waited for them was a quarter of a sidecar's goroutines with
+	// replicated subscriptions (e2e/bench, subs row).
+	applyCtx context.Context
+	applying bool
 
 	badLogAt time.Time // last time an invalid marker was logged
 	last     snapshot.Stats
@@ -184,7 +190,7 @@ func (s *Sync) Wrote(mk marker.Marker) { s.outbox.put(mk) }
 
 // New builds the sync of c; nothing runs until Run.
 func New(c Config) *Sync {
-	return &Sync{Config: c, applyNow: make(chan struct{}, 1), relearn: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+	return &Sync{Config: c, relearn: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
 }
 
 // followState paces follow, the sync's only periodic admin calls, by
@@ -548,7 +554,7 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 		defer s.Release()
 	}
 	s.rebuild(ctx, s.LayoutAtStart)
-	go s.applyLoop(ctx)
+	s.startApplying(ctx)
 	// While the machine has work (data since the last request, or a
 	// request pending), it is ticked four times per interval, so a request
 	// goes out as soon as the interval has passed rather than up to a
@@ -916,26 +922,42 @@ func (s *Sync) enqueueApply(up marker.Marker, origin marker.Position) (refused s
 	if cur, ok := s.toApply[sub]; !ok || at.Compare(cur) > 0 {
 		s.toApply[sub] = at
 	}
+	ctx, start := s.applyCtx, s.applyCtx != nil && !s.applying
+	s.applying = s.applying || start
 	s.applyMu.Unlock()
-	select {
-	case s.applyNow <- struct{}{}:
-	default:
+	if start {
+		go s.applyWorker(ctx)
 	}
 	return ""
 }
 
-// applyLoop applies received updates, the newest per subscription, off the
-// data path: a move must not hold up replication.
-func (s *Sync) applyLoop(ctx context.Context) {
+// startApplying lets enqueueApply start apply workers with ctx (Run's),
+// and starts one for updates that came before.
+func (s *Sync) startApplying(ctx context.Context) {
+	s.applyMu.Lock()
+	s.applyCtx = ctx
+	start := len(s.toApply) > 0 && !s.applying
+	s.applying = s.applying || start
+	s.applyMu.Unlock()
+	if start {
+		go s.applyWorker(ctx)
+	}
+}
+
+// applyWorker applies received updates, the newest per subscription, off
+// the data path (a move must not hold up replication), until none waits
+// or ctx is done.
+func (s *Sync) applyWorker(ctx context.Context) {
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.applyNow:
-		}
 		s.applyMu.Lock()
 		batch := s.toApply
 		s.toApply = nil
+		if len(batch) == 0 || ctx.Err() != nil {
+			s.toApply = batch // kept for nobody: Run is over
+			s.applying = false
+			s.applyMu.Unlock()
+			return
+		}
 		s.applyMu.Unlock()
 		for sub, at := range batch {
 			s.apply(ctx, sub, at)

@@ -307,7 +307,7 @@ func TestSyncPendingUpdateFurthest(t *testing.T) {
 				}
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				go r.s.applyLoop(ctx)
+				r.s.startApplying(ctx)
 				synctest.Wait()
 				var want []string
 				for sub, at := range tt.want {
@@ -363,7 +363,7 @@ func TestSyncApplyUpdate(t *testing.T) {
 				r.subs.stateErr = tt.stateErr
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				go r.s.applyLoop(ctx)
+				r.s.startApplying(ctx)
 				mk := update("west", "east", syncTopic)
 				mk.Remote = at
 				subsynctest.ReadMarker(ctx, r.s, subsynctest.MarkerMsg(t, 3, 4, mk, syncKey, "west"))
@@ -517,7 +517,7 @@ func TestSyncReceivedPositionNotEchoed(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		go r.s.applyLoop(ctx)
+		r.s.startApplying(ctx)
 		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
 		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 3)})
 		mk := update("west", "east", syncTopic)
@@ -1202,4 +1202,51 @@ func runSyncRig(r *syncRig) (ctx context.Context, wait func(time.Duration), stop
 	done := make(chan struct{})
 	go func() { defer close(done); r.s.Run(ctx, func() bool { return true }) }()
 	return ctx, func(d time.Duration) { time.Sleep(d); synctest.Wait() }, func() { cancel(); <-done }
+}
+
+// TestApplyWorkerOnlyWhileUpdatesWait: no goroutine waits for updates; one
+// starts when an update is queued (or at Run's start for updates queued
+// before), applies, and ends when none waits; after Run's context is
+// done an update starts nothing that applies.
+func TestApplyWorkerOnlyWhileUpdatesWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSyncRig(t, rigConfig{})
+		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 3)})
+		working := func() bool {
+			r.s.applyMu.Lock()
+			defer r.s.applyMu.Unlock()
+			return r.s.applying
+		}
+		origin := int64(1)
+		queue := func(at marker.Position) {
+			up := update("west", "east", syncTopic)
+			up.Remote = at
+			origin++
+			if reason := r.s.enqueueApply(up, subsynctest.Pos(90, origin)); reason != "" {
+				t.Fatalf("update refused: %s", reason)
+			}
+		}
+		queue(subsynctest.Pos(1, 10)) // before Run: waits for it
+		synctest.Wait()
+		if got := r.subs.takeCalls(); len(got) != 0 || working() {
+			t.Fatalf("before Run: calls %v, worker %v", got, working())
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r.s.startApplying(ctx)
+		synctest.Wait()
+		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 1:10:-1"}) || working() {
+			t.Fatalf("at Run's start: calls %v, worker still running %v", got, working())
+		}
+		queue(subsynctest.Pos(1, 20))
+		synctest.Wait()
+		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 1:20:-1"}) || working() {
+			t.Fatalf("an update while running: calls %v, worker still running %v", got, working())
+		}
+		cancel()
+		queue(subsynctest.Pos(1, 30))
+		synctest.Wait()
+		if got := r.subs.takeCalls(); len(got) != 0 || working() {
+			t.Errorf("after Run: calls %v, worker %v", got, working())
+		}
+	})
 }

@@ -281,8 +281,7 @@ func newSyncRig(t *testing.T, rc rigConfig) *syncRig {
 			Applied:        r.applied,
 			CursorsAtStart: slices.Clone(rc.cursors),
 		},
-		applyNow: make(chan struct{}, 1),
-		wake:     make(chan struct{}, 1),
+		wake: make(chan struct{}, 1),
 	}
 	return r
 }
