@@ -922,8 +922,7 @@ func (s *Sync) enqueueApply(up marker.Marker, origin marker.Position) (refused s
 	if cur, ok := s.toApply[sub]; !ok || at.Compare(cur) > 0 {
 		s.toApply[sub] = at
 	}
-	ctx, start := s.applyCtx, s.applyCtx != nil && !s.applying
-	s.applying = s.applying || start
+	ctx, start := s.applyCtx, s.claimWorker()
 	s.applyMu.Unlock()
 	if start {
 		go s.applyWorker(ctx)
@@ -936,12 +935,22 @@ func (s *Sync) enqueueApply(up marker.Marker, origin marker.Position) (refused s
 func (s *Sync) startApplying(ctx context.Context) {
 	s.applyMu.Lock()
 	s.applyCtx = ctx
-	start := len(s.toApply) > 0 && !s.applying
-	s.applying = s.applying || start
+	start := s.claimWorker()
 	s.applyMu.Unlock()
 	if start {
 		go s.applyWorker(ctx)
 	}
+}
+
+// claimWorker, with applyMu held, reports whether the caller starts an
+// apply worker: workers may run (Run began), none does, and an update
+// waits.
+func (s *Sync) claimWorker() bool {
+	if s.applyCtx == nil || s.applying || len(s.toApply) == 0 {
+		return false
+	}
+	s.applying = true
+	return true
 }
 
 // applyWorker applies received updates, the newest per subscription, off

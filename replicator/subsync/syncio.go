@@ -85,11 +85,7 @@ func (p pulsarSubAdmin) State(ctx context.Context, topic, sub string) (subscript
 	if !ok {
 		return subscription.State{}, nil
 	}
-	tn, err := utils.GetTopicName(topic)
-	if err != nil {
-		return subscription.State{}, err
-	}
-	internal, err := p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
+	internal, err := p.internalStats(ctx, topic)
 	if err != nil {
 		return subscription.State{}, err
 	}
@@ -113,11 +109,7 @@ func (p pulsarSubAdmin) Create(ctx context.Context, topic, sub string, at marker
 // LastEntry is the partition's newest entry (internal stats'
 // lastConfirmedEntry).
 func (p pulsarSubAdmin) LastEntry(ctx context.Context, topic string) (marker.Position, error) {
-	tn, err := utils.GetTopicName(topic)
-	if err != nil {
-		return marker.Position{}, err
-	}
-	internal, err := p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
+	internal, err := p.internalStats(ctx, topic)
 	if err != nil {
 		return marker.Position{}, err
 	}
@@ -134,4 +126,12 @@ func (p pulsarSubAdmin) Reset(ctx context.Context, topic, sub string, at marker.
 		return err
 	}
 	return p.a.Subscriptions().ResetCursorToMessageIDWithContext(ctx, *tn, sub, utils.MessageID{LedgerID: at.Ledger, EntryID: at.Entry, PartitionIndex: -1})
+}
+
+func (p pulsarSubAdmin) internalStats(ctx context.Context, topic string) (utils.PersistentTopicInternalStats, error) {
+	tn, err := utils.GetTopicName(topic)
+	if err != nil {
+		return utils.PersistentTopicInternalStats{}, err
+	}
+	return p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
 }
