@@ -622,6 +622,10 @@ func (e *env) subsWindow(sc *sidecar, prox map[string]*countingProxy, name strin
 	}
 	ph.Window = time.Since(t0)
 	stopProf()
+	// What holds the memory and the goroutines at the window's end (the
+	// 10,000-partition RSS and goroutine goals): saved with -profile only.
+	sc.profile("heap", "", "subs-"+label)
+	sc.profile("goroutine", "", "subs-"+label)
 	for _, c := range []string{"east", "west"} {
 		b1, _ := e.brokerRequests(c)
 		ph.Broker[c] = b1 - b0[c]

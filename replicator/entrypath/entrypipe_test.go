@@ -508,9 +508,24 @@ func (s *fakeEntrySource) Receive(ctx context.Context) (wire.Entry, error) {
 	}
 }
 
+// isClosed reports whether Close was called: the real cursor then drops
+// acknowledgements and releases, so the session must not count on them.
+func (s *fakeEntrySource) isClosed() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
+	}
+}
+
 func (s *fakeEntrySource) Ack(id wire.MessageID) error {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
+	if s.isClosed() {
+		s.w.violationf("%s acknowledged on a closed cursor", entryName(id))
+		return wire.ErrClosed
+	}
 	if s.w.acked[entryName(id)] {
 		s.w.violationf("%s acknowledged twice", entryName(id))
 	}
@@ -543,6 +558,10 @@ func (s *fakeEntrySource) MarkDelete(context.Context) (wire.MessageID, bool, err
 func (s *fakeEntrySource) Release(e wire.Entry) error {
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
+	if s.isClosed() {
+		s.w.violationf("%s released on a closed cursor", entryName(e.ID))
+		return nil
+	}
 	s.w.released += int(e.NumMessages)
 	return nil
 }
@@ -1386,9 +1405,9 @@ func TestEntryPipeSync(t *testing.T) {
 	})
 }
 
-// Receipts that arrive after the session stopped (the producer drains,
-// the acker is gone) never block the producer's goroutine: the results
-// buffer holds a whole window.
+// Receipts that arrive after the session stopped (the producer drains
+// after the drain timed out) never block the producer's goroutine, nor
+// touch the closed cursor.
 func TestEntryPipeLateReceiptsNeverBlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newFakeEntryWorld()

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
@@ -24,7 +26,7 @@ import (
 //
 // A session is used by the partition's goroutine, but for what the
 // producer's callbacks and the cursor's active-change reports touch: the
-// atomics, the results channel and cancel.
+// atomics, the receipts' acknowledging (acks) and cancel.
 type session struct {
 	p    *Partition
 	ctx  context.Context // the partition's: done when it stops
@@ -40,14 +42,12 @@ type session struct {
 	src             entrySource
 	dst             entryTarget // nil while no producer is open
 
-	// results carries the receipts to the acker, which acknowledges in
-	// send order; progress is set when it acknowledged something.
-	results   chan *entryInflight
-	stopAcker chan struct{}
-	ackerDone chan struct{}
-	progress  atomic.Bool
+	// acks acknowledges the entries in send order as their receipts
+	// come; progress is set when it acknowledged something.
+	acks     *acks
+	progress atomic.Bool
 	// halted is set when a send failed or was answered as a duplicate:
-	// the acker is ending the session.
+	// acks is ending the session.
 	halted atomic.Bool
 
 	copied   copySet         // the read-back's proof, for the producer open
@@ -105,7 +105,7 @@ func (s *session) next() bool {
 	return s.send(e, pos, &md) == nextEntry
 }
 
-// open opens the cursor and starts the acker.
+// open opens the cursor and readies the acknowledging of receipts.
 func (s *session) open() error {
 	p := s.p
 	s.setActive(true)
@@ -120,15 +120,7 @@ func (s *session) open() error {
 		return err
 	}
 	s.src = src
-	// Room for every entry in flight: callbacks run on the connection's
-	// goroutine and must never block, even after the acker stopped.
-	s.results = make(chan *entryInflight, p.maxPending+1)
-	s.stopAcker = make(chan struct{})
-	s.ackerDone = make(chan struct{})
-	go func() {
-		defer close(s.ackerDone)
-		p.acker(src, s.results, s.stopAcker, s.cancel, &s.progress)
-	}()
+	s.acks = p.newAcks(src, s.cancel, &s.progress)
 	return nil
 }
 
@@ -313,7 +305,7 @@ func (s *session) target(e wire.Entry, pos marker.Position) verdict {
 // send skips an entry the read-back found on the remote, and sends any
 // other under its position's sequence id, with the remote's schema
 // version and the signed origin, within the rate limits and the byte
-// budget; the acker takes its receipt.
+// budget; acks takes its receipt.
 func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) verdict {
 	p := s.p
 	if s.copied.has(pos) {
@@ -349,14 +341,14 @@ func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) ver
 	if p.msgRate.Wait(s.sctx, float64(max(e.NumMessages, 1))) != nil || p.byteRate.Wait(s.sctx, float64(len(e.Payload))) != nil {
 		return stop
 	}
-	f := &entryInflight{e: e, published: time.UnixMilli(int64(md.PublishTime))}
+	published := time.UnixMilli(int64(md.PublishTime))
 	size := int64(len(patched) + len(e.Payload))
 	if err := p.budget.acquire(s.sctx, size); err != nil {
 		return stop
 	}
 	if s.halted.Load() {
-		// A send failed or was answered as a duplicate: the acker is
-		// ending the session. Sending on would put more entries on the
+		// A send failed or was answered as a duplicate: acks is ending
+		// the session. Sending on would put more entries on the
 		// remote beyond the cursor's position than the next session's
 		// read-back reaches (max_pending_messages + 100 entries back from
 		// the remote's end): the window freed by a run of duplicate
@@ -376,11 +368,10 @@ func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) ver
 	s.seq = id + 1
 	err = s.dst.Send(s.sctx, out, func(r wire.Receipt, err error) {
 		p.budget.release(size)
-		f.r, f.err = r, err
 		if err != nil || isDuplicate(r) {
 			s.halted.Store(true) // before the window slot frees (see above)
 		}
-		s.results <- f
+		s.acks.receipt(e, published, r, err)
 	})
 	if err != nil {
 		p.budget.release(size)
@@ -428,14 +419,12 @@ func (s *session) closeTarget(drain bool) {
 }
 
 // close ends the session: the producer is closed (drained when the
-// partition stops), the acker handles what arrived and stops, the cursor
-// closes. It returns whether anything was acknowledged, and why the
+// partition stops), receipts stop being acknowledged, the cursor closes. It returns whether anything was acknowledged, and why the
 // session ended (nil when the partition stops).
 func (s *session) close() (bool, error) {
 	p := s.p
 	s.closeTarget(s.ctx.Err() != nil && errors.Is(context.Cause(s.sctx), context.Cause(s.ctx)))
-	close(s.stopAcker)
-	<-s.ackerDone
+	s.acks.stop()
 	_ = s.src.Close()
 	if p.activeOut != nil {
 		p.activeOut.Store(false)
@@ -454,78 +443,92 @@ func (s *session) close() (bool, error) {
 	return s.progress.Load(), cause
 }
 
-// entryInflight is one entry sent and not yet confirmed.
-type entryInflight struct {
-	e         wire.Entry
-	published time.Time // at the origin
-	r         wire.Receipt
-	err       error
-}
-
 // isDuplicate reports whether a receipt is the broker's answer for a send
 // its deduplication dropped (message id -1:-1).
 func isDuplicate(r wire.Receipt) bool {
 	return r.MessageID.Ledger == math.MaxUint64 || int64(r.MessageID.Ledger) < 0
 }
 
-// acker acknowledges entries in send order as the remote confirms them,
-// and hands their permits and bytes back. After the first failure (or a
-// duplicate receipt, which is no proof) nothing more is acknowledged.
-func (p *Partition) acker(src entrySource, results <-chan *entryInflight, stop <-chan struct{},
-	fail context.CancelCauseFunc, progress *atomic.Bool) {
-	failed := false
-	copiedMsgs := p.m.Messages.WithLabelValues(p.local, p.remote)
-	copiedBytes := p.m.Bytes.WithLabelValues(p.local, p.remote)
-	latency := p.m.Latency.WithLabelValues(p.local, p.remote)
-	handle := func(f *entryInflight) {
-		switch {
-		case failed:
-		case f.err != nil:
-			failed = true
-			p.m.SendErrors.WithLabelValues(p.local, p.remote).Inc()
-			// The first failure in send order is the entry the broker
-			// answered with SEND_ERROR; the wire producer fails the
-			// ones behind it with the same error when it gives up.
-			reason := refusal(f.err)
-			switch {
-			case reason != "" && p.skips(reason):
-				p.log.Error("remote refused an entry for good; skipped (on_refused: skip)", zap.Stringer("id", f.e.ID), zap.String("reason", reason), zap.Error(f.err))
-				p.skip(src, f.e, reason)
-				progress.Store(true)
-				// The producer gave up with the refusal: the next session
-				// sends what came after the skipped entry.
-				fail(errRefusedSkipped)
-			case reason != "":
-				fail(&refusedError{pos: entryPos(f.e.ID), reason: reason, err: f.err})
-			default:
-				fail(fmt.Errorf("send: %w", f.err))
-			}
-		case isDuplicate(f.r):
-			failed = true
-			p.m.DupsUnproven.WithLabelValues(p.local, p.remote).Inc()
-			fail(errUnprovenDuplicate)
-		default:
-			copiedMsgs.Add(float64(max(f.e.NumMessages, 1)))
-			copiedBytes.Add(float64(len(f.e.Payload)))
-			latency.Observe(time.Since(f.published).Seconds())
-			_ = src.Ack(f.e.ID)
-			_ = src.Release(f.e)
-			progress.Store(true)
-		}
+// acks acknowledges a session's entries in send order as the remote
+// confirms them, and hands their permits and bytes back. After the first
+// failure (or a duplicate receipt, which is no proof) nothing more is
+// acknowledged. It runs on the producer's callbacks (in send order, on
+// the connection's goroutine), not on a goroutine of its own: what it
+// does only queues commands and never blocks, and a goroutine per
+// partition and direction was a third of the sidecar's at 1,000
+// partitions with replicated subscriptions (issue 23's goal: at most two).
+type acks struct {
+	p                       *Partition
+	src                     entrySource
+	fail                    context.CancelCauseFunc
+	progress                *atomic.Bool
+	copiedMsgs, copiedBytes prometheus.Counter
+	latency                 prometheus.Observer
+
+	// mu orders receipts that could come from two goroutines (a
+	// connection's and a reconnect's failing of what was pending) and
+	// the session's stop.
+	mu      sync.Mutex
+	failed  bool
+	stopped bool // the session closed: later receipts are not acted on
+}
+
+func (p *Partition) newAcks(src entrySource, fail context.CancelCauseFunc, progress *atomic.Bool) *acks {
+	return &acks{
+		p: p, src: src, fail: fail, progress: progress,
+		copiedMsgs:  p.m.Messages.WithLabelValues(p.local, p.remote),
+		copiedBytes: p.m.Bytes.WithLabelValues(p.local, p.remote),
+		latency:     p.m.Latency.WithLabelValues(p.local, p.remote),
 	}
-	for {
-		select {
-		case f := <-results:
-			handle(f)
-		case <-stop:
-			for {
-				select {
-				case f := <-results:
-					handle(f)
-				default:
-					return
-				}
-			}
+}
+
+// stop ends the acknowledging: a receipt that comes later (the producer
+// drains after the session ended) is not acted on; the next session reads
+// the remote back from the cursor's position.
+func (a *acks) stop() {
+	a.mu.Lock()
+	a.stopped = true
+	a.mu.Unlock()
+}
+
+// receipt acts on the remote's answer to e, published at the origin at
+// published.
+func (a *acks) receipt(e wire.Entry, published time.Time, r wire.Receipt, err error) {
+	p := a.p
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.stopped || a.failed:
+	case err != nil:
+		a.failed = true
+		p.m.SendErrors.WithLabelValues(p.local, p.remote).Inc()
+		// The first failure in send order is the entry the broker
+		// answered with SEND_ERROR; the wire producer fails the ones
+		// behind it with the same error when it gives up.
+		reason := refusal(err)
+		switch {
+		case reason != "" && p.skips(reason):
+			p.log.Error("remote refused an entry for good; skipped (on_refused: skip)", zap.Stringer("id", e.ID), zap.String("reason", reason), zap.Error(err))
+			p.skip(a.src, e, reason)
+			a.progress.Store(true)
+			// The producer gave up with the refusal: the next session
+			// sends what came after the skipped entry.
+			a.fail(errRefusedSkipped)
+		case reason != "":
+			a.fail(&refusedError{pos: entryPos(e.ID), reason: reason, err: err})
+		default:
+			a.fail(fmt.Errorf("send: %w", err))
 		}
+	case isDuplicate(r):
+		a.failed = true
+		p.m.DupsUnproven.WithLabelValues(p.local, p.remote).Inc()
+		a.fail(errUnprovenDuplicate)
+	default:
+		a.copiedMsgs.Add(float64(max(e.NumMessages, 1)))
+		a.copiedBytes.Add(float64(len(e.Payload)))
+		a.latency.Observe(time.Since(published).Seconds())
+		_ = a.src.Ack(e.ID)
+		_ = a.src.Release(e)
+		a.progress.Store(true)
 	}
 }
