@@ -114,6 +114,7 @@ func main() {
 	var rounds, tp, drain, zstd, topics, subTopics int
 	var subIdle, subIdleAfter time.Duration
 	var subRate int
+	var subAdminRate float64
 	var subSettle time.Duration
 	var verifySigned bool
 	var subGrowth string
@@ -139,6 +140,7 @@ func main() {
 	flag.DurationVar(&subIdleAfter, "subs-idle-after", 0, "the subs run's idle window after the traffic (default: -subs-idle's)")
 	flag.BoolVar(&verifySigned, "verify-signed", false, "run the continuous verifier's row with a marker key on both sidecars (signed origins, checked)")
 	flag.DurationVar(&subSettle, "subs-settle", 0, "the subs run's pause after start-up (and after the traffic) before each idle window (default 30s; past 5m the windows see partitions at rest, after their first idle follow)")
+	flag.Float64Var(&subAdminRate, "subs-admin-rate", 0, "the subs run sidecar's admin budget, requests per second per cluster (default: the sidecar's, 50)")
 	flag.IntVar(&subRate, "subs-rate", 0, "messages per second of the subs run's spread traffic (default 1000, quick 100)")
 	flag.StringVar(&subGrowth, "subs-growth", "", "comma-separated larger topic counts the subs run measures after its row, start-up and idle only (default 2500,5000; \"none\" for none)")
 	flag.StringVar(&svTypesFlag, "subsvs-types", "", "comma-separated application types of the subsvs row, one run each (exclusive,failover,shared; default all)")
@@ -179,6 +181,7 @@ func main() {
 	if subRate > 0 {
 		o.Sizes.Subs.Rate = subRate
 	}
+	o.Sizes.Subs.AdminRate = subAdminRate
 	if subGrowth != "" {
 		o.Sizes.Subs.Growth = nil
 		for _, f := range strings.Split(subGrowth, ",") {

@@ -56,6 +56,10 @@ type subsSizes struct {
 	// Topics upward (issue 23 asks for 10,000).
 	Growth     []int
 	GrowthIdle time.Duration
+	// AdminRate, when more than 0, is the sidecar's
+	// sidecar.admin_budget.requests_per_second (else its default): what
+	// the follow latency under traffic gets for more admin requests.
+	AdminRate float64
 }
 
 // Where the row works. A tenant of its own, not the run's, so that a run
@@ -136,6 +140,9 @@ type subsResult struct {
 	// StartOnly: a growth run (subsSizes.Growth), start-up and one idle
 	// window only.
 	StartOnly bool
+	// AdminRate is the sidecar's admin budget when the run set one
+	// (-subs-admin-rate), else 0 (the default).
+	AdminRate float64
 	Reused    int           // topics found on both clusters from an earlier run
 	Setup     time.Duration // topics and subscriptions created
 	Ready     time.Duration // process start to /readyz
@@ -175,7 +182,7 @@ func (e *env) subs(n int, startOnly bool) (*subsResult, error) {
 
 func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	z := e.o.Sizes.Subs
-	res := &subsResult{Topics: n, StartOnly: startOnly}
+	res := &subsResult{Topics: n, StartOnly: startOnly, AdminRate: e.o.Sizes.Subs.AdminRate}
 	t0 := time.Now()
 	reused, err := e.subsSetup(n)
 	if err != nil {
@@ -246,7 +253,7 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	if err := os.WriteFile(keyFile, []byte("bench-marker-key-0123456789abcdef"), 0o600); err != nil {
 		return nil, err
 	}
-	sc, err := e.startSidecar(e.o.Binary, "subs", listen, subsConfig(listen, keyFile, e.subsNS(), prox))
+	sc, err := e.startSidecar(e.o.Binary, "subs", listen, subsConfig(listen, keyFile, e.subsNS(), e.o.Sizes.Subs.AdminRate, prox))
 	if err != nil {
 		return nil, err
 	}
@@ -472,15 +479,19 @@ func (e *env) dropSubs() {
 
 // subsConfig is one sidecar for both directions, its admin URLs through
 // the counting proxies.
-func subsConfig(listen, keyFile, ns string, prox map[string]*countingProxy) string {
-	return subsConfigFor(listen, keyFile, ns, `topic_patterns: ["t-.*"]`, prox)
+func subsConfig(listen, keyFile, ns string, adminRate float64, prox map[string]*countingProxy) string {
+	return subsConfigFor(listen, keyFile, ns, `topic_patterns: ["t-.*"]`, adminRate, prox)
 }
 
 // subsConfigFor is subsConfig with the topics line of each pair given
 // (`topics: [...]` or `topic_patterns: [...]`).
-func subsConfigFor(listen, keyFile, ns, topics string, prox map[string]*countingProxy) string {
+func subsConfigFor(listen, keyFile, ns, topics string, adminRate float64, prox map[string]*countingProxy) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  marker_key_file: %s\nclusters:\n", listen, keyFile)
+	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  marker_key_file: %s\n", listen, keyFile)
+	if adminRate > 0 {
+		fmt.Fprintf(&b, "  admin_budget:\n    requests_per_second: %g\n", adminRate)
+	}
+	b.WriteString("clusters:\n")
 	for _, n := range []string{"east", "west"} {
 		c := e2e.Get(n)
 		fmt.Fprintf(&b, "  - name: %s\n    service_url: %s\n    admin_url: %s\n", c.Name, c.ServiceURL, prox[n].url)
@@ -981,8 +992,12 @@ func topPaths(m map[string]int64, k int) []string {
 // markdown is the row's part of the summary.
 func (s *subsResult) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nScale with replicated subscriptions: one sidecar replicating %s non-partitioned topics east↔west (%s partitions per direction), one replicated subscription each, acknowledged by an application on east (default settings: 30 s discovery, 1 s snapshots):\n\n",
-		num(float64(s.Topics)), num(float64(s.Topics)))
+	settings := "default settings: 30 s discovery, 1 s snapshots"
+	if s.AdminRate > 0 {
+		settings += fmt.Sprintf("; admin budget %g requests/s per cluster (default 50)", s.AdminRate)
+	}
+	fmt.Fprintf(&b, "\nScale with replicated subscriptions: one sidecar replicating %s non-partitioned topics east↔west (%s partitions per direction), one replicated subscription each, acknowledged by an application on east (%s):\n\n",
+		num(float64(s.Topics)), num(float64(s.Topics)), settings)
 	first := "—"
 	if s.FirstSnap > 0 {
 		first = fmt.Sprintf("%.1f s", s.FirstSnap.Seconds())

@@ -233,7 +233,7 @@ func (e *env) subsvsOnce(typ string) (*subsvsResult, error) {
 		return nil, err
 	}
 	sc, err := e.startSidecar(e.o.Binary, "subsvs-"+typ, listen,
-		subsConfigFor(listen, keyFile, e.ns(svNS(nsSVSidecar, typ)), "topics: ["+svTopic+"]", prox))
+		subsConfigFor(listen, keyFile, e.ns(svNS(nsSVSidecar, typ)), "topics: ["+svTopic+"]", 0, prox))
 	if err != nil {
 		return nil, err
 	}
