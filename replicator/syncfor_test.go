@@ -81,7 +81,7 @@ func TestSyncFor(t *testing.T) {
 			if tt.cursors != nil {
 				layout = &cluster.Layout{Cursors: tt.cursors}
 			}
-			s := p.syncFor(syncTopic, "orders", layout)
+			s := p.syncFor(syncTopic, "orders", layout, p.startsLatest(syncTopic))
 
 			var wantUnknown []string
 			if !tt.fresh {
@@ -137,7 +137,7 @@ func TestSyncForTracked(t *testing.T) {
 	rep.SubscriptionPatterns = []string{".*"}
 	p := &pair{rep: rep, cfg: cfg, keys: marker.NewKeys(syncKey), local: &cluster.Conn{Name: "east"}, remote: &cluster.Conn{Name: "west"},
 		subscription: cfg.Sidecar.CursorName("west"), m: metrics.New(nil), log: zaptest.NewLogger(t), applied: &subsync.Applied{}}
-	s := p.syncFor(syncTopic, "orders", nil)
+	s := p.syncFor(syncTopic, "orders", nil, false)
 	for sub, want := range map[string]bool{
 		"billing": true, "anything": true,
 		cfg.Sidecar.CursorName("west"): false, cfg.Sidecar.CursorName("north"): false,
@@ -149,12 +149,12 @@ func TestSyncForTracked(t *testing.T) {
 	}
 	// No sync without a key or without subscriptions (and no admin call).
 	p.keys = marker.Keys{}
-	if s := p.newSync(context.Background(), syncTopic, "orders"); s != nil {
+	if s := p.newSync(context.Background(), syncTopic, "orders", false); s != nil {
 		t.Error("newSync without a marker key returned a sync")
 	}
 	p.keys = marker.NewKeys(syncKey)
 	p.rep = cfg.Replication[2]
-	if s := p.newSync(context.Background(), syncTopic, "orders"); s != nil {
+	if s := p.newSync(context.Background(), syncTopic, "orders", false); s != nil {
 		t.Error("newSync for an entry without subscriptions returned a sync")
 	}
 }
