@@ -206,7 +206,7 @@ func Subscribe(ctx context.Context, client *Client, opts ConsumerOptions) (*Cons
 	c := &Consumer{
 		client: client,
 		opts:   opts,
-		log:    opts.Logger.With(zap.String("topic", opts.Topic), zap.String("subscription", opts.Subscription)),
+		log:    opts.Logger.WithLazy(zap.String("topic", opts.Topic), zap.String("subscription", opts.Subscription)),
 		notify: make(chan struct{}, 1),
 	}
 	c.rc = newReconnector("consumer", client, opts.Topic, c.log, &c.mu, c)

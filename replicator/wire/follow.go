@@ -208,7 +208,7 @@ func (c *Client) MoveSubscription(ctx context.Context, m Move) (MoveResult, erro
 		m.MaxAcks = DefaultMoveMaxAcks
 	}
 	mv := &move{c: c, m: m, res: MoveResult{Target: moveTarget(m.To)}}
-	mv.log = c.log.With(zap.String("topic", m.Topic), zap.String("subscription", m.Subscription))
+	mv.log = c.log.WithLazy(zap.String("topic", m.Topic), zap.String("subscription", m.Subscription))
 	err := mv.run(ctx)
 	if err != nil {
 		err = fmt.Errorf("wire: move %s of %s to %v: %w", m.Subscription, m.Topic, mv.res.Target, err)

@@ -139,7 +139,7 @@ func CreateProducer(ctx context.Context, client *Client, opts ProducerOptions) (
 	p := &Producer{
 		client:  client,
 		opts:    opts,
-		log:     opts.Logger.With(zap.String("topic", opts.Topic), zap.String("producer", opts.Name)),
+		log:     opts.Logger.WithLazy(zap.String("topic", opts.Topic), zap.String("producer", opts.Name)),
 		lastSeq: -1,
 		changed: make(chan struct{}),
 	}
