@@ -255,6 +255,45 @@ func TestBudget(t *testing.T) {
 	}
 }
 
+// TestBudgetAgeing: a waiter is not starved by later ones of a higher
+// priority that keep coming: it gains priority as it waits (issue 23's
+// bench saw partitions not followed for over a minute while recently
+// followed ones, with their larger measured lag, kept winning).
+func TestBudgetAgeing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudget(1, 1, nil)
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		if err := b.Take(ctx, 0); err != nil { // the burst
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var old time.Duration
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if err := b.Take(ctx, 0); err != nil {
+				t.Error(err)
+			}
+			old = time.Since(start)
+		})
+		synctest.Wait()
+		// Two waiters a second of priority 20 for 30 s: twice what the
+		// budget grants, so the queue never empties.
+		for range 60 {
+			wg.Go(func() { _ = b.Take(ctx, 20) })
+			time.Sleep(500 * time.Millisecond)
+		}
+		stop()
+		wg.Wait()
+		// 20 less 5 a second of waiting: newcomers of the first 4 s rank
+		// above the old waiter (8 of them, a token a second), later ones
+		// below it. Without ageing it would wait for the stream's end.
+		if old == 0 || old > 10*time.Second {
+			t.Errorf("the old waiter got its token after %v, want within 10s", old)
+		}
+	})
+}
+
 // TestBudgetOrder: waiters are served highest priority first, the oldest
 // first on ties; one that gives up leaves the queue and its place goes to
 // the next.
