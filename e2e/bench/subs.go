@@ -656,6 +656,14 @@ func (e *env) subsWindow(sc *sidecar, prox map[string]*countingProxy, name strin
 	ph.CPU, ph.RSS, ph.Goroutines = u1.CPU-u0.CPU, u1.RSS, int(g)
 	e.logf("subs: %s: admin req/s east %.1f west %.1f (brokers served %.1f / %.1f), sidecar CPU %.2f%% of a core, RSS %s MiB",
 		name, ph.perSec(ph.Admin["east"]), ph.perSec(ph.Admin["west"]), ph.brokerPerSec(ph.Broker["east"]), ph.brokerPerSec(ph.Broker["west"]), ph.cpuPct(), mib(ph.RSS))
+	// What the RSS is made of, from the process's own memstats: the
+	// goroutines' stacks and the heap grow differently with the
+	// partition count.
+	stack, _ := sc.metric("go_memstats_stack_inuse_bytes")
+	heap, _ := sc.metric("go_memstats_heap_inuse_bytes")
+	live, _ := sc.metric("go_memstats_heap_alloc_bytes")
+	e.logf("subs: %s: stacks %s MiB (%.1f KiB a goroutine), heap in use %s MiB, allocated %s MiB",
+		name, mib(int64(stack)), stack/1024/max(g, 1), mib(int64(heap)), mib(int64(live)))
 	for _, c := range []string{"east", "west"} {
 		for _, k := range topPaths(ph.Paths[c], 5) {
 			e.logf("subs:   %s %8.2f/s  %s", c, ph.perSec(float64(ph.Paths[c][k])), k)
