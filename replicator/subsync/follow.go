@@ -22,6 +22,16 @@ func (s *Sync) priority() float64 {
 	return s.lastLag + float64(s.dataCount.Swap(0))
 }
 
+// aged is prio for a request of the follow under way made after its
+// first: raised by what the budget's ageing gave the follow for its wait
+// so far, so that it keeps its place in the queue instead of going to the
+// back. Under traffic on 1,000 topics a follow's position read queued
+// again behind every follow due meanwhile: two rounds of the budget per
+// follow instead of one.
+func (s *Sync) aged(prio float64) float64 {
+	return prio + agePerSecond*time.Since(s.fl.at).Seconds()
+}
+
 // readingAge is how old a shared stats reading a follow may use (never
 // older than the previous follow: a reading from before it shows no move
 // since, and the next follow may come 30 s later): half a
@@ -279,7 +289,7 @@ func (s *Sync) readingAfterCompletion(ctx context.Context, r *Reading, prio floa
 		return nil, false
 	}
 	s.entries.sample()
-	r2, err := s.Stats.Read(ctx, time.Since(done), prio)
+	r2, err := s.Stats.Read(ctx, time.Since(done), s.aged(prio))
 	if err != nil {
 		return nil, false
 	}
@@ -369,7 +379,7 @@ func (s *Sync) couldUpdate() bool {
 
 // readPositions reads the mark-delete positions, in the budget.
 func (s *Sync) readPositions(ctx context.Context, prio float64) (map[string]marker.Position, error) {
-	if err := s.Budget.Take(ctx, prio); err != nil {
+	if err := s.Budget.Take(ctx, s.aged(prio)); err != nil {
 		return nil, err
 	}
 	return s.LocalAdmin.MarkDeletes(ctx, s.Topic)
@@ -382,7 +392,7 @@ func (s *Sync) backlogs(ctx context.Context, prio float64) (local, remote map[st
 	if s.fl.reading != nil {
 		local = backlogsOf(s.fl.reading)
 	} else {
-		if err := s.Budget.Take(ctx, prio); err != nil {
+		if err := s.Budget.Take(ctx, s.aged(prio)); err != nil {
 			return nil, nil, err
 		}
 		if local, err = s.LocalAdmin.Backlogs(ctx, s.Topic); err != nil {
@@ -390,7 +400,7 @@ func (s *Sync) backlogs(ctx context.Context, prio float64) (local, remote map[st
 		}
 	}
 	if s.RemoteStats != nil {
-		if r, err := s.RemoteStats.Read(ctx, max(s.fl.maxAge, lagRemoteAge), prio); err == nil {
+		if r, err := s.RemoteStats.Read(ctx, max(s.fl.maxAge, lagRemoteAge), s.aged(prio)); err == nil {
 			if subs, ok := r.Partitions[s.Topic]; ok {
 				return local, backlogsOf(subs), nil
 			}

@@ -659,3 +659,17 @@ func TestRestingFollowAsksNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestFollowKeepsItsPlace: a follow's later requests (a position read
+// after the stats reading) carry the ageing the follow earned since it
+// began, so they do not queue again behind every follow due meanwhile.
+func TestFollowKeepsItsPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &Sync{}
+		s.fl.at = time.Now()
+		time.Sleep(10 * time.Second)
+		if got, want := s.aged(3), float64(3+10*agePerSecond); got != want {
+			t.Errorf("aged(3) after 10 s = %v, want %v", got, want)
+		}
+	})
+}
