@@ -75,7 +75,7 @@ type pair struct {
 	// partitions in flight (newSync). They were read one after another
 	// on the pair's goroutine: a partition's start waited for every
 	// earlier one's admin round trip (at 30 ms, 10,000 partitions wait
-	// 5 minutes). nil: made at the first start.
+	// 5 minutes). Without it (a test's pair), reads are not bounded.
 	layoutReads chan struct{}
 
 	// problem is why the pair cannot replicate at all, in a sentence
@@ -317,9 +317,6 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 	c := p.entryPartition(partitionTopic)
 	c.Received, c.Active = &w.received, &w.active
 	tracks, latest := p.tracksSubscriptions(), p.startsLatest(partitionTopic)
-	if tracks && p.layoutReads == nil {
-		p.layoutReads = make(chan struct{}, layoutReadsAtOnce)
-	}
 	go func() {
 		defer close(w.done)
 		// The sync is built here, not on the pair's goroutine: its layout
@@ -332,6 +329,26 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 		}
 		_ = entrypath.New(c).Run(wctx)
 	}()
+}
+
+// acquireLayoutRead waits for a place among the layout reads in flight;
+// false when ctx ended first (the layout is then unknown).
+func (p *pair) acquireLayoutRead(ctx context.Context) bool {
+	if p.layoutReads == nil {
+		return ctx.Err() == nil
+	}
+	select {
+	case p.layoutReads <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (p *pair) releaseLayoutRead() {
+	if p.layoutReads != nil {
+		<-p.layoutReads
+	}
 }
 
 // layoutReadsAtOnce is how many partitions of a pair read their layout at
@@ -366,14 +383,12 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string, latest
 		return nil
 	}
 	var layout *cluster.Layout
-	select {
-	case p.layoutReads <- struct{}{}:
+	if p.acquireLayoutRead(ctx) {
 		var err error
 		if layout, err = p.local.Control.Layout(ctx, partitionTopic); err != nil {
 			layout = nil // unknown: the re-read starts at the oldest entry
 		}
-		<-p.layoutReads
-	case <-ctx.Done():
+		p.releaseLayoutRead()
 	}
 	s := p.syncFor(partitionTopic, topic, layout, latest)
 	s.LayoutNow = func(ctx context.Context) (*cluster.Layout, error) {
