@@ -673,3 +673,134 @@ func TestFollowKeepsItsPlace(t *testing.T) {
 		}
 	})
 }
+
+// TestFollowTakesOurMoves: on a copy that only updates move (a standby
+// region's), a change of its stats that an update applied here since the
+// last reading explains needs no position read; one that it does not
+// explain does: no update since that reading, an application attached
+// now or at that reading, a position last read past what updates set, a
+// reload (timestamp 0).
+func TestFollowTakesOurMoves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, st := movedRig(t)
+		ctx := context.Background()
+		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
+		applyTo := func(p marker.Position) {
+			ap := r.applied.begin("east", syncTopic, "billing", p)
+			r.applied.end(ap, true, p)
+			r.local.setMD("billing", p)
+		}
+		applyTo(subsynctest.Pos(1, 5))
+		st.set(syncTopic, "billing", SubStat{Backlog: 10, MarkDeleteAdvanced: 100})
+		for i, step := range []struct {
+			name   string
+			change func()
+			read   bool
+		}{
+			{"first follow", func() {}, true},
+			{"an update moved it, nobody attached: ours", func() {
+				applyTo(subsynctest.Pos(1, 6))
+				st.set(syncTopic, "billing", SubStat{Backlog: 9, MarkDeleteAdvanced: 200})
+			}, false},
+			{"another: ours", func() {
+				applyTo(subsynctest.Pos(1, 7))
+				st.set(syncTopic, "billing", SubStat{Backlog: 12, MarkDeleteAdvanced: 300})
+			}, false},
+			{"a change with no update since the last reading", func() {
+				st.set(syncTopic, "billing", SubStat{Backlog: 12, MarkDeleteAdvanced: 400})
+			}, true},
+			{"an update while an application is attached", func() {
+				applyTo(subsynctest.Pos(1, 8))
+				st.set(syncTopic, "billing", SubStat{Backlog: 11, MarkDeleteAdvanced: 500, Consumers: 1})
+			}, true},
+			{"an update, the application attached at the last reading gone", func() {
+				applyTo(subsynctest.Pos(1, 9))
+				st.set(syncTopic, "billing", SubStat{Backlog: 10, MarkDeleteAdvanced: 600})
+			}, true},
+			{"an update, nobody attached, but the position read was past the updates'", func() {
+				r.local.setMD("billing", subsynctest.Pos(1, 12)) // read by the next follow
+				st.set(syncTopic, "billing", SubStat{Backlog: 8, MarkDeleteAdvanced: 700})
+			}, true},
+			{"an update below it, nobody attached, a newer snapshot", func() {
+				applyTo(subsynctest.Pos(1, 9))
+				r.local.setMD("billing", subsynctest.Pos(1, 12))
+				cacheSnapshot(t, r, "s2", subsynctest.Pos(1, 30), subsynctest.Pos(7, 40))
+				st.set(syncTopic, "billing", SubStat{Backlog: 8, MarkDeleteAdvanced: 800})
+			}, true},
+			{"an update to it: ours again", func() {
+				applyTo(subsynctest.Pos(1, 13))
+				st.set(syncTopic, "billing", SubStat{Backlog: 8, MarkDeleteAdvanced: 850})
+			}, false},
+			{"an update past it: ours", func() {
+				applyTo(subsynctest.Pos(1, 14))
+				st.set(syncTopic, "billing", SubStat{Backlog: 7, MarkDeleteAdvanced: 900})
+			}, false},
+			{"an update, the topic reloaded (timestamp 0)", func() {
+				applyTo(subsynctest.Pos(1, 15))
+				st.set(syncTopic, "billing", SubStat{Backlog: 6})
+			}, true},
+		} {
+			time.Sleep(time.Second)
+			step.change()
+			r.s.dataSeen.Store(true) // copies keep coming: no rest
+			before := r.local.mdCalls
+			if err := r.s.follow(ctx); err != nil {
+				t.Fatalf("step %d (%s): %v", i, step.name, err)
+			}
+			if read := r.local.mdCalls > before; read != step.read {
+				t.Errorf("step %d (%s): positions read %v, want %v", i, step.name, read, step.read)
+			}
+			r.sink.Take()
+		}
+	})
+}
+
+// TestRestingTakesOurMoves: a resting partition whose copy an update
+// moved stays at rest when a reading made for someone else shows that
+// update's change, and when a later one shows the same again; a change
+// no update explains ends the rest.
+func TestRestingTakesOurMoves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, st := movedRig(t)
+		ctx := context.Background()
+		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
+		applyTo := func(p marker.Position) {
+			ap := r.applied.begin("east", syncTopic, "billing", p)
+			r.applied.end(ap, true, p)
+			r.local.setMD("billing", p)
+		}
+		applyTo(subsynctest.Pos(1, 12))
+		st.set(syncTopic, "billing", SubStat{Backlog: 0, MarkDeleteAdvanced: 100})
+		requests := func() int { return st.count() + r.local.mdCalls + r.local.lagCalls + r.remote.lagCalls }
+		offer := func(sub SubStat) {
+			r.s.Stats.Offer(&Reading{At: time.Now(), Partitions: map[string]map[string]SubStat{syncTopic: {"billing": sub}}})
+		}
+		for i, step := range []struct {
+			name   string
+			change func()
+			rests  bool
+		}{
+			{"first follow", func() {}, false},
+			{"resting", func() {}, true},
+			{"an update moved it; a reading shows its change", func() {
+				applyTo(subsynctest.Pos(1, 13))
+				offer(SubStat{Backlog: 0, MarkDeleteAdvanced: 200})
+			}, true},
+			{"a later reading shows the same", func() { offer(SubStat{Backlog: 0, MarkDeleteAdvanced: 200}) }, true},
+			{"a change no update explains", func() { offer(SubStat{Backlog: 0, MarkDeleteAdvanced: 300}) }, false},
+		} {
+			time.Sleep(time.Second)
+			step.change()
+			before := requests()
+			if why := r.s.restless(false); (why == "") != step.rests {
+				t.Errorf("step %d (%s): at rest %v (%q), want %v", i, step.name, why == "", why, step.rests)
+			}
+			if err := r.s.follow(ctx); err != nil {
+				t.Fatalf("step %d (%s): %v", i, step.name, err)
+			}
+			if asked := requests() > before; step.rests && asked {
+				t.Errorf("step %d (%s): asked at rest", i, step.name)
+			}
+		}
+	})
+}

@@ -1043,6 +1043,10 @@ var fenceAll = marker.Position{Ledger: math.MaxInt64, Entry: math.MaxInt64, Batc
 type Applied struct {
 	mu sync.Mutex
 	m  map[string]marker.Position
+	// began is when the last update that moved the subscription began
+	// (Applied.end with moved): a follow takes a change of a standby
+	// copy's stats since then for that update's (Sync.ourMove).
+	began map[string]time.Time
 }
 
 func (a *Applied) key(cluster, topic, sub string) string {
@@ -1073,6 +1077,7 @@ type applying struct {
 	key         string
 	prev, begun marker.Position
 	hadPrev     bool
+	at          time.Time
 }
 
 // begin records, before an update is applied, the furthest it can put the
@@ -1091,7 +1096,7 @@ func (a *Applied) begin(cluster, topic, sub string, upTo marker.Position) applyi
 		upTo = prev
 	}
 	a.m[k] = upTo
-	return applying{key: k, prev: prev, hadPrev: had, begun: upTo}
+	return applying{key: k, prev: prev, hadPrev: had, begun: upTo, at: time.Now()}
 }
 
 // end settles what begin recorded: where the update left the subscription
@@ -1104,12 +1109,25 @@ func (a *Applied) end(ap applying, moved bool, upTo marker.Position) {
 	case moved:
 		upTo.Batch = -1
 		a.m[ap.key] = upTo
+		if a.began == nil {
+			a.began = map[string]time.Time{}
+		}
+		a.began[ap.key] = ap.at
 	case a.m[ap.key] != ap.begun:
 	case ap.hadPrev:
 		a.m[ap.key] = ap.prev
 	default:
 		delete(a.m, ap.key)
 	}
+}
+
+// movedAfter reports whether an update that began after t moved the
+// subscription (the last one that moved it).
+func (a *Applied) movedAfter(cluster, topic, sub string, t time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	at, ok := a.began[a.key(cluster, topic, sub)]
+	return ok && at.After(t)
 }
 
 func (a *Applied) get(cluster, topic, sub string) (marker.Position, bool) {
