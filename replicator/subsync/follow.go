@@ -124,7 +124,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 				}
 			}
 		}
-		if notYet && s.justCompleted() {
+		if notYet && s.justCompleted() && s.mayWait() {
 			// The consumers have not passed the snapshot yet: a position
 			// read would only show it. Follow again shortly (their
 			// acknowledgements come in batches, every 100 ms with
@@ -143,6 +143,22 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 	return mds, nil
 }
 
+// mayWait reports whether this follow may still put its position read
+// off for consumers not past a snapshot that just completed: for at most
+// an interval in a row. Where a snapshot completes every interval and the
+// consumers stay more entries behind than come in a second, every
+// reading finds them short of the newest one, just completed: waiting
+// for them to pass it sent no update at all, not even for the snapshots
+// they had passed (a consumer a dozen entries behind at five a second
+// was never followed). A read after the wait sends those.
+func (s *Sync) mayWait() bool {
+	f := &s.fl
+	if f.waitingSince.IsZero() {
+		f.waitingSince = f.at
+	}
+	return f.at.Sub(f.waitingSince) < s.Interval
+}
+
 // readPositionsNow reads the positions (readPositions) and records that
 // this follow read them: when, at which newest snapshot, with no data
 // since and no reading behind them (positions sets seen when it has one).
@@ -152,6 +168,7 @@ func (s *Sync) readPositionsNow(ctx context.Context, prio float64) (map[string]m
 	if err != nil {
 		return nil, err
 	}
+	f.waitingSince = time.Time{}
 	f.freshRead = true
 	f.seen, f.readAt, f.dataSinceRead = nil, f.at, false
 	f.readNewest = ""
@@ -331,6 +348,7 @@ func (s *Sync) reachedUnlessDue(r *Reading, subs map[string]SubStat) (map[string
 	newest, _ := s.Machine.Newest()
 	f.readNewest = newest.ID
 	f.seen, f.seenAt = s.trackedOf(subs), r.At
+	f.waitingSince = time.Time{}
 	s.Metrics.PositionsProven.WithLabelValues(s.Local).Inc()
 	return mds, true, false
 }

@@ -2,6 +2,7 @@ package subsync
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -59,10 +60,18 @@ func TestEntryCountAfter(t *testing.T) {
 		var early entryCount
 		early.read(subsynctest.Pos(1, 1))
 		early.sample()
+		time.Sleep(time.Millisecond)
+		sampled := time.Now()
 		early.read(subsynctest.Pos(1, 2))
+		time.Sleep(time.Millisecond)
 		early.completed(subsynctest.Pos(1, 2))
-		if _, ok := early.after(subsynctest.Pos(1, 2), time.Now()); ok {
+		if _, ok := early.after(subsynctest.Pos(1, 2), sampled); ok {
 			t.Error("a sample taken before the completing entry was read proved something")
+		}
+		// The completion is a sample of its own: a reading sent after it,
+		// with no entry read and no sample since, proves with L = 0.
+		if got, ok := early.after(subsynctest.Pos(1, 2), time.Now()); got != 0 || !ok {
+			t.Errorf("a reading sent right after the completion: %d, %v; want 0, true", got, ok)
 		}
 	})
 }
@@ -196,6 +205,20 @@ func TestFollowReadsStatsAfterCompletion(t *testing.T) {
 		if up, ok := updatesWritten(r.sink.Take())["billing"]; !ok || up.Remote != subsynctest.Pos(7, 20) {
 			t.Errorf("billing's update %v (sent %v), want 7:20", up.Remote, ok)
 		}
+		// The proof ended the wait: the next snapshot's gets an interval
+		// of its own.
+		time.Sleep(500 * time.Millisecond)
+		r.s.DataAt(ctx, subsynctest.Pos(1, 14), "", marker.Position{})
+		r.s.entries.completed(subsynctest.Pos(1, 14))
+		cacheSnapshot(t, r, "s2", subsynctest.Pos(1, 14), subsynctest.Pos(7, 30))
+		st.set(syncTopic, "billing", SubStat{Backlog: 3, MarkDeleteAdvanced: 4}) // L = 0
+		time.Sleep(100 * time.Millisecond)
+		if err := r.s.follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r.local.mdCalls != reads {
+			t.Error("positions read 0.1 s after the next snapshot completed: the wait before the proof was not ended")
+		}
 	})
 }
 
@@ -246,6 +269,70 @@ func TestFollowWaitsForConsumersAfterCompletion(t *testing.T) {
 		}
 		if up, ok := updatesWritten(r.sink.Take())["billing"]; !ok || up.Remote != subsynctest.Pos(7, 20) {
 			t.Errorf("billing's update %v (sent %v), want 7:20", up.Remote, ok)
+		}
+		// The proof ended the wait: the next snapshot's gets an interval
+		// of its own.
+		time.Sleep(500 * time.Millisecond)
+		r.s.DataAt(ctx, subsynctest.Pos(1, 14), "", marker.Position{})
+		r.s.entries.completed(subsynctest.Pos(1, 14))
+		cacheSnapshot(t, r, "s2", subsynctest.Pos(1, 14), subsynctest.Pos(7, 30))
+		st.set(syncTopic, "billing", SubStat{Backlog: 3, MarkDeleteAdvanced: 4}) // L = 0
+		time.Sleep(100 * time.Millisecond)
+		if err := r.s.follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r.local.mdCalls != reads {
+			t.Error("positions read 0.1 s after the next snapshot completed: the wait before the proof was not ended")
+		}
+	})
+}
+
+// TestFollowSlowConsumerNotStarved: consumers that stay a steady dozen
+// entries behind (a backlog above the entries read after each
+// completion) while a snapshot completes every interval: every reading
+// leaves the newest snapshot unproven and just completed, yet the
+// follow puts its position read off for at most an interval at a time,
+// so updates for the snapshots the consumers passed keep going out.
+func TestFollowSlowConsumerNotStarved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, st := movedRig(t)
+		ctx := context.Background()
+		e := int64(0)
+		data := func(n int) {
+			for range n {
+				e++
+				r.s.DataAt(ctx, subsynctest.Pos(1, e), "", marker.Position{})
+			}
+		}
+		data(20)
+		st.set(syncTopic, "billing", SubStat{Backlog: 12, MarkDeleteAdvanced: 1})
+		r.local.setMD("billing", subsynctest.Pos(1, e-12))
+		if err := r.s.follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		reads, ups := r.local.mdCalls, 0
+		for sec := 1; sec <= 8; sec++ {
+			data(4)
+			a := subsynctest.Pos(1, e)
+			r.s.entries.completed(a)
+			cacheSnapshot(t, r, fmt.Sprintf("s%d", sec), a, subsynctest.Pos(7, e)) // its marker at e+1
+			e++
+			data(1)
+			for i := range 5 {
+				st.set(syncTopic, "billing", SubStat{Backlog: 12, MarkDeleteAdvanced: int64(10*sec + i)})
+				r.local.setMD("billing", subsynctest.Pos(1, e-12))
+				if err := r.s.follow(ctx); err != nil {
+					t.Fatal(err)
+				}
+				ups += len(updatesWritten(r.sink.Take()))
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		if ups < 3 {
+			t.Errorf("%d updates in 8 s (positions read %d times): the follow starved", ups, r.local.mdCalls-reads)
+		}
+		if n := r.local.mdCalls - reads; n > 8 {
+			t.Errorf("positions read %d times in 8 s: more than once an interval", n)
 		}
 	})
 }

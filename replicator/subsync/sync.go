@@ -232,6 +232,10 @@ type followState struct {
 	// consumers had not passed a snapshot that just completed (follow.go),
 	// or a position awaits its confirming read (confirm.go).
 	soon time.Time
+	// waitingSince is when follows began putting a position read off
+	// for consumers not past a snapshot that just completed (zero: not
+	// now); positions read or proven end it (follow.go, mayWait).
+	waitingSince time.Time
 	// freshRead: this follow's positions were read by it (not kept from
 	// an earlier read, nor proven from a stats reading).
 	freshRead bool
