@@ -18,6 +18,7 @@ package cluster
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -114,7 +115,7 @@ func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
 		client.Close()
 		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
 	}
-	return &Conn{Name: c.Name, Client: client, Admin: admin, Control: pulsarControl{admin}, Config: c, watch: w, Log: log, admin: rt}, nil
+	return &Conn{Name: c.Name, Client: client, Admin: admin, Control: pulsarControl{a: admin, lists: topicLister{web: &http.Client{Transport: rt, Timeout: pulsaradminpkg.DefaultHTTPTimeOutDuration}, base: strings.TrimRight(c.AdminURL, "/")}}, Config: c, watch: w, Log: log, admin: rt}, nil
 }
 
 // CountAdmin counts this cluster's admin calls in m, and its links'

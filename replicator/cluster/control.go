@@ -51,14 +51,17 @@ type ControlPlane interface {
 var ErrTopicExists = errors.New("topic exists")
 
 // pulsarControl is ControlPlane over pulsaradmin.
-type pulsarControl struct{ a pulsaradmin.Client }
+type pulsarControl struct {
+	a     pulsaradmin.Client
+	lists topicLister
+}
 
 func (p pulsarControl) Topics(ctx context.Context, namespace string) ([]string, []string, error) {
 	ns, err := utils.GetNamespaceName(namespace)
 	if err != nil {
 		return nil, nil, err
 	}
-	return p.a.Topics().ListWithContext(ctx, *ns)
+	return p.lists.list(ctx, ns.String())
 }
 
 func (p pulsarControl) Partitions(ctx context.Context, topic string) (int, bool, error) {
