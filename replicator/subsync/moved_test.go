@@ -674,6 +674,14 @@ func TestFollowKeepsItsPlace(t *testing.T) {
 	})
 }
 
+// updateMoved records an update applied here that moved sub to p, as
+// Sync.apply does, and puts the partition's position there.
+func (r *syncRig) updateMoved(sub string, p marker.Position) {
+	ap := r.applied.begin(r.s.Local, syncTopic, sub, p)
+	r.applied.end(ap, true, p)
+	r.local.setMD(sub, p)
+}
+
 // TestFollowTakesOurMoves: on a copy that only updates move (a standby
 // region's), a change of its stats that an update applied here since the
 // last reading explains needs no position read; one that it does not
@@ -685,11 +693,7 @@ func TestFollowTakesOurMoves(t *testing.T) {
 		r, st := movedRig(t)
 		ctx := context.Background()
 		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
-		applyTo := func(p marker.Position) {
-			ap := r.applied.begin("east", syncTopic, "billing", p)
-			r.applied.end(ap, true, p)
-			r.local.setMD("billing", p)
-		}
+		applyTo := func(p marker.Position) { r.updateMoved("billing", p) }
 		applyTo(subsynctest.Pos(1, 5))
 		st.set(syncTopic, "billing", SubStat{Backlog: 10, MarkDeleteAdvanced: 100})
 		for i, step := range []struct {
@@ -764,11 +768,7 @@ func TestRestingTakesOurMoves(t *testing.T) {
 		r, st := movedRig(t)
 		ctx := context.Background()
 		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
-		applyTo := func(p marker.Position) {
-			ap := r.applied.begin("east", syncTopic, "billing", p)
-			r.applied.end(ap, true, p)
-			r.local.setMD("billing", p)
-		}
+		applyTo := func(p marker.Position) { r.updateMoved("billing", p) }
 		applyTo(subsynctest.Pos(1, 12))
 		st.set(syncTopic, "billing", SubStat{Backlog: 0, MarkDeleteAdvanced: 100})
 		requests := func() int { return st.count() + r.local.mdCalls + r.local.lagCalls + r.remote.lagCalls }
