@@ -582,10 +582,8 @@ func TestRestingFollowAsksNothing(t *testing.T) {
 		st.set(syncTopic, "billing", SubStat{Backlog: 0, MarkDeleteAdvanced: 100})
 		r.local.setMD("billing", subsynctest.Pos(1, 12))
 		r.readBefore(r.local.md)
-		requests := func() int { return st.count() + r.local.mdCalls + r.local.lagCalls + r.remote.lagCalls }
-		offer := func(sub SubStat) {
-			r.s.Stats.Offer(&Reading{At: time.Now(), Partitions: map[string]map[string]SubStat{syncTopic: {"billing": sub}}})
-		}
+		requests := func() int { return r.requests(st) }
+		offer := func(sub SubStat) { r.offerBilling(sub) }
 		for i, step := range []struct {
 			name   string
 			change func()
@@ -672,6 +670,18 @@ func TestFollowKeepsItsPlace(t *testing.T) {
 			t.Errorf("aged(3) after 10 s = %v, want %v", got, want)
 		}
 	})
+}
+
+// requests counts every admin request the rig's sync made: stats
+// readings (st), position reads and backlog reads on both sides.
+func (r *syncRig) requests(st *fakeStats) int {
+	return st.count() + r.local.mdCalls + r.local.lagCalls + r.remote.lagCalls
+}
+
+// offerBilling hands the sync's poller a reading made elsewhere, now,
+// showing billing as sub.
+func (r *syncRig) offerBilling(sub SubStat) {
+	r.s.Stats.Offer(&Reading{At: time.Now(), Partitions: map[string]map[string]SubStat{syncTopic: {"billing": sub}}})
 }
 
 // updateMoved records an update applied here that moved sub to p, as
@@ -771,10 +781,8 @@ func TestRestingTakesOurMoves(t *testing.T) {
 		applyTo := func(p marker.Position) { r.updateMoved("billing", p) }
 		applyTo(subsynctest.Pos(1, 12))
 		st.set(syncTopic, "billing", SubStat{Backlog: 0, MarkDeleteAdvanced: 100})
-		requests := func() int { return st.count() + r.local.mdCalls + r.local.lagCalls + r.remote.lagCalls }
-		offer := func(sub SubStat) {
-			r.s.Stats.Offer(&Reading{At: time.Now(), Partitions: map[string]map[string]SubStat{syncTopic: {"billing": sub}}})
-		}
+		requests := func() int { return r.requests(st) }
+		offer := func(sub SubStat) { r.offerBilling(sub) }
 		for i, step := range []struct {
 			name   string
 			change func()
