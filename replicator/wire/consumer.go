@@ -965,9 +965,13 @@ func (c *Consumer) lastMessageID(ctx context.Context) (*GetLastMessageIDResponse
 // ask for the last id, one positioned on it. ok is false for an empty
 // topic; a missing topic is an error (TopicNotFound), not created.
 func (c *Client) LastEntry(ctx context.Context, topic string) (e Entry, ok bool, err error) {
-	// Readers subscribe as Exclusive: each needs a name of its own.
+	// Readers subscribe as Exclusive: each needs a name of its own, the
+	// second too. The broker answers the probe's close before it has
+	// removed the probe's non-durable subscription, and a subscribe under
+	// the same name in between is refused as "Subscription is fenced"
+	// (seen in CI).
 	sub := "geo-sidecar-last-entry-" + uuid.NewString()[:8]
-	probe, err := Subscribe(ctx, c, ConsumerOptions{Topic: topic, Subscription: sub, NonDurable: true, Permits: 1, NoTopicCreation: true})
+	probe, err := Subscribe(ctx, c, ConsumerOptions{Topic: topic, Subscription: sub + "-probe", NonDurable: true, Permits: 1, NoTopicCreation: true})
 	if err != nil {
 		return Entry{}, false, err
 	}
