@@ -77,25 +77,7 @@ func runSessions(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local
 		}
 		var refused *refusedError
 		if errors.As(err, &refused) {
-			// Retrying would be refused again; skipping would lose the
-			// message. Stop here, say so once, and wait for the operator
-			// (on_refused: skip, then a restart).
-			fields := []zap.Field{zap.String("position", refused.pos.String()), zap.String("reason", refused.reason), zap.Error(refused.err)}
-			if refused.schema != nil {
-				fields = append(fields, zap.String("schema_version", schemaVersionString(refused.schema)))
-			}
-			switch refused.reason {
-			case stopTargetTerminated:
-				log.Error("the target topic is terminated and takes no message: this partition stops here until the operator acts and restarts the sidecar (on_refused does not apply: skip would drop every message)", fields...)
-			case skipSourceSchemaMissing:
-				log.Error("the source no longer serves a message's schema version: this partition stops here until the operator acts (on_refused: skip skips such messages)", fields...)
-			default:
-				log.Error("the remote refuses a message for good: this partition stops here until the operator acts (on_refused: skip skips such messages)", fields...)
-			}
-			g := m.PartitionsStopped.WithLabelValues(local, remote, refused.reason)
-			g.Inc()
-			<-ctx.Done()
-			g.Dec()
+			stopRefused(ctx, log, m, local, remote, refused)
 			return nil
 		}
 		if progress {
@@ -112,6 +94,32 @@ func runSessions(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local
 		cluster.Sleep(ctx, bo.Next())
 	}
 	return nil
+}
+
+// stopRefused says once that the partition stops at a refusal, and waits
+// for ctx: retrying would be refused again, skipping would lose the
+// message, so the operator acts (on_refused: skip, then a restart). Apart
+// from runSessions to keep a waiting goroutine's stack small (see
+// session.next).
+//
+//go:noinline
+func stopRefused(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local, remote string, refused *refusedError) {
+	fields := []zap.Field{zap.String("position", refused.pos.String()), zap.String("reason", refused.reason), zap.Error(refused.err)}
+	if refused.schema != nil {
+		fields = append(fields, zap.String("schema_version", schemaVersionString(refused.schema)))
+	}
+	switch refused.reason {
+	case stopTargetTerminated:
+		log.Error("the target topic is terminated and takes no message: this partition stops here until the operator acts and restarts the sidecar (on_refused does not apply: skip would drop every message)", fields...)
+	case skipSourceSchemaMissing:
+		log.Error("the source no longer serves a message's schema version: this partition stops here until the operator acts (on_refused: skip skips such messages)", fields...)
+	default:
+		log.Error("the remote refuses a message for good: this partition stops here until the operator acts (on_refused: skip skips such messages)", fields...)
+	}
+	g := m.PartitionsStopped.WithLabelValues(local, remote, refused.reason)
+	g.Inc()
+	<-ctx.Done()
+	g.Dec()
 }
 
 // refusedError ends a session at a message the remote can never take
