@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,5 +81,37 @@ func TestReportZstdAndTargets(t *testing.T) {
 		!strings.Contains(got, "bytes into the target per byte stored at the origin ≤ 1.05: 1.020") ||
 		!strings.Contains(got, "(../e2e/bench/RESULTS.md).") {
 		t.Errorf("page after updatePage:\n%s", got)
+	}
+}
+
+// TestGrowthGoroutineVerdict: the goroutines per partition are what each
+// partition adds between the growth runs, not the process's own spread
+// over them.
+func TestGrowthGoroutineVerdict(t *testing.T) {
+	run := func(topics, goroutines int) *subsResult {
+		return &subsResult{Topics: topics, HWM: 100 << 20, Replicated: time.Second,
+			Phases: []subsPhase{{Goroutines: goroutines}}}
+	}
+	for _, tt := range []struct {
+		name   string
+		runs   []*subsResult
+		met    bool
+		figure string
+	}{
+		{"two per partition and direction, 27 fixed", []*subsResult{run(1000, 4027), run(2500, 10027)}, true, "2.00 each partition adds (1,000 to 2,500 topics), beside 27 of the process (10,027 in all)"},
+		{"a third per partition", []*subsResult{run(1000, 6027), run(2500, 15027)}, false, "3.00 each partition adds"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			var ok []bool
+			growthTargets(tt.runs, func(met bool, format string, args ...any) {
+				if s := fmt.Sprintf(format, args...); strings.Contains(s, "goroutines") {
+					got, ok = append(got, s), append(ok, met)
+				}
+			})
+			if len(got) != 1 || ok[0] != tt.met || !strings.Contains(got[0], tt.figure) {
+				t.Fatalf("verdicts %q (met %v), want one with %q, met %v", got, ok, tt.figure, tt.met)
+			}
+		})
 	}
 }

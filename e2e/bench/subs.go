@@ -1138,8 +1138,18 @@ func growthTargets(runs []*subsResult, line func(ok bool, format string, args ..
 	n, p := last.Topics, last.Phases[0]
 	line(last.HWM <= 1<<30, "%s partitions with a replicated subscription each, peak RSS ≤ 1 GiB: %s MiB", num(float64(n)), mib(last.HWM))
 	line(last.Replicated <= time.Minute, "%s partitions with a replicated subscription each, start-up ≤ 60 s: %.1f s", num(float64(n)), last.Replicated.Seconds())
-	per := float64(p.Goroutines) / float64(2*n)
-	line(per <= 2, "%s partitions with a replicated subscription each, ≤ 2 goroutines per partition: %.2f", num(float64(n)), per)
+	// Per partition is what each partition adds (the growth from the
+	// first run to the last), beside the process's own goroutines, which
+	// do not grow with the partitions (the metrics server, the HTTP
+	// clients, the signal handler).
+	first := runs[0]
+	if len(first.Phases) > 0 && n > first.Topics {
+		g0 := first.Phases[0].Goroutines
+		per := float64(p.Goroutines-g0) / float64(2*(n-first.Topics))
+		fixed := float64(p.Goroutines) - per*float64(2*n)
+		line(per <= 2, "%s partitions with a replicated subscription each, ≤ 2 goroutines per partition: %.2f each partition adds (%s to %s topics), beside %.0f of the process (%s in all)",
+			num(float64(n)), per, num(float64(first.Topics)), num(float64(n)), fixed, num(float64(p.Goroutines)))
+	}
 	if n < growthScale {
 		var xs, hwm, start []float64
 		for _, r := range runs {
