@@ -104,7 +104,9 @@ func (p pulsarControl) Layout(ctx context.Context, topic string) (*Layout, error
 	if err != nil {
 		return nil, err
 	}
-	st, err := p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
+	st, err := OwnStack(func() (utils.PersistentTopicInternalStats, error) {
+		return p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +142,9 @@ func (p pulsarControl) MarkDeletes(ctx context.Context, topic string) (map[strin
 	if err != nil {
 		return nil, err
 	}
-	internal, err := p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
+	internal, err := OwnStack(func() (utils.PersistentTopicInternalStats, error) {
+		return p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("internal stats: %w", err)
 	}
@@ -159,7 +163,9 @@ func (p pulsarControl) Backlogs(ctx context.Context, topic string) (map[string]i
 		return nil, err
 	}
 	opt := utils.GetStatsOptions{ExcludePublishers: true, GetPreciseBacklog: true}
-	st, err := p.a.Topics().GetStatsWithOptionWithContext(ctx, *tn, opt)
+	st, err := OwnStack(func() (utils.TopicStats, error) {
+		return p.a.Topics().GetStatsWithOptionWithContext(ctx, *tn, opt)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 )
 
 // NewStatsSource is StatsSource over a cluster's admin API: one
@@ -35,13 +37,17 @@ func (s adminStats) SubStats(ctx context.Context, topic string, partitioned bool
 	}
 	opt := utils.GetStatsOptions{ExcludePublishers: true, GetPreciseBacklog: true}
 	if !partitioned {
-		st, err := s.a.Topics().GetStatsWithOptionWithContext(ctx, *tn, opt)
+		st, err := cluster.OwnStack(func() (utils.TopicStats, error) {
+			return s.a.Topics().GetStatsWithOptionWithContext(ctx, *tn, opt)
+		})
 		if err != nil {
 			return nil, err
 		}
 		return map[string]map[string]SubStat{topic: s.subStats(st.Subscriptions)}, nil
 	}
-	st, err := s.a.Topics().GetPartitionedStatsWithOptionWithContext(ctx, *tn, true, opt)
+	st, err := cluster.OwnStack(func() (utils.PartitionedTopicStats, error) {
+		return s.a.Topics().GetPartitionedStatsWithOptionWithContext(ctx, *tn, true, opt)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,9 @@ func (p pulsarSubAdmin) stats(ctx context.Context, topic string) (map[string]uti
 	if err != nil {
 		return nil, err
 	}
-	st, err := p.a.Topics().GetStatsWithOptionWithContext(ctx, *tn, utils.GetStatsOptions{ExcludePublishers: true})
+	st, err := cluster.OwnStack(func() (utils.TopicStats, error) {
+		return p.a.Topics().GetStatsWithOptionWithContext(ctx, *tn, utils.GetStatsOptions{ExcludePublishers: true})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -133,5 +135,7 @@ func (p pulsarSubAdmin) internalStats(ctx context.Context, topic string) (utils.
 	if err != nil {
 		return utils.PersistentTopicInternalStats{}, err
 	}
-	return p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
+	return cluster.OwnStack(func() (utils.PersistentTopicInternalStats, error) {
+		return p.a.Topics().GetInternalStatsWithContext(ctx, *tn)
+	})
 }
