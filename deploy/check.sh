@@ -71,6 +71,15 @@ if "$HELM" template geo-sidecar "$chart" --set config.sidecar.send_budget=256MB 
 fi
 grep -q 'config.sidecar.send_budget: "256MB" is not a size' "$out/err" || { cat "$out/err" >&2; exit 1; }
 
+step "GOMEMLIMIT: 95 % of the memory limit, unless extraEnv sets it"
+want='value: "1020054732"' # 95 % of 1Gi
+[ "$(grep -A1 'name: GOMEMLIMIT' "$out/default.yaml" | grep -c "$want")" = "$(grep -c 'kind: Deployment' "$out/default.yaml")" ] ||
+  { echo "default render: not every Deployment has GOMEMLIMIT $want" >&2; grep -A1 GOMEMLIMIT "$out/default.yaml" >&2; exit 1; }
+"$HELM" template geo-sidecar "$chart" --set-json 'extraEnv=[{"name":"GOMEMLIMIT","value":"700MiB"}]' > "$out/memlimit.yaml"
+[ "$(grep -c 'name: GOMEMLIMIT' "$out/memlimit.yaml")" = "$(grep -c 'kind: Deployment' "$out/memlimit.yaml")" ] &&
+  grep -A1 'name: GOMEMLIMIT' "$out/memlimit.yaml" | grep -q 'value: 700MiB' ||
+  { echo "extraEnv's GOMEMLIMIT: want it alone in each Deployment" >&2; grep -A1 GOMEMLIMIT "$out/memlimit.yaml" >&2; exit 1; }
+
 step "promtool check rules, promtool test rules"
 "$PROMTOOL" check rules deploy/prometheus/alerts.yaml
 "$PROMTOOL" test rules deploy/prometheus/alerts_test.yaml

@@ -126,3 +126,25 @@ sidecar's defaults where unset) plus 100 MiB for the process itself
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+The Go runtime's soft memory limit (GOMEMLIMIT) in bytes: 95 % of
+resources.limits.memory; empty without a limit, or when extraEnv sets
+GOMEMLIMIT itself. Go does not read the container's memory limit: without
+it the heap may grow to twice what is live before a collection (GOGC=100),
+so budgets half full (a drain over many partitions) could take the pod
+past its limit and get it killed; with it the collector runs sooner as
+the process nears the limit. The 5 % left is for what the runtime does
+not count (the binary's mapped pages).
+*/}}
+{{- define "geo-sidecar.goMemLimit" -}}
+{{- $limit := dig "limits" "memory" "" (default dict .Values.resources) }}
+{{- $own := true }}
+{{- range .Values.extraEnv }}
+{{- if eq (toString .name) "GOMEMLIMIT" }}{{ $own = false }}{{ end }}
+{{- end }}
+{{- if and $limit $own }}
+{{- $lim := include "geo-sidecar.quantity" (dict "value" $limit "what" "resources.limits.memory") | int64 }}
+{{- div (mul $lim 95) 100 }}
+{{- end }}
+{{- end }}
