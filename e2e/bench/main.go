@@ -104,8 +104,12 @@ type options struct {
 	Keep           bool
 	Logs           string
 	LogLevel       string
-	Machine        string
-	Progress       *os.File
+	// SidecarMemLimit is the sidecars' GOMEMLIMIT (empty: none, the
+	// runtime's default), as the Helm chart sets it (95 % of the pod's
+	// memory limit).
+	SidecarMemLimit string
+	Machine         string
+	Progress        *os.File
 }
 
 func main() {
@@ -128,6 +132,7 @@ func main() {
 	flag.BoolVar(&o.Quick, "quick", false, "small sizes, one round (a minute or two)")
 	flag.BoolVar(&o.Keep, "keep", false, "keep the bench tenant's topics and namespaces afterwards")
 	flag.StringVar(&o.LogLevel, "log-level", "info", "the sidecars' --log-level (debug shows each session's steps, with times)")
+	flag.StringVar(&o.SidecarMemLimit, "sidecar-memlimit", "", "the sidecars' GOMEMLIMIT, such as 1020054732 (what the Helm chart sets for a 1Gi pod); default none")
 	flag.StringVar(&o.Logs, "logs", "", "write each sidecar's log (and config) here, kept after the run (default: a temporary directory, removed)")
 	flag.StringVar(&only, "only", "", "comma-separated workloads to run (tp1,tp4,latency,drain,zstd,scale,subs,subsvs,verify,wan); default all")
 	flag.IntVar(&rounds, "rounds", 0, "rounds per workload (default 3, quick 1)")

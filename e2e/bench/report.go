@@ -19,8 +19,10 @@ type report struct {
 	Quick   bool
 	Profile bool
 	Took    time.Duration
-	Load    string   // load average when the run started
-	Others  []string // other test-bed clusters up meanwhile
+	Load    string // load average when the run started
+	// MemLimit is the sidecars' GOMEMLIMIT (-sidecar-memlimit), if set.
+	MemLimit string
+	Others   []string // other test-bed clusters up meanwhile
 	// Retaken counts measurements taken again because a cluster
 	// restarted meanwhile (other tests share the test bed).
 	Retaken int
@@ -53,7 +55,7 @@ func run(o options) (*report, error) {
 		return nil, err
 	}
 	defer e.cleanup()
-	rep := &report{Date: time.Now().UTC(), Machine: o.Machine, Sizes: o.Sizes, Quick: o.Quick, Profile: o.Profile != ""}
+	rep := &report{Date: time.Now().UTC(), Machine: o.Machine, Sizes: o.Sizes, Quick: o.Quick, Profile: o.Profile != "", MemLimit: o.SidecarMemLimit}
 	rep.Pulsar = e.pulsarVersion()
 	rep.Others = others()
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
@@ -251,6 +253,9 @@ func (r *report) summary() string {
 			fmt.Fprintf(&b, "; other test-bed clusters up meanwhile: %s", strings.Join(r.Others, ", "))
 		}
 		b.WriteString(".")
+	}
+	if r.MemLimit != "" {
+		fmt.Fprintf(&b, " The sidecars ran with GOMEMLIMIT=%s.", r.MemLimit)
 	}
 	if r.Retaken > 0 {
 		fmt.Fprintf(&b, " %d measurement(s) or workload(s) were taken again because a test-bed broker restarted or failed meanwhile (other tests share it).", r.Retaken)

@@ -88,6 +88,9 @@ func (e *env) startSidecar(binary, name, listen, cfg string) (*sidecar, error) {
 	}
 	s.cmd = exec.Command(binary, args...)
 	s.cmd.SysProcAttr = e2e.ChildProcAttr()
+	if e.o.SidecarMemLimit != "" {
+		s.cmd.Env = append(os.Environ(), "GOMEMLIMIT="+e.o.SidecarMemLimit)
+	}
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.started = time.Now()
 	if err := s.cmd.Start(); err != nil {

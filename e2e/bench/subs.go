@@ -264,12 +264,16 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	// Where start-up goes (when profiling): its first minute from ready.
 	defer sc.cpuProfile(time.Minute, fmt.Sprintf("subs-startup-%d", n))()
 	res.Ready = time.Since(sc.started)
-	done, err := sc.waitMetric("geo_sidecar_connected_partitions", float64(2*n), 10*time.Minute)
+	// Start-up grows with the topics (about 30 ms a partition and
+	// direction on this bed, the brokers being busy): 10 minutes, or more
+	// for a run past about 2,500 topics.
+	startup := max(10*time.Minute, time.Duration(n)*120*time.Millisecond)
+	done, err := sc.waitMetric("geo_sidecar_connected_partitions", float64(2*n), startup)
 	if err != nil {
 		return nil, err
 	}
 	res.Connected = done.Sub(sc.started)
-	done, err = sc.waitPairMetric("east", float64(n), 10*time.Minute, "geo_sidecar_replicated_messages_total")
+	done, err = sc.waitPairMetric("east", float64(n), startup, "geo_sidecar_replicated_messages_total")
 	if err != nil {
 		return nil, err
 	}
