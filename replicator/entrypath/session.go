@@ -93,7 +93,7 @@ func (p *Partition) session(ctx context.Context) (bool, error) {
 //
 // An idle partition's goroutine waits inside receive, with next, the
 // session loop and runSessions below it. Their frames are kept small
-// (the work on an entry is in forward, startOf and stopRefused, not
+// (the work on an entry is in forward, received and stopRefused, not
 // inlined) so that what a waiting goroutine uses stays under a quarter
 // of 16 KiB: the runtime then shrinks its stack to 8 KiB at the next
 // garbage collection, where the frames that were here kept about 4.7 KiB
