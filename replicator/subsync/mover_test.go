@@ -10,6 +10,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
@@ -372,5 +375,36 @@ func TestSyncPositionReadWhileMoveLands(t *testing.T) {
 	r.s.apply(ctx, "audit", subsynctest.Pos(1, 40))
 	if upTo, ok := r.applied.get("east", syncTopic, "audit"); ok {
 		t.Errorf("after a failed first move the record is %v, want none", upTo)
+	}
+}
+
+// TestApplyEndedByStopIsQuiet: an update whose reads fail because the
+// sidecar is stopping is not a warning (10,000 topics stopping logged
+// 1,358 at once); the same failure while running is.
+func TestApplyEndedByStopIsQuiet(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		stopping bool
+		warns    int
+	}{
+		{"running", false, 1},
+		{"stopping", true, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newSyncRig(t, rigConfig{})
+			core, logs := observer.New(zap.InfoLevel)
+			r.s.Log = zap.New(core)
+			r.subs.stateErr = fmt.Errorf("reading subscription: %w", context.Canceled)
+			ctx, cancel := context.WithCancel(context.Background())
+			if tt.stopping {
+				cancel()
+			} else {
+				defer cancel()
+			}
+			r.s.apply(ctx, "billing", subsynctest.Pos(4, 10))
+			if n := logs.FilterMessage("applying a subscription update failed").Len(); n != tt.warns {
+				t.Fatalf("%d warnings, want %d: %v", n, tt.warns, logs.All())
+			}
+		})
 	}
 }
