@@ -270,9 +270,9 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	// Where start-up goes (when profiling): its first minute from ready.
 	defer sc.cpuProfile(time.Minute, fmt.Sprintf("subs-startup-%d", n))()
 	res.Ready = time.Since(sc.started)
-	// Start-up grows with the topics (about 30 ms a partition and
-	// direction on this bed, the brokers being busy): 10 minutes, or more
-	// for a run past about 2,500 topics.
+	// Start-up grows with the topics (about 40 ms a partition and
+	// direction on this bed, the brokers being busy: 10,000 topics both
+	// ways took 13 minutes): 10 minutes, or 120 ms a topic past 5,000.
 	startup := max(10*time.Minute, time.Duration(n)*120*time.Millisecond)
 	done, err := sc.waitMetric("geo_sidecar_connected_partitions", float64(2*n), startup)
 	if err != nil {
