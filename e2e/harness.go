@@ -293,6 +293,9 @@ func BuildBinary(dir string) error {
 	out := filepath.Join(dir, "geo-sidecar")
 	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/geo-sidecar")
 	cmd.Dir = root
+	// As make build and the Dockerfile: without cgo, so the tests run the
+	// binary that ships (pure-Go zstd, not pulsar-client-go's C binding).
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build: %w", err)

@@ -45,6 +45,12 @@ case "$pkg" in
 esac
 key="$( { go version; echo "tags=$tags"; cat go.mod; if [[ -f go.sum ]]; then cat go.sum; fi; if ((${#srcs[@]})); then cat "${srcs[@]}"; fi; } | sha256sum | cut -c1-12)"
 cache="${GEO_TOOLS_CACHE:-$HOME/.cache/geo-sidecar/tools}/$name-$version-$key"
+# One build of a tool at a time: make test builds the tools in the
+# background while e2e may ask for promqlnames; the second caller waits for
+# the first's build and then finds it cached.
+mkdir -p "$(dirname "$cache")"
+exec 9>"$cache.lock"
+flock 9
 if [[ ! -x "$cache/$name" ]]; then
   echo "tool.sh: building $name $version (cached in $cache; helm and promtool take a few minutes the first time)" >&2
   start=$SECONDS
