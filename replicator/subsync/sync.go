@@ -119,6 +119,12 @@ type Sync struct {
 	// replicated subscriptions (e2e/bench, subs row).
 	applyCtx context.Context
 	applying bool
+	// applyDone is set when Run ends (no worker starts after it), and
+	// workers counts the worker running, for Run to wait for it: an
+	// update still being applied when Run returned moved the subscription
+	// after the stop, beside the next start's.
+	applyDone bool
+	workers   sync.WaitGroup
 
 	badLogAt time.Time // last time an invalid marker was logged
 	last     snapshot.Stats
@@ -550,13 +556,18 @@ func (s *Sync) write(ctx context.Context, mks []marker.Marker) {
 }
 
 // Run ticks the snapshot machine, follows the tracked subscriptions and
-// applies received updates until ctx is done.
+// applies received updates until ctx is done. It returns after the apply
+// worker it started ended: an update being applied when ctx ends is
+// finished (or cut by ctx) first.
 func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 	defer s.Writer.Close()
 	defer s.Metrics.DropLag(s.lagKey())
 	if s.Release != nil {
 		defer s.Release()
 	}
+	// First of the deferred calls to run: an update being applied uses the
+	// admin clients, the pollers and the metrics released above.
+	defer s.stopApplying()
 	s.rebuild(ctx, s.LayoutAtStart)
 	s.startApplying(ctx)
 	// While the machine has work (data since the last request, or a
@@ -947,20 +958,33 @@ func (s *Sync) startApplying(ctx context.Context) {
 }
 
 // claimWorker, with applyMu held, reports whether the caller starts an
-// apply worker: workers may run (Run began), none does, and an update
-// waits.
+// apply worker: workers may run (Run began and has not ended), none does,
+// and an update waits. The worker is counted here, under applyMu, so that
+// stopApplying's wait sees every worker claimed before it.
 func (s *Sync) claimWorker() bool {
-	if s.applyCtx == nil || s.applying || len(s.toApply) == 0 {
+	if s.applyCtx == nil || s.applyDone || s.applying || len(s.toApply) == 0 {
 		return false
 	}
 	s.applying = true
+	s.workers.Add(1)
 	return true
+}
+
+// stopApplying ends the apply side as Run returns: no worker starts
+// after it, and it waits for the one running (it ends at its current
+// update: Run's ctx is done).
+func (s *Sync) stopApplying() {
+	s.applyMu.Lock()
+	s.applyDone = true
+	s.applyMu.Unlock()
+	s.workers.Wait()
 }
 
 // applyWorker applies received updates, the newest per subscription, off
 // the data path (a move must not hold up replication), until none waits
 // or ctx is done.
 func (s *Sync) applyWorker(ctx context.Context) {
+	defer s.workers.Done()
 	for {
 		s.applyMu.Lock()
 		batch := s.toApply

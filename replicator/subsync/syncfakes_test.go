@@ -329,3 +329,38 @@ func lagSeries(t *testing.T, m *metrics.Metrics) map[string][2]float64 {
 // before, waits for a confirming read before it sends an update
 // (confirm.go).
 func (r *syncRig) readBefore(mds map[string]marker.Position) { r.s.fl.mds = maps.Clone(mds) }
+
+// eventLog records the order in which things happened, across goroutines.
+type eventLog struct {
+	mu sync.Mutex
+	ev []string
+}
+
+func (l *eventLog) add(e string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ev = append(l.ev, e)
+}
+
+func (l *eventLog) events() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ev)
+}
+
+// blockingSubAdmin is a fakeSubAdmin whose Reset waits for release (not
+// for its context: a call in flight when the stop came), recording in log
+// when it began and returned.
+type blockingSubAdmin struct {
+	*fakeSubAdmin
+	release chan struct{}
+	log     *eventLog
+}
+
+func (a *blockingSubAdmin) Reset(ctx context.Context, topic, sub string, at marker.Position) error {
+	a.log.add("reset began")
+	<-a.release
+	err := a.fakeSubAdmin.Reset(ctx, topic, sub, at)
+	a.log.add("reset returned")
+	return err
+}
