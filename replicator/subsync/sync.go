@@ -1250,11 +1250,16 @@ func (a *Applied) endUnsure(ap applying) {
 	f := a.of(ap.key)
 	delete(f.pending, ap.id)
 	f.raise(ap.upTo, ap.at, false)
+	a.drop(ap.key, f)
 }
 
-// drop forgets an empty record (a.mu held).
+// drop forgets an empty record, and the pending map of one with none
+// (a.mu held): a record per tracked subscription and partition stays.
 func (a *Applied) drop(key string, f *fence) {
-	if !f.has && len(f.pending) == 0 {
+	if len(f.pending) == 0 {
+		f.pending = nil
+	}
+	if !f.has && f.pending == nil {
 		delete(a.m, key)
 	}
 }
