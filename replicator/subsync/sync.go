@@ -1053,8 +1053,8 @@ func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) {
 
 // settle records in the fence what an update whose Apply returned res
 // did (Applied): a refusal sent nothing that moves the subscription; a
-// reset or creation put it exactly at res.UpTo's next entry (the admin
-// API answered); a protocol move that read back a position may still see
+// reset or creation positioned it exactly after res.UpTo (the admin API
+// answered); a protocol move that read back a position may still see
 // acknowledgements land after that reading, up to its target; and an
 // update that failed (a read-back timed out, a connection cut, the stop)
 // may have moved it as far as it aimed, unless it failed reading the
@@ -1119,7 +1119,10 @@ var fenceAll = marker.Position{Ledger: math.MaxInt64, Entry: math.MaxInt64, Batc
 // a Shared move stopped part-way, the stop ended it) raises it as far as
 // it aimed; only one known not to have moved the subscription (a refusal:
 // nothing was sent that moves it) leaves it where it was; and of two
-// remotes' updates the higher stands, whichever ended last.
+// remotes' updates the higher stands, whichever ended last. One record
+// goes down: a creation on the remote whose reach is not known counts
+// every position as the sidecar's (fenceAll) until the next update that
+// moves the subscription says where it is (createOnRemote).
 type Applied struct {
 	mu  sync.Mutex
 	m   map[string]*fence
