@@ -1261,10 +1261,10 @@ func TestApplyWorkerOnlyWhileUpdatesWait(t *testing.T) {
 // refusal, or the admin route failing before any call that moves, leaves
 // it where the others put it.
 //
-// Fails for: Applied.end restoring the fence before the update when
-// moved is false, or setting it to the update's UpTo (the code before
-// issue 34: every case but "a refusal leaves it" and "a reset lands
-// exactly" fails).
+// Fails for: settle ending every update as Applied.end(res.Moved,
+// res.UpTo) with the record set, not raised (the rule before issue 34):
+// the seven cases from "read-back timed out" to "the admin route failed
+// resetting" but "one refused beside the other's equal move" fail.
 func TestAppliedFenceRaisesOnly(t *testing.T) {
 	type step struct {
 		begin, end string // the update that begins, or ends
@@ -1274,6 +1274,9 @@ func TestAppliedFenceRaisesOnly(t *testing.T) {
 	failed := subscription.Result{Route: subscription.RouteProtocol, Outcome: subscription.Failed}
 	moved := func(route subscription.Route, upTo marker.Position) subscription.Result {
 		return subscription.Result{Route: route, Outcome: subscription.Applied, Moved: true, UpTo: upTo}
+	}
+	created := func(upTo marker.Position) subscription.Result {
+		return subscription.Result{Route: subscription.RouteAdmin, Outcome: subscription.Created, Moved: true, UpTo: upTo}
 	}
 	p := subsynctest.Pos
 	tests := []struct {
@@ -1327,6 +1330,17 @@ func TestAppliedFenceRaisesOnly(t *testing.T) {
 		{name: "a reset lands exactly",
 			steps: []step{{begin: "west", to: p(1, 20)}, {end: "west", res: moved(subscription.RouteAdmin, p(1, 19))}},
 			want:  ptr(p(1, 19))},
+		// createOnRemote's record when the remote's newest entry could not
+		// be read: every position counts as the sidecar's until an update
+		// says where the subscription is.
+		{name: "a creation of unknown reach, then a move",
+			steps: []step{{begin: "create", to: fenceAll}, {end: "create", res: created(fenceAll)},
+				{begin: "west", to: p(1, 20)}, {end: "west", res: moved(subscription.RouteProtocol, p(1, 20))}},
+			want: ptr(p(1, 20))},
+		{name: "a creation of unknown reach, then a failed move",
+			steps: []step{{begin: "create", to: fenceAll}, {end: "create", res: created(fenceAll)},
+				{begin: "west", to: p(1, 20)}, {end: "west", res: failed}},
+			want: ptr(fenceAll)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
