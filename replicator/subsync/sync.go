@@ -883,7 +883,7 @@ func (s *Sync) createOnRemote(ctx context.Context, sub string) {
 	// every position counts as put there by the sidecar; after, every
 	// position up to the remote's newest entry then, where the creation
 	// could have shown it.
-	begun := s.Applied.begin(s.Remote, s.Topic, sub, fenceAll)
+	begun := s.Applied.beginCreate(s.Remote, s.Topic, sub)
 	if err := s.RemoteSubs.Create(ctx, s.Topic, sub, earliest); err != nil {
 		s.Applied.end(begun, false, marker.Position{})
 		s.Log.Warn("creating a subscription on the remote failed", zap.String("subscription", sub), zap.Error(err))
@@ -1138,6 +1138,12 @@ type fence struct {
 	upTo    marker.Position
 	has     bool
 	unknown bool
+	// moved is the highest position a finished update (not a creation)
+	// may have left the subscription at (hasMoved: one did): where an
+	// update may have put it, while upTo also covers where a creation
+	// could have shown it for a moment (Applied.beyond).
+	moved    marker.Position
+	hasMoved bool
 	// pending are the updates being applied (begin without end), the
 	// furthest each can put the subscription.
 	pending map[uint64]marker.Position
@@ -1205,12 +1211,14 @@ func (a *Applied) setUpTo(cluster, topic, sub string, upTo marker.Position) {
 	a.of(a.key(cluster, topic, sub)).raise(upTo, time.Time{}, true)
 }
 
-// applying is an update being applied (Applied.begin).
+// applying is an update being applied (Applied.begin), or a creation
+// (Applied.beginCreate).
 type applying struct {
-	key  string
-	id   uint64
-	upTo marker.Position // the furthest it can put the subscription
-	at   time.Time
+	key    string
+	id     uint64
+	upTo   marker.Position // the furthest it can put the subscription
+	at     time.Time
+	create bool
 }
 
 // begin records, before an update is applied, the furthest it can put the
@@ -1230,6 +1238,27 @@ func (a *Applied) begin(cluster, topic, sub string, upTo marker.Position) applyi
 	return applying{key: k, id: a.seq, upTo: upTo, at: time.Now()}
 }
 
+// beginCreate is begin for a creation of the subscription (createOnRemote):
+// until it ends, every position counts as put there by the sidecar.
+func (a *Applied) beginCreate(cluster, topic, sub string) applying {
+	ap := a.begin(cluster, topic, sub, fenceAll)
+	ap.create = true
+	return ap
+}
+
+// settled raises the record by a finished update or creation ap that
+// moved the subscription, or may have, as far as upTo.
+func (f *fence) settled(ap applying, upTo marker.Position, replace bool) {
+	f.raise(upTo, ap.at, replace)
+	if ap.create {
+		return
+	}
+	upTo.Batch = -1
+	if !f.hasMoved || upTo.Compare(f.moved) > 0 {
+		f.moved, f.hasMoved = upTo, true
+	}
+}
+
 // end settles what begin recorded for an update whose outcome is known:
 // moved, it left the subscription at upTo at the furthest, which raises
 // the fence (and settles an unknown one); not moved, the fence stays what
@@ -1240,7 +1269,7 @@ func (a *Applied) end(ap applying, moved bool, upTo marker.Position) {
 	f := a.of(ap.key)
 	delete(f.pending, ap.id)
 	if moved {
-		f.raise(upTo, ap.at, true)
+		f.settled(ap, upTo, true)
 	}
 	a.drop(ap.key, f)
 }
@@ -1252,7 +1281,7 @@ func (a *Applied) endUnsure(ap applying) {
 	defer a.mu.Unlock()
 	f := a.of(ap.key)
 	delete(f.pending, ap.id)
-	f.raise(ap.upTo, ap.at, false)
+	f.settled(ap, ap.upTo, false)
 	a.drop(ap.key, f)
 }
 
@@ -1276,12 +1305,29 @@ func (a *Applied) movedAfter(cluster, topic, sub string, t time.Time) bool {
 	return f != nil && f.began.After(t)
 }
 
-// beyond reports whether the fence of the subscription is past md's
-// entry: an update may have put it further than md.
+// beyond reports whether an update, finished or being applied (or a
+// creation being applied), may have put the subscription past md's entry:
+// further than a reading that showed md. Unlike the fence, it leaves out
+// where a finished creation could have shown the subscription (the
+// partition's newest entry, for a moment before the creation's own
+// reset).
 func (a *Applied) beyond(cluster, topic, sub string, md marker.Position) bool {
-	p, ok := a.get(cluster, topic, sub)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f := a.m[a.key(cluster, topic, sub)]
+	if f == nil {
+		return false
+	}
 	md.Batch = -1
-	return ok && p.Compare(md) > 0
+	if f.hasMoved && f.moved.Compare(md) > 0 {
+		return true
+	}
+	for _, p := range f.pending {
+		if p.Compare(md) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // get returns the fence of the subscription: the highest position it can

@@ -1427,3 +1427,52 @@ func TestSyncFenceThreeClusters(t *testing.T) {
 		})
 	})
 }
+
+// TestAppliedBeyond: the fresh path's check (Sync.apply) sees a
+// subscription as possibly moved past a reading by an update of any
+// remote, finished (moved, or of unknown outcome) or being applied, and
+// by a creation being applied; not by a finished creation's reach (the
+// remote's newest entry, which the creation showed only for a moment),
+// nor by a refusal.
+//
+// Fails for: beyond reading the fence (Applied.get) instead: a creation's
+// reach kept every reset after it from the fresh path
+// (TestSubscriptionStandbyExclusive read the subscription before 8 of 9
+// resets, want at most 6).
+func TestAppliedBeyond(t *testing.T) {
+	p := subsynctest.Pos
+	md := p(1, 19) // the reading: where our last reset left it
+	tests := []struct {
+		name string
+		do   func(a *Applied)
+		want bool
+	}{
+		{"nothing recorded", func(a *Applied) {}, false},
+		{"our reset, where the reading is", func(a *Applied) {
+			settle(a, a.begin("east", syncTopic, "billing", p(1, 20)), subscription.Result{Route: subscription.RouteAdmin, Outcome: subscription.Applied, Moved: true, UpTo: p(1, 19)}, false)
+		}, false},
+		{"another remote's reset further", func(a *Applied) {
+			settle(a, a.begin("east", syncTopic, "billing", p(1, 30)), subscription.Result{Route: subscription.RouteAdmin, Outcome: subscription.Applied, Moved: true, UpTo: p(1, 29)}, false)
+		}, true},
+		{"a move further of unknown outcome", func(a *Applied) {
+			settle(a, a.begin("east", syncTopic, "billing", p(1, 30)), subscription.Result{Route: subscription.RouteProtocol, Outcome: subscription.Failed}, false)
+		}, true},
+		{"a move further being applied", func(a *Applied) { a.begin("east", syncTopic, "billing", p(1, 30)) }, true},
+		{"a refused update further", func(a *Applied) {
+			settle(a, a.begin("east", syncTopic, "billing", p(1, 30)), subscription.Result{Route: subscription.RouteNone, Outcome: subscription.RefusedConsumers}, false)
+		}, false},
+		{"a creation being applied", func(a *Applied) { a.beginCreate("east", syncTopic, "billing") }, true},
+		{"a creation finished, its reach further", func(a *Applied) {
+			a.end(a.beginCreate("east", syncTopic, "billing"), true, p(1, 50))
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := &Applied{}
+			tt.do(a)
+			if got := a.beyond("east", syncTopic, "billing", md); got != tt.want {
+				t.Errorf("beyond(%v) = %v, want %v", md, got, tt.want)
+			}
+		})
+	}
+}
