@@ -23,7 +23,9 @@ import (
 // messages on east); GEO_E2E_HISTORY_BINARY=<path>[,<path>...] measures
 // those binaries first, in that order, on the same topics (a build from
 // before the change, to compare; the broker's cache favours later runs).
-// The figures are logged, not asserted: they depend on the machine.
+// It also stops a second start once a tenth of the history is read, and
+// logs how long SIGTERM took to exit. The figures are logged, not
+// asserted: they depend on the machine.
 func TestStartupHistoryPeakRSS(t *testing.T) {
 	spec := os.Getenv("GEO_E2E_HISTORY_RSS")
 	if spec == "" {
@@ -84,6 +86,17 @@ func TestStartupHistoryPeakRSS(t *testing.T) {
 		hwm, rss := procStatus(t, s.cmd.Process.Pid, "VmHWM"), procStatus(t, s.cmd.Process.Pid, "VmRSS")
 		s.Stop()
 		t.Logf("%s: history of %d topics re-read in %v; peak RSS (VmHWM) %s, RSS after %s", name, topics, took.Round(time.Second), hwm, rss)
+
+		// Stopped while it re-reads: how long SIGTERM takes to exit.
+		s = s.Restart()
+		var read float64
+		Eventually(t, 5*time.Minute, func() error {
+			if read = s.Metric("geo_sidecar_history_entries_read_total", `cluster="east"`); read < want/10 {
+				return fmt.Errorf("%v of %v history entries read on east", read, want)
+			}
+			return nil
+		})
+		t.Logf("%s: stopped with %v of %v history entries read: exit after %v", name, read, want, s.Stop().Round(10*time.Millisecond))
 	}
 	if bins := os.Getenv("GEO_E2E_HISTORY_BINARY"); bins != "" {
 		current := Binary
