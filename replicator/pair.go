@@ -60,7 +60,8 @@ type pair struct {
 	cfg     *config.Config
 	keys    marker.Keys
 	applied *subsync.Applied
-	pollers *subsync.Pollers // nil: every follow reads positions and backlogs itself
+	pollers *subsync.Pollers     // nil: every follow reads positions and backlogs itself
+	history *subsync.HistoryGate // the process's bound on start-up re-reads
 	budget  *entrypath.ByteBudget
 	pool    *entrypath.ReceivePool // the target's share of the receive budget
 	// readBack is the target's share of the read-back budget.
@@ -462,7 +463,7 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *cluster.Layout, lat
 		RemoteSubs:     remoteSubs,
 		Follow:         p.follower(),
 		FollowName:     p.followName,
-		History:        subsync.NewHistory(p.local.Client, partitionTopic, p.cfg.Sidecar.CursorPrefix),
+		History:        subsync.NewHistory(p.local.WireClient, partitionTopic, p.cfg.Sidecar.CursorPrefix, p.history),
 		Metrics:        p.m,
 		Log:            p.log.WithLazy(zap.String("partition", partitionTopic)),
 		Applied:        p.applied,

@@ -65,6 +65,8 @@ type Sidecar struct {
 	// pollers share each topic's stats reading among the syncs of its
 	// partitions, and hold each cluster's admin budget.
 	pollers *subsync.Pollers
+	// history bounds the start-up re-reads of every sync at once.
+	history *subsync.HistoryGate
 	// instance names this process's subscription moves' consumer.
 	instance string
 	// budgets bound the bytes the entry pipe holds in flight, a share of
@@ -122,6 +124,7 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 	}
 	pollers := subsync.NewPollers(ab.RequestsPerSecond, ab.Burst, func(c string, n int) { m.AdminBudgetWaiting.WithLabelValues(c).Set(float64(n)) })
 	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, keys: marker.NewKeys(key, accepted), instance: uuid.NewString()[:8], pollers: pollers,
+		history:   subsync.HistoryGateOf(int64(cfg.Sidecar.ReceiveBudget)),
 		budgets:   entrypath.NewTargetBudgets(int64(cfg.Sidecar.SendBudget), targets, m.InflightBytes.Set),
 		pools:     entrypath.NewReceivePools(int64(cfg.Sidecar.ReceiveBudget), targets, m),
 		readBacks: entrypath.NewReadBackPools(int64(cfg.Sidecar.ReadBackBudget), targets, m), verifyRate: verifyRate}, nil
@@ -263,6 +266,7 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 				keys:        s.keys,
 				applied:     &s.applied,
 				pollers:     s.pollers,
+				history:     s.history,
 				followName:  subsync.FollowName(followPrefix(s.cfg.Sidecar), s.instance),
 				budget:      s.budgets.Of(t),
 				pool:        s.pools.Of(t),

@@ -1,7 +1,8 @@
 package subsync
 
 // The start-up re-read of a partition's history (Sync.rebuild): which
-// entries it reads, and the Pulsar reader it reads them with.
+// entries it reads, the reader it reads them with, and the gate that
+// bounds the re-reads of the whole process.
 //
 // Snapshot markers are the snapshot cache's durable form, and the
 // responses this sidecar wrote in the partition are the third origins'
@@ -27,16 +28,14 @@ package subsync
 import (
 	"context"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
 // entrySpan is a range of entries, both ends included.
@@ -80,18 +79,37 @@ func planHistory(l *cluster.Layout, at []marker.Position, n int64) historyPlan {
 }
 
 // HistorySource opens a reader of the local partition at an entry
-// (Earliest: the oldest it still holds), for the start-up re-read.
+// (Earliest: the oldest it still holds), for the start-up re-read. Open
+// ends when ctx does. Implementations must be safe for concurrent use.
 type HistorySource interface {
-	Open(from marker.Position) (HistoryReader, error)
+	Open(ctx context.Context, from marker.Position) (HistoryReader, error)
 }
 
-// HistoryReader is what rebuild needs of a reader; pulsar.Reader is one.
-// Used by one goroutine.
+// HistoryEntry is one entry read from the history: where it is and, when
+// its metadata names a marker kind (marker.Property), that kind and the
+// entry's payload (a marker is one plain message: the payload is the
+// marker).
+type HistoryEntry struct {
+	Pos     marker.Position
+	Kind    marker.Kind
+	Marker  bool
+	Payload []byte // markers only
+}
+
+// HistoryReader is what rebuild needs of a reader. Used by one goroutine.
 type HistoryReader interface {
-	HasNext() bool
-	Next(ctx context.Context) (pulsar.Message, error)
+	// Next returns the next entry; ok is false when there is none after
+	// the last one returned (the partition's last entry when the reader
+	// opened was returned, or the partition was empty). It ends when ctx
+	// does.
+	Next(ctx context.Context) (e HistoryEntry, ok bool, err error)
+	// Close releases the reader.
 	Close()
 }
+
+// historyIdle bounds the wait for each next entry of a re-read: a broker
+// that stopped answering must not hold the sync's start.
+const historyIdle = 10 * time.Second
 
 // rebuild refills the snapshot cache after a start by re-reading this
 // pair's snapshot markers, and teaches the machine the third origins'
@@ -171,22 +189,26 @@ type historyRead struct {
 // rebuild may go on (false: the reader failed or ctx ended).
 func (r *historyRead) read(ctx context.Context, w entrySpan) bool {
 	s := r.s
-	rd, err := s.History.Open(w.from)
+	rd, err := s.History.Open(ctx, w.from)
 	if err != nil {
-		s.Log.Warn("cannot re-read the partition's markers; subscriptions sync from new snapshots", zap.Error(err))
+		if ctx.Err() == nil {
+			s.Log.Warn("cannot re-read the partition's markers; subscriptions sync from new snapshots", zap.Error(err))
+		}
 		return false
 	}
 	defer rd.Close()
 	lastEntry := marker.Position{Ledger: -2}
-	for rd.HasNext() && ctx.Err() == nil {
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		msg, err := rd.Next(rctx)
+	for ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, historyIdle)
+		e, ok, err := rd.Next(rctx)
 		cancel()
 		if err != nil {
 			return false
 		}
-		pos := positionOf(msg.ID())
-		entry := marker.Position{Ledger: pos.Ledger, Entry: pos.Entry, Batch: -1}
+		if !ok {
+			break
+		}
+		entry := marker.Position{Ledger: e.Pos.Ledger, Entry: e.Pos.Entry, Batch: -1}
 		if entry.Compare(w.through) > 0 {
 			break
 		}
@@ -194,34 +216,33 @@ func (r *historyRead) read(ctx context.Context, w entrySpan) bool {
 			r.entries++
 			lastEntry = entry
 		}
-		r.message(msg, pos)
+		r.message(e)
 	}
 	return ctx.Err() == nil
 }
 
-// message feeds one message read from the history to the machine.
-func (r *historyRead) message(msg pulsar.Message, pos marker.Position) {
+// message feeds one entry read from the history to the machine.
+func (r *historyRead) message(e HistoryEntry) {
 	s := r.s
-	k, isMarker := marker.KindOf(msg.Properties())
+	k, isMarker := e.Kind, e.Marker
 	if !isMarker {
-		// Data teaches nothing here, copies neither: their origin
-		// properties as pulsar-client-go shows them cannot be checked
-		// against the signature (it covers the entry's bytes, which this
-		// reader does not return), and anyone who can write here could
-		// name a third origin's watermark far ahead, so that a snapshot
-		// dated by it would move a remote subscription past messages not
-		// copied there yet. Only this sidecar's own signed responses and,
-		// live, signed copies teach watermarks; one learned too low dates
-		// a snapshot early, which costs duplicates, not messages.
+		// Data teaches nothing here, copies neither: anyone who can
+		// write here could name a third origin's watermark far ahead in
+		// an entry's origin properties, so that a snapshot dated by it
+		// would move a remote subscription past messages not copied
+		// there yet. Only this sidecar's own signed responses and, live,
+		// signed copies teach watermarks; one learned too low dates a
+		// snapshot early, which costs duplicates, not messages.
 		return
 	}
 	if k != marker.KindSnapshot && (k != marker.KindSnapshotResponse || !r.learn) {
 		return
 	}
-	mk, err := s.Keys.Decode(msg.Payload())
+	mk, err := s.Keys.Decode(e.Payload)
 	if err != nil || mk.Topic != s.Topic || mk.From != s.Local || mk.To != s.Remote {
 		return
 	}
+	pos := e.Pos
 	if k == marker.KindSnapshot {
 		s.Machine.Marker(pos, mk)
 		r.snaps++
@@ -242,65 +263,204 @@ func (r *historyRead) done(unknownBefore []string, how string) {
 		zap.Strings("watermarks_unknown_after", s.Machine.Unknown()))
 }
 
-// NewHistory is the HistorySource of topic, a partition of client's
-// cluster; its readers' names start with cursorPrefix
-// (sidecar.cursor_prefix; see pulsarHistory).
-func NewHistory(client pulsar.Client, topic, cursorPrefix string) HistorySource {
-	return pulsarHistory{client: client, topic: topic, cursorPrefix: cursorPrefix}
+// HistoryGate bounds the start-up re-reads of the whole process (at
+// start and after takeovers): at most readers at once, the others waiting
+// for a place or for their context to end, each holding at most window
+// bytes of entries received and not handled yet (the wire consumer's
+// MaxBytes; one entry larger than that still passes alone). Before it,
+// every sync opened its pulsar-client-go reader at once at start, each
+// with a 1,000-message receive queue, outside every budget, and a stop
+// could not end them. Safe for concurrent use.
+type HistoryGate struct {
+	slots  chan struct{}
+	window int64
 }
 
-// pulsarHistory is HistorySource over the local cluster's client: a
-// non-durable reader of the partition.
+// historyReaders is how many re-reads run at once in a process: each
+// reads at the speed of its broker; more mostly add memory.
+const historyReaders = 4
+
+// NewHistoryGate lets readers re-reads run at once, sharing bytes: each
+// holds at most bytes/readers (at least 64 KiB).
+func NewHistoryGate(readers int, bytes int64) *HistoryGate {
+	readers = max(readers, 1)
+	return &HistoryGate{slots: make(chan struct{}, readers), window: max(bytes/int64(readers), 64<<10)}
+}
+
+// HistoryGateOf is the process's gate for its receive budget
+// (sidecar.receive_budget, what the replication cursors hold): the
+// re-reads hold at most a sixteenth of it more, and no more than 32 MiB,
+// historyReaders at once (at the default 512 MiB: 32 MiB, 8 MiB a
+// reader).
+func HistoryGateOf(receiveBudget int64) *HistoryGate {
+	return NewHistoryGate(historyReaders, min(receiveBudget/16, 32<<20))
+}
+
+// acquire waits for a place, or for ctx to end.
+func (g *HistoryGate) acquire(ctx context.Context) error {
+	select {
+	case g.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *HistoryGate) release() { <-g.slots }
+
+// readerWindow is what one re-read holds at most (nil gate: 8 MiB).
+func (g *HistoryGate) readerWindow() int64 {
+	if g == nil {
+		return 8 << 20
+	}
+	return g.window
+}
+
+// source bounds src's readers by g: Open waits for a place (or for ctx),
+// Close gives it back. A nil gate bounds nothing.
+func (g *HistoryGate) source(src HistorySource) HistorySource {
+	if g == nil {
+		return src
+	}
+	return gatedHistory{src: src, g: g}
+}
+
+type gatedHistory struct {
+	src HistorySource
+	g   *HistoryGate
+}
+
+func (h gatedHistory) Open(ctx context.Context, from marker.Position) (HistoryReader, error) {
+	if err := h.g.acquire(ctx); err != nil {
+		return nil, err
+	}
+	rd, err := h.src.Open(ctx, from)
+	if err != nil {
+		h.g.release()
+		return nil, err
+	}
+	return &gatedReader{HistoryReader: rd, g: h.g}, nil
+}
+
+// gatedReader gives its place in the gate back at the first Close.
+type gatedReader struct {
+	HistoryReader
+	g      *HistoryGate
+	closed bool
+}
+
+func (r *gatedReader) Close() {
+	r.HistoryReader.Close()
+	if !r.closed {
+		r.closed = true
+		r.g.release()
+	}
+}
+
+// historyPermits bounds a re-read's receive window in messages, beside
+// the gate's bytes.
+const historyPermits = 1000
+
+// NewHistory is the HistorySource of topic, a partition of the local
+// cluster, read over its wire client (the entry pipe's: client is asked
+// for it at each Open), within gate; its readers' names start with
+// cursorPrefix (sidecar.cursor_prefix; see wireHistory).
+func NewHistory(client func() (*wire.Client, error), topic, cursorPrefix string, gate *HistoryGate) HistorySource {
+	return gate.source(wireHistory{client: client, topic: topic, cursorPrefix: cursorPrefix, window: gate.readerWindow()})
+}
+
+// wireHistory is HistorySource over the local cluster's wire client: a
+// non-durable reader of the partition, which reads the entries whole
+// (markers are single plain messages), asks the broker for the
+// partition's last entry when it opens, and leaves no cursor behind.
 //
 // The reader's subscription is named under the cursor prefix
 // ("<prefix>.history-<random>"), like the sidecar's own cursors: a broker
 // entry filter that hides markers from applications (deploy/entryfilter)
 // lets it read them, and subscription sync does not take it for an
-// application's subscription. Without a prefix the client picks the name.
-type pulsarHistory struct {
-	client       pulsar.Client
+// application's subscription.
+type wireHistory struct {
+	client       func() (*wire.Client, error)
 	topic        string
 	cursorPrefix string // sidecar.cursor_prefix
+	window       int64  // bytes a reader holds at most (its MaxBytes)
 }
 
-func (h pulsarHistory) Open(from marker.Position) (HistoryReader, error) {
-	start := pulsar.EarliestMessageID()
-	if from.Ledger >= 0 {
-		start = pulsar.NewMessageID(from.Ledger, from.Entry, -1, partitionIndex(h.topic))
-	}
-	return h.client.CreateReader(pulsar.ReaderOptions{
-		Topic:                   h.topic,
-		StartMessageID:          start,
-		StartMessageIDInclusive: true,
-		SubscriptionName:        h.subscriptionName(),
-	})
-}
-
-// positionOf is where a message read by pulsar-client-go sits in its
-// partition.
-func positionOf(id pulsar.MessageID) marker.Position {
-	return marker.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
-}
-
-// partitionIndex is a partition topic's index, -1 for a topic that is not
-// a partition.
-func partitionIndex(topic string) int32 {
-	i := strings.LastIndex(topic, "-partition-")
-	if i < 0 {
-		return -1
-	}
-	n, err := strconv.ParseInt(topic[i+len("-partition-"):], 10, 32)
+func (h wireHistory) Open(ctx context.Context, from marker.Position) (HistoryReader, error) {
+	client, err := h.client()
 	if err != nil {
-		return -1
+		return nil, err
 	}
-	return int32(n)
+	window := h.window
+	opts := wire.ConsumerOptions{
+		Topic: h.topic, Subscription: h.subscriptionName(), Name: "geo-sidecar-history-" + uuid.NewString()[:8],
+		NonDurable: true, NoTopicCreation: true, InitialPosition: wire.Earliest,
+		Permits: historyPermits, MaxBytes: func() int64 { return window },
+	}
+	if from.Ledger >= 0 {
+		// A batch index makes the start inclusive of its entry.
+		opts.StartMessageID = &wire.MessageID{Ledger: uint64(from.Ledger), Entry: uint64(from.Entry), Partition: -1, BatchIndex: 0}
+	}
+	c, err := wire.Subscribe(ctx, client, opts)
+	if err != nil {
+		return nil, err
+	}
+	last, has, err := c.LastMessageID(ctx)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return &wireHistoryReader{c: c, last: entryOf(last), done: !has}, nil
 }
 
 // subscriptionName is unique per reader: one partition has a reader per
 // remote, and a non-durable subscription admits one reader.
-func (h pulsarHistory) subscriptionName() string {
-	if h.cursorPrefix == "" {
-		return ""
+func (h wireHistory) subscriptionName() string {
+	prefix := h.cursorPrefix
+	if prefix == "" {
+		prefix = "geo-sidecar"
 	}
-	return h.cursorPrefix + ".history-" + uuid.NewString()[:8]
+	return prefix + ".history-" + uuid.NewString()[:8]
+}
+
+// wireHistoryReader reads up to last, the partition's last entry when it
+// opened.
+type wireHistoryReader struct {
+	c    *wire.Consumer
+	last marker.Position
+	done bool
+}
+
+func (r *wireHistoryReader) Next(ctx context.Context) (HistoryEntry, bool, error) {
+	if r.done {
+		return HistoryEntry{}, false, nil
+	}
+	e, err := r.c.Receive(ctx)
+	if err != nil {
+		return HistoryEntry{}, false, err
+	}
+	defer func() { _ = r.c.Release(e) }() // RecycleOnRelease is off: Payload stays ours
+	out := HistoryEntry{Pos: entryOf(e.ID)}
+	r.done = out.Pos.Compare(r.last) >= 0
+	md, err := wire.ParseMetadata(e.Metadata)
+	if err != nil || md.HasNumMessagesInBatch || md.Compression != 0 || md.Encrypted || md.HasChunk {
+		// Not one plain message: not a marker as the writer sends it
+		// (the entry pipe's markerEntry judges the same).
+		return out, true, nil
+	}
+	if v, ok := md.Property(marker.Property); ok {
+		out.Kind, out.Marker = marker.KindOf(map[string]string{marker.Property: v})
+		if out.Marker {
+			out.Payload = e.Payload
+		}
+	}
+	return out, true, nil
+}
+
+func (r *wireHistoryReader) Close() { _ = r.c.Close() }
+
+// entryOf is where an entry read over the wire client sits in its
+// partition, entry granular.
+func entryOf(id wire.MessageID) marker.Position {
+	return marker.Position{Ledger: int64(id.Ledger), Entry: int64(id.Entry), Batch: -1}
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"slices"
 	"testing"
-
-	"github.com/apache/pulsar-client-go/pulsar"
+	"testing/synctest"
+	"time"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
@@ -164,17 +164,85 @@ func TestRebuildBounded(t *testing.T) {
 	}
 }
 
-func TestPartitionIndex(t *testing.T) {
-	for topic, want := range map[string]int32{
-		"persistent://t/n/orders-partition-3":  3,
-		"persistent://t/n/orders":              -1,
-		"persistent://t/n/orders-partition-x":  -1,
-		"persistent://t/n/a-partition-1-other": -1,
-	} {
-		if got := partitionIndex(topic); got != want {
-			t.Errorf("partitionIndex(%q) = %d, want %d", topic, got, want)
+// The start-up re-reads of all the syncs of a process together hold at
+// most the gate's readers open at once; the others wait for a place, and
+// every one runs in the end.
+//
+// Fails for: NewHistory without the gate (gate.source returning src):
+// all six readers open at once.
+func TestHistoryGateBoundsConcurrentRereads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := NewHistoryGate(2, 4<<20)
+		src := &blockingHistory{release: make(chan struct{})}
+		ctx := context.Background()
+		const syncs = 6
+		done := make(chan struct{}, syncs)
+		for range syncs {
+			r := newSyncRig(t, rigConfig{cursors: []string{"billing"}})
+			r.s.History = gate.source(src)
+			go func() {
+				defer func() { done <- struct{}{} }()
+				r.s.rebuild(ctx, nil)
+			}()
 		}
-	}
+		synctest.Wait()
+		if open, _, opened, _ := src.counts(); open != 2 || opened != 2 {
+			t.Errorf("%d readers open (%d opened) while they read, want the gate's 2", open, opened)
+		}
+		close(src.release)
+		for range syncs {
+			<-done
+		}
+		if open, most, opened, closed := src.counts(); most != 2 || opened != syncs || closed != syncs || open != 0 {
+			t.Errorf("at most %d open at once, %d opened, %d closed, %d still open; want 2, %d, %d, 0", most, opened, closed, open, syncs, syncs)
+		}
+		if gate.readerWindow() != 2<<20 {
+			t.Errorf("a reader's window = %d bytes, want 2 MiB (4 MiB over 2 readers)", gate.readerWindow())
+		}
+	})
 }
 
-var _ HistoryReader = pulsar.Reader(nil)
+// Cancelling the context (the stop) ends a re-read at once: the one
+// reading returns without waiting for its next entry (nor for the 10 s
+// it would wait for one), and one waiting for a place in the gate leaves
+// the line; readers and places are given back.
+//
+// Fails for: rebuild's reads on context.Background() instead of ctx (the
+// reader waits out historyIdle, and the waiting one takes its place and
+// reads after the stop).
+func TestHistoryRereadEndsWithTheStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := NewHistoryGate(1, 1<<20)
+		src := &blockingHistory{release: make(chan struct{})}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan string, 2)
+		for _, name := range []string{"reading", "waiting"} {
+			r := newSyncRig(t, rigConfig{cursors: []string{"billing"}})
+			r.s.History = gate.source(src)
+			go func() {
+				r.s.rebuild(ctx, nil)
+				done <- name
+			}()
+			synctest.Wait() // the first holds the place before the second asks
+		}
+		if open, _, opened, _ := src.counts(); open != 1 || opened != 1 {
+			t.Fatalf("%d open, %d opened before the stop; want 1, 1", open, opened)
+		}
+		stopped := time.Now()
+		cancel()
+		synctest.Wait()
+		if len(done) != 2 {
+			t.Fatalf("%d of 2 re-reads ended with the stop", len(done))
+		}
+		if d := time.Since(stopped); d != 0 {
+			t.Errorf("the re-reads ended %v after the stop, want at once (not after a read timeout)", d)
+		}
+		if open, _, opened, closed := src.counts(); open != 0 || opened != 1 || closed != 1 {
+			t.Errorf("after the stop: %d open, %d opened, %d closed; want 0, 1, 1", open, opened, closed)
+		}
+		if err := gate.acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		gate.release() // the place was given back
+	})
+}

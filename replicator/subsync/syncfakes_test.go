@@ -171,20 +171,23 @@ type fakeHistory struct {
 	mu      sync.Mutex
 	msgs    []pulsar.Message
 	openErr error
-	nextErr error // after the messages, HasNext stays true and Next fails with it
+	nextErr error // after the messages, Next fails with it (nil: the end)
 	opened  int
 	closed  int
 	read    int
 	froms   []marker.Position // where each reader started
 }
 
-func (h *fakeHistory) Open(from marker.Position) (HistoryReader, error) {
+func (h *fakeHistory) Open(ctx context.Context, from marker.Position) (HistoryReader, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.opened++
 	h.froms = append(h.froms, from)
 	if h.openErr != nil {
 		return nil, h.openErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	i := 0
 	if from.Ledger >= 0 {
@@ -206,25 +209,23 @@ type fakeHistoryReader struct {
 	i int
 }
 
-func (r *fakeHistoryReader) HasNext() bool {
-	r.h.mu.Lock()
-	defer r.h.mu.Unlock()
-	return r.i < len(r.h.msgs) || r.h.nextErr != nil
-}
-
-func (r *fakeHistoryReader) Next(ctx context.Context) (pulsar.Message, error) {
+func (r *fakeHistoryReader) Next(ctx context.Context) (HistoryEntry, bool, error) {
 	r.h.mu.Lock()
 	defer r.h.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return HistoryEntry{}, false, err
 	}
 	if r.i >= len(r.h.msgs) {
-		return nil, r.h.nextErr
+		return HistoryEntry{}, false, r.h.nextErr
 	}
 	m := r.h.msgs[r.i]
 	r.i++
 	r.h.read++
-	return m, nil
+	e := HistoryEntry{Pos: positionOf(m.ID())}
+	if e.Kind, e.Marker = marker.KindOf(m.Properties()); e.Marker {
+		e.Payload = m.Payload()
+	}
+	return e, true, nil
 }
 
 func (r *fakeHistoryReader) Close() {
@@ -329,3 +330,88 @@ func lagSeries(t *testing.T, m *metrics.Metrics) map[string][2]float64 {
 // before, waits for a confirming read before it sends an update
 // (confirm.go).
 func (r *syncRig) readBefore(mds map[string]marker.Position) { r.s.fl.mds = maps.Clone(mds) }
+
+// eventLog records the order in which things happened, across goroutines.
+type eventLog struct {
+	mu sync.Mutex
+	ev []string
+}
+
+func (l *eventLog) add(e string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ev = append(l.ev, e)
+}
+
+func (l *eventLog) events() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ev)
+}
+
+// blockingSubAdmin is a fakeSubAdmin whose Reset waits for release (not
+// for its context: a call in flight when the stop came), recording in log
+// when it began and returned.
+type blockingSubAdmin struct {
+	*fakeSubAdmin
+	release chan struct{}
+	log     *eventLog
+}
+
+func (a *blockingSubAdmin) Reset(ctx context.Context, topic, sub string, at marker.Position) error {
+	a.log.add("reset began")
+	<-a.release
+	err := a.fakeSubAdmin.Reset(ctx, topic, sub, at)
+	a.log.add("reset returned")
+	return err
+}
+
+// positionOf is where a message read by pulsar-client-go (the fakes'
+// messages) sits in its partition.
+func positionOf(id pulsar.MessageID) marker.Position {
+	return marker.Position{Ledger: id.LedgerID(), Entry: id.EntryID(), Batch: id.BatchIdx()}
+}
+
+// blockingHistory is a HistorySource whose readers return no entry until
+// release is closed (then the end), or until their context ends; it
+// counts the readers open at once.
+type blockingHistory struct {
+	release chan struct{}
+
+	mu             sync.Mutex
+	open, most     int
+	opened, closed int
+}
+
+func (h *blockingHistory) Open(ctx context.Context, _ marker.Position) (HistoryReader, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.open++
+	h.opened++
+	h.most = max(h.most, h.open)
+	return &blockingHistoryReader{h: h}, nil
+}
+
+func (h *blockingHistory) counts() (open, most, opened, closed int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.open, h.most, h.opened, h.closed
+}
+
+type blockingHistoryReader struct{ h *blockingHistory }
+
+func (r *blockingHistoryReader) Next(ctx context.Context) (HistoryEntry, bool, error) {
+	select {
+	case <-r.h.release:
+		return HistoryEntry{}, false, nil
+	case <-ctx.Done():
+		return HistoryEntry{}, false, ctx.Err()
+	}
+}
+
+func (r *blockingHistoryReader) Close() {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	r.h.open--
+	r.h.closed++
+}

@@ -3,8 +3,10 @@ package subsync
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +16,7 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
 	"github.com/geo-sidecar/geo-sidecar/snapshot"
+	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
 
 // Tests of the subscription sync's guards that a hand mutation audit of
@@ -301,4 +304,50 @@ func TestSyncCountStats(t *testing.T) {
 	if got := m.GetHistogram().GetSampleCount(); got != 1 {
 		t.Errorf("round trips observed %d times, want once (one snapshot completed)", got)
 	}
+}
+
+// Run returns only after the apply worker it started ended: an update
+// being applied when the stop came (an admin call in flight) finishes
+// before Run returns, so nothing moves a subscription after the sync
+// stopped.
+//
+// Fails for: `defer s.stopApplying()` removed from Run (Run returned
+// while the reset was still in flight).
+func TestSyncRunWaitsForApplyWorker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSyncRig(t, rigConfig{})
+		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 3)})
+		log := &eventLog{}
+		blocking := &blockingSubAdmin{fakeSubAdmin: r.subs, release: make(chan struct{}), log: log}
+		r.s.SubAdmin = blocking
+		up := update("west", "east", syncTopic)
+		up.Remote = subsynctest.Pos(1, 10)
+		if reason := r.s.enqueueApply(up, subsynctest.Pos(90, 2)); reason != "" {
+			t.Fatalf("update refused: %s", reason)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.s.Run(ctx, func() bool { return true })
+			log.add("run returned")
+		}()
+		synctest.Wait() // the worker is in the reset
+		if got := log.events(); !slices.Equal(got, []string{"reset began"}) {
+			t.Fatalf("events before the stop: %v, want the reset begun", got)
+		}
+		cancel()
+		synctest.Wait() // Run ended, or waits for the worker
+		select {
+		case <-done:
+			t.Error("Run returned while an update was being applied")
+		default:
+		}
+		close(blocking.release)
+		<-done
+		want := []string{"reset began", "reset returned", "run returned"}
+		if got := log.events(); !slices.Equal(got, want) {
+			t.Errorf("events %v, want %v", got, want)
+		}
+	})
 }
