@@ -189,15 +189,17 @@ func ProtocolTarget(to marker.Position) marker.Position {
 // applications use and that a reconnecting application's consumer is
 // admitted beside: never Exclusive, STICKY or an unknown type; an
 // application refused while it reconnects stays refused for good with
-// pulsar-client-go, E5, E6).
+// pulsar-client-go, E5, E6). Key_Shared only when AUTO_SPLIT is known,
+// attached or not: "attached" is a reading up to minutes old, and a move
+// that relied on the broker refusing it beside a STICKY application's
+// consumers attached, when those were all gone for a moment (a topic
+// unload), as the only consumer: the dispatcher was made AUTO_SPLIT and
+// the application's reconnecting consumers were refused for good.
 func servable(st State, attached bool) bool {
 	switch st.Type {
 	case Failover, Shared:
 		return true
 	case KeyShared:
-		if attached {
-			return st.Mode != Sticky // the broker refuses a mode that differs
-		}
 		return st.Mode == AutoSplit
 	}
 	return false
@@ -210,8 +212,9 @@ func servable(st State, attached bool) bool {
 //   - Missing: created by the admin API at to's entry (an attach would
 //     give the subscription a type before its applications do).
 //   - Consumers attached: over the protocol when the type allows it
-//     (Failover cumulatively; Shared and Key_Shared AUTO_SPLIT entry by
-//     entry), else refused: RefusedType (Exclusive, STICKY, unknown, or
+//     (Failover cumulatively; Shared and Key_Shared AUTO_SPLIT, the mode
+//     known, entry by entry), else refused: RefusedType (Exclusive,
+//     Key_Shared STICKY or of an unknown mode, an unknown type, or
 //     the broker refused the last attach: Busy), RefusedConsumers when no
 //     protocol mover is available. Reset-cursor is never used then: it
 //     disconnects them.
