@@ -183,21 +183,24 @@ func ProtocolTarget(to marker.Position) marker.Position {
 }
 
 // servable reports whether a protocol move can serve a subscription of
-// type t: with consumers attached (the broker admits ours beside them only
-// with the same type and Key_Shared mode, and refuses it otherwise), or
-// with none (then nothing checks, so the type must be one the
+// the state st, consumers attached or not. With consumers attached the
+// broker admits ours beside them only with the same type and Key_Shared
+// mode; with none, nothing checks, so the type must be one the
 // applications use and that a reconnecting application's consumer is
-// admitted beside: never Exclusive, STICKY or an unknown type; an
+// admitted beside: never Exclusive, STICKY or an unknown type (an
 // application refused while it reconnects stays refused for good with
-// pulsar-client-go, E5, E6).
-func servable(st State, attached bool) bool {
+// pulsar-client-go, E5, E6). Key_Shared only when AUTO_SPLIT is known,
+// attached or not: "attached" is a reading up to minutes old, and a move
+// that relied on the broker refusing it beside a STICKY application's
+// consumers found, when those were all gone for a moment (a topic
+// unload), no one to be refused beside: the dispatcher was made
+// AUTO_SPLIT and the application's reconnecting consumers were refused
+// for good.
+func servable(st State) bool {
 	switch st.Type {
 	case Failover, Shared:
 		return true
 	case KeyShared:
-		if attached {
-			return st.Mode != Sticky // the broker refuses a mode that differs
-		}
 		return st.Mode == AutoSplit
 	}
 	return false
@@ -210,8 +213,9 @@ func servable(st State, attached bool) bool {
 //   - Missing: created by the admin API at to's entry (an attach would
 //     give the subscription a type before its applications do).
 //   - Consumers attached: over the protocol when the type allows it
-//     (Failover cumulatively; Shared and Key_Shared AUTO_SPLIT entry by
-//     entry), else refused: RefusedType (Exclusive, STICKY, unknown, or
+//     (Failover cumulatively; Shared and Key_Shared AUTO_SPLIT, the mode
+//     known, entry by entry), else refused: RefusedType (Exclusive,
+//     Key_Shared STICKY or of an unknown mode, an unknown type, or
 //     the broker refused the last attach: Busy), RefusedConsumers when no
 //     protocol mover is available. Reset-cursor is never used then: it
 //     disconnects them.
@@ -233,9 +237,9 @@ func Decide(t Target, to marker.Position) Decision {
 		return Decision{Route: RouteNone, Outcome: RefusedType}
 	case attached && !t.Protocol:
 		return Decision{Route: RouteNone, Outcome: RefusedConsumers}
-	case attached && !servable(t.State, true):
+	case attached && !servable(t.State):
 		return Decision{Route: RouteNone, Outcome: RefusedType}
-	case t.Protocol && !t.Busy && servable(t.State, attached):
+	case t.Protocol && !t.Busy && servable(t.State):
 		p := ProtocolTarget(to)
 		if t.MarkDeleteKnown && p.Compare(entryOf(t.MarkDelete)) <= 0 {
 			return Decision{Route: RouteNone, Outcome: RefusedBackwards}

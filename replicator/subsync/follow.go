@@ -90,7 +90,10 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 			// they were read (data could hide a reset forward), they are
 			// the positions now, and the follow plans the newest
 			// snapshot's update with them. Either way the reading stands
-			// for a read: the partition may rest (resting).
+			// for a read: the partition may rest (resting). Backlog 0
+			// shows that nothing moved them back either (a rewind grows
+			// the backlog; a standby copy's kept position sends no
+			// update): keptMaySend has nothing to add here.
 			switch couldUpdate, moved := s.couldUpdate(), s.moved(subs); {
 			case !moved && !f.dataSinceRead:
 				if newest, ok := s.Machine.Newest(); ok {
@@ -102,7 +105,8 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 				return f.mds, nil
 			}
 		}
-		if moved, ours := s.movedBy(subs); !moved || !s.couldUpdate() {
+		moved, ours := s.movedBy(subs)
+		if (!moved || !s.couldUpdate()) && !s.keptMaySend(subs) {
 			// Kept: a move not read yet stays a move (seen is not
 			// changed) for when a snapshot could use it. A change our
 			// update explains is no move: the reading is the base the
@@ -124,7 +128,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 				}
 			}
 		}
-		if notYet && s.justCompleted() && s.mayWait() {
+		if notYet && s.justCompleted() && s.mayWait() && !s.keptWouldSend() {
 			// The consumers have not passed the snapshot yet: a position
 			// read would only show it. Follow again shortly (their
 			// acknowledgements come in batches, every 100 ms with
@@ -141,6 +145,61 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 		f.seen, f.seenAt = s.trackedOf(subs), r.At
 	}
 	return mds, nil
+}
+
+// keptMaySend reports whether the positions kept from the last read
+// would send an update that subs, the partition's reading now, does not
+// show them still entitled to: a position kept may drive an update only
+// when the reading shows that nothing moved it backwards since it was
+// read. An operator's rewind (reset-cursor to an earlier position, with
+// the application stopped) changes neither
+// lastMarkDeleteAdvancedTimestamp nor shrinks the backlog: it grows it,
+// as new data does. A kept position past the rewind then sent the update
+// of a snapshot that completed after the read (a data path draining a
+// backlog completes them late), and the remote's copy was moved past
+// messages the operator wanted delivered again: after a failover they
+// were not. So a kept position that would send is trusted only when the
+// reading shows its subscription's timestamp unchanged and its backlog
+// not grown since the read (seen); otherwise the follow proves or reads
+// the positions. It costs a read only where a kept position would send,
+// a snapshot completing behind it after it was read; new data alone,
+// with no such snapshot, costs nothing.
+func (s *Sync) keptMaySend(subs map[string]SubStat) bool {
+	f := &s.fl
+	for name, md := range f.mds {
+		if !s.keptSends(name, md) {
+			continue
+		}
+		st, ok := subs[name]
+		old, seen := f.seen[name]
+		if !ok || !seen || st.MarkDeleteAdvanced != old.MarkDeleteAdvanced || st.Backlog > old.Backlog {
+			return true
+		}
+	}
+	return false
+}
+
+// keptWouldSend reports whether a position kept from the last read would
+// send an update (keptSends) now.
+func (s *Sync) keptWouldSend() bool {
+	for name, md := range s.fl.mds {
+		if s.keptSends(name, md) {
+			return true
+		}
+	}
+	return false
+}
+
+// keptSends reports whether md, sub's position kept from the last read,
+// would send an update now: tracked, not where a remote's update put it
+// (follow sends none from there), and past a snapshot whose update has
+// not gone out.
+func (s *Sync) keptSends(sub string, md marker.Position) bool {
+	if !s.Tracked(sub) || s.movedByUpdate(sub, md) {
+		return false
+	}
+	_, would := s.Planner.Peek(sub, md, s.Machine)
+	return would
 }
 
 // mayWait reports whether this follow may still put its position read

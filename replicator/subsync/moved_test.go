@@ -812,3 +812,76 @@ func TestRestingTakesOurMoves(t *testing.T) {
 		}
 	})
 }
+
+// TestFollowKeptPositionAfterRewind: a position kept from an earlier read
+// drives an update only when the reading shows nothing moved it back
+// since (issue 34, item 3). An operator's rewind with the application
+// stopped leaves lastMarkDeleteAdvancedTimestamp alone and grows the
+// backlog, as new data does; a snapshot that completes afterwards behind
+// the kept position (a data path draining a backlog completes them late)
+// would have sent the remote's copy past the rewound range.
+func TestFollowKeptPositionAfterRewind(t *testing.T) {
+	kept, rewound := subsynctest.Pos(1, 25), subsynctest.Pos(1, 5)
+	for _, tt := range []struct {
+		name string
+		// md, backlog and ts (its timestamp) are the partition's after
+		// the change; data: the data path read entries meanwhile; snap is
+		// where the snapshot that completes meanwhile was taken.
+		md      marker.Position
+		backlog int64
+		ts      int64
+		data    bool
+		snap    marker.Position
+		read    bool
+		update  bool
+	}{
+		{"rewind, no data: read, no update past it", rewound, 30, 100, false, subsynctest.Pos(1, 20), true, false},
+		{"rewind while the data path drains a backlog: read, no update", rewound, 30, 100, true, subsynctest.Pos(1, 20), true, false},
+		{"new data only: read (the backlog grew), the update goes out", kept, 30, 100, true, subsynctest.Pos(1, 20), true, true},
+		{"nothing moved: the kept position sends without a read", kept, 10, 100, false, subsynctest.Pos(1, 20), false, true},
+		{"rewind, the snapshot past the kept position: nothing to send, no read", rewound, 30, 100, false, subsynctest.Pos(1, 40), false, false},
+		// The reading shows a move (an acknowledgement, then the rewind)
+		// just after a completion the consumers seem not to have passed:
+		// the follow does not wait on the kept positions, which would
+		// send.
+		{"acknowledged and rewound, a snapshot just completed: read, no update", rewound, 30, 200, false, subsynctest.Pos(1, 20), true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r, st := movedRig(t)
+				ctx := context.Background()
+				cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
+				st.set(syncTopic, "billing", SubStat{Backlog: 10, MarkDeleteAdvanced: 100})
+				r.local.setMD("billing", kept)
+				r.readBefore(r.local.md) // no confirming read needed
+				time.Sleep(time.Second)
+				if err := r.s.follow(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if up, ok := updatesWritten(r.sink.Take())["billing"]; !ok || up.Local != subsynctest.Pos(1, 10) {
+					t.Fatalf("before the change: update %+v (sent %v), want the one for s1", up, ok)
+				}
+				time.Sleep(time.Second)
+				r.local.setMD("billing", tt.md)
+				st.set(syncTopic, "billing", SubStat{Backlog: tt.backlog, MarkDeleteAdvanced: tt.ts})
+				r.s.dataSeen.Store(tt.data)
+				cacheSnapshot(t, r, "s2", tt.snap, subsynctest.Pos(7, 30))
+				r.s.entries.completed(tt.snap) // as Sync.completions records it
+				before := r.local.mdCalls
+				if err := r.s.follow(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if read := r.local.mdCalls > before; read != tt.read {
+					t.Errorf("positions read %v, want %v", read, tt.read)
+				}
+				up, sent := updatesWritten(r.sink.Take())["billing"]
+				if sent != tt.update {
+					t.Errorf("update %+v sent %v, want %v", up, sent, tt.update)
+				}
+				if sent && up.Local.Compare(tt.md) > 0 {
+					t.Errorf("update at %s, past the subscription's position %s", up.Local, tt.md)
+				}
+			})
+		})
+	}
+}

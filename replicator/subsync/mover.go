@@ -115,7 +115,7 @@ func (s *Sync) refreshTargets(ctx context.Context, now time.Time) error {
 			s.targets[sub] = tg
 		}
 		if cur.Type == tg.t.Type && cur.Mode == subscription.ModeUnknown {
-			cur.Mode = tg.t.Mode // stats do not carry it: what a move proved stands
+			cur.Mode = tg.t.Mode // a reading without it: the mode known before stands
 		}
 		if cur.Type == subscription.TypeUnknown && tg.t.Type != subscription.TypeUnknown {
 			cur.Type, cur.Mode, cur.AllowOutOfOrder = tg.t.Type, tg.t.Mode, tg.t.AllowOutOfOrder
@@ -189,10 +189,12 @@ func (s *Sync) noteResult(tg *target, res subscription.Result, now time.Time) {
 		if !tg.retry {
 			tg.retry, tg.retryAt = true, now.Add(refusedRefresh)
 		}
-	case res.Route == subscription.RouteProtocol && res.Moved && tg.t.Type == subscription.KeyShared && tg.t.Consumers > 0:
-		// Admitted beside the applications' consumers: their mode is ours.
-		tg.t.Mode = subscription.AutoSplit
 	}
+	// A Key_Shared mode is never learned from a move the broker admitted:
+	// a move attaches to Key_Shared only when AUTO_SPLIT is known already
+	// (subscription.Decide). Attaching to find out made the dispatcher
+	// AUTO_SPLIT where a STICKY application's consumers were all gone for
+	// a moment (a topic unload), and locked them out for good.
 }
 
 // wireMover is subscription.Mover over a Follower for one partition: it

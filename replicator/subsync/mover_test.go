@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -123,12 +124,16 @@ func TestSyncApplyOverProtocol(t *testing.T) {
 	}{
 		{"Failover", subscription.Failover, wire.Failover},
 		{"Shared", subscription.Shared, wire.Shared},
-		{"Key_Shared", subscription.KeyShared, wire.KeyShared},
+		{"Key_Shared AUTO_SPLIT", subscription.KeyShared, wire.KeyShared},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r, f, local, remote := protocolRig(t)
-			local.set("billing", subscription.State{Exists: true, Consumers: 2, Type: tt.typ, AllowOutOfOrder: tt.typ == subscription.KeyShared})
+			st := subscription.State{Exists: true, Consumers: 2, Type: tt.typ}
+			if tt.typ == subscription.KeyShared {
+				st.Mode, st.AllowOutOfOrder = subscription.AutoSplit, true
+			}
+			local.set("billing", st)
 			ctx := context.Background()
 			for i := range 10 {
 				r.s.apply(ctx, "billing", subsynctest.Pos(4, int64(10+i)))
@@ -406,6 +411,58 @@ func TestApplyEndedByStopIsQuiet(t *testing.T) {
 			r.s.apply(ctx, "billing", subsynctest.Pos(4, 10))
 			if n := logs.FilterMessage("applying a subscription update failed").Len(); n != tt.warns {
 				t.Fatalf("%d warnings, want %d: %v", n, tt.warns, logs.All())
+			}
+		})
+	}
+}
+
+// TestSyncApplyKeySharedModeUnknown: a move attaches to a Key_Shared
+// subscription only when AUTO_SPLIT is known (issue 34, item 4). The
+// stats never carry the mode; with the applications' consumers attached
+// as far as a reading (up to targetRefresh old) shows, an attach as
+// AUTO_SPLIT relied on the broker refusing it beside STICKY consumers.
+// When those were all gone for a moment (a topic unload) it was the only
+// consumer, the dispatcher became AUTO_SPLIT, and the application's
+// reconnecting consumers were refused for good. Unknown or STICKY: no
+// attach; refused (counted, logged) while consumers are attached, the
+// admin route's reset where none are.
+func TestSyncApplyKeySharedModeUnknown(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		mode      subscription.KeySharedMode
+		consumers int
+		moves     int
+		route     subscription.Route
+		outcome   subscription.Outcome
+		reset     bool
+	}{
+		{"mode unknown, consumers attached: refused, no attach", subscription.ModeUnknown, 2, 0, subscription.RouteNone, subscription.RefusedType, false},
+		{"STICKY, consumers attached: refused, no attach", subscription.Sticky, 2, 0, subscription.RouteNone, subscription.RefusedType, false},
+		{"mode unknown, none attached: reset", subscription.ModeUnknown, 0, 0, subscription.RouteAdmin, subscription.Applied, true},
+		{"AUTO_SPLIT known, consumers attached: the protocol", subscription.AutoSplit, 2, 1, subscription.RouteProtocol, subscription.Applied, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, f, local, _ := protocolRig(t)
+			st := subscription.State{Exists: true, Consumers: tt.consumers, Type: subscription.KeyShared, Mode: tt.mode,
+				MarkDelete: subsynctest.Pos(4, 1)}
+			local.set("billing", st)
+			r.subs.set("billing", st)
+			r.s.apply(context.Background(), "billing", subsynctest.Pos(4, 10))
+			if moves := f.take(); len(moves) != tt.moves {
+				t.Errorf("%d attaches (%+v), want %d", len(moves), moves, tt.moves)
+			}
+			if got := appliedCount(r, tt.route, tt.outcome); got != 1 {
+				t.Errorf("%s/%s = %v, want 1", tt.route, tt.outcome, got)
+			}
+			calls := r.subs.takeCalls()
+			reset := false
+			for _, c := range calls {
+				if strings.HasPrefix(c, "reset ") {
+					reset = true
+				}
+			}
+			if reset != tt.reset {
+				t.Errorf("admin calls %v: reset %v, want %v", calls, reset, tt.reset)
 			}
 		})
 	}
