@@ -153,20 +153,23 @@ type fakeHistory struct {
 	mu      sync.Mutex
 	msgs    []pulsar.Message
 	openErr error
-	nextErr error // after the messages, HasNext stays true and Next fails with it
+	nextErr error // after the messages, Next fails with it (nil: the end)
 	opened  int
 	closed  int
 	read    int
 	froms   []marker.Position // where each reader started
 }
 
-func (h *fakeHistory) Open(from marker.Position) (subsync.HistoryReader, error) {
+func (h *fakeHistory) Open(ctx context.Context, from marker.Position) (subsync.HistoryReader, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.opened++
 	h.froms = append(h.froms, from)
 	if h.openErr != nil {
 		return nil, h.openErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	i := 0
 	if from.Ledger >= 0 {
@@ -188,25 +191,23 @@ type fakeHistoryReader struct {
 	i int
 }
 
-func (r *fakeHistoryReader) HasNext() bool {
-	r.h.mu.Lock()
-	defer r.h.mu.Unlock()
-	return r.i < len(r.h.msgs) || r.h.nextErr != nil
-}
-
-func (r *fakeHistoryReader) Next(ctx context.Context) (pulsar.Message, error) {
+func (r *fakeHistoryReader) Next(ctx context.Context) (subsync.HistoryEntry, bool, error) {
 	r.h.mu.Lock()
 	defer r.h.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return subsync.HistoryEntry{}, false, err
 	}
 	if r.i >= len(r.h.msgs) {
-		return nil, r.h.nextErr
+		return subsync.HistoryEntry{}, false, r.h.nextErr
 	}
 	m := r.h.msgs[r.i]
 	r.i++
 	r.h.read++
-	return m, nil
+	e := subsync.HistoryEntry{Pos: subsynctest.PositionOf(m.ID())}
+	if e.Kind, e.Marker = marker.KindOf(m.Properties()); e.Marker {
+		e.Payload = m.Payload()
+	}
+	return e, true, nil
 }
 
 func (r *fakeHistoryReader) Close() {
