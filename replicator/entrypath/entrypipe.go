@@ -298,8 +298,11 @@ func hasProp(md *wire.Metadata, key string) bool {
 // not find, or a record counted by an older version on a ledger 0), or
 // whose entry id does not fit (2^32 entries in one ledger, only reachable by
 // configuring ledgers that large), gets the floor instead: sent again
-// under a new id, a possible duplicate but never taken for one. The
-// caller sends it under the producer name of pos's epoch.
+// under a new id, a possible duplicate but never taken for one. That
+// takes the read-back's proof that the entry is not on the remote: a
+// session whose read-back failed sends no entry under a counted id
+// (see maxReadBackRetries). The caller sends it under the producer name
+// of pos's epoch.
 func entrySeq(pos marker.Position, floor uint64) (seq uint64, packed bool) {
 	if pos.Entry < 0 || pos.Entry >= 1<<32 {
 		return floor, false
@@ -417,18 +420,32 @@ type Partition struct {
 	// readBackFails counts the sessions in a row whose read-back of the
 	// remote failed on a link error (see maxReadBackRetries).
 	readBackFails int
+	// awaitingReadBack is set while the partition waits for a read-back
+	// that goes through (session.awaitReadBack).
+	awaitingReadBack bool
 }
 
 // maxReadBackRetries is how many sessions in a row may end on a read-back
 // of the remote that failed on a link error (a reset, a lost connection)
-// before a session sends without it. Sending without it sends again
-// every entry in flight when the session before ended, under counted
-// sequence ids: with deduplication on the target those are stored twice
-// and after later ones (a link reset every 3 s is enough). A new session
-// a backoff later almost
-// always reads back whole; the bound keeps a read-back that never works
-// (a reader the remote keeps closing) from stopping the partition.
+// before a session sends without it (a read-back refused for good, say
+// a role that may not consume on the remote, is not retried so). A new
+// session a backoff later almost always reads back whole.
+//
+// Without the proof a session sends each entry under its own packed
+// sequence id (entrySeq) only: a remote with deduplication then drops
+// the copies it holds and keeps the order. An entry that would need a
+// counted id (the remote's record is at or past it, so it may hold the
+// entry: sent under a counted id, it would be stored twice and after
+// later ones) stops the session, and the partition waits for a
+// read-back that goes through (session.awaitReadBack) rather than copy
+// twice. A remote without deduplication has no record: there a session
+// without the proof sends every entry in flight when the one before
+// ended again (duplicates, never loss).
 const maxReadBackRetries = 5
+
+// errAwaitingReadBack ends a session without the read-back's proof at an
+// entry the remote may hold already (see session.awaitReadBack).
+var errAwaitingReadBack = errors.New("the remote's deduplication record may cover this entry and the read-back failed: waiting for one that goes through")
 
 // continues reports whether pos, the next entry the sync sees, follows
 // the entries it saw: the next entry of the same ledger, or one seen
