@@ -543,6 +543,15 @@ var errStandby = errors.New("cursor became a standby")
 // the cursor.
 var errSteppedDown = errors.New("remote unreachable: stepped down")
 
+// errProducerGaveUp ends a session whose producer gave up for good while
+// its link was down (its reconnect refused with an error no retry
+// changes: a terminated target topic, a revoked permission), found when
+// the step-down fell due (see stepDown): the remote answers and refuses,
+// so the partition does not step down. The next session opens a new
+// producer at its next entry, whose refusal takes its usual route (a
+// terminated topic stops the partition there).
+var errProducerGaveUp = errors.New("the producer on the remote gave up")
+
 // openTarget opens the producer. An attempt that fails without an answer
 // from the remote (no connection, no reply in time) is tried again in
 // the session, with the cursor kept, until the step-down fires: ending
@@ -609,8 +618,13 @@ func (p *Partition) awaitTarget(ctx context.Context) bool {
 // to step down from, and a closing producer's last reports are ignored.
 // Safe for concurrent use: link runs on the producer's goroutine.
 //
-// When the bound passes, reachable (if set) asks the remote whether it
-// answers from here (a fresh lookup and a connection that is not
+// When the bound passes, the producer is asked first whether it gave up
+// for good (gaveUp: its reconnect was refused with an error no retry
+// changes, such as a terminated target topic): then the remote answers
+// and refuses, so the session ends with that error (quit) rather than
+// step down, which would only move the partition, or watch on in
+// silence until the next entry. Then reachable (if set) asks the
+// remote whether it answers from here (a fresh lookup and a connection that is not
 // silent); if it does, the watch starts over instead of firing. Another
 // instance would meet the same remote, so stepping down would only move
 // the partition: a producer waiting its turn among thousands being
@@ -620,6 +634,8 @@ type stepDown struct {
 	after     time.Duration // 0: never fire
 	fire      func()
 	reachable func(ctx context.Context) error
+	// quit ends the session with the error its producer gave up on.
+	quit func(err error)
 
 	mu      sync.Mutex
 	armed   bool
@@ -628,6 +644,9 @@ type stepDown struct {
 	timer   *time.Timer
 	lastErr error
 	downed  time.Duration // how long the link had been down when fired
+	// gaveUp, set while a producer is open (watchProducer), returns the
+	// error it gave up on for good, nil while it has not.
+	gaveUp func() error
 }
 
 // arm starts watching a producer being opened: there is no working link
@@ -672,9 +691,21 @@ func (s *stepDown) due(since time.Time) {
 	current := func() bool { return !s.stopped && s.armed && s.since == since }
 	s.mu.Lock()
 	ok := current()
+	gaveUp := s.gaveUp
 	s.mu.Unlock()
 	if !ok {
 		return
+	}
+	if gaveUp != nil && s.quit != nil {
+		if err := gaveUp(); err != nil {
+			s.mu.Lock()
+			ok := current()
+			s.mu.Unlock()
+			if ok {
+				s.quit(err)
+			}
+			return
+		}
 	}
 	if s.reachable != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), min(s.after/2, reachProbeTimeout))
@@ -722,8 +753,29 @@ func (s *stepDown) note(err error) {
 func (s *stepDown) disarm() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.armed, s.since = false, time.Time{}
+	s.armed, s.since, s.gaveUp = false, time.Time{}, nil
 	s.stopTimer()
+}
+
+// watchProducer lets a due step-down ask dst whether it gave up for good
+// (see stepDown), until disarm.
+func (s *stepDown) watchProducer(dst entryTarget) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gaveUp = func() error { return gaveUp(dst) }
+}
+
+// gaveUp returns the error dst gave up on for good, nil while it has not
+// (or was closed): a Flush that may not wait returns at once the
+// producer's terminal error, and otherwise nothing or its context's.
+func gaveUp(dst entryTarget) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := dst.Flush(ctx)
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, wire.ErrClosed) {
+		return nil
+	}
+	return err
 }
 
 // stop ends the watch for good (the session is over).

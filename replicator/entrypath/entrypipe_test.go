@@ -588,6 +588,9 @@ type fakeEntryTarget struct {
 	// stranded are the sends into a cut link, in order (w.mu).
 	stranded []strandedSend
 	shut     bool // Close was called (w.mu)
+	// gaveUp, when set, is the error the producer gave up on for good
+	// (w.mu): its reconnect was refused, as by a terminated topic.
+	gaveUp error
 }
 
 type strandedSend struct {
@@ -619,6 +622,10 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 			pos, _ = marker.ParsePosition(kv.Value)
 			name = entryName(wire.EntryID(uint64(pos.Ledger), uint64(pos.Entry)))
 		}
+	}
+	if t.gaveUp != nil {
+		w.mu.Unlock()
+		return t.gaveUp
 	}
 	if err := w.sendErr[name]; err != nil {
 		if w.sendErrOnce {
@@ -690,8 +697,24 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 	return nil
 }
 
-func (t *fakeEntryTarget) LastSequenceID() int64           { return t.last }
-func (t *fakeEntryTarget) Flush(ctx context.Context) error { t.pending.Wait(); return nil }
+func (t *fakeEntryTarget) LastSequenceID() int64 { return t.last }
+
+// Flush waits for what was sent, as the wire producer's: it returns at
+// once the error the producer gave up on (gaveUp), and ctx's error when
+// ctx is done before it waits.
+func (t *fakeEntryTarget) Flush(ctx context.Context) error {
+	t.w.mu.Lock()
+	err := t.gaveUp
+	t.w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t.pending.Wait()
+	return nil
+}
 func (t *fakeEntryTarget) Close() error {
 	t.w.mu.Lock()
 	stranded := t.stranded

@@ -83,7 +83,8 @@ func (p *Partition) session(ctx context.Context) (bool, error) {
 	s := &session{p: p, ctx: ctx, pair: []string{p.local, p.remote}}
 	s.sctx, s.cancel = context.WithCancelCause(ctx)
 	defer s.cancel(nil)
-	s.down = &stepDown{after: p.stepDownAfter, fire: func() { s.cancel(errSteppedDown) }, reachable: p.ends.reachTarget}
+	s.down = &stepDown{after: p.stepDownAfter, fire: func() { s.cancel(errSteppedDown) }, reachable: p.ends.reachTarget,
+		quit: func(err error) { s.cancel(fmt.Errorf("%w: %w", errProducerGaveUp, err)) }}
 	defer s.down.stop()
 
 	if err := s.open(); err != nil {
@@ -305,6 +306,7 @@ func (s *session) target(e wire.Entry, pos marker.Position) verdict {
 		return stop
 	}
 	s.dst = dst
+	s.down.watchProducer(dst)
 	s.holding.Store(true)
 	p.linkUp.Store(true)
 	p.m.Connected.WithLabelValues(s.pair...).Inc()
