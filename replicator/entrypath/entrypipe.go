@@ -624,12 +624,13 @@ func (p *Partition) awaitTarget(ctx context.Context) bool {
 // and refuses, so the session ends with that error (quit) rather than
 // step down, which would only move the partition, or watch on in
 // silence until the next entry. Then reachable (if set) asks the
-// remote whether it answers from here (a fresh lookup and a connection that is not
-// silent); if it does, the watch starts over instead of firing. Another
-// instance would meet the same remote, so stepping down would only move
-// the partition: a producer waiting its turn among thousands being
-// opened at once (wire.ClientOptions.MaxOpens), or a broker slow to load
-// the topic, is not a remote this instance cannot reach.
+// remote whether it answers from here (a fresh lookup and a connection
+// that is not silent); if it does, the watch starts over instead of
+// firing. Another instance would meet the same remote, so stepping down
+// would only move the partition: a producer waiting its turn among
+// thousands being opened at once (wire.ClientOptions.MaxOpens), or a
+// broker slow to load the topic, is not a remote this instance cannot
+// reach.
 type stepDown struct {
 	after     time.Duration // 0: never fire
 	fire      func()
