@@ -298,8 +298,11 @@ func hasProp(md *wire.Metadata, key string) bool {
 // not find, or a record counted by an older version on a ledger 0), or
 // whose entry id does not fit (2^32 entries in one ledger, only reachable by
 // configuring ledgers that large), gets the floor instead: sent again
-// under a new id, a possible duplicate but never taken for one. The
-// caller sends it under the producer name of pos's epoch.
+// under a new id, a possible duplicate but never taken for one. That
+// takes the read-back's proof that the entry is not on the remote: a
+// session whose read-back failed sends no entry under a counted id
+// (see maxReadBackRetries). The caller sends it under the producer name
+// of pos's epoch.
 func entrySeq(pos marker.Position, floor uint64) (seq uint64, packed bool) {
 	if pos.Entry < 0 || pos.Entry >= 1<<32 {
 		return floor, false
@@ -417,18 +420,32 @@ type Partition struct {
 	// readBackFails counts the sessions in a row whose read-back of the
 	// remote failed on a link error (see maxReadBackRetries).
 	readBackFails int
+	// awaitingReadBack is set while the partition waits for a read-back
+	// that goes through (session.awaitReadBack).
+	awaitingReadBack bool
 }
 
 // maxReadBackRetries is how many sessions in a row may end on a read-back
 // of the remote that failed on a link error (a reset, a lost connection)
-// before a session sends without it. Sending without it sends again
-// every entry in flight when the session before ended, under counted
-// sequence ids: with deduplication on the target those are stored twice
-// and after later ones (a link reset every 3 s is enough). A new session
-// a backoff later almost
-// always reads back whole; the bound keeps a read-back that never works
-// (a reader the remote keeps closing) from stopping the partition.
+// before a session sends without it (a read-back refused for good, say
+// a role that may not consume on the remote, is not retried so). A new
+// session a backoff later almost always reads back whole.
+//
+// Without the proof a session sends each entry under its own packed
+// sequence id (entrySeq) only: a remote with deduplication then drops
+// the copies it holds and keeps the order. An entry that would need a
+// counted id (the remote's record is at or past it, so it may hold the
+// entry: sent under a counted id, it would be stored twice and after
+// later ones) stops the session, and the partition waits for a
+// read-back that goes through (session.awaitReadBack) rather than copy
+// twice. A remote without deduplication has no record: there a session
+// without the proof sends every entry in flight when the one before
+// ended again (duplicates, never loss).
 const maxReadBackRetries = 5
+
+// errAwaitingReadBack ends a session without the read-back's proof at an
+// entry the remote may hold already (see session.awaitReadBack).
+var errAwaitingReadBack = errors.New("the remote's deduplication record may cover this entry and the read-back failed: waiting for one that goes through")
 
 // continues reports whether pos, the next entry the sync sees, follows
 // the entries it saw: the next entry of the same ledger, or one seen
@@ -526,6 +543,15 @@ var errStandby = errors.New("cursor became a standby")
 // the cursor.
 var errSteppedDown = errors.New("remote unreachable: stepped down")
 
+// errProducerGaveUp ends a session whose producer gave up for good while
+// its link was down (its reconnect refused with an error no retry
+// changes: a terminated target topic, a revoked permission), found when
+// the step-down fell due (see stepDown): the remote answers and refuses,
+// so the partition does not step down. The next session opens a new
+// producer at its next entry, whose refusal takes its usual route (a
+// terminated topic stops the partition there).
+var errProducerGaveUp = errors.New("the producer on the remote gave up")
+
 // openTarget opens the producer. An attempt that fails without an answer
 // from the remote (no connection, no reply in time) is tried again in
 // the session, with the cursor kept, until the step-down fires: ending
@@ -592,17 +618,25 @@ func (p *Partition) awaitTarget(ctx context.Context) bool {
 // to step down from, and a closing producer's last reports are ignored.
 // Safe for concurrent use: link runs on the producer's goroutine.
 //
-// When the bound passes, reachable (if set) asks the remote whether it
-// answers from here (a fresh lookup and a connection that is not
-// silent); if it does, the watch starts over instead of firing. Another
-// instance would meet the same remote, so stepping down would only move
-// the partition: a producer waiting its turn among thousands being
-// opened at once (wire.ClientOptions.MaxOpens), or a broker slow to load
-// the topic, is not a remote this instance cannot reach.
+// When the bound passes, the producer is asked first whether it gave up
+// for good (gaveUp: its reconnect was refused with an error no retry
+// changes, such as a terminated target topic): then the remote answers
+// and refuses, so the session ends with that error (quit) rather than
+// step down, which would only move the partition, or watch on in
+// silence until the next entry. Then reachable (if set) asks the
+// remote whether it answers from here (a fresh lookup and a connection
+// that is not silent); if it does, the watch starts over instead of
+// firing. Another instance would meet the same remote, so stepping down
+// would only move the partition: a producer waiting its turn among
+// thousands being opened at once (wire.ClientOptions.MaxOpens), or a
+// broker slow to load the topic, is not a remote this instance cannot
+// reach.
 type stepDown struct {
 	after     time.Duration // 0: never fire
 	fire      func()
 	reachable func(ctx context.Context) error
+	// quit ends the session with the error its producer gave up on.
+	quit func(err error)
 
 	mu      sync.Mutex
 	armed   bool
@@ -611,6 +645,9 @@ type stepDown struct {
 	timer   *time.Timer
 	lastErr error
 	downed  time.Duration // how long the link had been down when fired
+	// gaveUp, set while a producer is open (watchProducer), returns the
+	// error it gave up on for good, nil while it has not.
+	gaveUp func() error
 }
 
 // arm starts watching a producer being opened: there is no working link
@@ -655,9 +692,21 @@ func (s *stepDown) due(since time.Time) {
 	current := func() bool { return !s.stopped && s.armed && s.since == since }
 	s.mu.Lock()
 	ok := current()
+	gaveUp := s.gaveUp
 	s.mu.Unlock()
 	if !ok {
 		return
+	}
+	if gaveUp != nil && s.quit != nil {
+		if err := gaveUp(); err != nil {
+			s.mu.Lock()
+			ok := current()
+			s.mu.Unlock()
+			if ok {
+				s.quit(err)
+			}
+			return
+		}
 	}
 	if s.reachable != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), min(s.after/2, reachProbeTimeout))
@@ -705,8 +754,29 @@ func (s *stepDown) note(err error) {
 func (s *stepDown) disarm() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.armed, s.since = false, time.Time{}
+	s.armed, s.since, s.gaveUp = false, time.Time{}, nil
 	s.stopTimer()
+}
+
+// watchProducer lets a due step-down ask dst whether it gave up for good
+// (see stepDown), until disarm.
+func (s *stepDown) watchProducer(dst entryTarget) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gaveUp = func() error { return gaveUp(dst) }
+}
+
+// gaveUp returns the error dst gave up on for good, nil while it has not
+// (or was closed): a Flush that may not wait returns at once the
+// producer's terminal error, and otherwise nothing or its context's.
+func gaveUp(dst entryTarget) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := dst.Flush(ctx)
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, wire.ErrClosed) {
+		return nil
+	}
+	return err
 }
 
 // stop ends the watch for good (the session is over).

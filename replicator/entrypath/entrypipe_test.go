@@ -588,6 +588,9 @@ type fakeEntryTarget struct {
 	// stranded are the sends into a cut link, in order (w.mu).
 	stranded []strandedSend
 	shut     bool // Close was called (w.mu)
+	// gaveUp, when set, is the error the producer gave up on for good
+	// (w.mu): its reconnect was refused, as by a terminated topic.
+	gaveUp error
 }
 
 type strandedSend struct {
@@ -619,6 +622,10 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 			pos, _ = marker.ParsePosition(kv.Value)
 			name = entryName(wire.EntryID(uint64(pos.Ledger), uint64(pos.Entry)))
 		}
+	}
+	if t.gaveUp != nil {
+		w.mu.Unlock()
+		return t.gaveUp
 	}
 	if err := w.sendErr[name]; err != nil {
 		if w.sendErrOnce {
@@ -690,8 +697,24 @@ func (t *fakeEntryTarget) Send(ctx context.Context, out wire.Outgoing, done func
 	return nil
 }
 
-func (t *fakeEntryTarget) LastSequenceID() int64           { return t.last }
-func (t *fakeEntryTarget) Flush(ctx context.Context) error { t.pending.Wait(); return nil }
+func (t *fakeEntryTarget) LastSequenceID() int64 { return t.last }
+
+// Flush waits for what was sent, as the wire producer's: it returns at
+// once the error the producer gave up on (gaveUp), and ctx's error when
+// ctx is done before it waits.
+func (t *fakeEntryTarget) Flush(ctx context.Context) error {
+	t.w.mu.Lock()
+	err := t.gaveUp
+	t.w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t.pending.Wait()
+	return nil
+}
 func (t *fakeEntryTarget) Close() error {
 	t.w.mu.Lock()
 	stranded := t.stranded
@@ -826,7 +849,8 @@ func TestEntryPipeProof(t *testing.T) {
 // is not sent again (with deduplication on, such copies went out under
 // counted ids and were stored twice, after later entries). A read-back
 // that keeps failing is given up on after maxReadBackRetries sessions:
-// duplicates, not a partition that never moves.
+// on a remote without deduplication, duplicates, not a partition that
+// never moves (with deduplication: TestEntryPipeReadBackFailsWithDedup).
 func TestEntryPipeReadBackRetried(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -865,6 +889,101 @@ func TestEntryPipeReadBackRetried(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A read-back that fails for good (past maxReadBackRetries, or refused
+// for good) while the remote deduplicates and its record covers entries
+// the cursor still holds (copied by an earlier session whose receipts
+// were lost): the partition sends nothing and acknowledges nothing, and
+// waits (partitions_awaiting_readback) until a read-back goes through;
+// then every entry is on the remote once and in order. Before, the
+// session sent them under counted sequence ids, which the remote took as
+// new: e0 and e1 stored twice, after e1. A record behind the cursor
+// needs no proof: the entries go out under their own ids at once.
+//
+// Fails for: the awaitReadBack check removed from session.send.
+func TestEntryPipeReadBackFailsWithDedup(t *testing.T) {
+	linkErr := func() error { return &wire.ConnError{Addr: "west:6650", Err: io.ErrUnexpectedEOF} }
+	refused := func() error {
+		return &wire.BrokerError{Code: wire.AuthorizationError, Message: "not authorized to consume"}
+	}
+	for _, tc := range []struct {
+		name   string
+		copied []string // on the remote, its record at the last of them
+		fails  []error  // the read-backs that fail, in order
+		waits  bool
+	}{
+		{"link errors past the retries, record covers the cursor", []string{"e0", "e1"}, repeatErr(linkErr, maxReadBackRetries+1), true},
+		{"refused, record covers the cursor", []string{"e0", "e1"}, repeatErr(refused, 3), true},
+		{"link errors past the retries, no record", nil, repeatErr(linkErr, maxReadBackRetries+1), false},
+		{"refused, no record", nil, repeatErr(refused, 3), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newFakeEntryWorld()
+				w.dedup = true
+				w.add(4, nil)
+				w.remote = slices.Clone(tc.copied)
+				if n := len(tc.copied); n > 0 {
+					last, _ := entrySeq(namePos(tc.copied[n-1]), 0)
+					w.lastSeq = int64(last)
+				}
+				w.readBackErrs = tc.fails
+				p := newTestEntryPartition(t, w)
+				// As the first read-back that goes through starts: what
+				// went out and was acknowledged without the proof.
+				var waited float64
+				var sentBefore, ackedBefore []string
+				w.beforeReadBack = func() {
+					w.mu.Lock()
+					defer w.mu.Unlock()
+					if len(w.readBackErrs) == 0 && sentBefore == nil {
+						waited = metricstest.Gauge(p.m.PartitionsAwaitingReadBack, "east", "west")
+						sentBefore = []string{}
+						for _, se := range w.sendLog {
+							sentBefore = append(sentBefore, se.name)
+						}
+						ackedBefore = slices.Clone(w.ackLog)
+					}
+				}
+				stop := runEntryPartition(t, p)
+				waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
+				stop()
+				_, remote, _ := w.snapshot()
+				if want := []string{"e0", "e1", "e2", "e3"}; !slices.Equal(remote, want) {
+					t.Errorf("remote holds %v, want %v: each once, in order", remote, want)
+				}
+				if tc.waits {
+					if sentBefore == nil {
+						t.Fatal("no read-back went through")
+					}
+					if len(sentBefore) != 0 || len(ackedBefore) != 0 {
+						t.Errorf("before a read-back went through: sent %v, acknowledged %v; want nothing", sentBefore, ackedBefore)
+					}
+					if waited != 1 {
+						t.Errorf("partitions_awaiting_readback = %v while waiting, want 1", waited)
+					}
+				} else if len(sentBefore) != 0 {
+					// Every entry went out before the failures ran out.
+					t.Errorf("a read-back went through after %v were sent; want them sent without waiting", sentBefore)
+				}
+				if got := metricstest.Gauge(p.m.PartitionsAwaitingReadBack, "east", "west"); got != 0 {
+					t.Errorf("partitions_awaiting_readback = %v at the end, want 0", got)
+				}
+				for _, v := range w.violations {
+					t.Error(v)
+				}
+			})
+		})
+	}
+}
+
+func repeatErr(f func() error, n int) []error {
+	var out []error
+	for range n {
+		out = append(out, f())
+	}
+	return out
 }
 
 // A read-back that goes through starts the count of failed ones again:

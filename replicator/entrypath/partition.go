@@ -83,5 +83,6 @@ func New(c Config) *Partition {
 // Run replicates until ctx is done; see runSessions.
 func (p *Partition) Run(ctx context.Context) error {
 	defer runSync(ctx, p.sync, p.linkUp.Load)()
+	defer p.readBackWorks()
 	return runSessions(ctx, p.log, p.m, p.local, p.remote, p.session)
 }

@@ -262,3 +262,75 @@ func TestEntryPipeSchemaFailuresRetried(t *testing.T) {
 		})
 	}
 }
+
+// TestEntryPipeProducerGaveUpIdle: the target topic is terminated while
+// the partition has nothing to send. The broker closes the producer and
+// refuses its reconnect for good (the wire producer gives up), so its
+// link stays down; the remote still answers a lookup. When the step-down
+// falls due the session ends with the producer's error, named in the
+// log, instead of watching a dead producer in silence until the next
+// entry (before: nothing said, the cursor kept, the producer counted as
+// connected), and without a "stepped down" line (the remote answers; a
+// step-down would only move the partition). The next entry then meets
+// the terminated topic as a new producer opens, and the partition stops
+// there.
+//
+// Fails for: the gaveUp check removed from stepDown.due.
+func TestEntryPipeProducerGaveUpIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const bound = 20 * time.Second
+		terminated := &wire.BrokerError{Op: "create producer", Code: wire.TopicTerminatedError, Message: "Topic was already terminated"}
+		w := newFakeEntryWorld()
+		w.add(3, nil)
+		p := newTestEntryPartition(t, w)
+		p.stepDownAfter = bound
+		core, logs := observer.New(zap.InfoLevel)
+		p.log = zap.New(core)
+		stop := runEntryPartition(t, p)
+		defer stop()
+		waitFor(t, "e0..e2 acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 3 })
+
+		w.mu.Lock()
+		w.latest.gaveUp = terminated
+		w.openErr = terminated
+		w.mu.Unlock()
+		w.link(false)
+		time.Sleep(bound + 2*time.Second)
+		synctest.Wait()
+
+		ended := logs.Filter(func(e observer.LoggedEntry) bool {
+			err, _ := e.ContextMap()["error"].(string)
+			return e.Message == "partition session failed, retrying with backoff" &&
+				strings.Contains(err, "gave up") && strings.Contains(err, "TopicTerminatedError")
+		})
+		if ended.Len() != 1 {
+			t.Errorf("%d lines saying the session ended on the producer's terminated topic, want 1", ended.Len())
+		}
+		w.mu.Lock()
+		cursors := len(w.sources)
+		w.mu.Unlock()
+		if cursors != 2 {
+			t.Errorf("%d cursors opened, want 2 (the session ended, the next one waits for an entry)", cursors)
+		}
+		if got := metricstest.Gauge(p.m.Connected, "east", "west"); got != 0 {
+			t.Errorf("connected = %v with the producer given up, want 0", got)
+		}
+
+		w.add(1, nil) // e3
+		waitFor(t, "the partition stopped", func() bool {
+			return metricstest.Gauge(p.m.PartitionsStopped, "east", "west", stopTargetTerminated) == 1
+		})
+		if a, _, _ := w.snapshot(); len(a) != 3 {
+			t.Errorf("%d entries acknowledged, want 3 (e3 waits on the cursor)", len(a))
+		}
+		if n := logs.FilterMessageSnippet("stepped down").Len(); n != 0 {
+			t.Errorf("%d 'stepped down' lines, want none: the remote answers", n)
+		}
+		if got := metricstest.Counter(p.m.Links.StepDowns, "west"); got != 0 {
+			t.Errorf("step-downs = %v, want 0", got)
+		}
+		for _, v := range w.violations {
+			t.Error(v)
+		}
+	})
+}

@@ -57,6 +57,11 @@ type session struct {
 	seq      uint64 // the lowest id the remote takes as new (entrySeq)
 	epoch    uint64 // the producer's epoch (entrySeq)
 	unpacked bool   // an entry of this producer got a counted id (logged once)
+	// unproven is why the read-back failed when the session sends
+	// without it (nil: it went through); an entry that would need a
+	// counted sequence id then waits for one that goes through
+	// (awaitReadBack).
+	unproven error
 }
 
 // verdict is what a step of the session decided about the entry at hand.
@@ -78,7 +83,8 @@ func (p *Partition) session(ctx context.Context) (bool, error) {
 	s := &session{p: p, ctx: ctx, pair: []string{p.local, p.remote}}
 	s.sctx, s.cancel = context.WithCancelCause(ctx)
 	defer s.cancel(nil)
-	s.down = &stepDown{after: p.stepDownAfter, fire: func() { s.cancel(errSteppedDown) }, reachable: p.ends.reachTarget}
+	s.down = &stepDown{after: p.stepDownAfter, fire: func() { s.cancel(errSteppedDown) }, reachable: p.ends.reachTarget,
+		quit: func(err error) { s.cancel(fmt.Errorf("%w: %w", errProducerGaveUp, err)) }}
 	defer s.down.stop()
 
 	if err := s.open(); err != nil {
@@ -185,6 +191,7 @@ func (s *session) received(e wire.Entry, pos marker.Position) verdict {
 	s.last, s.hasLast = pos, true
 	if !s.active.Load() {
 		s.closeTarget(true)
+		p.readBackWorks() // another instance's cursor sends now
 		_ = s.src.Release(e)
 		return nextEntry
 	}
@@ -299,6 +306,7 @@ func (s *session) target(e wire.Entry, pos marker.Position) verdict {
 		return stop
 	}
 	s.dst = dst
+	s.down.watchProducer(dst)
 	s.holding.Store(true)
 	p.linkUp.Store(true)
 	p.m.Connected.WithLabelValues(s.pair...).Inc()
@@ -311,6 +319,7 @@ func (s *session) target(e wire.Entry, pos marker.Position) verdict {
 	// nothing new is ever taken for a duplicate.
 	s.seq = uint64(dst.LastSequenceID() + 1)
 	s.unpacked = false
+	s.unproven = nil
 	if s.copied, err = p.ends.copiedSince(s.sctx, pos, recordReach(dst.LastSequenceID(), pos)); err != nil {
 		if s.sctx.Err() != nil {
 			return stop
@@ -320,7 +329,15 @@ func (s *session) target(e wire.Entry, pos marker.Position) verdict {
 			s.cancel(fmt.Errorf("read back the remote: %w", err))
 			return stop
 		}
-		p.log.Warn("cannot read back every copy on the remote; entries it may hold are sent again (duplicates, not loss)", zap.Error(err))
+		// Sending on without the proof is safe under the entries' own
+		// (packed) sequence ids: a remote with deduplication drops what
+		// it holds, in order. An entry its record may cover waits
+		// (awaitReadBack).
+		s.unproven = err
+		p.log.Warn("cannot read back the remote: sending on without its proof, each entry under its own sequence id; an entry the remote's deduplication record may cover waits for a read-back that goes through",
+			zap.Error(err), zap.Int64("last_sequence_id", dst.LastSequenceID()))
+	} else {
+		p.readBackWorks()
 	}
 	p.readBackFails = 0
 	p.log.Debug("producer open", zap.Uint64("epoch", s.epoch), zap.Int64("last_sequence_id", dst.LastSequenceID()), zap.Int("copies_found", len(s.copied)))
@@ -337,6 +354,12 @@ func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) ver
 		delete(s.copied, pos)
 		s.skip(e, skipAlreadyCopied)
 		return nextEntry
+	}
+	if s.unproven != nil {
+		if _, packed := entrySeq(pos, s.seq); !packed {
+			s.awaitReadBack(pos)
+			return stop
+		}
 	}
 	var schema []byte
 	if len(md.SchemaVersion) > 0 {
@@ -415,6 +438,38 @@ func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) ver
 		return stop
 	}
 	return nextEntry
+}
+
+// awaitReadBack ends a session that sends without the read-back's proof
+// (unproven) at the entry at pos, which would need a counted sequence id
+// (entrySeq): the remote's deduplication record is at or past its
+// position, so the remote may hold its copy. Skipped, it could be lost
+// (a newer copy proves nothing of an older entry); sent under its own
+// id, it would be answered as a duplicate, which proves nothing either;
+// sent under a counted id, it would be stored twice, after later
+// entries. So nothing more is sent or acknowledged: the partition waits,
+// counted in partitions_awaiting_readback, and each next session reads
+// the remote back again until one goes through.
+func (s *session) awaitReadBack(pos marker.Position) {
+	p := s.p
+	if !p.awaitingReadBack {
+		p.awaitingReadBack = true
+		p.m.PartitionsAwaitingReadBack.WithLabelValues(s.pair...).Inc()
+		p.log.Error("cannot read back the remote, and its deduplication record says it may hold this entry already: the partition sends nothing until a read-back goes through (retried with backoff)",
+			zap.Stringer("entry", pos), zap.Uint64("floor", s.seq), zap.Error(s.unproven))
+	}
+	s.cancel(fmt.Errorf("%w: entry %s: %w", errAwaitingReadBack, pos.String(), s.unproven))
+}
+
+// readBackWorks ends a wait for a read-back (awaitReadBack): one went
+// through, or the partition no longer sends (a standby, stopped).
+func (p *Partition) readBackWorks() {
+	if !p.awaitingReadBack {
+		return
+	}
+	p.awaitingReadBack = false
+	p.m.PartitionsAwaitingReadBack.WithLabelValues(p.local, p.remote).Dec()
+	p.log.Info("the partition no longer waits for a read-back of the remote")
 }
 
 // skip acknowledges an entry that is not copied (see Partition.skip).

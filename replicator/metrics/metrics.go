@@ -39,6 +39,10 @@ type Metrics struct {
 	// PartitionsStopped counts partitions stopped at a message their
 	// target refuses for good (on_refused: stop, or a terminated target topic whatever on_refused says), by reason.
 	PartitionsStopped *prometheus.GaugeVec
+	// PartitionsAwaitingReadBack counts partitions that wait for a
+	// read-back of the target before they send: it failed, and the
+	// target's record says it may hold their next entries already.
+	PartitionsAwaitingReadBack *prometheus.GaugeVec
 	// InflightBytes is what the entry pipe holds in flight, process-wide
 	// (bounded by its byte budget).
 	InflightBytes prometheus.Gauge
@@ -91,6 +95,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		PartitionsStopped: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 			Name: "partitions_stopped", Help: "Partitions stopped at a message the target refuses for good (on_refused: stop; a terminated target topic always), by reason; they resume after the operator acts and restarts the sidecar."},
 			[]string{"source", "target", "reason"}),
+		PartitionsAwaitingReadBack: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+			Name: "partitions_awaiting_readback", Help: "Partitions that send nothing until a read-back of the target goes through: it failed, and the target's deduplication record says it may hold their next entries (sent again, they would be stored twice and out of order). They resume by themselves."},
+			pair),
 		InflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns,
 			Name: "inflight_bytes", Help: "Bytes of entries sent and not yet confirmed by their target, all pairs of the entry data path together."}),
 		ReceiveBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
@@ -176,7 +183,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused, m.PairProblems,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
 			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.PositionsProven, m.HistoryEntriesRead, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds, m.AdminBudgetWaiting,
-			m.InflightBytes, m.ReceiveBytes, m.ReceiveWaiting, m.ReadBackBytes, m.ReadBackWaiting, m.PartitionsStopped)
+			m.InflightBytes, m.ReceiveBytes, m.ReceiveWaiting, m.ReadBackBytes, m.ReadBackWaiting, m.PartitionsStopped, m.PartitionsAwaitingReadBack)
 	}
 	m.Links = newLinkMetrics()
 	m.Verify = newVerifyMetrics(ns)

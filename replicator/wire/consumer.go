@@ -133,6 +133,9 @@ type Entry struct {
 	epoch           uint64    // subscription session that delivered it
 	fb              *frameBuf // the buffer Metadata and Payload lie in, when a large frame's own
 	fbGen           uint64    // fb's generation when read
+	// delivery is the consumer's number for this delivery of the entry
+	// (from 1; see Consumer.unreleased).
+	delivery uint64
 }
 
 // Consumer reads the raw entries of one topic partition through a durable
@@ -169,8 +172,18 @@ type Consumer struct {
 	entryBytes           float64
 	wait                 *budgetWait
 	redeliverEpoch       uint64 // consumer epoch: bumped by RedeliverUnacknowledged
-	closed               bool
-	err                  error // terminal: the consumer gave up
+	// unreleased holds the deliveries (Entry.delivery) queued or handed
+	// to the caller and not yet released, so that Release counts each
+	// back once however often it is called for the same entry: a second
+	// Release would otherwise grant its permits again and hand its bytes
+	// back twice (more in flight than the window, a budget counting
+	// less than is held). A delivery, not the entry id: an entry
+	// delivered again is another delivery, released in its turn.
+	// deliveries numbers them.
+	unreleased map[uint64]struct{}
+	deliveries uint64
+	closed     bool
+	err        error // terminal: the consumer gave up
 	// rc re-subscribes after a session is lost.
 	rc reconnector
 	// linkUp is what OnLinkChange was last told.
@@ -283,6 +296,7 @@ func (c *Consumer) connect(ctx context.Context) error {
 	queued := int64(0)
 	for _, e := range c.queue[c.head:] {
 		queued += int64(len(e.Metadata) + len(e.Payload))
+		delete(c.unreleased, e.delivery)
 	}
 	c.staleBytes += c.heldBytes - queued
 	c.queue, c.head = nil, 0
@@ -632,6 +646,12 @@ func (s *consumerSession) handleMessage(m *Message, md, payload []byte, fb *fram
 		c.opts.Budget.Hold(size)
 		back = c.shrink(c.granted - c.received)
 	}
+	c.deliveries++
+	e.delivery = c.deliveries
+	if c.unreleased == nil {
+		c.unreleased = map[uint64]struct{}{}
+	}
+	c.unreleased[e.delivery] = struct{}{}
 	c.queue = append(c.queue, e)
 	c.mu.Unlock()
 	c.settle(0, back)
@@ -793,6 +813,9 @@ func entryOnly(id MessageID) MessageID { return EntryID(id.Ledger, id.Entry) }
 // permits (the new subscription got a full window); with a Budget their
 // bytes go back.
 //
+// Releasing e again (or an entry this consumer did not deliver) does
+// nothing: its permits and bytes went back the first time.
+//
 // With RecycleOnRelease, e's bytes go back for later entries (once, however
 // often e is released).
 func (c *Consumer) Release(e Entry) error {
@@ -805,6 +828,11 @@ func (c *Consumer) Release(e Entry) error {
 		c.mu.Unlock()
 		return nil
 	}
+	if _, ok := c.unreleased[e.delivery]; !ok {
+		c.mu.Unlock()
+		return nil
+	}
+	delete(c.unreleased, e.delivery)
 	switch {
 	case e.epoch == c.epoch:
 		c.held -= int64(max(e.NumMessages, 1))
@@ -840,6 +868,7 @@ func (c *Consumer) RedeliverUnacknowledged() error {
 	for _, e := range c.queue[c.head:] {
 		c.held -= int64(max(e.NumMessages, 1))
 		queued += int64(len(e.Metadata) + len(e.Payload))
+		delete(c.unreleased, e.delivery)
 	}
 	c.heldBytes -= queued
 	c.queue, c.head = nil, 0
@@ -870,6 +899,7 @@ func (c *Consumer) Close() error {
 	c.unwait()
 	released, back := c.heldBytes+c.staleBytes, c.reserved
 	c.heldBytes, c.staleBytes, c.reserved = 0, 0, 0
+	c.unreleased = nil
 	close(c.rc.stop)
 	c.mu.Unlock()
 	c.settle(released, back)

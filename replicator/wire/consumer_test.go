@@ -566,3 +566,86 @@ func TestConsumerSubscribeTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestConsumerReleaseOnce: Release counts an entry's permits and bytes
+// back once however often it is called for that entry, in the session
+// that delivered it and after a reconnect (its bytes then count as an
+// earlier session's); an entry delivered again is another delivery,
+// released in its turn; an entry this consumer never delivered changes
+// nothing. Released twice, an entry used to hand its permits back twice
+// (more in flight than the window) and its bytes twice (a budget
+// counting less than is held).
+//
+// Fails for: the unreleased check removed from Consumer.Release.
+func TestConsumerReleaseOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		reconnect bool // the session is lost and back before the releases
+		again     bool // e0 is delivered a second time (as redelivered)
+		// release names what is released, in order: "e<i>" the i-th
+		// entry received, "foreign" one this consumer did not deliver.
+		release  []string
+		wantHeld int // entries whose bytes the budget still counts held
+		wantMsgs int64
+	}{
+		{name: "each once", release: []string{"e0", "e1"}, wantHeld: 2, wantMsgs: 2},
+		{name: "the same entry twice", release: []string{"e0", "e0", "e1"}, wantHeld: 2, wantMsgs: 2},
+		{name: "the same entry three times", release: []string{"e2", "e2", "e2"}, wantHeld: 3, wantMsgs: 3},
+		{name: "twice after a reconnect", reconnect: true, release: []string{"e0", "e0", "e1"}, wantHeld: 2},
+		{name: "delivered again: each delivery once", again: true, release: []string{"e0", "e4", "e0", "e4"}, wantHeld: 3, wantMsgs: 3},
+		{name: "not delivered here", release: []string{"foreign", "foreign"}, wantHeld: 4, wantMsgs: 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: time.Hour})
+				budget := newTestBudget(t, 1<<20)
+				cons, fc, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s", Permits: 100, Budget: budget})
+				md := testMetadata(1)
+				for e := uint64(0); e < 4; e++ {
+					fc.sendPayload(&Message{ConsumerID: id, MessageID: EntryID(1, e)}, md, []byte("x"))
+				}
+				if tt.again {
+					fc.sendPayload(&Message{ConsumerID: id, MessageID: EntryID(1, 0), RedeliveryCount: 1}, md, []byte("x"))
+				}
+				synctest.Wait()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				var got []Entry
+				for range 4 + map[bool]int{true: 1}[tt.again] {
+					e, err := cons.Receive(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, e)
+				}
+				size := int64(len(got[0].Metadata) + len(got[0].Payload))
+				if tt.reconnect {
+					fc.send(&CloseConsumer{ConsumerID: id})
+					waitFor(t, "the resubscription", func() bool { return len(b.commands(TypeSubscribe)) == 2 })
+					synctest.Wait()
+				}
+				for _, r := range tt.release {
+					e := Entry{ID: EntryID(1, 9), Metadata: md, Payload: []byte("x"), NumMessages: 1}
+					if r != "foreign" {
+						var i int
+						fmt.Sscanf(r, "e%d", &i)
+						e = got[i]
+					}
+					if err := cons.Release(e); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if h := budget.heldBytes(); h != int64(tt.wantHeld)*size {
+					t.Errorf("the budget counts %d bytes held, want %d (%d entries)", h, int64(tt.wantHeld)*size, tt.wantHeld)
+				}
+				cons.mu.Lock()
+				msgs := cons.held
+				cons.mu.Unlock()
+				if msgs != tt.wantMsgs {
+					t.Errorf("%d messages held in the session's window, want %d", msgs, tt.wantMsgs)
+				}
+			})
+		})
+	}
+}
