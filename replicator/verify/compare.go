@@ -267,6 +267,13 @@ type Partition struct {
 	deferred []Target // unproven claims beyond the source read, oldest first
 	kinds    map[Kind]int
 
+	// evicted counts the expected entries that left the window without a
+	// copy while no later entry had one (NotYetCopied so far), and
+	// evictedAt names the first MaxFindings of them: once a later entry's
+	// copy is found, they are missing (passed).
+	evicted   int64
+	evictedAt []marker.Position
+
 	// keptTotal is the bytes of content the window's records hold;
 	// keptFrom the number of the oldest entry that may hold some.
 	keptTotal int
@@ -392,8 +399,31 @@ func (p *Partition) unsettled(r record) {
 		p.missing(r.pos)
 	default:
 		p.res.NotYetCopied++
+		p.evicted++
+		if len(p.evictedAt) < max(p.cfg.MaxFindings, 1) {
+			p.evictedAt = append(p.evictedAt, r.pos)
+		}
 	}
 	p.broken = true
+}
+
+// passed counts missing the entries evicted as not yet copied (see
+// evicted): a copy of a later entry was just found. Every evicted entry
+// is older than every entry in the window, so the copy is of a later one
+// whatever it is; and a missing entry followed by more than Window
+// entries the pipe does not forward (copies from a third cluster,
+// markers) before the next copy would otherwise end the walk "not yet
+// copied": exit status 0 with an entry lost.
+func (p *Partition) passed() {
+	if p.evicted == 0 {
+		return
+	}
+	p.res.NotYetCopied -= p.evicted
+	p.res.Missing += p.evicted
+	for _, pos := range p.evictedAt {
+		p.find(Finding{Kind: Missing, Origin: pos})
+	}
+	p.evicted, p.evictedAt = 0, p.evictedAt[:0]
 }
 
 func (p *Partition) missing(pos marker.Position) {
@@ -573,6 +603,7 @@ func (p *Partition) judge(t Target) {
 		} else {
 			p.maxMatched, p.anyMatched = o, true
 		}
+		p.passed()
 		p.settle()
 	}
 }

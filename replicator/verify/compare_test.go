@@ -154,6 +154,17 @@ func TestPartition(t *testing.T) {
 			"exp=7 pre=6 lag=0 miss=1 dup=0 div=0 ooo=0 gone=0 only=0 through=0@1000 missing:1"},
 		{"a small window: an old duplicate, judged by its signature", small, "s0 s1 s2 s3 s4 s5", "t0 t1 t2 t3 t4 t5 t0",
 			"exp=6 pre=6 lag=0 miss=0 dup=1 div=0 ooo=0 gone=0 only=0 through=5@1005 duplicated:0@6"},
+		// A loss followed by more than the window of entries not forwarded
+		// (copies from a third cluster, markers) before the next copy: the
+		// lost entry leaves the window before any later copy is seen.
+		{"a small window: a gap, then more than the window not forwarded", small, "s0 s1 k2 k3 k4 k5 s6", "t0 t6",
+			"exp=3 pre=2 lag=0 miss=1 dup=0 div=0 ooo=0 gone=0 only=0 through=0@1000 missing:1"},
+		{"a small window: a gap at the start, then more than the window not forwarded", small, "s0 k1 k2 k3 k4 s5 s6", "t5 t6",
+			"exp=3 pre=2 lag=0 miss=1 dup=0 div=0 ooo=0 gone=0 only=0 through=- missing:0"},
+		{"a small window: two gaps, then more than the window not forwarded", small, "s0 s1 s2 k3 k4 k5 k6 s7", "t0 t7",
+			"exp=4 pre=2 lag=0 miss=2 dup=0 div=0 ooo=0 gone=0 only=0 through=0@1000 missing:1 missing:2"},
+		{"a small window: a copy under way past many not forwarded is lag", small, "s0 s1 k2 k3 k4 k5 s6", "t0",
+			"exp=3 pre=1 lag=2 miss=0 dup=0 div=0 ooo=0 gone=0 only=0 through=0@1000"},
 		{"a small window: a copy later than it reaches", small, "s0 s1 s2 s3 s4 s5 s6", "t0 t2 t3 t4 t5 t6 t1",
 			"exp=7 pre=6 lag=0 miss=1 dup=0 div=0 ooo=1 gone=0 only=0 through=0@1000 missing:1 out-of-order:1@6"},
 	} {
