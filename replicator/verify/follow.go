@@ -129,10 +129,12 @@ const AnchorBack = 100
 // once.
 const InactiveGrace = time.Minute
 
-// foundKinds are the kinds verify_found_total counts: the faults, and
-// target-only (a copy nothing proves, or of an entry the source never
-// had: forged, or written by something other than the pipe).
-var foundKinds = []Kind{Missing, Duplicated, Divergent, OutOfOrder, TargetOnly}
+// foundKinds are the kinds verify_found_total counts: the faults (a copy
+// present but unproven among them: signed under a key not configured, or
+// forged), and target-only (a copy of an entry the source never had, or
+// a second copy nothing proves: forged, or written by something other
+// than the pipe).
+var foundKinds = []Kind{Missing, Duplicated, Divergent, OutOfOrder, PresentUnproven, TargetOnly}
 
 // Continuous verifies one pair's copies continuously; see the top of
 // this file.
@@ -483,7 +485,7 @@ func (v *Continuous) report(part string, f *followed) {
 	}
 	snap := f.cmp.Snapshot()
 	counts := map[Kind]int64{Missing: snap.Missing, Duplicated: snap.Duplicated, Divergent: snap.Divergent,
-		OutOfOrder: snap.OutOfOrder, TargetOnly: snap.TargetOnly}
+		OutOfOrder: snap.OutOfOrder, PresentUnproven: snap.PresentUnproven, TargetOnly: snap.TargetOnly}
 	for _, k := range foundKinds {
 		if d := counts[k] - f.counted[k]; d > 0 {
 			v.cfg.Metrics.Verify.Found.WithLabelValues(v.cfg.Source, v.cfg.Target, string(k)).Add(float64(d))
