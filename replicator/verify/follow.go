@@ -506,6 +506,9 @@ func (v *Continuous) report(part string, f *followed) {
 		if fd.Detail != "" {
 			fields = append(fields, zap.String("detail", fd.Detail))
 		}
+		if fd.Kind == PresentUnproven { // which keys failed, by id (never the key)
+			fields = append(fields, zap.Strings("keys_tried", KeyIDs(v.cfg.Keys)))
+		}
 		if seen[fd.Kind] == 10 {
 			fields = append(fields, zap.String("note", "the first 10 of this kind are logged; later ones are counted only"))
 		}

@@ -224,6 +224,11 @@ func TestContinuous(t *testing.T) {
 			r.write(r.copyOf(9), r.copyOf(8))
 			r.copyAll(10, 20)
 		}, map[Kind]float64{OutOfOrder: 1}},
+		{"a copy signed under another key", func(r *rig) {
+			r.copyAll(0, 6)
+			r.write(forward(r.t, r.sources[6], marker.NewKeys([]byte("another-marker-key-0123456789abcdef")), part, nil))
+			r.copyAll(7, 20)
+		}, map[Kind]float64{PresentUnproven: 1}},
 		{"a signed copy of an entry the source never had", func(r *rig) {
 			r.copyAll(0, 20)
 			e := r.sources[4]
