@@ -109,6 +109,7 @@ func run(binary string, n int, keep bool) error {
 	}
 
 	step("starting geo-sidecar active-active east <-> west (config %s, log %s)", cfgPath, logPath)
+	fmt.Printf("  marker key %s, kept between runs: the copies earlier runs made verify under it\n", keyPath)
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return err
