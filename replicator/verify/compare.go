@@ -412,7 +412,7 @@ func (p *Partition) evict() {
 		// comparison counted it and goes on: see settle).
 		p.broken = p.broken || !p.cfg.Continuous
 	}
-	if r.state == unmatched || r.state == missed {
+	if r.state != skipped && !r.held() {
 		addUnproven(&p.gone, r)
 	}
 	if r.kept != nil {
@@ -635,6 +635,8 @@ func (p *Partition) judge(t Target) {
 		p.res.PresentUnproven++
 		p.find(Finding{Kind: PresentUnproven, Origin: o, Target: &t.Pos,
 			Detail: "same bytes as the source's entry, but its origin signature verifies under none of the keys tried: signed under another marker key, or forged"})
+	case !proof && r.state == missed:
+		p.targetOnly(t, "same bytes as the source's entry, but the origin signature is not valid; after the entry was counted missing")
 	case !proof:
 		p.targetOnly(t, "same bytes as the source's entry, but the origin signature is not valid, and the entry has a copy already")
 	case r.state == missed:
@@ -756,7 +758,7 @@ func addUnproven(u *Unproven, r record) {
 func (p *Partition) notHeld() Unproven {
 	u := p.gone
 	for i := range p.size {
-		if r := p.ring[(p.head+i)%len(p.ring)]; r.state == unmatched || r.state == missed {
+		if r := p.ring[(p.head+i)%len(p.ring)]; r.state != skipped && !r.held() {
 			addUnproven(&u, r)
 		}
 	}
