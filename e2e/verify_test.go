@@ -310,3 +310,100 @@ func TestVerify(t *testing.T) {
 		t.Errorf("verify to a cluster not in the config: exit %d, want 2 naming it (%s)", code, stderr)
 	}
 }
+
+// TestVerifyOlderKey (issue 34 item 9): copies signed under a marker key
+// the config no longer has (a second make demo with a new key, a key
+// changed without a rotation) hold the source's bytes; verify reports
+// them as present but unproven, its own finding that fails it (exit 1),
+// with the ids of the keys it tried and never a key, not as missing and
+// target-only. With the older key accepted (a rotation), they verify.
+func TestVerifyOlderKey(t *testing.T) {
+	UseClusters(t, "east", "west")
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "rekeyed")
+	east := Client(t, "east")
+	weast, wwest := wireClient(t, "east"), wireClient(t, "west")
+	dir := t.TempDir()
+	key, older := markerKey(t), []byte("e2e-older-marker-key-0123456789abcdef")
+	olderFile := filepath.Join(dir, "older.key")
+	if err := os.WriteFile(olderFile, append(slices.Clone(older), '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := Config(FreeAddr(t), []string{"east", "west"}, entry("east", ns, all, "west"))
+	cfg, rotating := filepath.Join(dir, "verify.yaml"), filepath.Join(dir, "rotating.yaml")
+	if err := os.WriteFile(cfg, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withOlder := strings.Replace(base, "  marker_key_file: "+MarkerKeyFile+"\n",
+		"  marker_key_file: "+MarkerKeyFile+"\n  marker_key_accepted_file: "+olderFile+"\n", 1)
+	if withOlder == base {
+		t.Fatal("no marker_key_file line in the test config")
+	}
+	if err := os.WriteFile(rotating, []byte(withOlder), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// The first 20 copied under the older key, the next 20 under the
+	// current one, as the entry pipe copies them.
+	const m, old = 40, 20
+	produceUnbatched(t, east, topic, "k", 0, m)
+	src := readRaw(t, weast, topic, m)
+	var built []wire.Entry
+	for i := range src {
+		k := key
+		if i < old {
+			k = older
+		}
+		built = append(built, forwardLike(t, src[i], k, topic))
+	}
+	sendRaw(t, wwest, topic, "e2e-rebuilder", built...)
+	id := func(e wire.Entry) string {
+		return marker.Position{Ledger: int64(e.ID.Ledger), Entry: int64(e.ID.Entry), Batch: -1}.String()
+	}
+
+	code, rep, stderr := runVerify(t, cfg, topic, "--from", "east", "--to", "west")
+	if code != 1 || len(rep.Partitions) != 1 {
+		t.Fatalf("verify: exit %d, %+v, %s", code, rep, stderr)
+	}
+	p := rep.Partitions[0]
+	var want []string
+	for i := range 10 { // the first 10 of a kind are named
+		want = append(want, "present-unproven@"+id(src[i]))
+	}
+	if got := kinds(p); !slices.Equal(got, want) || p.PresentUnproven != old || p.Present != m-old ||
+		p.Missing+p.TargetOnly+p.Duplicated+p.Divergent+p.OutOfOrder+p.NotYetCopied != 0 ||
+		p.NotHeld != nil || p.Through != nil || rep.Faults != old {
+		t.Errorf("copies under an older key: findings %v, want %v; %+v", got, want, p)
+	}
+	if !slices.Equal(rep.Keys, []string{verify.KeyID(key)}) {
+		t.Errorf("keys tried %v, want the current key's id %s", rep.Keys, verify.KeyID(key))
+	}
+	for _, f := range p.Findings {
+		if !strings.Contains(f.Detail, "none of the keys tried") {
+			t.Errorf("finding %+v: the detail does not say the keys tried failed", f)
+		}
+	}
+
+	// The text report: the ids tried, the count, and no key.
+	out, err := exec.Command(Binary, "verify", "--config", cfg, "--topic", topic, "--from", "east", "--to", "west").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("verify (text): %v, want exit 1\n%s", err, out)
+	}
+	for _, s := range []string{"marker keys tried    current " + verify.KeyID(key), "present but unproven 20", "of which 20 present but unproven"} {
+		if !bytes.Contains(out, []byte(s)) {
+			t.Errorf("verify (text) does not say %q:\n%s", s, out)
+		}
+	}
+	if bytes.Contains(out, key) || bytes.Contains(out, older) {
+		t.Errorf("verify (text) prints a key:\n%s", out)
+	}
+
+	// The older key accepted: every copy proven.
+	code, rep, stderr = runVerify(t, rotating, topic, "--from", "east", "--to", "west")
+	if code != 0 || len(rep.Partitions) != 1 || rep.Partitions[0].Present != m || rep.Partitions[0].PresentUnproven != 0 ||
+		rep.Partitions[0].Through == nil || rep.Partitions[0].Through.Origin != id(src[m-1]) ||
+		!slices.Equal(rep.Keys, []string{verify.KeyID(key), verify.KeyID(older)}) {
+		t.Errorf("verify with the older key accepted: exit %d, %+v (%s)", code, rep, stderr)
+	}
+}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -175,3 +176,115 @@ func TestVerifyContinuous(t *testing.T) {
 // maxVerifyAge is "a few seconds": the verified-through age of a copy
 // that keeps up, at a 1 s interval on a loaded test bed.
 const maxVerifyAge = 5
+
+// TestVerifyContinuousSessionRestart (issue 34 item 1): the verifier
+// keeps a partition's walk while the partition's session restarts. The
+// sidecar's cursor on east is made a standby for a few rounds (a Failover
+// consumer whose name sorts first takes the subscription, as another
+// instance would, then leaves: the session ends and starts again, its
+// cursor inactive meanwhile, as after a failed send or a cursor
+// reconnect but for longer than the 0.2 to 10 s backoff needs to be
+// seen); meanwhile a copy of an entry more than verify.AnchorBack entries
+// back is written again to west. The walk goes on from where it stopped
+// once the cursor is active again: the duplicate is counted, the age
+// series stays through the restart, and GeoSidecarCopyFault fires. (A
+// verifier that forgot the partition would start again 100 entries
+// before west's end and take the copy for one before its range.)
+func TestVerifyContinuousSessionRestart(t *testing.T) {
+	UseClusters(t, "east", "west")
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "cr")
+	part0 := topic + "-partition-0"
+	label := strings.TrimPrefix(topic, "persistent://")
+	CreatePartitioned(t, topic, 1, "east", "west")
+	east := Client(t, "east")
+	weast, wwest := wireClient(t, "east"), wireClient(t, "west")
+
+	listen := FreeAddr(t)
+	cfg := Config(listen, []string{"east", "west"}, entry("east", ns, "topics: [cr]", "west"))
+	cfg = strings.Replace(cfg, "sidecar:\n", "sidecar:\n  verify:\n    interval: 1s\n", 1)
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	side := StartSidecarFile(t, path, listen)
+	alerts := watchAlerts(t, side, `geo_sidecar_verify_found_total{kind="duplicated"`)
+	Eventually(t, 20*time.Second, func() error {
+		if _, ok := verifyAge(side, label); !ok {
+			return fmt.Errorf("no verified-through age of %s yet", label)
+		}
+		return nil
+	})
+	time.Sleep(1500 * time.Millisecond)
+
+	const n = 150 // more than verify.AnchorBack
+	produceUnbatched(t, east, topic, "c", 0, n)
+	Eventually(t, 60*time.Second, func() error {
+		age, ok := verifyAge(side, label)
+		if read := side.Metric("geo_sidecar_verify_read_messages_total"); !ok || age > maxVerifyAge || read < 2*n {
+			return fmt.Errorf("age %v s (series: %v), %v messages read", age, ok, read)
+		}
+		return nil
+	})
+	if f := verifyFaults(side); f != "missing=0 duplicated=0 divergent=0 out-of-order=0 target-only=0" {
+		t.Fatalf("clean copy: %s", f)
+	}
+	copies := readRaw(t, wwest, part0, 10)
+
+	// The sidecar's cursor made a standby: its session ends (errStandby)
+	// and the next one waits inactive.
+	const sub, holderName = "geo-sidecar.repl.west", "0-e2e-holder"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	holder, err := wire.Subscribe(ctx, weast, wire.ConsumerOptions{Topic: part0, Subscription: sub, Name: holderName,
+		Permits: 1, NoTopicCreation: true})
+	if err != nil {
+		t.Fatalf("attach %s to %s: %v", holderName, sub, err)
+	}
+	Eventually(t, 20*time.Second, func() error {
+		if a := subStatsOf(t, "east", part0, sub).ActiveConsumerName; a != holderName {
+			return fmt.Errorf("active consumer %q", a)
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // three verifier rounds with the partition inactive here
+	sendRaw(t, wwest, part0, "e2e-injector", copies[3])
+	produceUnbatched(t, east, topic, "d", 0, 10) // copied once the sidecar is active again
+	time.Sleep(2 * time.Second)
+	if _, ok := verifyAge(side, label); !ok {
+		t.Error("age series gone while the session restarts")
+	}
+	holder.Close()
+	Eventually(t, 20*time.Second, func() error {
+		if a := subStatsOf(t, "east", part0, sub).ActiveConsumerName; a == holderName || a == "" {
+			return fmt.Errorf("active consumer %q", a)
+		}
+		return nil
+	})
+
+	Eventually(t, 30*time.Second, func() error {
+		if verifyFound(side, "duplicated") != 1 {
+			return fmt.Errorf("found %s", verifyFaults(side))
+		}
+		return nil
+	})
+	foundTick := alerts.now()
+	time.Sleep(3 * time.Second) // three more rounds: nothing counted twice
+	if f := verifyFaults(side); f != "missing=0 duplicated=1 divergent=0 out-of-order=0 target-only=0" {
+		t.Errorf("after a duplicate written during a session restart: %s", f)
+	}
+	for alerts.now() <= foundTick {
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err := alerts.firing(t, "GeoSidecarCopyFault", alerts.now(), map[string]string{"source": "east", "target": "west", "kind": "duplicated"}); err != nil {
+		t.Error(err)
+	}
+	Eventually(t, 30*time.Second, func() error {
+		if age, ok := verifyAge(side, label); !ok || age > maxVerifyAge {
+			return fmt.Errorf("age %v s (series: %v): verified-through should move on past the duplicate", age, ok)
+		}
+		return nil
+	})
+	t.Logf("whole test %.1f s", time.Since(start).Seconds())
+}

@@ -138,6 +138,9 @@ func printRPO(w io.Writer, r drill.Report) {
 	case !p.Measured:
 		fmt.Fprintf(w, "  RPO                  not measured: %s\n", p.Error)
 		return
+	case p.Messages == 0 && p.Unproven > 0:
+		fmt.Fprintf(w, "  RPO                  0 messages, 0s: %s held a copy of everything %s held at the switch, %d entries of it unproven (ends taken %.1fs after it; read from %s)\n",
+			r.To, r.From, p.Unproven, p.MarkedAfter, p.Since)
 	case p.Messages == 0:
 		fmt.Fprintf(w, "  RPO                  0 messages, 0s: %s held a proven copy of everything %s held at the switch (ends taken %.1fs after it; read from %s)\n",
 			r.To, r.From, p.MarkedAfter, p.Since)
@@ -146,12 +149,16 @@ func printRPO(w io.Writer, r drill.Report) {
 		if p.AtLeast {
 			least = "at least "
 		}
-		fmt.Fprintf(w, "  RPO                  %s%d messages (%d entries), %.1fs of traffic: what %s held at the switch and %s did not, proven (ends taken %.1fs after it; read from %s)\n",
+		fmt.Fprintf(w, "  RPO                  %s%d messages (%d entries), %.1fs of traffic: what %s held at the switch and %s did not (ends taken %.1fs after it; read from %s)\n",
 			least, p.Messages, p.Entries, p.Seconds, r.From, r.To, p.MarkedAfter, p.Since)
 	}
 	if p.Faults > 0 {
 		fmt.Fprintf(w, "  copy faults          %d missing, duplicated, divergent or out of order: run geo-sidecar verify --topic %s --from %s --to %s\n",
 			p.Faults, r.Topic, r.From, r.To)
+	}
+	if p.Unproven > 0 {
+		fmt.Fprintf(w, "  unproven copies      %d entries: %s holds their bytes, but under origin signatures no configured marker key verifies (another key, or forged); held, so not in the RPO: run geo-sidecar verify --topic %s --from %s --to %s\n",
+			p.Unproven, r.To, r.Topic, r.From, r.To)
 	}
 }
 
@@ -224,8 +231,9 @@ func (p *verifyProver) Close() {
 func proofs(rep verify.Report) []drill.Proof {
 	out := make([]drill.Proof, 0, len(rep.Partitions))
 	for _, p := range rep.Partitions {
-		u := p.Unproven
-		pr := drill.Proof{Partition: p.Partition, Entries: u.Entries, Messages: u.Messages, Faults: p.Faults()}
+		u := p.NotHeld // what the target does not hold, proven or not: the RPO
+		pr := drill.Proof{Partition: p.Partition, Entries: u.Entries, Messages: u.Messages,
+			Unproven: p.PresentUnproven, Faults: p.CopyFaults()}
 		if p.Through != nil {
 			pr.Through = time.UnixMilli(p.Through.PublishTime)
 		}

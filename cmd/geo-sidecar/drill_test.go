@@ -101,12 +101,17 @@ failover drill east -> west on persistent://shop/orders/geo-sidecar-drill, subsc
 		{"RPO", func(r *drill.Report) {
 			r.RPO = drill.RPO{Measured: true, Messages: 500, Entries: 37, Seconds: 4.96, MarkedAfter: 0.12, Since: "2026-12-06T03:00:00Z"}
 		}, strings.Replace(want, rpo0,
-			"  RPO                  500 messages (37 entries), 5.0s of traffic: what east held at the switch and west did not, proven (ends taken 0.1s after it; read from 2026-12-06T03:00:00Z)\n", 1)},
+			"  RPO                  500 messages (37 entries), 5.0s of traffic: what east held at the switch and west did not (ends taken 0.1s after it; read from 2026-12-06T03:00:00Z)\n", 1)},
 		{"RPO at least, with faults", func(r *drill.Report) {
 			r.RPO = drill.RPO{Measured: true, Messages: 2, Entries: 2, Seconds: 0.5, AtLeast: true, Faults: 1, MarkedAfter: 3.04, Since: "2026-12-06T03:00:00Z"}
 		}, strings.Replace(want, rpo0,
-			"  RPO                  at least 2 messages (2 entries), 0.5s of traffic: what east held at the switch and west did not, proven (ends taken 3.0s after it; read from 2026-12-06T03:00:00Z)\n"+
+			"  RPO                  at least 2 messages (2 entries), 0.5s of traffic: what east held at the switch and west did not (ends taken 3.0s after it; read from 2026-12-06T03:00:00Z)\n"+
 				"  copy faults          1 missing, duplicated, divergent or out of order: run geo-sidecar verify --topic persistent://shop/orders/geo-sidecar-drill --from east --to west\n", 1)},
+		{"copies held but unproven", func(r *drill.Report) {
+			r.RPO = drill.RPO{Measured: true, Unproven: 50, MarkedAfter: 0.12, Since: "2026-12-06T03:00:00Z"}
+		}, strings.Replace(want, rpo0,
+			"  RPO                  0 messages, 0s: west held a copy of everything east held at the switch, 50 entries of it unproven (ends taken 0.1s after it; read from 2026-12-06T03:00:00Z)\n"+
+				"  unproven copies      50 entries: west holds their bytes, but under origin signatures no configured marker key verifies (another key, or forged); held, so not in the RPO: run geo-sidecar verify --topic persistent://shop/orders/geo-sidecar-drill --from east --to west\n", 1)},
 		{"RPO not measured", func(r *drill.Report) { r.RPO = drill.RPO{Error: "east: last entry: closed"} },
 			strings.Replace(want, rpo0, "  RPO                  not measured: east: last entry: closed\n", 1)},
 		{"kept", func(r *drill.Report) { r.Kept = true }, want +
@@ -127,20 +132,29 @@ failover drill east -> west on persistent://shop/orders/geo-sidecar-drill, subsc
 }
 
 // TestProofs: what the drill's RPO takes from a verify report: per
-// partition, what lies past verified-through and the publish times that
-// date it (none for a partition with nothing proven, or nothing unproven).
+// partition, what the target does not hold (not what lies past
+// verified-through: copies after a gap, and copies present but unproven,
+// are held) and the publish times that date it (none for a partition
+// with nothing proven, or nothing not held); copies present but
+// unproven apart from the copy faults.
 func TestProofs(t *testing.T) {
 	ms := func(v int64) time.Time { return time.UnixMilli(v) }
 	rep := verify.Report{Partitions: []verify.PartitionReport{
 		{Partition: "p0", Result: verify.Result{Through: &verify.Through{PublishTime: 1000}}},
 		{Partition: "p1", Result: verify.Result{Through: &verify.Through{PublishTime: 1000}, Missing: 1, Divergent: 1,
-			Unproven: verify.Unproven{Entries: 3, Messages: 30, FirstPublishTime: 1100, LastPublishTime: 2400}}},
-		{Partition: "p2", Result: verify.Result{Unproven: verify.Unproven{Entries: 1, Messages: 5, FirstPublishTime: 900, LastPublishTime: 900}}},
+			Unproven: verify.Unproven{Entries: 3, Messages: 30, FirstPublishTime: 1100, LastPublishTime: 2400},
+			NotHeld:  verify.Unproven{Entries: 2, Messages: 20, FirstPublishTime: 1100, LastPublishTime: 1700}}},
+		{Partition: "p2", Result: verify.Result{
+			Unproven: verify.Unproven{Entries: 1, Messages: 5, FirstPublishTime: 900, LastPublishTime: 900},
+			NotHeld:  verify.Unproven{Entries: 1, Messages: 5, FirstPublishTime: 900, LastPublishTime: 900}}},
+		{Partition: "p3", Result: verify.Result{PresentUnproven: 50,
+			Unproven: verify.Unproven{Entries: 100, Messages: 2000, FirstPublishTime: 900, LastPublishTime: 2900}}},
 	}}
 	want := []drill.Proof{
 		{Partition: "p0", Through: ms(1000)},
-		{Partition: "p1", Through: ms(1000), Entries: 3, Messages: 30, First: ms(1100), Last: ms(2400), Faults: 2},
+		{Partition: "p1", Through: ms(1000), Entries: 2, Messages: 20, First: ms(1100), Last: ms(1700), Faults: 2},
 		{Partition: "p2", Entries: 1, Messages: 5, First: ms(900), Last: ms(900)},
+		{Partition: "p3", Unproven: 50},
 	}
 	if got := proofs(rep); !reflect.DeepEqual(got, want) {
 		t.Errorf("proofs\n%+v\nwant\n%+v", got, want)

@@ -27,7 +27,9 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 		"replication cursor is touched), and reports per partition whether --to holds every entry of\n"+
 		"--from that the sidecar forwards, once, unchanged and in order, and through which origin position\n"+
 		"and publish time that is proven. Exit status 0: nothing missing, duplicated, divergent or out of\n"+
-		"order; 1: something is (the report names the first positions); 2: it could not verify.", stderr)
+		"order, and every copy's origin proven; 1: something is, or a copy holds an entry's bytes under an\n"+
+		"origin signature no configured marker key verifies (present-unproven: the report names the first\n"+
+		"positions and the ids of the keys tried); 2: it could not verify.", stderr)
 	var (
 		topic, from, to, since string
 		asJSON, complete       bool
@@ -218,13 +220,20 @@ func printVerify(w io.Writer, r verify.Report) {
 		auth = "no marker key: origins taken at their word, digests compared"
 	}
 	fmt.Fprintf(w, "verify %s -> %s on %s (%s)\n", r.From, r.To, r.Topic, auth)
+	if len(r.Keys) > 0 {
+		fmt.Fprintf(w, "  marker keys tried    %s\n", keyList(r.Keys))
+	}
 	if !r.Since.IsZero() {
 		fmt.Fprintf(w, "  since %s\n", r.Since.UTC().Format(time.RFC3339))
 	}
 	for _, p := range r.Partitions {
 		fmt.Fprintf(w, "\n%s\n", p.Partition)
-		fmt.Fprintf(w, "  expected %d, present %d, not yet copied %d; missing %d, duplicated %d, divergent %d, out of order %d\n",
+		fmt.Fprintf(w, "  expected %d, present %d, not yet copied %d; missing %d, duplicated %d, divergent %d, out of order %d",
 			p.Expected, p.Present, p.NotYetCopied, p.Missing, p.Duplicated, p.Divergent, p.OutOfOrder)
+		if p.PresentUnproven > 0 {
+			fmt.Fprintf(w, "; present but unproven %d", p.PresentUnproven)
+		}
+		fmt.Fprintln(w)
 		fmt.Fprintf(w, "  source-gone %d, target-only %d; source entries %d (not forwarded %d), target entries %d (local %d, other origins %d, markers %d, unreadable %d)\n",
 			p.SourceGone, p.TargetOnly, p.SourceEntries, p.Skipped, p.TargetEntries, p.Local, p.OtherOrigin, p.Markers, p.Unreadable)
 		if p.BeforeRange > 0 {
@@ -254,9 +263,25 @@ func printVerify(w io.Writer, r verify.Report) {
 	fmt.Fprintf(w, "\nread %d messages, %.1f MiB in %s\n", r.Messages, float64(r.Bytes)/(1<<20), r.Elapsed.Round(time.Millisecond))
 	if n := r.Faults(); n > 0 {
 		fmt.Fprintf(w, "FAULTS: %d\n", n)
+		if u := r.PresentUnproven(); u > 0 {
+			fmt.Fprintf(w, "  of which %d present but unproven: %s holds the entries' bytes, but their origin signatures verify under none of the marker keys tried (%s): copies signed under another key (one this config does not accept, such as the key before a change), or forged by someone who can write to %s\n",
+				u, r.To, keyList(r.Keys), r.To)
+		}
 	} else if n := notYetCopied(r); n > 0 {
 		fmt.Fprintf(w, "ok through verified-through: nothing missing, duplicated, divergent or out of order; %d entries NOT YET COPIED after it\n", n)
 	} else {
 		fmt.Fprintln(w, "ok: nothing missing, duplicated, divergent or out of order")
 	}
+}
+
+// keyList is the key ids tried, the current one named as such.
+func keyList(ids []string) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	out := "current " + ids[0]
+	if len(ids) > 1 {
+		out += ", accepted " + strings.Join(ids[1:], ", ")
+	}
+	return out
 }

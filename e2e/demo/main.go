@@ -67,8 +67,14 @@ func run(binary string, n int, keep bool) error {
 	if err != nil {
 		return err
 	}
-	keyPath := filepath.Join(dir, "marker.key")
-	if err := os.WriteFile(keyPath, []byte(fmt.Sprintf("demo-key-%d-0123456789abcdef\n", time.Now().UnixNano())), 0o600); err != nil {
+	// The same marker key every run (see markerKeyFile): the copies of
+	// earlier runs on these clusters verify under it.
+	state, err := demoStateDir()
+	if err != nil {
+		return err
+	}
+	keyPath, err := markerKeyFile(state)
+	if err != nil {
 		return err
 	}
 	cfgPath := filepath.Join(dir, "demo.yaml")
@@ -103,6 +109,7 @@ func run(binary string, n int, keep bool) error {
 	}
 
 	step("starting geo-sidecar active-active east <-> west (config %s, log %s)", cfgPath, logPath)
+	fmt.Printf("  marker key %s, kept between runs: the copies earlier runs made verify under it\n", keyPath)
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return err

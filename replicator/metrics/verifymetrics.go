@@ -14,7 +14,7 @@ import (
 // what the pipe believes it sent.
 type VerifyMetrics struct {
 	// Found counts the faults found on a pair's copies, by kind
-	// (missing, duplicated, divergent, out-of-order, target-only): one
+	// (missing, duplicated, divergent, out-of-order, present-unproven, target-only): one
 	// increment per entry at fault.
 	Found *prometheus.CounterVec
 	// Read counts the messages the verifier read, both sides together:
@@ -27,7 +27,7 @@ type VerifyMetrics struct {
 func newVerifyMetrics(ns string) *VerifyMetrics {
 	return &VerifyMetrics{
 		Found: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
-			Name: "verify_found_total", Help: "Entries the continuous verifier found at fault on the target's copy, by kind (missing, duplicated, divergent, out-of-order, target-only); see docs/verify.md."},
+			Name: "verify_found_total", Help: "Entries the continuous verifier found at fault on the target's copy, by kind (missing, duplicated, divergent, out-of-order, present-unproven, target-only); see docs/verify.md."},
 			[]string{"source", "target", "kind"}),
 		Read: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 			Name: "verify_read_messages_total", Help: "Messages the continuous verifier read, both sides together (bounded by sidecar.verify.max_messages_per_second)."},

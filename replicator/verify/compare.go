@@ -137,15 +137,24 @@ type Config struct {
 // Kind is what a finding is.
 type Kind string
 
-// Findings. The first four are faults (exit status 1); the others are
+// Findings. The first five are faults (exit status 1); the others are
 // facts of the topics.
 const (
 	Missing    Kind = "missing"      // an expected entry with no copy, while later ones have theirs
 	Duplicated Kind = "duplicated"   // a second copy of an entry, same bytes
 	Divergent  Kind = "divergent"    // a copy naming an entry, with other bytes
 	OutOfOrder Kind = "out-of-order" // a copy that landed after a copy of a later entry
-	SourceGone Kind = "source-gone"  // a proven copy of an entry the source no longer holds
-	TargetOnly Kind = "target-only"  // claims the source, but the source never had it or nothing proves it
+	// PresentUnproven: the first copy of an expected entry holds exactly
+	// its bytes, but its origin signature verifies under none of the keys
+	// tried: signed under another marker key (one not configured, such as
+	// the key before a rotation), or forged by someone who can write to
+	// the target. The target holds the entry (it is not missing, and not
+	// in the drill's RPO), but nothing proves the pipe put it there, so
+	// it is not present either: a fault, and verified-through stops
+	// before it.
+	PresentUnproven Kind = "present-unproven"
+	SourceGone      Kind = "source-gone" // a proven copy of an entry the source no longer holds
+	TargetOnly      Kind = "target-only" // claims the source, but the source never had it, or a second copy nothing proves
 )
 
 // Finding is one entry found at fault, or of note.
@@ -186,6 +195,9 @@ type Result struct {
 	// still under way, not a loss.
 	NotYetCopied                                                       int64
 	Missing, Duplicated, Divergent, OutOfOrder, SourceGone, TargetOnly int64
+	// PresentUnproven are expected entries whose copy holds their bytes
+	// under an origin no key tried proves (see the Kind).
+	PresentUnproven int64
 	// Target entries that do not claim the source.
 	Local, OtherOrigin, Markers, Unreadable int64
 	// BeforeRange: copies of entries before the range (--since).
@@ -193,6 +205,14 @@ type Result struct {
 	Through     *Through // nil: not even the first expected entry is proven
 	// Unproven is what of the source read lies past Through.
 	Unproven Unproven
+	// NotHeld is what of the source read the target holds no copy of
+	// with its bytes, proven or not: the expected entries not yet
+	// copied, missing, or whose every copy differs. Unlike Unproven it
+	// leaves out what a failover would still deliver (copies after a
+	// gap, copies present but unproven): the drill's RPO. A copy judged
+	// by its signature alone (one landing later than the window reaches)
+	// does not make its entry held.
+	NotHeld  Unproven
 	Findings []Finding
 }
 
@@ -209,9 +229,15 @@ type Unproven struct {
 	FirstPublishTime, LastPublishTime int64
 }
 
-// Faults is the number of faults found: missing, duplicated, divergent
-// and out-of-order entries.
-func (r *Result) Faults() int64 { return r.Missing + r.Duplicated + r.Divergent + r.OutOfOrder }
+// Faults is the number of faults found: missing, duplicated, divergent,
+// out-of-order entries, and copies present but unproven.
+func (r *Result) Faults() int64 {
+	return r.Missing + r.Duplicated + r.Divergent + r.OutOfOrder + r.PresentUnproven
+}
+
+// CopyFaults is Faults but for the copies present but unproven: the
+// entries a broken copy lost, doubled, changed or reordered.
+func (r *Result) CopyFaults() int64 { return r.Missing + r.Duplicated + r.Divergent + r.OutOfOrder }
 
 // record is a source entry in the window.
 type record struct {
@@ -236,7 +262,12 @@ const (
 	matched                // expected, its copy found
 	skipped                // not expected
 	missed                 // expected, counted missing (Continuous: Round)
+	unproven               // expected, a copy with its bytes found, its origin not proven (PresentUnproven)
 )
+
+// held reports whether the target holds a copy of the record's entry
+// with its bytes, proven or not.
+func (r *record) held() bool { return r.state == matched || r.state == unproven }
 
 // Partition compares one partition. Feed it with Source in source
 // position order and Target in target position order, interleaved as
@@ -266,6 +297,16 @@ type Partition struct {
 
 	deferred []Target // unproven claims beyond the source read, oldest first
 	kinds    map[Kind]int
+
+	// evicted counts the expected entries that left the window without a
+	// copy while no later entry had one (NotYetCopied so far), and
+	// evictedAt names the first MaxFindings of them: once a later entry's
+	// copy is found, they are missing (passed).
+	evicted   int64
+	evictedAt []marker.Position
+	// gone is NotHeld of the expected entries that left the window
+	// without a copy with their bytes (none can come: see NotHeld).
+	gone Unproven
 
 	// keptTotal is the bytes of content the window's records hold;
 	// keptFrom the number of the oldest entry that may hold some.
@@ -363,8 +404,16 @@ func (p *Partition) AddSource(s Source) {
 // not yet copied otherwise.
 func (p *Partition) evict() {
 	r := p.ring[p.head]
-	if r.state == unmatched {
+	switch r.state {
+	case unmatched:
 		p.unsettled(r)
+	case unproven:
+		// Not proven: nothing after it is proven complete (a continuous
+		// comparison counted it and goes on: see settle).
+		p.broken = p.broken || !p.cfg.Continuous
+	}
+	if r.state != skipped && !r.held() {
+		addUnproven(&p.gone, r)
 	}
 	if r.kept != nil {
 		p.keptTotal -= len(r.kept)
@@ -392,8 +441,31 @@ func (p *Partition) unsettled(r record) {
 		p.missing(r.pos)
 	default:
 		p.res.NotYetCopied++
+		p.evicted++
+		if len(p.evictedAt) < max(p.cfg.MaxFindings, 1) {
+			p.evictedAt = append(p.evictedAt, r.pos)
+		}
 	}
 	p.broken = true
+}
+
+// passed counts missing the entries evicted as not yet copied (see
+// evicted): a copy of a later entry was just found. Every evicted entry
+// is older than every entry in the window, so the copy is of a later one
+// whatever it is; and a missing entry followed by more than Window
+// entries the pipe does not forward (copies from a third cluster,
+// markers) before the next copy would otherwise end the walk "not yet
+// copied": exit status 0 with an entry lost.
+func (p *Partition) passed() {
+	if p.evicted == 0 {
+		return
+	}
+	p.res.NotYetCopied -= p.evicted
+	p.res.Missing += p.evicted
+	for _, pos := range p.evictedAt {
+		p.find(Finding{Kind: Missing, Origin: pos})
+	}
+	p.evicted, p.evictedAt = 0, p.evictedAt[:0]
 }
 
 func (p *Partition) missing(pos marker.Position) {
@@ -403,11 +475,13 @@ func (p *Partition) missing(pos marker.Position) {
 
 // settle moves front past the entries that are proven (copied or not
 // expected), and Through with it; what it passes is no longer Unproven.
+// A copy present but unproven stops it as a missing one does, but in a
+// continuous comparison, which passes what it counted at fault.
 func (p *Partition) settle() {
 	u := &p.res.Unproven
 	for !p.broken && p.front < p.base+int64(p.size) {
 		r := &p.ring[(p.head+int(p.front-p.base))%len(p.ring)]
-		if r.state == unmatched {
+		if r.state == unmatched || (r.state == unproven && !p.cfg.Continuous) {
 			u.FirstPublishTime = r.publish // the first expected entry past Through
 			return
 		}
@@ -553,8 +627,18 @@ func (p *Partition) judge(t Target) {
 			d += "; origin signature not valid"
 		}
 		p.find(Finding{Kind: Divergent, Origin: o, Target: &t.Pos, Detail: d})
+	case !proof && r.state == unmatched:
+		// The target holds the entry, but nothing proves the pipe put it
+		// there: its own finding, not missing (a copy under an old key
+		// after a key change) and not present (a forgery).
+		r.state, r.copyAt = unproven, t.Pos
+		p.res.PresentUnproven++
+		p.find(Finding{Kind: PresentUnproven, Origin: o, Target: &t.Pos,
+			Detail: "same bytes as the source's entry, but its origin signature verifies under none of the keys tried: signed under another marker key, or forged"})
+	case !proof && r.state == missed:
+		p.targetOnly(t, "same bytes as the source's entry, but the origin signature is not valid; after the entry was counted missing")
 	case !proof:
-		p.targetOnly(t, "same bytes as the source's entry, but the origin signature is not valid")
+		p.targetOnly(t, "same bytes as the source's entry, but the origin signature is not valid, and the entry has a copy already")
 	case r.state == missed:
 		// Counted missing at a round's end; here it is, late.
 		r.state, r.copyAt = matched, t.Pos
@@ -564,7 +648,7 @@ func (p *Partition) judge(t Target) {
 	case r.state == matched:
 		p.res.Duplicated++
 		p.find(Finding{Kind: Duplicated, Origin: o, Target: &t.Pos})
-	default:
+	default: // unmatched, or present but unproven: its first proven copy
 		r.state, r.copyAt = matched, t.Pos
 		p.res.Present++
 		if p.anyMatched && o.Compare(p.maxMatched) < 0 {
@@ -573,6 +657,7 @@ func (p *Partition) judge(t Target) {
 		} else {
 			p.maxMatched, p.anyMatched = o, true
 		}
+		p.passed()
 		p.settle()
 	}
 }
@@ -658,11 +743,34 @@ func (p *Partition) find(f Finding) {
 	p.res.Findings = append(p.res.Findings, f)
 }
 
+// addUnproven counts r's entry in u, after the entries counted there.
+func addUnproven(u *Unproven, r record) {
+	if u.Entries == 0 {
+		u.FirstPublishTime = r.publish
+	}
+	u.Entries++
+	u.Messages += int64(r.msgs)
+	u.LastPublishTime = r.publish
+}
+
+// notHeld is Result.NotHeld now: the entries evicted without a copy with
+// their bytes, then those in the window.
+func (p *Partition) notHeld() Unproven {
+	u := p.gone
+	for i := range p.size {
+		if r := p.ring[(p.head+i)%len(p.ring)]; r.state != skipped && !r.held() {
+			addUnproven(&u, r)
+		}
+	}
+	return u
+}
+
 // Snapshot is the verdict so far, without judging what is still in the
 // window: the counts of what was judged, and Through (a verifier that
 // runs continuously reports these as it goes).
 func (p *Partition) Snapshot() Result {
 	r := p.res
+	r.NotHeld = p.notHeld()
 	r.Findings = append([]Finding(nil), p.res.Findings...)
 	if p.res.Through != nil {
 		th := *p.res.Through
@@ -738,6 +846,7 @@ func (p *Partition) Finish() Result {
 			p.unsettled(r)
 		}
 	}
+	p.res.NotHeld = p.notHeld()
 	p.size = 0
 	return p.res
 }

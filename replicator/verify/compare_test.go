@@ -76,6 +76,9 @@ func brief(r Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "exp=%d pre=%d lag=%d miss=%d dup=%d div=%d ooo=%d gone=%d only=%d",
 		r.Expected, r.Present, r.NotYetCopied, r.Missing, r.Duplicated, r.Divergent, r.OutOfOrder, r.SourceGone, r.TargetOnly)
+	if r.PresentUnproven > 0 {
+		fmt.Fprintf(&b, " unp=%d", r.PresentUnproven)
+	}
 	if r.Through != nil {
 		fmt.Fprintf(&b, " through=%d@%d", r.Through.Origin.Entry, r.Through.PublishTime)
 	} else {
@@ -130,8 +133,18 @@ func TestPartition(t *testing.T) {
 			"exp=3 pre=3 lag=0 miss=0 dup=0 div=1 ooo=0 gone=0 only=0 through=2@1002 divergent:1@3"},
 		{"divergent instead of the copy", auth, "s0 s1 s2", "t0 x1 t2",
 			"exp=3 pre=2 lag=0 miss=1 dup=0 div=1 ooo=0 gone=0 only=0 through=0@1000 divergent:1@1 missing:1"},
-		{"unsigned same bytes is no proof", auth, "s0 s1 s2", "t0 u1 t2",
-			"exp=3 pre=2 lag=0 miss=1 dup=0 div=0 ooo=0 gone=0 only=1 through=0@1000 target-only:1@1 missing:1"},
+		// Same bytes under an origin no key proves: held, not missing; not
+		// present either, and verified-through stops before it.
+		{"unsigned same bytes is no proof, but no loss", auth, "s0 s1 s2", "t0 u1 t2",
+			"exp=3 pre=2 lag=0 miss=0 dup=0 div=0 ooo=0 gone=0 only=0 unp=1 through=0@1000 present-unproven:1@1"},
+		{"copies under an older key, then under the current one", auth, "s0 s1 s2 s3", "u0 u1 t2 t3",
+			"exp=4 pre=2 lag=0 miss=0 dup=0 div=0 ooo=0 gone=0 only=0 unp=2 through=- present-unproven:0@0 present-unproven:1@1"},
+		{"an unproven copy, then the proven one", auth, "s0 s1 s2", "t0 u1 t1 t2",
+			"exp=3 pre=3 lag=0 miss=0 dup=0 div=0 ooo=0 gone=0 only=0 unp=1 through=2@1002 present-unproven:1@1"},
+		{"an unproven copy after the proven one", auth, "s0 s1 s2", "t0 t1 u1 t2",
+			"exp=3 pre=3 lag=0 miss=0 dup=0 div=0 ooo=0 gone=0 only=1 through=2@1002 target-only:1@2"},
+		{"a small window: an unproven copy left behind stops verified-through", small, "s0 s1 s2 s3 s4 s5", "t0 u1 t2 t3 t4 t5",
+			"exp=6 pre=5 lag=0 miss=0 dup=0 div=0 ooo=0 gone=0 only=0 unp=1 through=0@1000 present-unproven:1@1"},
 		{"unsigned other bytes is divergent", auth, "s0 s1 s2", "t0 t1 t2 y1",
 			"exp=3 pre=3 lag=0 miss=0 dup=0 div=1 ooo=0 gone=0 only=0 through=2@1002 divergent:1@3"},
 		{"a position the source never had", auth, "s0 s2 s3", "t0 t1 t2 t3",
@@ -154,6 +167,17 @@ func TestPartition(t *testing.T) {
 			"exp=7 pre=6 lag=0 miss=1 dup=0 div=0 ooo=0 gone=0 only=0 through=0@1000 missing:1"},
 		{"a small window: an old duplicate, judged by its signature", small, "s0 s1 s2 s3 s4 s5", "t0 t1 t2 t3 t4 t5 t0",
 			"exp=6 pre=6 lag=0 miss=0 dup=1 div=0 ooo=0 gone=0 only=0 through=5@1005 duplicated:0@6"},
+		// A loss followed by more than the window of entries not forwarded
+		// (copies from a third cluster, markers) before the next copy: the
+		// lost entry leaves the window before any later copy is seen.
+		{"a small window: a gap, then more than the window not forwarded", small, "s0 s1 k2 k3 k4 k5 s6", "t0 t6",
+			"exp=3 pre=2 lag=0 miss=1 dup=0 div=0 ooo=0 gone=0 only=0 through=0@1000 missing:1"},
+		{"a small window: a gap at the start, then more than the window not forwarded", small, "s0 k1 k2 k3 k4 s5 s6", "t5 t6",
+			"exp=3 pre=2 lag=0 miss=1 dup=0 div=0 ooo=0 gone=0 only=0 through=- missing:0"},
+		{"a small window: two gaps, then more than the window not forwarded", small, "s0 s1 s2 k3 k4 k5 k6 s7", "t0 t7",
+			"exp=4 pre=2 lag=0 miss=2 dup=0 div=0 ooo=0 gone=0 only=0 through=0@1000 missing:1 missing:2"},
+		{"a small window: a copy under way past many not forwarded is lag", small, "s0 s1 k2 k3 k4 k5 s6", "t0",
+			"exp=3 pre=1 lag=2 miss=0 dup=0 div=0 ooo=0 gone=0 only=0 through=0@1000"},
 		{"a small window: a copy later than it reaches", small, "s0 s1 s2 s3 s4 s5 s6", "t0 t2 t3 t4 t5 t6 t1",
 			"exp=7 pre=6 lag=0 miss=1 dup=0 div=0 ooo=1 gone=0 only=0 through=0@1000 missing:1 out-of-order:1@6"},
 	} {
@@ -194,6 +218,37 @@ func TestUnproven(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := walk(t, tc.cfg, tc.source, tc.target).Unproven; got != tc.want {
 				t.Errorf("unproven %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestNotHeld: what of the source the target holds no copy of with its
+// bytes, proven or not (the drill's RPO): not the copies after a gap,
+// nor copies present but unproven (a copy under another key).
+func TestNotHeld(t *testing.T) {
+	auth := Config{Window: 100, Deferred: 10, Authenticated: true, FromEarliest: true, MaxFindings: 10}
+	small := auth
+	small.Window = 3
+	for _, tc := range []struct {
+		name           string
+		cfg            Config
+		source, target string
+		want           Unproven
+	}{
+		{"clean", auth, "s0 s1 s2 s3", "t0 t1 t2 t3", Unproven{}},
+		{"nothing copied", auth, "s0 s1 s2", "", Unproven{3, 6, 1000, 1002}},
+		{"a copy under way", auth, "s0 s1 s2 s3 s4", "t0 t1", Unproven{3, 6, 1002, 1004}},
+		{"missing in the middle: only it", auth, "s0 s1 s2 s3 s4", "t0 t1 t3 t4", Unproven{1, 3, 1002, 1002}},
+		{"copies under an older key are held", auth, "s0 s1 s2 s3", "u0 u1 t2 t3", Unproven{}},
+		{"a copy with other bytes holds nothing", auth, "s0 s1 s2", "t0 x1 t2", Unproven{1, 2, 1001, 1001}},
+		{"other bytes unsigned hold nothing", auth, "s0 s1 s2", "t0 y1 t2", Unproven{1, 2, 1001, 1001}},
+		{"a small window: a gap left behind", small, "s0 s1 s2 s3 s4 s5 s6", "t0 t2 t3 t4 t5 t6", Unproven{1, 2, 1001, 1001}},
+		{"a small window: two gaps, one left behind", small, "s0 s1 s2 s3 s4 s5 s6", "t0 t2 t3 t4 t6", Unproven{2, 5, 1001, 1005}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := walk(t, tc.cfg, tc.source, tc.target).NotHeld; got != tc.want {
+				t.Errorf("not held %+v, want %+v", got, tc.want)
 			}
 		})
 	}

@@ -77,7 +77,11 @@ type ContinuousConfig struct {
 	Limiter *cluster.Limiter
 	// Window is the comparison window per partition, in source entries
 	// (0: ContinuousWindow).
-	Window  int
+	Window int
+	// Grace is how long a partition may go without this instance's
+	// cursor being active on it before its walk is forgotten (0:
+	// InactiveGrace; never less than two intervals).
+	Grace   time.Duration
 	Metrics *metrics.Metrics
 	Log     *zap.Logger
 }
@@ -111,10 +115,26 @@ const (
 // takeover) are verified too, up to this many entries.
 const AnchorBack = 100
 
-// foundKinds are the kinds verify_found_total counts: the faults, and
-// target-only (a copy nothing proves, or of an entry the source never
-// had: forged, or written by something other than the pipe).
-var foundKinds = []Kind{Missing, Duplicated, Divergent, OutOfOrder, TargetOnly}
+// InactiveGrace is how long the continuous verifier keeps a partition's
+// walk (its comparison, where it read to, its verified-through age)
+// while this instance's cursor is not the partition's active consumer.
+// A session that restarts (a failed send, a cursor reconnect, a standby
+// flip) leaves the cursor inactive for its backoff, 0.2 to 10 s: exactly
+// around such a restart copies may be written twice or out of order, so
+// the walk must go on from where it stopped, not start again AnchorBack
+// entries before the target's end (where a copy of an earlier entry
+// falls before the range and is not counted). A partition inactive for
+// longer is taken to be another instance's (which verifies it and
+// exports its own series); one no longer run by the pair is dropped at
+// once.
+const InactiveGrace = time.Minute
+
+// foundKinds are the kinds verify_found_total counts: the faults (a copy
+// present but unproven among them: signed under a key not configured, or
+// forged), and target-only (a copy of an entry the source never had, or
+// a second copy nothing proves: forged, or written by something other
+// than the pipe).
+var foundKinds = []Kind{Missing, Duplicated, Divergent, OutOfOrder, PresentUnproven, TargetOnly}
 
 // Continuous verifies one pair's copies continuously; see the top of
 // this file.
@@ -140,6 +160,9 @@ type followed struct {
 	// how many of its findings of each kind were logged.
 	counted map[Kind]int64
 	logged  map[Kind]int
+	// idleSince is when this instance's cursor was first seen inactive
+	// on the partition since it last walked it (zero: active).
+	idleSince time.Time
 }
 
 // NewContinuous builds the verifier of one pair; nothing is read until
@@ -151,6 +174,10 @@ func NewContinuous(cfg ContinuousConfig) *Continuous {
 	if cfg.Interval <= 0 { // a config built in code, not validated
 		cfg.Interval = config.DefaultVerifyInterval
 	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = InactiveGrace
+	}
+	cfg.Grace = max(cfg.Grace, 2*cfg.Interval)
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
@@ -184,34 +211,48 @@ func (v *Continuous) Run(ctx context.Context) error {
 }
 
 // round walks each partition this instance is active on, one after
-// another, and forgets the others.
+// another. A partition it is not active on keeps its walk for
+// Config.Grace (not read meanwhile: its age grows), then is forgotten;
+// one the pair no longer runs is forgotten at once.
 func (v *Continuous) round(ctx context.Context) {
-	mine := map[string]bool{}
+	now := time.Now()
+	keep := map[string]bool{}
 	for _, a := range v.cfg.Partitions() {
 		if ctx.Err() != nil {
 			return
 		}
+		f := v.parts[a.Partition]
 		if a.Active != nil && !a.Active.Load() {
+			if f == nil {
+				continue
+			}
+			if f.idleSince.IsZero() {
+				f.idleSince = now
+			}
+			if now.Sub(f.idleSince) < v.cfg.Grace {
+				keep[a.Partition] = true
+			}
 			continue
 		}
-		mine[a.Partition] = true
-		f := v.parts[a.Partition]
+		keep[a.Partition] = true
 		if f == nil {
 			f = &followed{counted: map[Kind]int64{}, logged: map[Kind]int{}}
 			v.parts[a.Partition] = f
 		}
+		f.idleSince = time.Time{}
 		err := v.walk(ctx, a.Partition, f)
 		v.report(a.Partition, f)
 		v.noteErr(ctx, a.Partition, err)
 	}
 	for part := range v.parts {
-		if !mine[part] {
+		if !keep[part] {
 			v.drop(part)
 		}
 	}
 }
 
-// drop forgets a partition: stopped, or verified by another instance.
+// drop forgets a partition: stopped, or verified by another instance
+// (inactive here for Config.Grace).
 func (v *Continuous) drop(part string) {
 	delete(v.parts, part)
 	delete(v.lastErr, part)
@@ -444,7 +485,7 @@ func (v *Continuous) report(part string, f *followed) {
 	}
 	snap := f.cmp.Snapshot()
 	counts := map[Kind]int64{Missing: snap.Missing, Duplicated: snap.Duplicated, Divergent: snap.Divergent,
-		OutOfOrder: snap.OutOfOrder, TargetOnly: snap.TargetOnly}
+		OutOfOrder: snap.OutOfOrder, PresentUnproven: snap.PresentUnproven, TargetOnly: snap.TargetOnly}
 	for _, k := range foundKinds {
 		if d := counts[k] - f.counted[k]; d > 0 {
 			v.cfg.Metrics.Verify.Found.WithLabelValues(v.cfg.Source, v.cfg.Target, string(k)).Add(float64(d))
@@ -464,6 +505,9 @@ func (v *Continuous) report(part string, f *followed) {
 		}
 		if fd.Detail != "" {
 			fields = append(fields, zap.String("detail", fd.Detail))
+		}
+		if fd.Kind == PresentUnproven { // which keys failed, by id (never the key)
+			fields = append(fields, zap.Strings("keys_tried", KeyIDs(v.cfg.Keys)))
 		}
 		if seen[fd.Kind] == 10 {
 			fields = append(fields, zap.String("note", "the first 10 of this kind are logged; later ones are counted only"))

@@ -224,6 +224,11 @@ func TestContinuous(t *testing.T) {
 			r.write(r.copyOf(9), r.copyOf(8))
 			r.copyAll(10, 20)
 		}, map[Kind]float64{OutOfOrder: 1}},
+		{"a copy signed under another key", func(r *rig) {
+			r.copyAll(0, 6)
+			r.write(forward(r.t, r.sources[6], marker.NewKeys([]byte("another-marker-key-0123456789abcdef")), part, nil))
+			r.copyAll(7, 20)
+		}, map[Kind]float64{PresentUnproven: 1}},
 		{"a signed copy of an entry the source never had", func(r *rig) {
 			r.copyAll(0, 20)
 			e := r.sources[4]
@@ -285,8 +290,8 @@ func TestContinuousResume(t *testing.T) {
 }
 
 // TestContinuousStandby: a partition whose cursor is active on another
-// instance is not read here, and its age series goes when it stops
-// being active here.
+// instance is not read here; its walk and its age series are kept for
+// InactiveGrace (a session restart's backoff) and go after it.
 func TestContinuousStandby(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t)
@@ -305,11 +310,60 @@ func TestContinuousStandby(t *testing.T) {
 		r.produce(5)
 		r.copyAll(5, 10)
 		r.rounds(3)
-		if _, ok := r.age(); ok {
-			t.Error("age series left while standby")
+		if a, ok := r.age(); !ok || a < 3 {
+			t.Errorf("age %v s (exported %v) 4 s into a standby: want the series kept, growing", a, ok)
 		}
 		if now := r.src.readers() + r.tgt.readers(); now != opened || r.read() != read {
 			t.Errorf("standby read: readers %d -> %d, messages %v -> %v", opened, now, read, r.read())
+		}
+		r.rounds(int(InactiveGrace / interval))
+		if _, ok := r.age(); ok {
+			t.Error("age series left after a standby of InactiveGrace")
+		}
+	})
+}
+
+// TestContinuousSessionRestart: a partition whose session restarts (its
+// cursor inactive for the backoff) keeps its walk, so that a copy
+// written twice meanwhile is counted when the walk goes on, even when it
+// copies an entry more than AnchorBack entries back (a walk started
+// again at the target's end would take it for one before its range);
+// and the age series stays. A partition the pair no longer runs is
+// forgotten at once.
+func TestContinuousSessionRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		var gone atomic.Bool
+		r.cfg.Partitions = func() []Assigned {
+			if gone.Load() {
+				return nil
+			}
+			return []Assigned{{Partition: part, Active: &r.active}}
+		}
+		r.start()
+		r.rounds(1)
+		r.produce(150)
+		r.copyAll(0, 150)
+		r.rounds(2)
+		r.wantFound("clean", map[Kind]float64{})
+		r.active.Store(false)
+		r.rounds(2)
+		r.write(r.copyOf(3))
+		r.produce(10)
+		r.copyAll(150, 160)
+		r.rounds(3)
+		if _, ok := r.age(); !ok {
+			t.Error("age series gone during a session restart's backoff")
+		}
+		r.active.Store(true)
+		r.rounds(3)
+		r.wantFound("after the restart", map[Kind]float64{Duplicated: 1})
+		r.wantAgeBelow("after the restart", 2*interval)
+
+		gone.Store(true)
+		r.rounds(1)
+		if _, ok := r.age(); ok {
+			t.Error("age series left for a partition the pair no longer runs")
 		}
 	})
 }

@@ -89,8 +89,11 @@ type PartitionReport struct {
 type Report struct {
 	Topic, From, To string
 	Authenticated   bool
-	Since           time.Time
-	Partitions      []PartitionReport
+	// Keys are the ids (KeyID) of the marker keys origins were tried
+	// under, the current one first; none when not Authenticated.
+	Keys       []string
+	Since      time.Time
+	Partitions []PartitionReport
 	// Messages and Bytes were read, both sides, in Elapsed.
 	Messages, Bytes int64
 	Elapsed         time.Duration
@@ -105,6 +108,15 @@ func (r *Report) Faults() int64 {
 	return n
 }
 
+// PresentUnproven totals the partitions' copies present but unproven.
+func (r *Report) PresentUnproven() int64 {
+	var n int64
+	for i := range r.Partitions {
+		n += r.Partitions[i].PresentUnproven
+	}
+	return n
+}
+
 // ErrPartitions: the two sides have different partition counts.
 var ErrPartitions = errors.New("source and target have different partition counts")
 
@@ -113,7 +125,7 @@ var ErrPartitions = errors.New("source and target have different partition count
 // holds the partitions done before.
 func Run(ctx context.Context, o Options) (rep Report, err error) {
 	started := time.Now()
-	rep = Report{Topic: o.Topic, From: o.From.Name, To: o.To.Name, Authenticated: !o.Keys.IsZero(), Since: o.Since}
+	rep = Report{Topic: o.Topic, From: o.From.Name, To: o.To.Name, Authenticated: !o.Keys.IsZero(), Keys: KeyIDs(o.Keys), Since: o.Since}
 	ends := o.Ends
 	if ends == nil {
 		parts, err := partitions(ctx, o)

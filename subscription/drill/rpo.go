@@ -3,9 +3,12 @@ package drill
 // RPO and RTO, measured at the drill's switch: the moment the consumer in
 // From stopped, which in a real failover is when the application leaves
 // the cluster. The RPO is what a failover then would have left behind:
-// what of From the target did not hold, proven entry by entry by the
+// what of From the target did not hold, found entry by entry by the
 // verify core (geo-sidecar verify's), as the two clusters stood at the
-// switch. The RTO is how long after the switch the subscription in To
+// switch. A copy that holds an entry's bytes counts as held whether or
+// not its origin is proven (a copy signed under a marker key the config
+// no longer has is no loss): it is counted apart (Unproven), as the
+// copy faults are, and geo-sidecar verify fails on it. The RTO is how long after the switch the subscription in To
 // was ready to resume on, from admin API readings. Neither is an
 // estimate from lag figures or cursors.
 
@@ -43,12 +46,17 @@ type Proof struct {
 	// held a copy of every entry it should (verified-through); zero when
 	// nothing in the range read is proven.
 	Through time.Time
-	// Entries and Messages are the source's entries after it that the
-	// target should hold (not yet copied, missing, or not the same) and
-	// the messages in them; First and Last are the publish times of the
-	// first and the last of them.
+	// Entries and Messages are the source's entries (all after Through)
+	// that the target should hold and holds no copy of with their bytes,
+	// proven or not (not yet copied, missing, or whose copies differ),
+	// and the messages in them; First and Last are the publish times of
+	// the first and the last of them.
 	Entries, Messages int64
 	First, Last       time.Time
+	// Unproven are entries whose copy holds their bytes under an origin
+	// signature no configured key verifies: held, but not proven (signed
+	// under another marker key, or forged).
+	Unproven int64
 	// Faults are entries found missing, duplicated, divergent or out of
 	// order: a broken copy, not one behind.
 	Faults int64
@@ -60,20 +68,25 @@ type RPO struct {
 	// Measured: the verify core read both sides; Error says why not.
 	Measured bool   `json:"measured"`
 	Error    string `json:"error,omitempty"`
-	// Messages and Entries past verified-through, over all partitions
-	// (an entry is a batch, or one message).
+	// Messages and Entries To did not hold, over all partitions (an
+	// entry is a batch, or one message): the Proofs' Entries.
 	Messages int64 `json:"messages"`
 	Entries  int64 `json:"entries"`
 	// Seconds of traffic they span: per partition, the last one's
 	// publish time minus that of the verified-through entry (of the first
-	// unproven one when nothing read is proven); the most of any
-	// partition. 0 when everything is proven.
+	// of them when nothing read is proven); the most of any partition. 0
+	// when To held everything.
 	Seconds float64 `json:"seconds"`
-	// AtLeast: on a partition with unproven entries nothing read was
-	// proven, so what lies before Since may be missing too.
+	// AtLeast: on a partition with entries To did not hold nothing read
+	// was proven, so what lies before Since may be missing too.
 	AtLeast bool `json:"at_least"`
-	// Faults the verify core found in the range.
+	// Faults the verify core found in the range (missing, duplicated,
+	// divergent, out of order).
 	Faults int64 `json:"faults"`
+	// Unproven: entries To holds a copy of with their bytes, but under
+	// an origin signature no configured marker key verifies; not in
+	// Messages (they are held), a finding all the same (see Proof).
+	Unproven int64 `json:"present_unproven"`
 	// MarkedAfter is how long after the switch the ends were taken:
 	// the RPO is as of then (copies made meanwhile count as held).
 	MarkedAfter float64 `json:"marked_after_seconds"`
@@ -108,6 +121,7 @@ func rpoOf(proofs []Proof, since time.Time, markedAfter time.Duration) RPO {
 		r.Entries += pr.Entries
 		r.Seconds = max(r.Seconds, pr.Seconds)
 		r.Faults += p.Faults
+		r.Unproven += p.Unproven
 		r.Partitions = append(r.Partitions, pr)
 	}
 	return r

@@ -38,6 +38,13 @@ func TestRPO(t *testing.T) {
 			{Partition: "p2", Through: at(2600)},
 		}, RPO{Messages: 50, Entries: 5, Seconds: 2, Faults: 1,
 			Partitions: []PartitionRPO{{"p0", 10, 1, 0.2}, {"p1", 40, 4, 2}, {"p2", 0, 0, 0}}}},
+		// A copy under a marker key the config no longer has holds the
+		// entry: not lost, counted apart; and nothing proven before it.
+		{"copies held but unproven are not in it", []Proof{
+			{Partition: "p0", Unproven: 50},
+			{Partition: "p1", Through: at(500), Unproven: 3, Entries: 1, Messages: 10, First: at(1500), Last: at(1500), Faults: 1},
+		}, RPO{Messages: 10, Entries: 1, Seconds: 1, Unproven: 53, Faults: 1,
+			Partitions: []PartitionRPO{{"p0", 0, 0, 0}, {"p1", 10, 1, 1}}}},
 		{"producers' clocks: never below 0", []Proof{{Partition: "p0", Through: at(2000), Entries: 1, Messages: 1, First: at(1500), Last: at(1500)}},
 			RPO{Messages: 1, Entries: 1, Partitions: []PartitionRPO{{"p0", 1, 1, 0}}}},
 	}
