@@ -138,6 +138,12 @@ func TestKeepEntriesCursors(t *testing.T) {
 	if got := md(); got != 2 {
 		t.Fatalf("mark-delete %d, want 2 (entry 2 unacknowledged)", got)
 	}
+	// The acknowledgement of entry 3 may still be on its way when the
+	// mark-delete shows 2; a request answered on the same connection comes
+	// after it, so the unload below finds it served.
+	if _, _, err := cons.LastMessageID(ctx); err != nil {
+		t.Fatal(err)
+	}
 	b.Unload(topic)
 	if got := receive(t, cons, 2); !equal(got, []string{"m2", "m4"}) {
 		t.Fatalf("after the unload the cursor read %v, want the unacknowledged m2 m4", got)
