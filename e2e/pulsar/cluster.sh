@@ -286,10 +286,12 @@ names() {
 }
 
 # classpath resolves Pulsar once per pom.xml content and caches the result.
+# The key is the files' content only (not their paths), so a fresh clone,
+# as CI makes, finds the classpath a checkout elsewhere resolved.
 classpath() {
   mkdir -p "$state"
   local key cp
-  key=$(sha256sum "$here/pom.xml" "$here/settings.xml" | sha256sum | cut -c1-16)
+  key=$(cat "$here/pom.xml" "$here/settings.xml" | sha256sum | cut -c1-16)
   cp="$state/classpath-$key.txt"
   if [ ! -s "$cp" ]; then
     command -v mvn >/dev/null || die "mvn not found: Maven 3 and Java 17 are required"
