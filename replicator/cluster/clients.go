@@ -43,7 +43,9 @@ import (
 type Conn struct {
 	Name   string
 	Client pulsar.Client
-	Admin  pulsaradmin.Client
+	// Admin is pulsaradmin's client; Dial's is an *AdminClient, which
+	// also reads what pulsaradmin's types leave out (SubscriptionStats).
+	Admin pulsaradmin.Client
 	// Control is Admin as discovery and subscription sync use it.
 	Control ControlPlane
 	admin   *adminTransport // Admin's transport
@@ -115,7 +117,8 @@ func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
 		client.Close()
 		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
 	}
-	return &Conn{Name: c.Name, Client: client, Admin: admin, Control: pulsarControl{a: admin, lists: topicLister{web: &http.Client{Transport: rt, Timeout: pulsaradminpkg.DefaultHTTPTimeOutDuration}, base: strings.TrimRight(c.AdminURL, "/")}}, Config: c, watch: w, Log: log, admin: rt}, nil
+	web := &http.Client{Transport: rt, Timeout: pulsaradminpkg.DefaultHTTPTimeOutDuration}
+	return &Conn{Name: c.Name, Client: client, Admin: NewAdminClient(admin, web, c.AdminURL), Control: pulsarControl{a: admin, lists: topicLister{web: web, base: strings.TrimRight(c.AdminURL, "/")}}, Config: c, watch: w, Log: log, admin: rt}, nil
 }
 
 // CountAdmin counts this cluster's admin calls in m, and its links'

@@ -63,30 +63,9 @@ func escapeNamespace(ns string) string {
 const maxListBody = 64 << 20
 
 func (l topicLister) get(ctx context.Context, path string, out *[]string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.base+path, nil)
+	body, err := adminGet(ctx, l.web, l.base, path, nil, maxListBody)
 	if err != nil {
 		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := l.web.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxListBody+1))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		e := rest.Error{Code: resp.StatusCode, Reason: resp.Status}
-		if json.Unmarshal(body, &e) != nil && len(body) > 0 {
-			e.Reason = string(body[:min(len(body), 512)])
-		}
-		e.Code = resp.StatusCode
-		return e
-	}
-	if len(body) > maxListBody {
-		return fmt.Errorf("GET %s: the answer is over %d bytes", path, maxListBody)
 	}
 	var names []string
 	if err := json.Unmarshal(body, &names); err != nil {
@@ -94,4 +73,41 @@ func (l topicLister) get(ctx context.Context, path string, out *[]string) error 
 	}
 	*out = names
 	return nil
+}
+
+// adminGet is a GET of path (with query) on the admin API at base, over
+// web (whose transport sets the credentials and counts the call), for a
+// JSON answer of at most limit bytes. A refusal is a rest.Error with the
+// HTTP status and the broker's reason, as pulsaradmin's are.
+func adminGet(ctx context.Context, web *http.Client, base, path string, query url.Values, limit int64) ([]byte, error) {
+	u := base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := web.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		e := rest.Error{Code: resp.StatusCode, Reason: resp.Status}
+		if json.Unmarshal(body, &e) != nil && len(body) > 0 {
+			e.Reason = string(body[:min(len(body), 512)])
+		}
+		e.Code = resp.StatusCode
+		return nil, e
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("GET %s: the answer is over %d bytes", path, limit)
+	}
+	return body, nil
 }

@@ -21,17 +21,33 @@ import (
 // NewSubAdmin is subscription.Admin and States over a cluster's admin
 // API. Consumers whose names start with followPrefix are a protocol
 // move's (see FollowName), not an application's: they are not counted.
+//
+// A Key_Shared subscription's mode is read when a also reads a topic's
+// subscriptions with it (subStatsReader: the *cluster.AdminClient a
+// cluster.Conn holds); with any other client (pulsaradmin's types have no
+// field for it) it is never known, and no move attaches to a Key_Shared
+// subscription (subscription.Decide).
 func NewSubAdmin(a pulsaradmin.Client, followPrefix string) interface {
 	subscription.Admin
 	States
 } {
-	return pulsarSubAdmin{a: a, followPrefix: followPrefix}
+	p := pulsarSubAdmin{a: a, followPrefix: followPrefix}
+	p.subs, _ = a.(subStatsReader)
+	return p
+}
+
+// subStatsReader reads a topic's subscriptions from its stats, with their
+// Key_Shared mode, in the one request pulsaradmin's stats read makes
+// (cluster.AdminClient).
+type subStatsReader interface {
+	SubscriptionStats(ctx context.Context, topic string) (map[string]cluster.SubscriptionStats, error)
 }
 
 // pulsarSubAdmin is subscription.Admin and States over Pulsar's admin
 // API.
 type pulsarSubAdmin struct {
 	a            pulsaradmin.Client
+	subs         subStatsReader // nil: stats through a, modes unknown
 	followPrefix string
 }
 
@@ -40,7 +56,14 @@ type pulsarSubAdmin struct {
 // the consumers counted there).
 func FollowName(followPrefix, instance string) string { return followPrefix + instance }
 
-func (p pulsarSubAdmin) stats(ctx context.Context, topic string) (map[string]utils.SubscriptionStats, error) {
+// stats reads topic's subscriptions: one stats request, publishers left
+// out, decoded on a goroutine of its own (cluster.OwnStack).
+func (p pulsarSubAdmin) stats(ctx context.Context, topic string) (map[string]cluster.SubscriptionStats, error) {
+	if p.subs != nil {
+		return cluster.OwnStack(func() (map[string]cluster.SubscriptionStats, error) {
+			return p.subs.SubscriptionStats(ctx, topic)
+		})
+	}
 	tn, err := utils.GetTopicName(topic)
 	if err != nil {
 		return nil, err
@@ -51,19 +74,46 @@ func (p pulsarSubAdmin) stats(ctx context.Context, topic string) (map[string]uti
 	if err != nil {
 		return nil, err
 	}
-	return st.Subscriptions, nil
+	out := make(map[string]cluster.SubscriptionStats, len(st.Subscriptions))
+	for name, ss := range st.Subscriptions {
+		cs := cluster.SubscriptionStats{Type: ss.SubType, AllowOutOfOrderDelivery: ss.AllowOutOfOrderDelivery}
+		for _, c := range ss.Consumers {
+			cs.Consumers = append(cs.Consumers, cluster.ConsumerStats{ConsumerName: c.ConsumerName})
+		}
+		out[name] = cs
+	}
+	return out, nil
 }
 
 // stateOf is a subscription's state in its stats, without the
 // mark-delete position (stats do not carry it).
-func (p pulsarSubAdmin) stateOf(ss utils.SubscriptionStats) subscription.State {
-	st := subscription.State{Exists: true, Type: subscription.ParseType(ss.SubType), AllowOutOfOrder: ss.AllowOutOfOrderDelivery}
+func (p pulsarSubAdmin) stateOf(ss cluster.SubscriptionStats) subscription.State {
+	st := subscription.State{Exists: true, Type: subscription.ParseType(ss.Type), AllowOutOfOrder: ss.AllowOutOfOrderDelivery}
+	if st.Type == subscription.KeyShared {
+		st.Mode = keySharedModeOf(ss.KeySharedMode)
+	}
 	for _, c := range ss.Consumers {
 		if p.followPrefix == "" || !strings.HasPrefix(c.ConsumerName, p.followPrefix) {
 			st.Consumers++
 		}
 	}
 	return st
+}
+
+// keySharedModeOf reads a Key_Shared subscription's keySharedMode from
+// its stats: exactly "AUTO_SPLIT" or "STICKY", as broker 4.0.7 writes
+// them; anything else (missing, another spelling, a mode added later) is
+// ModeUnknown, never AUTO_SPLIT: a move attaches to Key_Shared only with
+// AUTO_SPLIT known (subscription.Decide), and attaching to a STICKY one
+// can lock its application out.
+func keySharedModeOf(s string) subscription.KeySharedMode {
+	switch s {
+	case "AUTO_SPLIT":
+		return subscription.AutoSplit
+	case "STICKY":
+		return subscription.Sticky
+	}
+	return subscription.ModeUnknown
 }
 
 func (p pulsarSubAdmin) States(ctx context.Context, topic string) (map[string]subscription.State, error) {
