@@ -16,7 +16,7 @@ var smokeSizes = sizes{
 	Rounds: 1, Settle: 200 * time.Millisecond, WarmMessages: 100, LatWarm: 200 * time.Millisecond,
 	TPMessages: 2000,
 	LatRate:    100, LatDuration: time.Second,
-	DrainMessages: 2000, DrainParts: 1,
+	DrainMessages: 2000, DrainShapes: []int{1, 4, 100},
 	ZstdMessages: 1000,
 	ScaleTopics:  10, ScaleMessages: 200, IdleWindow: time.Second, ScaleSettle: time.Second,
 	Subs: subsSizes{Topics: 4, Settle: time.Second, Idle: 2 * time.Second, Rate: 20,
@@ -58,7 +58,11 @@ func TestBenchSmoke(t *testing.T) {
 		"| throughput, 1 partition | msg/s |",
 		"| throughput, 4 partitions | msg/s |",
 		"| end-to-end latency at 100 msg/s | p99 ms |",
-		"| backlog drain, 2,000 messages | seconds |",
+		"| backlog drain, 1 partition, 2,000 messages | copy msg/s, first to last message on west (the replicator's speed) |",
+		"| backlog drain, 4 partitions, 2,000 messages | start-up s, release or process start to the first message on west |",
+		"| backlog drain, 100 partitions, 2,000 messages | seconds, release or process start to the last message (start-up included) |",
+		"Slow drain rounds",
+		"The throughput rows are sustained load, what a user sees",
 		"| ZSTD topic, 1 partition | bytes into the target per byte stored at the origin |",
 		"10 topics",
 		"Scale with replicated subscriptions: one sidecar replicating 4 non-partitioned topics",
@@ -81,8 +85,13 @@ func TestBenchSmoke(t *testing.T) {
 	if rep.Verify == nil {
 		t.Error("report lacks the continuous verifier's row")
 	}
-	if rep.Scale == nil || rep.Drain == nil || rep.Lat == nil || rep.Zstd == nil || len(rep.TP) != 2 {
-		t.Errorf("report incomplete: scale %v, drain %v, latency %v, zstd %v, throughput %d",
-			rep.Scale != nil, rep.Drain != nil, rep.Lat != nil, rep.Zstd != nil, len(rep.TP))
+	if rep.Scale == nil || len(rep.Drain) != len(smokeSizes.DrainShapes) || rep.Lat == nil || rep.Zstd == nil || len(rep.TP) != 2 {
+		t.Errorf("report incomplete: scale %v, drain shapes %d of %d, latency %v, zstd %v, throughput %d",
+			rep.Scale != nil, len(rep.Drain), len(smokeSizes.DrainShapes), rep.Lat != nil, rep.Zstd != nil, len(rep.TP))
+	}
+	for _, d := range rep.Drain {
+		if len(d.Rounds) != 2 {
+			t.Errorf("drain, %d partitions: %d arm rounds, want 2 (built-in, sidecar)", d.Partitions, len(d.Rounds))
+		}
 	}
 }

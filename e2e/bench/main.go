@@ -22,9 +22,11 @@
 //
 // Each workload runs several rounds; in every round the built-in and the
 // sidecar arm run one after the other, the order alternating between
-// rounds, so both see the same machine state. Medians are reported. The
-// sidecar is the real binary, run as a subprocess per workload so that its
-// CPU seconds and peak RSS can be read from /proc.
+// rounds, so both see the same machine state. Medians are reported; the
+// drain rows (drain.go), which time the replicators alone copying a
+// backlog that exists, report the ratio of every round pair and flag
+// slow rounds. The sidecar is the real binary, run as a subprocess per
+// workload so that its CPU seconds and peak RSS can be read from /proc.
 //
 // Absolute numbers on a 2-core machine shared by two Pulsar JVMs are noisy;
 // the ratios measured within one run are what the table is for.
@@ -50,8 +52,11 @@ type sizes struct {
 	LatRate       int           // messages per second, latency workload
 	LatDuration   time.Duration // per arm per round
 	DrainMessages int           // backlog per arm per round
-	DrainParts    int           // partitions of the drain topic
-	ZstdMessages  int           // per arm per round, ZSTD workload
+	// DrainShapes are the partition counts of the drain topic, one drain
+	// row each: 1, 4, and 100 as a spread over many topics (each
+	// partition is a topic of its own to either replicator).
+	DrainShapes   []int
+	ZstdMessages  int // per arm per round, ZSTD workload
 	ScaleTopics   int
 	ScaleMessages int           // spread over every scale topic
 	IdleWindow    time.Duration // idle CPU measured over this long
@@ -66,7 +71,9 @@ var (
 		Rounds: 3, Settle: 2 * time.Second, WarmMessages: 2000, LatWarm: 2 * time.Second,
 		TPMessages: 200_000,
 		LatRate:    1000, LatDuration: 15 * time.Second,
-		DrainMessages: 1_000_000, DrainParts: 1,
+		// At the built-in's 100,000-250,000 msg/s on the test bed, a copy
+		// of 2,500,000 lasts 10-25 s: past the warm-up (issue 37).
+		DrainMessages: 2_500_000, DrainShapes: []int{1, 4, 100},
 		ZstdMessages: 100_000,
 		ScaleTopics:  1000, ScaleMessages: 200_000, IdleWindow: 60 * time.Second, ScaleSettle: 20 * time.Second,
 		Subs: subsSizes{Topics: 1000, Settle: 30 * time.Second, Idle: 5 * time.Minute, Rate: 1000,
@@ -79,7 +86,7 @@ var (
 		Rounds: 1, Settle: time.Second, WarmMessages: 1000, LatWarm: time.Second,
 		TPMessages: 20_000,
 		LatRate:    500, LatDuration: 4 * time.Second,
-		DrainMessages: 20_000, DrainParts: 1,
+		DrainMessages: 20_000, DrainShapes: []int{1, 4, 100},
 		ZstdMessages: 5_000,
 		ScaleTopics:  50, ScaleMessages: 5_000, IdleWindow: 5 * time.Second, ScaleSettle: 3 * time.Second,
 		Subs: subsSizes{Topics: 50, Settle: 3 * time.Second, Idle: 10 * time.Second, Rate: 100,
@@ -103,7 +110,10 @@ type options struct {
 	Quick          bool
 	Keep           bool
 	Logs           string
-	LogLevel       string
+	// SlowLogs is where the sidecar logs of slow drain rounds are kept
+	// (empty: a folder named after the run under the temporary directory).
+	SlowLogs string
+	LogLevel string
 	// SidecarMemLimit is the sidecars' GOMEMLIMIT (empty: none, the
 	// runtime's default), as the Helm chart sets it (95 % of the pod's
 	// memory limit).
@@ -123,8 +133,11 @@ func main() {
 	var verifySigned bool
 	var subGrowth string
 	var svTypesFlag string
+	var drainShapes string
 	flag.StringVar(&o.Binary, "binary", "bin/geo-sidecar", "geo-sidecar binary to measure")
-	flag.StringVar(&o.Versus, "versus", "", "also measure this second geo-sidecar binary as an extra throughput arm (A/B test of a change)")
+	flag.StringVar(&o.Versus, "versus", "", "also measure this second geo-sidecar binary as an extra arm of the throughput and drain rows (A/B test of a change)")
+	flag.StringVar(&o.SlowLogs, "slow-logs", "", "keep the sidecar logs of slow drain rounds here (default: a folder named after the run under the temporary directory)")
+	flag.StringVar(&drainShapes, "drain-partitions", "", "comma-separated partition counts of the drain rows (default 1,4,100)")
 	flag.StringVar(&o.Out, "out", defaultOut, "write the markdown report here (empty: print only)")
 	flag.StringVar(&o.Page, "page", "", "also replace the generated sections (the latest tables) of this page, e.g. docs/benchmark.md")
 	flag.StringVar(&o.Profile, "profile", "", "run the sidecar with --pprof and save CPU, allocation and blocking profiles of each workload here (perturbs the measurement)")
@@ -137,7 +150,7 @@ func main() {
 	flag.StringVar(&only, "only", "", "comma-separated workloads to run (tp1,tp4,latency,drain,zstd,scale,subs,subsvs,verify,wan); default all")
 	flag.IntVar(&rounds, "rounds", 0, "rounds per workload (default 3, quick 1)")
 	flag.IntVar(&tp, "tp-messages", 0, "messages per arm per throughput round")
-	flag.IntVar(&drain, "drain-messages", 0, "backlog per arm per drain round")
+	flag.IntVar(&drain, "drain-messages", 0, "backlog per arm per drain round (default 2500000: a copy of 10 s or more at the built-in's speed; quick 20000)")
 	flag.IntVar(&zstd, "zstd-messages", 0, "messages per arm per ZSTD round")
 	flag.IntVar(&topics, "scale-topics", 0, "topics of the scale run")
 	flag.IntVar(&subTopics, "subs-topics", 0, "topics of the scale run with replicated subscriptions (subs)")
@@ -187,30 +200,9 @@ func main() {
 		o.Sizes.Subs.Rate = subRate
 	}
 	o.Sizes.Subs.AdminRate = subAdminRate
-	if subGrowth != "" {
-		o.Sizes.Subs.Growth = nil
-		for _, f := range strings.Split(subGrowth, ",") {
-			if f = strings.TrimSpace(f); f == "none" || f == "" {
-				continue
-			}
-			n, err := strconv.Atoi(f)
-			if err != nil || n <= 0 {
-				fmt.Fprintf(os.Stderr, "bench: -subs-growth: %q is not a topic count\n", f)
-				os.Exit(2)
-			}
-			o.Sizes.Subs.Growth = append(o.Sizes.Subs.Growth, n)
-		}
-	}
-	if svTypesFlag != "" {
-		o.Sizes.SubsVs.Types = nil
-		for _, t := range strings.Split(svTypesFlag, ",") {
-			t = strings.TrimSpace(t)
-			if _, ok := svTypes[t]; !ok {
-				fmt.Fprintf(os.Stderr, "bench: -subsvs-types: no type %q (have %s)\n", t, strings.Join(svAllTypes, ","))
-				os.Exit(2)
-			}
-			o.Sizes.SubsVs.Types = append(o.Sizes.SubsVs.Types, t)
-		}
+	if err := parseLists(&o.Sizes, subGrowth, svTypesFlag, drainShapes); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(2)
 	}
 	o.Only = parseOnly(only)
 	for w := range o.Only {
@@ -245,6 +237,45 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// parseLists applies the list flags (-subs-growth, -subsvs-types,
+// -drain-partitions) to sz.
+func parseLists(sz *sizes, subGrowth, svTypesFlag, drainShapes string) error {
+	if subGrowth != "" {
+		sz.Subs.Growth = nil
+		for _, f := range strings.Split(subGrowth, ",") {
+			if f = strings.TrimSpace(f); f == "none" || f == "" {
+				continue
+			}
+			n, err := strconv.Atoi(f)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("-subs-growth: %q is not a topic count", f)
+			}
+			sz.Subs.Growth = append(sz.Subs.Growth, n)
+		}
+	}
+	if drainShapes != "" {
+		sz.DrainShapes = nil
+		for _, f := range strings.Split(drainShapes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				return fmt.Errorf("-drain-partitions: %q is not a partition count", f)
+			}
+			sz.DrainShapes = append(sz.DrainShapes, n)
+		}
+	}
+	if svTypesFlag != "" {
+		sz.SubsVs.Types = nil
+		for _, t := range strings.Split(svTypesFlag, ",") {
+			t = strings.TrimSpace(t)
+			if _, ok := svTypes[t]; !ok {
+				return fmt.Errorf("-subsvs-types: no type %q (have %s)", t, strings.Join(svAllTypes, ","))
+			}
+			sz.SubsVs.Types = append(sz.SubsVs.Types, t)
+		}
+	}
+	return nil
 }
 
 var workloads = []string{"tp1", "tp4", "latency", "drain", "zstd", "scale", "subs", "subsvs", "verify"}

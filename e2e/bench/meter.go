@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/geo-sidecar/geo-sidecar/e2e"
 )
 
 // meter reads, around each measured window, how busy the whole machine
@@ -21,6 +25,7 @@ type meter struct {
 // cpuSample is one reading.
 type cpuSample struct {
 	busy, total uint64                   // jiffies of /proc/stat's cpu line
+	iowait      uint64                   // of them, waiting for I/O with nothing else to run
 	proc        map[string]time.Duration // utime+stime by cluster
 }
 
@@ -59,7 +64,11 @@ func (m *meter) sample() cpuSample {
 		for i, v := range f[1:] {
 			n, _ := strconv.ParseUint(v, 10, 64)
 			s.total += n
-			if i != 3 && i != 4 { // idle, iowait
+			switch i {
+			case 3: // idle
+			case 4:
+				s.iowait += n
+			default:
 				s.busy += n
 			}
 		}
@@ -74,7 +83,11 @@ func (m *meter) sample() cpuSample {
 
 // window is what happened between two samples.
 type window struct {
-	Busy   float64                  // share of all cores busy, 0..1
+	Busy float64 // share of all cores busy, 0..1
+	// IOWait is the share of all cores idle while a disk request of
+	// theirs was outstanding (/proc/stat's iowait), 0..1: a bookie
+	// waiting on its journal or ledger writes shows here, not in Busy.
+	IOWait float64
 	Broker map[string]time.Duration // CPU used by each broker
 }
 
@@ -83,6 +96,7 @@ func (m *meter) since(a cpuSample) window {
 	w := window{Broker: map[string]time.Duration{}}
 	if b.total > a.total {
 		w.Busy = float64(b.busy-a.busy) / float64(b.total-a.total)
+		w.IOWait = float64(b.iowait-a.iowait) / float64(b.total-a.total)
 	}
 	for c, d := range b.proc {
 		w.Broker[c] = d - a.proc[c]
@@ -127,4 +141,70 @@ func procCPU(pid int) (time.Duration, error) {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
+}
+
+// pubLatency is a broker's publish latency summary as /metrics shows it
+// (pulsar_broker_publish_latency: _sum in ms and _count, both cumulative
+// since the broker started).
+type pubLatency struct{ Sum, Count float64 }
+
+// publishLatency reads pulsar_broker_publish_latency of east's and west's
+// brokers. The broker times each message from its arrival to the
+// acknowledgement of its storage write, so the bookie's journal and
+// ledger writes are inside it; the test bed's standalone bookies publish
+// no journal or flush series of their own. The two lines come early in a
+// page that runs to megabytes on the shared bed, so the read stops there.
+// A broker that did not answer is missing from the map.
+func (e *env) publishLatency() map[string]pubLatency {
+	out := map[string]pubLatency{}
+	for _, c := range []string{"east", "west"} {
+		if l, ok := e.publishLatencyOf(e2e.Get(c).AdminURL + "/metrics/"); ok {
+			out[c] = l
+		}
+	}
+	return out
+}
+
+func (e *env) publishLatencyOf(url string) (pubLatency, bool) {
+	resp, err := e.http.Get(url)
+	if err != nil {
+		return pubLatency{}, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return pubLatency{}, false
+	}
+	var l pubLatency
+	var haveSum, haveCount bool
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() && !(haveSum && haveCount) {
+		line := sc.Text()
+		var dst *float64
+		switch {
+		case strings.HasPrefix(line, "pulsar_broker_publish_latency_sum"):
+			dst, haveSum = &l.Sum, true
+		case strings.HasPrefix(line, "pulsar_broker_publish_latency_count"):
+			dst, haveCount = &l.Count, true
+		default:
+			continue
+		}
+		*dst, _ = strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+	}
+	return l, haveSum && haveCount
+}
+
+// meanLatency is each broker's mean publish latency in ms between two
+// readings; a broker that published nothing in between, or was not read
+// both times, is left out.
+func meanLatency(a, b map[string]pubLatency) map[string]float64 {
+	out := map[string]float64{}
+	for c, x := range a {
+		y, ok := b[c]
+		if !ok || y.Count <= x.Count {
+			continue
+		}
+		out[c] = (y.Sum - x.Sum) / (y.Count - x.Count)
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -29,7 +30,7 @@ type report struct {
 
 	TP    []*tpResult
 	Lat   *latResult
-	Drain *drainResult
+	Drain []*drainResult // one per shape (sizes.DrainShapes)
 	Zstd  *zstdResult
 	Scale *scaleResult
 	Subs  *subsResult
@@ -110,8 +111,7 @@ func run(o options) (*report, error) {
 		do("latency", func() (err error) { rep.Lat, err = e.latency(); return err })
 	}
 	if o.Only["drain"] {
-		e.logf("== backlog drain: %d messages per arm per round, %d rounds", o.Sizes.DrainMessages, o.Sizes.Rounds)
-		do("drain", func() (err error) { rep.Drain, err = e.drain(); return err })
+		e.drains(rep, do)
 	}
 	if o.Only["zstd"] {
 		e.logf("== ZSTD topic: %d messages per arm per round, %d rounds", o.Sizes.ZstdMessages, o.Sizes.Rounds)
@@ -122,18 +122,7 @@ func run(o options) (*report, error) {
 		do("scale", func() (err error) { rep.Scale, err = e.scale(); return err })
 	}
 	if o.Only["subs"] && o.Sizes.Subs.Topics > 0 {
-		e.logf("== scale with replicated subscriptions: %d topics east<->west", o.Sizes.Subs.Topics)
-		do("subs", func() (err error) { rep.Subs, err = e.subs(o.Sizes.Subs.Topics, false); return err })
-		for _, n := range o.Sizes.Subs.Growth {
-			e.logf("== scale with replicated subscriptions, growth: %d topics east<->west, start-up and idle", n)
-			do(fmt.Sprintf("subs-%d", n), func() error {
-				r, err := e.subs(n, true)
-				if r != nil {
-					rep.SubsGrowth = append(rep.SubsGrowth, r)
-				}
-				return err
-			})
-		}
+		e.subsRows(rep, do)
 	}
 	if o.Only["subsvs"] && o.Sizes.SubsVs.Partitions > 0 {
 		for _, typ := range o.Sizes.SubsVs.Types {
@@ -159,6 +148,24 @@ func run(o options) (*report, error) {
 	rep.Retaken += e.disturbed
 	e.logf("measured in %s", rep.Took.Round(time.Second))
 	return rep, errors.Join(errs...)
+}
+
+// subsRows runs the scale row with replicated subscriptions and its
+// growth runs; do runs a workload as run does.
+func (e *env) subsRows(rep *report, do func(string, func() error)) {
+	o := e.o
+	e.logf("== scale with replicated subscriptions: %d topics east<->west", o.Sizes.Subs.Topics)
+	do("subs", func() (err error) { rep.Subs, err = e.subs(o.Sizes.Subs.Topics, false); return err })
+	for _, n := range o.Sizes.Subs.Growth {
+		e.logf("== scale with replicated subscriptions, growth: %d topics east<->west, start-up and idle", n)
+		do(fmt.Sprintf("subs-%d", n), func() error {
+			r, err := e.subs(n, true)
+			if r != nil {
+				rep.SubsGrowth = append(rep.SubsGrowth, r)
+			}
+			return err
+		})
+	}
 }
 
 // ---- medians --------------------------------------------------------------
@@ -210,18 +217,20 @@ func (l *latResult) lat(arm string, f func(latRound) time.Duration) float64 {
 	return median(xs)
 }
 
-// seconds is the median drain time of arm.
-func (d *drainResult) seconds(arm string) float64 {
-	var xs []float64
-	for _, r := range d.Rounds {
-		if r.Arm == arm {
-			xs = append(xs, r.Dur.Seconds())
+// drainVerify is geo-sidecar verify's run over a drained backlog, if any.
+func (r *report) drainVerify() *verifyRun {
+	for _, d := range r.Drain {
+		if d.Verify != nil {
+			return d.Verify
 		}
 	}
-	return median(xs)
+	return nil
 }
 
 // ---- markdown -------------------------------------------------------------
+
+// sustainedNote labels the throughput rows in the summary.
+const sustainedNote = "The throughput rows are sustained load, what a user sees: a producer on east and the replicator running together on the same cores, timed from the first send to the last message on west. They are not the replicator's speed (when both replicators keep pace with the producer, their ratio measures CPU contention); the drain rows' copy msg/s is."
 
 // Markdown renders the report: the summary table, the sidecar's resources,
 // the scale run, the targets, then every round.
@@ -291,18 +300,14 @@ func (r *report) summary() string {
 			fmt.Fprintf(&b, "| %s | %s | %.1f | %.1f | %.1f (one hop) | %s | %s | %s |\n", w, s.name, bi, sc, di, ratio(sc, bi), ratio(sc, di), s.target)
 		}
 	}
-	if d := r.Drain; d != nil {
-		w := fmt.Sprintf("backlog drain, %s messages", num(float64(d.Messages)))
-		bi, sc := d.seconds(armBuiltin), d.seconds(armSidecar)
-		fmt.Fprintf(&b, "| %s | seconds | %.1f | %.1f | | %s | | |\n", w, bi, sc, ratio(sc, bi))
-		br, sr := float64(d.Messages)/bi, float64(d.Messages)/sc
-		fmt.Fprintf(&b, "| %s | msg/s | %s | %s | | %s | | ≥ 1.0× built-in |\n", w, num(br), num(sr), ratio(sr, br))
-		if v := d.Verify; v != nil {
-			vr := float64(v.Messages) / v.Dur.Seconds()
-			fmt.Fprintf(&b, "| geo-sidecar verify of the drained backlog (exit %d) | msg/s; ratio: to the sidecar's drain, %s msg/s | | %s | | %s | | ≥ 0.5× the sidecar's drain |\n",
-				v.Exit, num(v.SidecarRate), num(vr), ratio(vr, v.SidecarRate))
-			fmt.Fprintf(&b, "| geo-sidecar verify of the drained backlog | peak RSS MiB | | %s | | | | < 128 |\n", mib(v.PeakRSS))
-		}
+	for _, d := range r.Drain {
+		b.WriteString(d.summaryRows())
+	}
+	if v := r.drainVerify(); v != nil {
+		vr := float64(v.Messages) / v.Dur.Seconds()
+		fmt.Fprintf(&b, "| geo-sidecar verify of the drained backlog (exit %d) | msg/s; ratio: to the sidecar's drain, %s msg/s | | %s | | %s | | ≥ 0.5× the sidecar's drain |\n",
+			v.Exit, num(v.SidecarRate), num(vr), ratio(vr, v.SidecarRate))
+		fmt.Fprintf(&b, "| geo-sidecar verify of the drained backlog | peak RSS MiB | | %s | | | | < 128 |\n", mib(v.PeakRSS))
 	}
 	if z := r.Zstd; z != nil {
 		const w = "ZSTD topic, 1 partition"
@@ -311,28 +316,11 @@ func (r *report) summary() string {
 		cb, cs := z.median(armBuiltin, zstdRound.compression), z.median(armSidecar, zstdRound.compression)
 		fmt.Fprintf(&b, "| %s | payload bytes per byte stored at the origin (what ZSTD saved) | %.2f | %.2f | | | | |\n", w, cb, cs)
 	}
-	b.WriteString("\nThe sidecar's resources (one process per workload; CPU over the measured windows only):\n\n")
-	b.WriteString("| workload | messages copied | CPU s | CPU µs / message | peak RSS MiB | threads | goroutines |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
-	res := func(w string, s sidecarRun) {
-		per := "—"
-		if s.Messages > 0 {
-			per = fmt.Sprintf("%.1f", s.CPU.Seconds()*1e6/float64(s.Messages))
-		}
-		fmt.Fprintf(&b, "| %s | %s | %.1f | %s | %s | %d | %d |\n", w, num(float64(s.Messages)), s.CPU.Seconds(), per, mib(s.PeakRSS), s.Threads, s.Goroutines)
+	if len(r.TP) > 0 {
+		b.WriteString("\n" + sustainedNote + "\n")
 	}
-	for _, t := range r.TP {
-		res(fmt.Sprintf("throughput, %d partition%s", t.Partitions, plural(t.Partitions)), t.Sidecar)
-	}
-	if r.Lat != nil {
-		res("latency", r.Lat.Sidecar)
-	}
-	if r.Drain != nil {
-		res("backlog drain (per process: max)", r.Drain.Sidecar)
-	}
-	if r.Zstd != nil {
-		res("ZSTD topic", r.Zstd.Sidecar)
-	}
+	b.WriteString(drainNotes(r.Drain))
+	b.WriteString(r.resources())
 	if s := r.Scale; s != nil {
 		fmt.Fprintf(&b, "\nScale: one sidecar copying %s topics east→west (default 30 s discovery):\n\n", num(float64(s.Topics)))
 		b.WriteString("| start-up until all replicate | ready (/readyz) | idle RSS MiB | peak RSS MiB | goroutines | threads | idle CPU, % of a core | spread traffic msg/s | CPU µs / message | stop (SIGTERM) |\n")
@@ -357,6 +345,34 @@ func (r *report) summary() string {
 		for _, e := range r.Errors {
 			fmt.Fprintf(&b, "- %s\n", e)
 		}
+	}
+	return b.String()
+}
+
+// resources is the table of the sidecar's resources per workload.
+func (r *report) resources() string {
+	var b strings.Builder
+	b.WriteString("\nThe sidecar's resources (one process per workload; CPU over the measured windows only):\n\n")
+	b.WriteString("| workload | messages copied | CPU s | CPU µs / message | peak RSS MiB | threads | goroutines |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
+	res := func(w string, s sidecarRun) {
+		per := "—"
+		if s.Messages > 0 {
+			per = fmt.Sprintf("%.1f", s.CPU.Seconds()*1e6/float64(s.Messages))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.1f | %s | %s | %d | %d |\n", w, num(float64(s.Messages)), s.CPU.Seconds(), per, mib(s.PeakRSS), s.Threads, s.Goroutines)
+	}
+	for _, t := range r.TP {
+		res(fmt.Sprintf("throughput, %d partition%s", t.Partitions, plural(t.Partitions)), t.Sidecar)
+	}
+	if r.Lat != nil {
+		res("latency", r.Lat.Sidecar)
+	}
+	for _, d := range r.Drain {
+		res(fmt.Sprintf("backlog drain, %d partition%s (per process: max)", d.Partitions, plural(d.Partitions)), d.Sidecar)
+	}
+	if r.Zstd != nil {
+		res("ZSTD topic", r.Zstd.Sidecar)
 	}
 	return b.String()
 }
@@ -394,15 +410,14 @@ func (r *report) targets() string {
 		bi, sc := l.lat(armBuiltin, p99), l.lat(armSidecar, p99)
 		line(sc <= 1.5*bi, "p99 latency ≤ 1.5× built-in: %s", ratio(sc, bi))
 	}
-	if d := r.Drain; d != nil {
-		bi, sc := d.seconds(armBuiltin), d.seconds(armSidecar)
-		line(sc <= bi, "backlog drain ≥ 1.0× built-in (speed): %s", ratio(bi, sc))
-		if v := d.Verify; v != nil {
-			vr := float64(v.Messages) / v.Dur.Seconds()
-			line(v.Exit == 0 && vr >= 0.5*v.SidecarRate, "geo-sidecar verify of %s messages ≥ 0.5× the sidecar's drain rate: %s msg/s, %s (exit %d)",
-				num(float64(v.Messages)), num(vr), ratio(vr, v.SidecarRate), v.Exit)
-			line(v.PeakRSS < 128<<20, "geo-sidecar verify, peak RSS < 128 MiB: %s MiB", mib(v.PeakRSS))
-		}
+	for _, d := range r.Drain {
+		d.targets(line)
+	}
+	if v := r.drainVerify(); v != nil {
+		vr := float64(v.Messages) / v.Dur.Seconds()
+		line(v.Exit == 0 && vr >= 0.5*v.SidecarRate, "geo-sidecar verify of %s messages ≥ 0.5× the sidecar's drain rate: %s msg/s, %s (exit %d)",
+			num(float64(v.Messages)), num(vr), ratio(vr, v.SidecarRate), v.Exit)
+		line(v.PeakRSS < 128<<20, "geo-sidecar verify, peak RSS < 128 MiB: %s MiB", mib(v.PeakRSS))
 	}
 	if z := r.Zstd; z != nil {
 		bi, sc := z.median(armBuiltin, zstdRound.perStored), z.median(armSidecar, zstdRound.perStored)
@@ -432,7 +447,7 @@ func (r *report) targets() string {
 func (r *report) rounds() string {
 	var b strings.Builder
 	for _, t := range r.TP {
-		fmt.Fprintf(&b, "Throughput, %d partition%s (time: first send on the source to the last message taken by west):\n\n", t.Partitions, plural(t.Partitions))
+		fmt.Fprintf(&b, "Throughput under sustained load, %d partition%s: what a user sees, producer and replicator together, not the replicator's speed (time: first send on the source to the last message taken by west):\n\n", t.Partitions, plural(t.Partitions))
 		b.WriteString("| round | arm | messages | time s | msg/s | publish s | sidecar CPU s | east CPU s | west CPU s | machine busy |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, x := range t.Rounds {
 			cpu := ""
@@ -454,20 +469,8 @@ func (r *report) rounds() string {
 		}
 		b.WriteString("\n")
 	}
-	if d := r.Drain; d != nil {
-		fmt.Fprintf(&b, "Backlog drain, %s messages on %d partition%s (time: release to the last message taken by west; first: release to the first):\n\n",
-			num(float64(d.Messages)), d.Partitions, plural(d.Partitions))
-		b.WriteString("| round | arm | time s | msg/s | first s | leaked while held | sidecar CPU s | sidecar peak RSS MiB | east CPU s | west CPU s | machine busy |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, x := range d.Rounds {
-			cpu, hwm := "", ""
-			if x.Arm == armSidecar {
-				cpu, hwm = fmt.Sprintf("%.2f", x.CPU.Seconds()), mib(x.HWM)
-			}
-			fmt.Fprintf(&b, "| %d | %s | %.2f | %s | %.2f | %d | %s | %s | %.2f | %.2f | %.0f %% |\n", x.Round+1, x.Arm, x.Dur.Seconds(),
-				num(float64(x.Msgs)/x.Dur.Seconds()), x.React.Seconds(), x.Leaked, cpu, hwm,
-				x.Use.Broker["east"].Seconds(), x.Use.Broker["west"].Seconds(), 100*x.Use.Busy)
-		}
-		b.WriteString("\n")
+	for _, d := range r.Drain {
+		b.WriteString(d.roundsMarkdown())
 	}
 	if z := r.Zstd; z != nil {
 		fmt.Fprintf(&b, "ZSTD topic, %s messages on 1 partition (bytes: the topic's bytesInCounter over the round, on east from the application, on west from the replicator; payload: the messages uncompressed; time: first send to the last message taken by west):\n\n", num(float64(z.Messages)))
@@ -509,15 +512,28 @@ func method(r *report) string {
 		subs += r.Verify.method()
 	}
 	return subs + fmt.Sprintf(`- Every run works in a fresh tenant: a namespace replicated by Pulsar's own geo-replication (%[1]s, wired by `+"`cluster.sh geo`"+`), a local-only namespace copied east→west by the geo-sidecar binary (default settings: 1,000 messages in flight per partition, 30 s discovery), and a west-only namespace for the direct limit. Only east produces, so both systems copy one way. Arms alternate (their order rotates every round); medians over rounds.
-- Throughput: a batching producer (pulsar-client-go defaults: up to 1,000 messages or 128 KiB per batch, 10 ms delay, 1,000 pending; no compression) publishes %[2]s messages of 1 KiB on east as fast as it can; the time runs from the first send until west's broker has taken the last message (msgInCounter of the west topic, polled every 50 ms; it counts messages whoever writes them). The direct limit is the same producer writing to west itself. Producer, brokers and replicator share the machine's cores. "CPU µs / message" is the CPU the two broker JVMs (and the sidecar process) used over the window per message, from /proc: it includes any other load on the brokers, so read it with the per-round "machine busy" share.
+- Throughput under sustained load, what a user sees (not the replicator's speed: the drain rows measure that): a batching producer (pulsar-client-go defaults: up to 1,000 messages or 128 KiB per batch, 10 ms delay, 1,000 pending; no compression) publishes %[2]s messages of 1 KiB on east as fast as it can; the time runs from the first send until west's broker has taken the last message (msgInCounter of the west topic, polled every 50 ms; it counts messages whoever writes them). The direct limit is the same producer writing to west itself. Producer, brokers and replicator share the machine's cores. "CPU µs / message" is the CPU the two broker JVMs (and the sidecar process) used over the window per message, from /proc: it includes any other load on the brokers, so read it with the per-round "machine busy" share.
 - Latency: a non-batching producer on east sends %[3]s messages per second for %[4]s per round, each stamped with its send time; a consumer on west takes the difference on receipt (same clock). The direct arm (produce and consume on west) is the one-hop floor. The sidecar's producer sends a batch when it is full or 2 ms after its cursor ran dry.
-- Backlog drain: %[5]s messages are published to each arm's topic while its replicator cannot deliver, then it is released and timed until west has them all. The sidecar is simply not running (its cursor subscription exists and accumulates the backlog); its time runs from process start, so it includes start-up, discovery and subscribe. Pulsar's replicator is held by a replicator dispatch rate of 1 message and 1 byte per second on its namespace (removing west from the replication clusters would delete the replicator's cursor, and the backlog with it); at most one batch per partition leaks before the hold bites, reported per round. Pulsar 4.0.7's replicator, once it found no permits, never reads again by itself (a dangling in-flight read task; it logs "Skip the reading because there is a pending read task"), so the release lifts the rate and unloads and reloads the topic on east; the new replicator resumes from its durable cursor. Its time includes that. After the sidecar's arm of the first round, `+"`geo-sidecar verify`"+` (the same binary, with the sidecar's config; no marker key, so origins are taken at their word) proves the drained topic, reading both sides: its time from start to exit is set against the sidecar's drain rate of the same backlog, with the process's peak RSS (maxrss).
+- Backlog drain, the replicator's own speed (%[5]s messages per arm per round; one row per shape: %[11]s partitions, the largest a spread: each partition is a topic of its own to either replicator, with its own cursor, reader and producer): each arm of a round starts from the same state, one arm after the other (order rotating): a fresh topic, its replicator unable to deliver, the backlog published on east by the batching producer, a pause of %[12]s, then the release; its topic is deleted before the next arm. The sidecar is simply not running (its cursor subscription exists and accumulates the backlog); its time starts at process start. Pulsar's replicator is held by a replicator dispatch rate of 1 message and 1 byte per second on its namespace (removing west from the replication clusters would delete the replicator's cursor, and the backlog with it); at most one batch per partition leaks before the hold bites, reported per round. Pulsar 4.0.7's replicator, once it found no permits, never reads again by itself (a dangling in-flight read task; it logs "Skip the reading because there is a pending read task"), so the release lifts the rate and unloads and reloads the topic on east; the new replicator resumes from its durable cursor. Its time starts before the release. West's msgInCounter is polled every 50 ms: start-up is the start to the first message on west (the sidecar's process start, configuration, discovery, subscribe and the Failover consumer's 1 s activation delay; the built-in's unload, reload and first read), reported apart; the copy is the first message on west to the last, and its speed is the backlog less what leaked, over the copy's seconds. Ratios are per round pair: the sidecar's copy speed over the built-in's in the same round; the table shows their median, minimum and maximum (not a ratio of per-arm medians). With -versus the second binary is a third arm of every round, with its own ratios. A round whose copy (or whole time from the start) took more than twice its arm's median is flagged slow, with the machine's iowait over it (/proc/stat) and each broker's mean publish latency over it (pulsar_broker_publish_latency from /metrics: a message's arrival to its storage's acknowledgement, the bookie's journal and ledger writes included; the standalone bookies publish no journal or flush series); its sidecar log is kept and named. A built-in copy shorter than 10 s is noted: raise -drain-messages. After the sidecar's arm of the first round, `+"`geo-sidecar verify`"+` (the same binary, with the sidecar's config; no marker key, so origins are taken at their word) proves the drained topic, reading both sides: its time from start to exit is set against the sidecar's drain rate of the same backlog, with the process's peak RSS (maxrss).
 - ZSTD topic: a batching producer as above but with ZSTD compression (pulsar-client-go's default level; a batch of up to 128 KiB is compressed as a whole) publishes %[10]s messages of 1 KiB on east per arm per round, each a JSON-like order event with a counter, random ids and prices and a note of words drawn from sixteen (a 128 KiB batch of them compresses about fivefold; the report shows the factor the brokers saw: payload bytes per byte stored on east). Once west has every message (msgInCounter), the bytes west took into the topic (bytesInCounter: entries as stored, metadata included) are divided by the bytes east stored. A replicator that forwards stored entries as they are scores about 1 (plus what it adds to each entry's metadata); one that unpacks and sends messages again scores whatever its own producer's compression makes of them (uncompressed: the compression factor). Target: at most 1.05. No direct arm.
 - Sidecar CPU is utime+stime from /proc/PID/stat over the measured windows; the target of at most 2 µs per 1 KiB message (batched source) is judged on the sidecar process alone, the throughput rows of the resources table. Peak RSS is VmHWM from /proc/PID/status; goroutines from its /metrics (go_goroutines).
 - Scale: %[6]s non-partitioned topics on east with one message each, then one sidecar (topic_patterns, default 30 s discovery) started; start-up is process start until replicated_messages_total reaches the topic count. Idle RSS, goroutines and threads are read after %[9]s more; idle CPU over the next %[7]s; then %[8]s messages spread round-robin over all topics, timed until the sidecar counted them confirmed.
 - Other engineers' tests share the test bed and restart clusters; a measurement during which a broker restarted is taken again (counted in the header).
 `, "`builtin`", num(float64(s.TPMessages)), num(float64(s.LatRate)), s.LatDuration, num(float64(s.DrainMessages)),
-		num(float64(s.ScaleTopics)), s.IdleWindow, num(float64(s.ScaleMessages)), s.ScaleSettle, num(float64(s.ZstdMessages)))
+		num(float64(s.ScaleTopics)), s.IdleWindow, num(float64(s.ScaleMessages)), s.ScaleSettle, num(float64(s.ZstdMessages)),
+		drainShapesText(s.DrainShapes), s.Settle)
+}
+
+// drainShapesText is "1, 4 and 100".
+func drainShapesText(shapes []int) string {
+	xs := make([]string, len(shapes))
+	for i, n := range shapes {
+		xs[i] = strconv.Itoa(n)
+	}
+	if len(xs) < 2 {
+		return strings.Join(xs, "")
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
 }
 
 func plural(n int) string {
