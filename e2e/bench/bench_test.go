@@ -60,7 +60,7 @@ func TestBenchSmoke(t *testing.T) {
 		"| end-to-end latency at 100 msg/s | p99 ms |",
 		"| backlog drain, 1 partition, 2,000 messages | copy msg/s, first to last message on west (the replicator's speed) |",
 		"| backlog drain, 4 partitions, 2,000 messages | start-up s, release or process start to the first message on west |",
-		"| backlog drain, 100 partitions, 2,000 messages | seconds, release or process start to the last message (start-up included) |",
+		"| backlog drain, 100 partitions, 2,000 messages | seconds, release or process start to the last message (start-up included; ratio of the medians, as speed) |",
 		"Slow drain rounds",
 		"The throughput rows are sustained load, what a user sees",
 		"| ZSTD topic, 1 partition | bytes into the target per byte stored at the origin |",

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -152,9 +153,10 @@ type pubLatency struct{ Sum, Count float64 }
 // brokers. The broker times each message from its arrival to the
 // acknowledgement of its storage write, so the bookie's journal and
 // ledger writes are inside it; the test bed's standalone bookies publish
-// no journal or flush series of their own. The two lines come early in a
-// page that runs to megabytes on the shared bed, so the read stops there.
-// A broker that did not answer is missing from the map.
+// no journal or flush series of their own. The page runs to megabytes on
+// the shared bed; it is read to its end all the same, so that the broker
+// has finished writing it before a round is released (it is read outside
+// the timed window). A broker that did not answer is missing from the map.
 func (e *env) publishLatency() map[string]pubLatency {
 	out := map[string]pubLatency{}
 	for _, c := range []string{"east", "west"} {
@@ -191,6 +193,7 @@ func (e *env) publishLatencyOf(url string) (pubLatency, bool) {
 		}
 		*dst, _ = strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 	}
+	_, _ = io.Copy(io.Discard, resp.Body)
 	return l, haveSum && haveCount
 }
 
