@@ -19,7 +19,7 @@ import (
 // a failover would cost now, as far as known without a request (the last
 // lag measured plus the entries read here since the last follow).
 func (s *Sync) priority() float64 {
-	return s.lastLag + float64(s.dataCount.Swap(0))
+	return s.lags.largest + float64(s.dataCount.Swap(0))
 }
 
 // aged is prio for a request of the follow under way made after its

@@ -127,7 +127,6 @@ type Sync struct {
 
 	badLogAt time.Time // last time an invalid marker was logged
 	last     snapshot.Stats
-	sent     map[string]snapshot.Snapshot // last update sent per subscription
 
 	// outbox holds the markers this process wrote and has not forwarded
 	// yet: only those are forwarded (a marker of ours published again by
@@ -145,9 +144,6 @@ type Sync struct {
 	updateFrom map[string]marker.Position
 	writerTime int64
 
-	// seenOnRemote are the tracked subscriptions found on the remote.
-	seenOnRemote map[string]bool
-
 	// dataSeen is set by DataAt: the partition had traffic since the
 	// last follow; dataCount counts the entries since then, for the
 	// follow's priority in the budget.
@@ -157,18 +153,15 @@ type Sync struct {
 	// subscription here (snapshotUseful, at the last follow): requests
 	// wait until one could. Unset until the first follow.
 	useless atomic.Bool
-	// lastLag is the largest lag (entries) the last lag reading set (run
-	// alone).
-	lastLag float64
 	// relearn asks run to re-read the partition's history (takeover).
 	relearn chan struct{}
 	// wake ends run's sleep on an idle partition (poke); sleeping is set
 	// while run sleeps longer than a tick.
 	wake     chan struct{}
 	sleeping atomic.Bool
-	// lagReported are the subscriptions whose lag the last follow set
-	// (run alone): one gone since has its series dropped.
-	lagReported map[string]lagReading
+	// lags is what the lag gauges were last set to (lag.go); used by run
+	// alone.
+	lags lagReport
 	// fl is when and why follow runs (followDue); used by run alone.
 	fl followState
 	// targets are what the apply loop knows of the subscriptions it moves,
@@ -210,9 +203,6 @@ type followState struct {
 	newestID string        // the newest snapshot at the last follow
 	mds      map[string]marker.Position
 	behind   bool // a tracked subscription had not passed the newest snapshot
-	// lagAt is when lag last read both sides' backlogs and found every
-	// tracked subscription on the remote (zero: not yet, or not so).
-	lagAt time.Time
 	// seen is each tracked subscription's stats at the last position
 	// read (Stats set), and readAt when positions were last read: a
 	// subscription whose stats did not change since is not read again
@@ -407,14 +397,6 @@ type MarkerSink interface {
 	// again.
 	Close()
 }
-
-// lagLabels are the lag series' labels for sub.
-func (s *Sync) lagLabels(sub string) [4]string {
-	return [4]string{s.Local, s.Remote, metrics.TopicLabel(s.Topic), sub}
-}
-
-// lagKey names this sync among the reporters of subscription lag.
-func (s *Sync) lagKey() string { return s.Remote + " " + s.Topic }
 
 // DataAt feeds data read from the local partition at pos: a copy of
 // origin's message at opos, or local data when origin is "".
@@ -754,10 +736,7 @@ func (s *Sync) follow(ctx context.Context) error {
 			s.Planner.Forget(name) // send it again next time
 			return fmt.Errorf("write update: %w", err)
 		}
-		if s.sent == nil {
-			s.sent = map[string]snapshot.Snapshot{}
-		}
-		s.sent[name] = snap
+		s.lags.sentUpdate(name, snap)
 		s.Log.Debug("subscription update sent", zap.String("subscription", name), zap.Stringer("mark_delete", md),
 			zap.Stringer("snapshot_local", snap.Local), zap.Stringer("snapshot_remote", snap.Remote))
 		s.Metrics.UpdatesSent.WithLabelValues(s.Local, s.Remote).Inc()
@@ -770,79 +749,11 @@ func (s *Sync) follow(ctx context.Context) error {
 		s.Machine.Prune(*slowest)
 	}
 	s.useless.Store(!s.snapshotUseful(mds))
-	if !changed && !hadData && !f.lagAt.IsZero() && f.at.Sub(f.lagAt) < lagRefresh {
+	if !changed && !hadData && s.lags.fresh(f.at) {
 		s.lagAged() // the backlogs did not move here
 		return nil
 	}
 	return s.lag(ctx)
-}
-
-// lag sets, per tracked subscription, how many messages the remote copy of
-// the subscription would deliver again after a failover right now, and how
-// old the snapshot behind its last update is.
-func (s *Sync) lag(ctx context.Context) error {
-	s.fl.lagAt = time.Time{}
-	local, remote, err := s.backlogs(ctx, s.fl.prio)
-	if err != nil {
-		return err
-	}
-	reported, complete := map[string]lagReading{}, true
-	defer func() {
-		s.lastLag = 0
-		for _, r := range reported {
-			s.lastLag = max(s.lastLag, r.entries)
-		}
-		if complete {
-			s.fl.lagAt = s.fl.at
-		}
-		for name := range s.lagReported {
-			if _, ok := reported[name]; !ok {
-				s.Metrics.DropSubLag(s.lagLabels(name), s.lagKey())
-			}
-		}
-		s.lagReported = reported
-	}()
-	for name, lb := range local {
-		if !s.Tracked(name) {
-			continue
-		}
-		rb, ok := remote[name]
-		if !ok {
-			s.createOnRemote(ctx, name)
-			complete = false
-			continue
-		}
-		if s.seenOnRemote == nil {
-			s.seenOnRemote = map[string]bool{}
-		}
-		s.seenOnRemote[name] = true
-		r := lagReading{entries: float64(subscription.Lag(lb, rb))}
-		age := 0.0
-		if snap, ok := s.sent[name]; ok && lb < rb {
-			age, r.aging = time.Since(snap.Time).Seconds(), true
-		}
-		s.Metrics.SetLag(s.lagLabels(name), s.lagKey(), r.entries, age)
-		reported[name] = r
-	}
-	return nil
-}
-
-// lagReading is what lag last read for a subscription: the entries a
-// failover would deliver again, and whether the age of the snapshot
-// behind its copy counts (the copy trails).
-type lagReading struct {
-	entries float64
-	aging   bool
-}
-
-// lagAged moves the age gauges on without reading the backlogs (follow
-// found nothing moved): the entries stand, the snapshot only gets older.
-func (s *Sync) lagAged() {
-	for name, r := range s.lagReported {
-		if snap, ok := s.sent[name]; ok && r.aging {
-			s.Metrics.SetLag(s.lagLabels(name), s.lagKey(), r.entries, time.Since(snap.Time).Seconds())
-		}
-	}
 }
 
 // send writes one marker, remembering it for forwarding (outbox) first:
@@ -852,49 +763,6 @@ func (s *Sync) send(ctx context.Context, mk marker.Marker) error {
 		s.Wrote(mk)
 	}
 	return s.Writer.Write(ctx, mk)
-}
-
-// createOnRemote creates a tracked subscription that the remote lacks
-// there, at its earliest message: until a snapshot covers it no update
-// can say where it should be, and a consumer failing over to a missing
-// subscription would start at its initial position (Latest by default in
-// every client) and skip everything not consumed here. Earliest delivers
-// again instead. A subscription once seen on the remote is not created
-// again (its deletion there is the operator's).
-func (s *Sync) createOnRemote(ctx context.Context, sub string) {
-	if s.RemoteSubs == nil || s.seenOnRemote[sub] {
-		return
-	}
-	earliest := marker.Position{Ledger: -1, Entry: -1, Batch: -1}
-	// The broker makes it at the remote's newest entry first and resets it
-	// after (confirm.go): the other direction's follow must not take a
-	// position read meanwhile for its consumers'. Until the creation ends
-	// every position counts as put there by the sidecar; after, every
-	// position up to the remote's newest entry then, where the creation
-	// could have shown it.
-	begun := s.Applied.beginCreate(s.Remote, s.Topic, sub)
-	if err := s.RemoteSubs.Create(ctx, s.Topic, sub, earliest); err != nil {
-		s.Applied.end(begun, false, marker.Position{})
-		s.Log.Warn("creating a subscription on the remote failed", zap.String("subscription", sub), zap.Error(err))
-		return
-	}
-	upTo := fenceAll
-	if le, ok := s.RemoteSubs.(lastEntryReader); ok {
-		if p, err := le.LastEntry(ctx, s.Topic); err == nil {
-			upTo = p
-		} else {
-			s.Log.Warn("reading the remote's newest entry after creating a subscription there failed: its consumers' progress is not followed back until an update moves it",
-				zap.String("subscription", sub), zap.Error(err))
-		}
-	}
-	s.Applied.end(begun, true, upTo)
-	if s.seenOnRemote == nil {
-		s.seenOnRemote = map[string]bool{}
-	}
-	s.seenOnRemote[sub] = true
-	s.Metrics.SubsCreatedRemote.WithLabelValues(s.Local, s.Remote).Inc()
-	s.Log.Info("subscription created on the remote at its cluster.Earliest message: no snapshot covers it yet",
-		zap.String("subscription", sub))
 }
 
 // enqueueApply queues a received update copied from origin (its position
@@ -1051,11 +919,4 @@ func (s *Sync) currentLayout(ctx context.Context) *cluster.Layout {
 		return nil
 	}
 	return l
-}
-
-// lastEntryReader is what the creation fence (createOnRemote) asks of the
-// remote's admin API besides subscription.Admin: the partition's newest
-// entry.
-type lastEntryReader interface {
-	LastEntry(ctx context.Context, topic string) (marker.Position, error)
 }
