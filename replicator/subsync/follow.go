@@ -15,11 +15,46 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/marker"
 )
 
+type followState struct {
+	// mds are the tracked subscriptions' positions at the last follow.
+	mds map[string]marker.Position
+	// seen is each tracked subscription's stats at the last position
+	// read (Stats set), and readAt when positions were last read: a
+	// subscription whose stats did not change since is not read again
+	// before idleFollow (moved).
+	seen   map[string]SubStat
+	readAt time.Time
+	// seenAt is when the reading behind seen was sent, or a later one
+	// that showed nothing moved (resting).
+	seenAt time.Time
+	// readNewest is the newest snapshot when positions were last read.
+	readNewest string
+	// reading is the stats reading of the current follow (nil without
+	// Stats, or when it failed), prio its place in the budget.
+	reading map[string]SubStat
+	prio    float64
+	// maxAge is how old a shared reading this follow may use
+	// (readingAge); dataSinceRead whether data came since positions
+	// were last read.
+	maxAge        time.Duration
+	dataSinceRead bool
+	// waitingSince is when follows began putting a position read off
+	// for consumers not past a snapshot that just completed (zero: not
+	// now); positions read or proven end it (follow.go, mayWait).
+	waitingSince time.Time
+	// freshRead: this follow's positions were read by it (not kept from
+	// an earlier read, nor proven from a stats reading).
+	freshRead bool
+	// unconfirmed holds the positions that would have sent an update but
+	// are not trusted yet (confirm.go).
+	unconfirmed map[string]unconfirmedPos
+}
+
 // priority is the follow's place in the cluster's budget: the redelivery
 // a failover would cost now, as far as known without a request (the last
 // lag measured plus the entries read here since the last follow).
 func (s *Sync) priority() float64 {
-	return s.lags.largest + float64(s.dataCount.Swap(0))
+	return s.lags.largest + float64(s.pace.dataCount.Swap(0))
 }
 
 // aged is prio for a request of the follow under way made after its
@@ -29,7 +64,7 @@ func (s *Sync) priority() float64 {
 // again behind every follow due meanwhile: two rounds of the budget per
 // follow instead of one.
 func (s *Sync) aged(prio float64) float64 {
-	return prio + agePerSecond*time.Since(s.fl.at).Seconds()
+	return prio + agePerSecond*time.Since(s.pace.at).Seconds()
 }
 
 // readingAge is how old a shared stats reading a follow may use (never
@@ -47,7 +82,7 @@ func (s *Sync) aged(prio float64) float64 {
 // stats its largest read cost.
 func (s *Sync) readingAge(newSnapshot, hadData bool) time.Duration {
 	switch {
-	case newSnapshot || (s.fl.behind && s.fl.every <= behindFollow):
+	case newSnapshot || (s.pace.behind && s.pace.every <= behindFollow):
 		return s.Interval / 2
 	case hadData && s.useless.Load():
 		return behindFollow / 2
@@ -133,7 +168,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 			// read would only show it. Follow again shortly (their
 			// acknowledgements come in batches, every 100 ms with
 			// pulsar-client-go's defaults) and ask the reading again.
-			f.soon = f.at.Add(s.Interval / 5)
+			s.pace.soon = s.pace.at.Add(s.Interval / 5)
 			return f.mds, nil
 		}
 	}
@@ -213,9 +248,9 @@ func (s *Sync) keptSends(sub string, md marker.Position) bool {
 func (s *Sync) mayWait() bool {
 	f := &s.fl
 	if f.waitingSince.IsZero() {
-		f.waitingSince = f.at
+		f.waitingSince = s.pace.at
 	}
-	return f.at.Sub(f.waitingSince) < s.Interval
+	return s.pace.at.Sub(f.waitingSince) < s.Interval
 }
 
 // readPositionsNow reads the positions (readPositions) and records that
@@ -229,7 +264,7 @@ func (s *Sync) readPositionsNow(ctx context.Context, prio float64) (map[string]m
 	}
 	f.waitingSince = time.Time{}
 	f.freshRead = true
-	f.seen, f.readAt, f.dataSinceRead = nil, f.at, false
+	f.seen, f.readAt, f.dataSinceRead = nil, s.pace.at, false
 	f.readNewest = ""
 	if newest, ok := s.Machine.Newest(); ok {
 		f.readNewest = newest.ID
@@ -397,7 +432,7 @@ func (s *Sync) justCompleted() bool {
 // periodic read stays due, and is not replaced).
 func (s *Sync) reachedUnlessDue(r *Reading, subs map[string]SubStat) (map[string]marker.Position, bool, bool) {
 	f := &s.fl
-	if f.seen == nil || (f.dataSinceRead && f.at.Sub(f.readAt) >= idleFollow) {
+	if f.seen == nil || (f.dataSinceRead && s.pace.at.Sub(f.readAt) >= idleFollow) {
 		return nil, false, false
 	}
 	mds, ok, notYet := s.reached(r, subs)
@@ -429,7 +464,7 @@ func (s *Sync) moved(subs map[string]SubStat) bool {
 // movedBy is moved, and whether ourMove explained a change.
 func (s *Sync) movedBy(subs map[string]SubStat) (moved, ours bool) {
 	f := &s.fl
-	if f.mds == nil || f.seen == nil || (f.dataSinceRead && f.at.Sub(f.readAt) >= idleFollow) {
+	if f.mds == nil || f.seen == nil || (f.dataSinceRead && s.pace.at.Sub(f.readAt) >= idleFollow) {
 		return true, false
 	}
 	n := 0
@@ -482,7 +517,7 @@ func (s *Sync) couldUpdate() bool {
 	f := &s.fl
 	newest, ok := s.Machine.Newest()
 	switch {
-	case f.mds == nil || (f.dataSinceRead && f.at.Sub(f.readAt) >= idleFollow):
+	case f.mds == nil || (f.dataSinceRead && s.pace.at.Sub(f.readAt) >= idleFollow):
 		return true
 	case !ok:
 		return false

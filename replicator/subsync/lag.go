@@ -158,7 +158,7 @@ func (s *Sync) lag(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.lags.report(s.gauges(), local, remote, s.Tracked, func(sub string) { s.createOnRemote(ctx, sub) }, s.fl.at)
+	s.lags.report(s.gauges(), local, remote, s.Tracked, func(sub string) { s.createOnRemote(ctx, sub) }, s.pace.at)
 	return nil
 }
 

@@ -401,7 +401,7 @@ func TestFollowReadsPositionsOnlyWhenMoved(t *testing.T) {
 			{"a tracked subscription gone", func() { st.drop(syncTopic, "audit") }, true, 0},
 			{"quiet", func() {}, false, 0},
 			{"idleFollow passed, no data: nothing the stats would not show", func() { time.Sleep(idleFollow) }, false, 0},
-			{"idleFollow passed with data since: read anyway", func() { r.s.dataSeen.Store(true) }, true, 0},
+			{"idleFollow passed with data since: read anyway", func() { r.s.pace.dataSeen.Store(true) }, true, 0},
 			{"partition missing from the reading", func() {
 				delete(st.parts, syncTopic)
 				time.Sleep(idleFollow / 2) // the last reading ages out even for an idle follow
@@ -454,7 +454,7 @@ func TestFollowLagFromReadings(t *testing.T) {
 		// remote's only once lagRemoteAge has passed.
 		for i, want := range []int{1, 2, 2} {
 			time.Sleep(lagRemoteAge / 2)
-			r.s.dataSeen.Store(true)
+			r.s.pace.dataSeen.Store(true)
 			local.set(syncTopic, "billing", SubStat{Backlog: int64(3 + i), MarkDeleteAdvanced: 1})
 			if err := r.s.follow(context.Background()); err != nil {
 				t.Fatal(err)
@@ -558,7 +558,7 @@ func TestReadingAge(t *testing.T) {
 		{"behind and stale: nobody consumes it", false, false, true, false, 2 * behindFollow, idleFollow / 2},
 	} {
 		r := newSyncRig(t, rigConfig{})
-		r.s.fl.behind, r.s.fl.every = tt.behind, tt.every
+		r.s.pace.behind, r.s.pace.every = tt.behind, tt.every
 		r.s.useless.Store(tt.useless)
 		if got := r.s.readingAge(tt.newSnapshot, tt.hadData); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
@@ -605,14 +605,14 @@ func TestRestingFollowAsksNothing(t *testing.T) {
 				cacheSnapshot(t, r, "s2b", subsynctest.Pos(1, 21), subsynctest.Pos(7, 31))
 			}, true},
 			{"that reading stood for a position read: resting", func() { time.Sleep(idleFollow) }, false},
-			{"data", func() { r.s.dataSeen.Store(true) }, true},
+			{"data", func() { r.s.pace.dataSeen.Store(true) }, true},
 			{"positions read after the data: resting again", func() { time.Sleep(idleFollow) }, false},
 			{"a gauge reading shows backlog: no rest (that reading serves this follow)", func() { offer(SubStat{Backlog: 3, MarkDeleteAdvanced: 200}) }, false},
 			{"no rest: read again", func() { st.set(syncTopic, "billing", SubStat{Backlog: 3, MarkDeleteAdvanced: 200}) }, true},
 			{"consumed to the end again", func() {
 				st.set(syncTopic, "billing", SubStat{Backlog: 0, MarkDeleteAdvanced: 300})
 				time.Sleep(idleFollow)
-				r.s.dataSeen.Store(true) // the follow after data reads positions
+				r.s.pace.dataSeen.Store(true) // the follow after data reads positions
 			}, true},
 			{"resting", func() {}, false},
 			{"restMax without a reading: followed as idle", func() { time.Sleep(restMax) }, true},
@@ -629,7 +629,7 @@ func TestRestingFollowAsksNothing(t *testing.T) {
 				r.local.setMD("billing", subsynctest.Pos(1, 44))
 			}, true},
 			{"data, a snapshot, and a reset forward to the end (timestamp unchanged, backlog 0)", func() {
-				r.s.dataSeen.Store(true)
+				r.s.pace.dataSeen.Store(true)
 				cacheSnapshot(t, r, "s4", subsynctest.Pos(1, 50), subsynctest.Pos(7, 60))
 				r.local.setMD("billing", subsynctest.Pos(1, 55))
 			}, true},
@@ -664,7 +664,7 @@ func TestRestingFollowAsksNothing(t *testing.T) {
 func TestFollowKeepsItsPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &Sync{}
-		s.fl.at = time.Now()
+		s.pace.at = time.Now()
 		time.Sleep(10 * time.Second)
 		if got, want := s.aged(3), float64(3+10*agePerSecond); got != want {
 			t.Errorf("aged(3) after 10 s = %v, want %v", got, want)
@@ -756,7 +756,7 @@ func TestFollowTakesOurMoves(t *testing.T) {
 		} {
 			time.Sleep(time.Second)
 			step.change()
-			r.s.dataSeen.Store(true) // copies keep coming: no rest
+			r.s.pace.dataSeen.Store(true) // copies keep coming: no rest
 			before := r.local.mdCalls
 			if err := r.s.follow(ctx); err != nil {
 				t.Fatalf("step %d (%s): %v", i, step.name, err)
@@ -864,7 +864,7 @@ func TestFollowKeptPositionAfterRewind(t *testing.T) {
 				time.Sleep(time.Second)
 				r.local.setMD("billing", tt.md)
 				st.set(syncTopic, "billing", SubStat{Backlog: tt.backlog, MarkDeleteAdvanced: tt.ts})
-				r.s.dataSeen.Store(tt.data)
+				r.s.pace.dataSeen.Store(tt.data)
 				cacheSnapshot(t, r, "s2", tt.snap, subsynctest.Pos(7, 30))
 				r.s.entries.completed(tt.snap) // as Sync.completions records it
 				before := r.local.mdCalls

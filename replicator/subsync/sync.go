@@ -144,21 +144,14 @@ type Sync struct {
 	updateFrom map[string]marker.Position
 	writerTime int64
 
-	// dataSeen is set by DataAt: the partition had traffic since the
-	// last follow; dataCount counts the entries since then, for the
-	// follow's priority in the budget.
-	dataSeen  atomic.Bool
-	dataCount atomic.Int64
 	// useless is set when no snapshot request could serve a tracked
 	// subscription here (snapshotUseful, at the last follow): requests
 	// wait until one could. Unset until the first follow.
 	useless atomic.Bool
 	// relearn asks run to re-read the partition's history (takeover).
 	relearn chan struct{}
-	// wake ends run's sleep on an idle partition (poke); sleeping is set
-	// while run sleeps longer than a tick.
-	wake     chan struct{}
-	sleeping atomic.Bool
+	// pace is when follow runs and run sleeps (pace.go).
+	pace pacer
 	// lags is what the lag gauges were last set to (lag.go); used by run
 	// alone.
 	lags lagReport
@@ -188,82 +181,8 @@ func (s *Sync) Wrote(mk marker.Marker) { s.outbox.put(mk) }
 
 // New builds the sync of c; nothing runs until Run.
 func New(c Config) *Sync {
-	return &Sync{Config: c, relearn: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+	return &Sync{Config: c, relearn: make(chan struct{}, 1), pace: pacer{wake: make(chan struct{}, 1)}}
 }
-
-// followState paces follow, the sync's only periodic admin calls, by
-// activity: a partition whose tracked subscriptions have passed the
-// newest snapshot and that receives nothing costs no admin call but one
-// every idleFollow.
-type followState struct {
-	once     bool
-	at       time.Time
-	every    time.Duration // interval/2, doubled while nothing changes, up to behindFollow (idleFollow once stale)
-	movedAt  time.Time     // last follow that saw a change
-	newestID string        // the newest snapshot at the last follow
-	mds      map[string]marker.Position
-	behind   bool // a tracked subscription had not passed the newest snapshot
-	// seen is each tracked subscription's stats at the last position
-	// read (Stats set), and readAt when positions were last read: a
-	// subscription whose stats did not change since is not read again
-	// before idleFollow (moved).
-	seen   map[string]SubStat
-	readAt time.Time
-	// seenAt is when the reading behind seen was sent, or a later one
-	// that showed nothing moved (resting).
-	seenAt time.Time
-	// readNewest is the newest snapshot when positions were last read.
-	readNewest string
-	// reading is the stats reading of the current follow (nil without
-	// Stats, or when it failed), prio its place in the budget.
-	reading map[string]SubStat
-	prio    float64
-	// maxAge is how old a shared reading this follow may use
-	// (readingAge); dataSinceRead whether data came since positions
-	// were last read.
-	maxAge        time.Duration
-	dataSinceRead bool
-	// soon, if set, is when follow runs again at the latest: the
-	// consumers had not passed a snapshot that just completed (follow.go),
-	// or a position awaits its confirming read (confirm.go).
-	soon time.Time
-	// waitingSince is when follows began putting a position read off
-	// for consumers not past a snapshot that just completed (zero: not
-	// now); positions read or proven end it (follow.go, mayWait).
-	waitingSince time.Time
-	// freshRead: this follow's positions were read by it (not kept from
-	// an earlier read, nor proven from a stats reading).
-	freshRead bool
-	// unconfirmed holds the positions that would have sent an update but
-	// are not trusted yet (confirm.go).
-	unconfirmed map[string]unconfirmedPos
-}
-
-const (
-	// behindFollow bounds the pause between two follows while a tracked
-	// subscription has not passed the newest snapshot and nothing moves
-	// (an update then goes out at most this late: more redelivered after
-	// a failover, never lost).
-	behindFollow = 30 * time.Second
-	// idleFollow is how often an idle partition is followed anyway, to
-	// see subscriptions created or reset there.
-	idleFollow = 5 * time.Minute
-	// staleBehind: a subscription behind the newest snapshot whose
-	// position has not moved for this long has nobody consuming it (a
-	// standby region's copy, say); it is then followed every idleFollow
-	// like an idle one. At 30 s each, 1,000 such partitions cost 100
-	// admin requests a second (e2e/bench, subs row).
-	staleBehind = 5 * time.Minute
-	// restMax bounds a rest (resting) without a reading that confirms
-	// it: a resting partition is followed as an idle one after this long
-	// when no reading made elsewhere came.
-	restMax = time.Hour
-	// lagRefresh is how often the lag gauges are read again when nothing
-	// moved on the partition (no data, no position, no snapshot): the two
-	// backlog calls of each idle follow were two thirds of its admin cost.
-	// Only a consumer on the remote moving the copy goes unseen that long.
-	lagRefresh = time.Hour
-)
 
 // Takeover tells the sync that the replicator resumed past messages it
 // did not read itself (another instance processed them): the third
@@ -293,29 +212,6 @@ func (s *Sync) StartsAt(pos marker.Position) bool {
 	}
 	l := s.LayoutAtStart
 	return l != nil && pos.Ledger == l.Start().Ledger && pos.Entry == l.Start().Entry
-}
-
-// followDue reports whether follow runs now.
-func (s *Sync) followDue(now time.Time) bool {
-	f := &s.fl
-	if !f.once {
-		return true
-	}
-	since := now.Sub(f.at)
-	newest, _ := s.Machine.Newest()
-	switch {
-	case !f.soon.IsZero() && !now.Before(f.soon):
-		return true
-	case since < min(f.every, s.Interval/2) && newest.ID == f.newestID:
-		return false
-	case newest.ID != f.newestID:
-		return since >= s.Interval/2
-	case since < f.every:
-		return false
-	}
-	// Data waiting for a subscription that can use a snapshot
-	// (snapshotUseful) is followed like new data.
-	return f.behind || s.dataSeen.Load() || !s.Machine.Idle() || since >= idleFollow
 }
 
 // maxUpdateAge bounds how far an update's write time may lie behind the
@@ -402,10 +298,9 @@ type MarkerSink interface {
 // origin's message at opos, or local data when origin is "".
 func (s *Sync) DataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
 	s.entries.read(pos)
-	s.dataSeen.Store(true)
-	s.dataCount.Add(1)
+	s.pace.data()
 	s.write(ctx, s.completions(s.Machine.Data(pos, origin, opos)))
-	s.poke()
+	s.pace.poke()
 }
 
 // completions notes the snapshots among mks, what the machine returned
@@ -417,17 +312,6 @@ func (s *Sync) completions(mks []marker.Marker) []marker.Marker {
 		}
 	}
 	return mks
-}
-
-// poke wakes run if it sleeps: the machine has something to do (data
-// came, or a marker changed its state).
-func (s *Sync) poke() {
-	if s.sleeping.Load() && s.sleeping.CompareAndSwap(true, false) {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
-	}
 }
 
 // MarkerAt handles a marker read from the local partition at pos, copied
@@ -451,7 +335,7 @@ func (s *Sync) poke() {
 // this process did not write came from another instance of the sidecar
 // (HA, or before a restart) and is dropped without being counted.
 func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte, from marker.Origin, producer string) (forward bool) {
-	defer s.poke()
+	defer s.pace.poke()
 	s.entries.read(pos)
 	mk, err := s.Keys.Decode(payload)
 	if err != nil {
@@ -567,10 +451,10 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 		case <-s.relearn:
 			s.rebuild(ctx, s.currentLayout(ctx))
 			continue
-		case <-s.wake:
+		case <-s.pace.wake:
 		case <-t.C:
 		}
-		s.sleeping.Store(false)
+		s.pace.sleeping.Store(false)
 		// A request only where a tracked subscription can use the
 		// snapshot (snapshotUseful); the data waits in the machine.
 		s.write(ctx, s.Machine.Tick(linkUp() && !s.useless.Load()))
@@ -578,64 +462,12 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 		s.entries.sample() // for a reading another partition's follow asks for (reached.go)
 		if s.followDue(time.Now()) {
 			if err := s.follow(ctx); err != nil && ctx.Err() == nil {
-				s.fl.every = s.Interval / 2 // try again soon
+				s.pace.retry(s.Interval) // try again soon
 				s.Log.Debug("following subscriptions failed", zap.Error(err))
 			}
 		}
 		t.Reset(s.sleepFor(tick))
 	}
-}
-
-// sleepFor is how long run waits before its next round: a tick while the
-// machine has work, else until the next follow is due. A long sleep is
-// announced (sleeping) before the machine is asked again, so data that
-// arrives meanwhile either is seen here or pokes run awake.
-func (s *Sync) sleepFor(tick time.Duration) time.Duration {
-	if s.machineBusy() {
-		return tick
-	}
-	d := s.followIn(time.Now())
-	if d <= tick {
-		return tick
-	}
-	if !s.Machine.Idle() {
-		// Data waits for a subscription that can use a snapshot; only
-		// the next follow can tell, so data need not wake run.
-		return d
-	}
-	s.sleeping.Store(true)
-	if s.machineBusy() {
-		s.sleeping.Store(false)
-		return tick
-	}
-	return d
-}
-
-// machineBusy reports whether the snapshot machine wants ticks: a request
-// pending, or data to cover and a subscription that can use a snapshot.
-func (s *Sync) machineBusy() bool {
-	return !s.Machine.Idle() && (!s.useless.Load() || s.Machine.Pending())
-}
-
-// followIn is how long until followDue turns true if nothing happens
-// meanwhile (no data, no new snapshot: those poke run).
-func (s *Sync) followIn(now time.Time) time.Duration {
-	f := &s.fl
-	if !f.once {
-		return 0
-	}
-	newest, _ := s.Machine.Newest()
-	d := f.at.Add(idleFollow).Sub(now)
-	switch {
-	case newest.ID != f.newestID:
-		d = f.at.Add(s.Interval / 2).Sub(now)
-	case f.behind || s.dataSeen.Load() || !s.Machine.Idle():
-		d = f.at.Add(f.every).Sub(now)
-	}
-	if !f.soon.IsZero() {
-		d = min(d, f.soon.Sub(now))
-	}
-	return d
 }
 
 func (s *Sync) countStats() {
@@ -657,24 +489,22 @@ func (s *Sync) countStats() {
 func (s *Sync) follow(ctx context.Context) error {
 	f := &s.fl
 	newest, hasNewest := s.Machine.Newest()
-	hadData := s.dataSeen.Swap(false)
-	changed := !f.once || newest.ID != f.newestID
-	prevAt := f.at
-	f.once, f.at, f.newestID, f.soon = true, time.Now(), newest.ID, time.Time{}
-	f.prio, f.maxAge = s.priority(), min(s.readingAge(changed, hadData), f.at.Sub(prevAt))
+	hadData := s.pace.dataSeen.Swap(false)
+	changed, prevAt := s.pace.begin(time.Now(), newest.ID)
+	f.prio, f.maxAge = s.priority(), min(s.readingAge(changed, hadData), s.pace.at.Sub(prevAt))
 	f.dataSinceRead = f.dataSinceRead || hadData
 	if s.resting(changed) {
-		f.every = idleFollow
+		s.pace.rest()
 		s.lagAged()
 		return nil
 	}
 	prevMDs := f.mds
 	mds, err := s.positions(ctx, f.prio)
 	if err != nil {
-		f.every = s.Interval / 2
+		s.pace.retry(s.Interval)
 		return fmt.Errorf("local mark-delete positions: %w", err)
 	}
-	f.behind = false
+	s.pace.behind = false
 	for name, md := range mds {
 		if s.Tracked(name) {
 			if last, ok := f.mds[name]; !ok || last != md {
@@ -684,7 +514,7 @@ func (s *Sync) follow(ctx context.Context) error {
 			// consumer moving it here (a standby region's copy): it is
 			// followed like an idle one, not polled for a move.
 			if hasNewest && md.Compare(newest.Local) < 0 && !s.movedByUpdate(name, md) {
-				f.behind = true
+				s.pace.behind = true
 			}
 		}
 	}
@@ -692,14 +522,7 @@ func (s *Sync) follow(ctx context.Context) error {
 		changed = true
 	}
 	f.mds = mds
-	switch {
-	case changed:
-		f.every, f.movedAt = s.Interval/2, f.at
-	case f.at.Sub(f.movedAt) >= staleBehind:
-		f.every = min(max(f.every, s.Interval/2)*2, idleFollow)
-	default:
-		f.every = min(max(f.every, s.Interval/2)*2, behindFollow)
-	}
+	s.pace.paced(changed, s.Interval)
 	var slowest *marker.Position
 	for name, md := range mds {
 		if !s.Tracked(name) {
@@ -749,7 +572,7 @@ func (s *Sync) follow(ctx context.Context) error {
 		s.Machine.Prune(*slowest)
 	}
 	s.useless.Store(!s.snapshotUseful(mds))
-	if !changed && !hadData && s.lags.fresh(f.at) {
+	if !changed && !hadData && s.lags.fresh(s.pace.at) {
 		s.lagAged() // the backlogs did not move here
 		return nil
 	}

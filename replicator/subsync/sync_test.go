@@ -1027,7 +1027,7 @@ func TestIdleSyncWakesOnData(t *testing.T) {
 
 		// Idle: run sleeps until the next follow (no request without data).
 		wait(2 * time.Minute)
-		if !r.s.sleeping.Load() {
+		if !r.s.pace.sleeping.Load() {
 			t.Fatal("idle for 2 minutes, run not asleep")
 		}
 		if got := subsynctest.KindsOf(r.sink.Take()); len(got) != 0 {
@@ -1040,7 +1040,7 @@ func TestIdleSyncWakesOnData(t *testing.T) {
 			t.Errorf("after data: markers written %v, want a snapshot request", got)
 		}
 		// While the request is pending, run ticks (it must time out).
-		if r.s.sleeping.Load() {
+		if r.s.pace.sleeping.Load() {
 			t.Error("a request pending, run asleep")
 		}
 		stop()

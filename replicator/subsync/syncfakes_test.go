@@ -282,7 +282,7 @@ func newSyncRig(t *testing.T, rc rigConfig) *syncRig {
 			Applied:        r.applied,
 			CursorsAtStart: slices.Clone(rc.cursors),
 		},
-		wake: make(chan struct{}, 1),
+		pace: pacer{wake: make(chan struct{}, 1)},
 	}
 	return r
 }

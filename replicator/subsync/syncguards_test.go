@@ -118,7 +118,7 @@ func TestSyncFollowDueBounds(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{}) // interval 1 s
-			r.s.fl = followState{once: true, at: now.Add(-tt.since), every: tt.every, newestID: tt.newest}
+			r.s.pace.once, r.s.pace.at, r.s.pace.every, r.s.pace.newestID = true, now.Add(-tt.since), tt.every, tt.newest
 			if got := r.s.followDue(now); got != tt.want {
 				t.Errorf("followDue %v after the last follow = %v, want %v", tt.since, got, tt.want)
 			}
