@@ -23,7 +23,6 @@ package subsync
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,21 +108,11 @@ type Config struct {
 type Sync struct {
 	Config
 
-	applyMu sync.Mutex
-	toApply map[string]marker.Position // latest pending update per subscription
-	// applyCtx is Run's context, for the apply worker enqueueApply starts
-	// (nil before Run); applying is set while one runs. A worker lives
-	// only while updates wait: a goroutine per partition and direction
-	// that waited for them was a quarter of a sidecar's goroutines with
-	// replicated subscriptions (e2e/bench, subs row).
-	applyCtx context.Context
-	applying bool
-	// applyDone is set when Run ends (no worker starts after it), and
-	// workers counts the worker running, for Run to wait for it: an
-	// update still being applied when Run returned moved the subscription
-	// after the stop, beside the next start's.
-	applyDone bool
-	workers   sync.WaitGroup
+	// queue holds the received updates not applied yet and runs the
+	// worker that applies them (apply.go).
+	queue applyQueue
+	// updatesMu guards updateFrom and writerTime.
+	updatesMu sync.Mutex
 
 	badLogAt time.Time // last time an invalid marker was logged
 	last     snapshot.Stats
@@ -140,7 +129,7 @@ type Sync struct {
 	hasLastCopy          bool
 	// updateFrom is the origin position of the newest update taken per
 	// subscription, and writerTime the newest write time (the writer's
-	// clock) of any copy taken from the remote (applyMu).
+	// clock) of any copy taken from the remote (updatesMu).
 	updateFrom map[string]marker.Position
 	writerTime int64
 
@@ -163,14 +152,6 @@ type Sync struct {
 	wm      *wireMover
 	// entries counts what the entry path feeds, for reached.go.
 	entries entryCount
-}
-
-// Pending returns the updates received and not applied yet, the newest
-// per subscription.
-func (s *Sync) Pending() map[string]marker.Position {
-	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
-	return maps.Clone(s.toApply)
 }
 
 // Wrote records mk as a marker this process wrote, as the sync does for
@@ -376,9 +357,9 @@ func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte
 			return false
 		}
 		s.lastCopy, s.lastCopyAt, s.hasLastCopy = from.At, pos, true
-		s.applyMu.Lock()
+		s.updatesMu.Lock()
 		s.writerTime = max(s.writerTime, mk.Time) // every kind: the writer's clock now
-		s.applyMu.Unlock()
+		s.updatesMu.Unlock()
 		if mk.Kind == marker.KindUpdate {
 			if reason := s.enqueueApply(mk, from.At); reason != "" {
 				s.invalidMarker(pos, reason)
@@ -597,138 +578,23 @@ func (s *Sync) send(ctx context.Context, mk marker.Marker) error {
 // no clock; the age compares the writer's clock only with itself.
 func (s *Sync) enqueueApply(up marker.Marker, origin marker.Position) (refused string) {
 	sub, at := up.Subscription, up.Remote
-	s.applyMu.Lock()
+	s.updatesMu.Lock()
 	s.writerTime = max(s.writerTime, up.Time)
 	if time.Duration(s.writerTime-up.Time)*time.Millisecond > maxUpdateAge {
-		s.applyMu.Unlock()
+		s.updatesMu.Unlock()
 		return "stale-update"
 	}
 	if s.updateFrom == nil {
 		s.updateFrom = map[string]marker.Position{}
 	}
 	if last, ok := s.updateFrom[sub]; ok && origin.Compare(last) <= 0 {
-		s.applyMu.Unlock()
+		s.updatesMu.Unlock()
 		return "replayed"
 	}
 	s.updateFrom[sub] = origin
-	if s.toApply == nil {
-		s.toApply = map[string]marker.Position{}
-	}
-	if cur, ok := s.toApply[sub]; !ok || at.Compare(cur) > 0 {
-		s.toApply[sub] = at
-	}
-	ctx, start := s.applyCtx, s.claimWorker()
-	s.applyMu.Unlock()
-	if start {
-		go s.applyWorker(ctx)
-	}
+	s.updatesMu.Unlock()
+	s.queue.put(sub, at)
 	return ""
-}
-
-// startApplying lets enqueueApply start apply workers with ctx (Run's),
-// and starts one for updates that came before.
-func (s *Sync) startApplying(ctx context.Context) {
-	s.applyMu.Lock()
-	s.applyCtx = ctx
-	start := s.claimWorker()
-	s.applyMu.Unlock()
-	if start {
-		go s.applyWorker(ctx)
-	}
-}
-
-// claimWorker, with applyMu held, reports whether the caller starts an
-// apply worker: workers may run (Run began and has not ended), none does,
-// and an update waits. The worker is counted here, under applyMu, so that
-// stopApplying's wait sees every worker claimed before it.
-func (s *Sync) claimWorker() bool {
-	if s.applyCtx == nil || s.applyDone || s.applying || len(s.toApply) == 0 {
-		return false
-	}
-	s.applying = true
-	s.workers.Add(1)
-	return true
-}
-
-// stopApplying ends the apply side as Run returns: no worker starts
-// after it, and it waits for the one running (it ends at its current
-// update: Run's ctx is done).
-func (s *Sync) stopApplying() {
-	s.applyMu.Lock()
-	s.applyDone = true
-	s.applyMu.Unlock()
-	s.workers.Wait()
-}
-
-// applyWorker applies received updates, the newest per subscription, off
-// the data path (a move must not hold up replication), until none waits
-// or ctx is done.
-func (s *Sync) applyWorker(ctx context.Context) {
-	defer s.workers.Done()
-	for {
-		s.applyMu.Lock()
-		batch := s.toApply
-		s.toApply = nil
-		if len(batch) == 0 || ctx.Err() != nil {
-			s.toApply = batch // kept for nobody: Run is over
-			s.applying = false
-			s.applyMu.Unlock()
-			return
-		}
-		s.applyMu.Unlock()
-		for sub, at := range batch {
-			s.apply(ctx, sub, at)
-		}
-	}
-}
-
-// apply applies one update to sub: the route from what is known of it
-// (mover.go), without reading the subscription first where standby.go
-// allows, the outcome counted by route, where it put sub recorded for echo
-// suppression (movedByUpdate), and a change of route or refusal logged
-// once.
-func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) {
-	now := time.Now()
-	tg := s.targetOf(ctx, sub, now)
-	st, read := s.standbyReading(ctx, tg, sub, at, now)
-	t := tg.t
-	// Not fresh when an update (another remote's, or one of ours whose
-	// outcome is not known) may have moved the subscription past the
-	// position tg knows: a reset cannot change the reading's timestamp
-	// (standby.go), so the reading would not show it, and the reset would
-	// move the subscription back.
-	t.Fresh = read && fresh(tg, st) && !s.Applied.beyond(s.Local, s.Topic, sub, tg.t.MarkDelete)
-	// Recorded before the move lands: follow, running meanwhile, may read
-	// the position it sets before Apply returns, and would send it back.
-	begun := s.Applied.begin(s.Local, s.Topic, sub, subscription.ProtocolTarget(at))
-	res, err := subscription.Apply(ctx, s.SubAdmin, s.mover(), t, s.Topic, sub, at)
-	settle(s.Applied, begun, res, t.Fresh)
-	now = time.Now()
-	s.noteResult(tg, res, now)
-	tg.noteMove(res, st, read, now)
-	s.Log.Debug("subscription update received", zap.String("subscription", sub), zap.Stringer("to", at),
-		zap.String("route", string(res.Route)), zap.String("outcome", string(res.Outcome)))
-	s.Metrics.UpdatesApplied.WithLabelValues(s.Local, string(res.Route), string(res.Outcome)).Inc()
-	changed := res.Route != tg.lastRoute || res.Outcome != tg.lastOutcome
-	tg.lastRoute, tg.lastOutcome = res.Route, res.Outcome
-	fields := []zap.Field{zap.String("subscription", sub), zap.Stringer("type", tg.t.Type), zap.Int("consumers", tg.t.Consumers)}
-	switch {
-	case err != nil && ctx.Err() != nil:
-		// Stopping: every update in flight fails with the context (1,358
-		// warnings at once when 10,000 topics stopped). The next start
-		// follows again; nothing to say.
-		s.Log.Debug("applying a subscription update ended by the stop", zap.String("subscription", sub), zap.Error(err))
-	case err != nil:
-		s.Log.Warn("applying a subscription update failed", zap.String("subscription", sub), zap.String("route", string(res.Route)), zap.Error(err))
-	case !changed:
-	case res.Outcome == subscription.RefusedType:
-		s.Log.Info("subscription update not applied: its type cannot be moved with consumers attached (reset-cursor would disconnect them)",
-			append(fields, zap.Bool("refused_by_broker", res.Route == subscription.RouteProtocol))...)
-	case res.Route == subscription.RouteAdmin && res.Outcome == subscription.Applied:
-		s.Log.Info("subscription update applied with reset-cursor: its type is not one the protocol route serves with nobody attached", fields...)
-	case res.Outcome == subscription.RefusedConsumers:
-		s.Log.Debug("subscription update not applied: consumers attached", fields...)
-	}
 }
 
 // currentLayout reads the partition's layout now; nil if it cannot.

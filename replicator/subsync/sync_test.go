@@ -1215,9 +1215,9 @@ func TestApplyWorkerOnlyWhileUpdatesWait(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
 		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 3)})
 		working := func() bool {
-			r.s.applyMu.Lock()
-			defer r.s.applyMu.Unlock()
-			return r.s.applying
+			r.s.queue.mu.Lock()
+			defer r.s.queue.mu.Unlock()
+			return r.s.queue.running
 		}
 		origin := int64(1)
 		queue := func(at marker.Position) {

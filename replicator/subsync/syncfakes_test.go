@@ -289,9 +289,7 @@ func newSyncRig(t *testing.T, rc rigConfig) *syncRig {
 
 // pending returns the updates waiting to be applied.
 func (r *syncRig) pending() map[string]marker.Position {
-	r.s.applyMu.Lock()
-	defer r.s.applyMu.Unlock()
-	return maps.Clone(r.s.toApply)
+	return r.s.queue.waiting()
 }
 
 // lagSeries returns the subscription-lag series (entries and seconds) by
