@@ -23,8 +23,6 @@ package subsync
 import (
 	"context"
 	"fmt"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -111,27 +109,10 @@ type Sync struct {
 	// queue holds the received updates not applied yet and runs the
 	// worker that applies them (apply.go).
 	queue applyQueue
-	// updatesMu guards updateFrom and writerTime.
-	updatesMu sync.Mutex
-
-	badLogAt time.Time // last time an invalid marker was logged
-	last     snapshot.Stats
-
-	// outbox holds the markers this process wrote and has not forwarded
-	// yet: only those are forwarded (a marker of ours published again by
-	// someone else is not).
-	outbox outbox
-	// lastCopy is the origin position of the newest copy of a remote
-	// marker taken, and lastCopyAt where it was read here: a copy read
-	// after it with an origin not after it is a replay; one read at or
-	// before it is the cursor delivering again what was judged already.
-	lastCopy, lastCopyAt marker.Position
-	hasLastCopy          bool
-	// updateFrom is the origin position of the newest update taken per
-	// subscription, and writerTime the newest write time (the writer's
-	// clock) of any copy taken from the remote (updatesMu).
-	updateFrom map[string]marker.Position
-	writerTime int64
+	// gate judges the markers the entry path reads (intake.go).
+	gate gate
+	// last are the snapshot machine's counts at the last countStats.
+	last snapshot.Stats
 
 	// useless is set when no snapshot request could serve a tracked
 	// subscription here (snapshotUseful, at the last follow): requests
@@ -153,12 +134,6 @@ type Sync struct {
 	// entries counts what the entry path feeds, for reached.go.
 	entries entryCount
 }
-
-// Wrote records mk as a marker this process wrote, as the sync does for
-// each marker it sends (before the write returns, since the replicator
-// may read it back first): read back from the partition, it is forwarded
-// once (MarkerAt).
-func (s *Sync) Wrote(mk marker.Marker) { s.outbox.put(mk) }
 
 // New builds the sync of c; nothing runs until Run.
 func New(c Config) *Sync {
@@ -195,63 +170,6 @@ func (s *Sync) StartsAt(pos marker.Position) bool {
 	return l != nil && pos.Ledger == l.Start().Ledger && pos.Entry == l.Start().Entry
 }
 
-// maxUpdateAge bounds how far an update's write time may lie behind the
-// newest write time of any copy taken from the same writer: an update that
-// much older than what the writer has sent since waited out a long outage
-// in a backlog (or is a replay), and skipping it only delays the sync
-// until the next update. Both times are the writer's clock, so a writer
-// whose clock is behind or ahead of this host's is judged the same as one
-// in step: compared with this host's clock, a writer 10 minutes behind had
-// every update refused as stale, and one briefly ahead (an NTP step back)
-// every later update as replayed until real time caught up.
-const maxUpdateAge = 10 * time.Minute
-
-// outbox is a bounded set of the markers this process wrote, each with
-// the position where the replicator first read it back.
-type outbox struct {
-	mu    sync.Mutex
-	keys  map[string]*marker.Position // nil until read back
-	order []string
-}
-
-const outboxSize = 4096
-
-func outboxKey(mk marker.Marker) string {
-	return fmt.Sprintf("%d\x00%s\x00%s\x00%d", mk.Kind, mk.SnapshotID, mk.Subscription, mk.Time)
-}
-
-func (o *outbox) put(mk marker.Marker) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.keys == nil {
-		o.keys = map[string]*marker.Position{}
-	}
-	k := outboxKey(mk)
-	if len(o.order) >= outboxSize {
-		delete(o.keys, o.order[0])
-		o.order = o.order[1:]
-	}
-	o.keys[k] = nil
-	o.order = append(o.order, k)
-}
-
-// take reports whether mk, read at pos, is a marker this process wrote:
-// read back for the first time, or delivered again at the same position
-// (a new session of the replicator). A copy of it anywhere else is not.
-func (o *outbox) take(mk marker.Marker, pos marker.Position) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	at, ok := o.keys[outboxKey(mk)]
-	switch {
-	case !ok:
-		return false
-	case at == nil:
-		o.keys[outboxKey(mk)] = &pos
-		return true
-	}
-	return *at == pos
-}
-
 // Admin is what follow and lag need of one cluster's admin API, for
 // one partition. Implementations must be safe for concurrent use.
 type Admin interface {
@@ -273,121 +191,6 @@ type MarkerSink interface {
 	// close flushes and releases what write opened; write may open it
 	// again.
 	Close()
-}
-
-// DataAt feeds data read from the local partition at pos: a copy of
-// origin's message at opos, or local data when origin is "".
-func (s *Sync) DataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
-	s.entries.read(pos)
-	s.pace.data()
-	s.write(ctx, s.completions(s.Machine.Data(pos, origin, opos)))
-	s.pace.poke()
-}
-
-// completions notes the snapshots among mks, what the machine returned
-// for the entry just read: they completed at an entry counted (reached.go).
-func (s *Sync) completions(mks []marker.Marker) []marker.Marker {
-	for _, mk := range mks {
-		if mk.Kind == marker.KindSnapshot {
-			s.entries.completed(mk.Local)
-		}
-	}
-	return mks
-}
-
-// MarkerAt handles a marker read from the local partition at pos, copied
-// from another cluster or not, and reports whether the replicator
-// forwards it to the remote: only markers this process wrote for that
-// remote, of the kinds that travel (request, response, update).
-//
-// A valid signature proves who wrote a marker, not that this is the
-// first time it is read: a marker published again by someone who can
-// read it (a replay), or a copy published early on this side (an
-// injected response), carries the same signature. So a marker of ours
-// is forwarded only if this process wrote it and has not forwarded it
-// yet; a copy of the remote's counts only with a signed origin naming
-// the remote, at a position after the last copy taken; and an update
-// only when its origin is after the last one taken for its subscription and its
-// write time not maxUpdateAge behind the newest copy from its writer. What fails these checks is counted as an invalid
-// marker and has no effect: at worst a snapshot or an update comes again
-// later.
-//
-// producer is the name the marker was written under: one of ours that
-// this process did not write came from another instance of the sidecar
-// (HA, or before a restart) and is dropped without being counted.
-func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte, from marker.Origin, producer string) (forward bool) {
-	defer s.pace.poke()
-	s.entries.read(pos)
-	mk, err := s.Keys.Decode(payload)
-	if err != nil {
-		s.invalidMarker(pos, marker.Reason(err))
-		return false
-	}
-	if mk.Topic != s.Topic {
-		s.Metrics.MarkersInvalid.WithLabelValues(s.Local, "wrong-topic").Inc()
-		return false
-	}
-	switch {
-	case from.Cluster == "" && mk.From == s.Local && mk.To == s.Remote:
-		// Ours, towards this remote. Snapshot markers stay here and feed
-		// the cache (also when re-read after a restart).
-		if mk.Kind == marker.KindSnapshot {
-			s.write(ctx, s.Machine.Marker(pos, mk))
-			return false
-		}
-		if !s.outbox.take(mk, pos) {
-			if !strings.HasPrefix(producer, marker.MarkerProducers) {
-				s.invalidMarker(pos, "not-written-here")
-			}
-			return false
-		}
-		return true
-	case from.Cluster != "" && mk.From == s.Remote && mk.To == s.Local:
-		if !from.Signed || from.Cluster != s.Remote {
-			s.invalidMarker(pos, "unsigned-copy")
-			return false
-		}
-		if s.hasLastCopy && pos.Compare(s.lastCopyAt) <= 0 {
-			// Delivered again (a new session reads from the cursor): it
-			// was judged, and acted on if valid, the first time.
-			return false
-		}
-		if s.hasLastCopy && from.At.Compare(s.lastCopy) <= 0 {
-			s.invalidMarker(pos, "replayed")
-			return false
-		}
-		s.lastCopy, s.lastCopyAt, s.hasLastCopy = from.At, pos, true
-		s.updatesMu.Lock()
-		s.writerTime = max(s.writerTime, mk.Time) // every kind: the writer's clock now
-		s.updatesMu.Unlock()
-		if mk.Kind == marker.KindUpdate {
-			if reason := s.enqueueApply(mk, from.At); reason != "" {
-				s.invalidMarker(pos, reason)
-			}
-			return false
-		}
-		s.write(ctx, s.completions(s.Machine.Marker(pos, mk)))
-	}
-	return false
-}
-
-// BatchedMarker counts a marker read at pos in an entry that cannot hold
-// one marker as written (a batch, compressed, encrypted): the writer sends
-// each marker alone and plain.
-func (s *Sync) BatchedMarker(pos marker.Position) {
-	s.entries.read(pos)
-	s.invalidMarker(pos, "batched")
-}
-
-// invalidMarker counts a marker that does not decode or verify, and logs
-// it at most every 10 s.
-func (s *Sync) invalidMarker(pos marker.Position, reason string) {
-	s.Metrics.MarkersInvalid.WithLabelValues(s.Local, reason).Inc()
-	if time.Since(s.badLogAt) > 10*time.Second {
-		s.badLogAt = time.Now()
-		s.Log.Warn("skipping a marker that does not decode or verify (logged at most every 10 s)",
-			zap.String("reason", reason), zap.Stringer("position", pos))
-	}
 }
 
 // write puts markers into the local partition.
@@ -567,34 +370,6 @@ func (s *Sync) send(ctx context.Context, mk marker.Marker) error {
 		s.Wrote(mk)
 	}
 	return s.Writer.Write(ctx, mk)
-}
-
-// enqueueApply queues a received update copied from origin (its position
-// in the writer's partition), unless an update from at or after that
-// origin was taken for its subscription already (replayed), or its write
-// time lies more than maxUpdateAge behind the newest copy taken from its
-// writer (stale-update); it returns the reason when it does not. Origins
-// grow with every marker the writer's partition holds, so the order needs
-// no clock; the age compares the writer's clock only with itself.
-func (s *Sync) enqueueApply(up marker.Marker, origin marker.Position) (refused string) {
-	sub, at := up.Subscription, up.Remote
-	s.updatesMu.Lock()
-	s.writerTime = max(s.writerTime, up.Time)
-	if time.Duration(s.writerTime-up.Time)*time.Millisecond > maxUpdateAge {
-		s.updatesMu.Unlock()
-		return "stale-update"
-	}
-	if s.updateFrom == nil {
-		s.updateFrom = map[string]marker.Position{}
-	}
-	if last, ok := s.updateFrom[sub]; ok && origin.Compare(last) <= 0 {
-		s.updatesMu.Unlock()
-		return "replayed"
-	}
-	s.updateFrom[sub] = origin
-	s.updatesMu.Unlock()
-	s.queue.put(sub, at)
-	return ""
 }
 
 // currentLayout reads the partition's layout now; nil if it cannot.

@@ -125,7 +125,7 @@ func TestSyncMarkerRouting(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{})
 			if tt.copiedFrom == "" && !tt.replay {
-				r.s.outbox.put(tt.mk)
+				r.s.gate.outbox.put(tt.mk)
 			}
 			msg := subsynctest.MarkerMsg(t, 3, 4, tt.mk, syncKey, tt.copiedFrom)
 			msg.Producer = tt.producer
@@ -255,7 +255,7 @@ func TestSyncInvalidMarkers(t *testing.T) {
 				}
 				checkInvalid(t, r.m, map[string]float64{tt.reason: 2})
 				// The sync carries on: a valid marker after it is handled.
-				r.s.outbox.put(subsynctest.Request("east", "west", syncTopic))
+				r.s.gate.outbox.put(subsynctest.Request("east", "west", syncTopic))
 				ok := subsynctest.MarkerMsg(t, 3, 5, subsynctest.Request("east", "west", syncTopic), syncKey, "")
 				if !subsynctest.ReadMarker(context.Background(), r.s, ok) {
 					t.Errorf("a valid request after an invalid marker is not forwarded")

@@ -126,24 +126,6 @@ func TestSyncFollowDueBounds(t *testing.T) {
 	}
 }
 
-// The outbox holds outboxSize markers: the oldest goes when one more is
-// written (gremlins survivor sync.go:213, `>`: one more held).
-func TestOutboxBound(t *testing.T) {
-	var o outbox
-	mk := func(i int) marker.Marker {
-		return marker.Marker{Kind: marker.KindSnapshotRequest, SnapshotID: fmt.Sprint(i), From: "east", To: "west", Time: 1}
-	}
-	for i := range outboxSize + 1 {
-		o.put(mk(i))
-	}
-	if o.take(mk(0), subsynctest.Pos(1, 1)) {
-		t.Error("the oldest marker still held past outboxSize")
-	}
-	if !o.take(mk(1), subsynctest.Pos(1, 2)) {
-		t.Error("the second oldest marker evicted")
-	}
-}
-
 // A signed copy of the remote's marker delivered again at the same
 // position (a new session reads from the cursor) was judged the first
 // time: it is neither acted on again nor counted as a replay (gremlins
