@@ -22,7 +22,6 @@ package subsync
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -125,7 +124,8 @@ type Sync struct {
 	// lags is what the lag gauges were last set to (lag.go); used by run
 	// alone.
 	lags lagReport
-	// fl is when and why follow runs (followDue); used by run alone.
+	// fl is what follow knows of the positions and readings it used
+	// (follow.go); used by run alone.
 	fl followState
 	// targets are what the apply loop knows of the subscriptions it moves,
 	// wm its protocol mover (mover.go); used by the apply loop alone.
@@ -265,102 +265,6 @@ func (s *Sync) countStats() {
 		s.Metrics.SnapshotRTT.WithLabelValues(pair...).Observe(st.LastRTT.Seconds())
 	}
 	s.last = st
-}
-
-// follow reads the tracked subscriptions' mark-delete positions on the
-// local partition and sends an update for each one that passed a newer
-// snapshot; it also sets the lag gauges.
-func (s *Sync) follow(ctx context.Context) error {
-	f := &s.fl
-	newest, hasNewest := s.Machine.Newest()
-	hadData := s.pace.dataSeen.Swap(false)
-	changed, prevAt := s.pace.begin(time.Now(), newest.ID)
-	f.prio, f.maxAge = s.priority(), min(s.readingAge(changed, hadData), s.pace.at.Sub(prevAt))
-	f.dataSinceRead = f.dataSinceRead || hadData
-	if s.resting(changed) {
-		s.pace.rest()
-		s.lagAged()
-		return nil
-	}
-	prevMDs := f.mds
-	mds, err := s.positions(ctx, f.prio)
-	if err != nil {
-		s.pace.retry(s.Interval)
-		return fmt.Errorf("local mark-delete positions: %w", err)
-	}
-	s.pace.behind = false
-	for name, md := range mds {
-		if s.Tracked(name) {
-			if last, ok := f.mds[name]; !ok || last != md {
-				changed = true
-			}
-			// A subscription still where a remote's update put it has no
-			// consumer moving it here (a standby region's copy): it is
-			// followed like an idle one, not polled for a move.
-			if hasNewest && md.Compare(newest.Local) < 0 && !s.movedByUpdate(name, md) {
-				s.pace.behind = true
-			}
-		}
-	}
-	if len(f.mds) != len(mds) {
-		changed = true
-	}
-	f.mds = mds
-	s.pace.paced(changed, s.Interval)
-	var slowest *marker.Position
-	for name, md := range mds {
-		if !s.Tracked(name) {
-			continue
-		}
-		if s.movedByUpdate(name, md) {
-			// The position came from a remote's update, not from consumers
-			// here: echoing it back (or on to a third cluster) would chain
-			// snapshots of different pairs, whose positions do not compose,
-			// and could move a subscription past unconsumed messages.
-			continue
-		}
-		if slowest == nil || md.Compare(*slowest) < 0 {
-			slowest = &md
-		}
-		waiting := s.awaitingConfirmation(name)
-		if _, would := s.Planner.Peek(name, md, s.Machine); would && (waiting || s.suspect(name, md, prevMDs)) {
-			continue
-		}
-		snap, ok := s.Planner.Next(name, md, s.Machine)
-		if !ok {
-			if changed {
-				// Why the remote does not follow: most often no snapshot
-				// covers md (it lies before the partition's first one).
-				_, covered := s.Machine.Covering(md)
-				s.Log.Debug("no update for a subscription", zap.String("subscription", name), zap.Stringer("mark_delete", md),
-					zap.Bool("covered", covered), zap.Stringer("newest_local", newest.Local), zap.Bool("has_newest", hasNewest))
-			}
-			continue
-		}
-		up := marker.Marker{Kind: marker.KindUpdate, From: s.Local, To: s.Remote, Topic: s.Topic,
-			Subscription: name, Local: snap.Local, Remote: snap.Remote, Time: time.Now().UnixMilli()}
-		if err := s.send(ctx, up); err != nil {
-			s.Planner.Forget(name) // send it again next time
-			return fmt.Errorf("write update: %w", err)
-		}
-		s.lags.sentUpdate(name, snap)
-		s.Log.Debug("subscription update sent", zap.String("subscription", name), zap.Stringer("mark_delete", md),
-			zap.Stringer("snapshot_local", snap.Local), zap.Stringer("snapshot_remote", snap.Remote))
-		s.Metrics.UpdatesSent.WithLabelValues(s.Local, s.Remote).Inc()
-		s.Metrics.MarkersWritten.WithLabelValues(s.Local, s.Remote, marker.KindUpdate.String()).Inc()
-	}
-	s.settleUnconfirmed(mds)
-	if slowest != nil && len(f.unconfirmed) == 0 {
-		// Not while a position waits: where it really is may be before
-		// every one read (the end of a creation), and needs its snapshot.
-		s.Machine.Prune(*slowest)
-	}
-	s.useless.Store(!s.snapshotUseful(mds))
-	if !changed && !hadData && s.lags.fresh(s.pace.at) {
-		s.lagAged() // the backlogs did not move here
-		return nil
-	}
-	return s.lag(ctx)
 }
 
 // send writes one marker, remembering it for forwarding (outbox) first:
