@@ -2,7 +2,7 @@ package subsync
 
 // The echo fence: where updates from the remotes put the subscriptions of
 // this cluster (Applied), so that follow does not send a position an
-// update set back as consumed here (Sync.movedByUpdate).
+// update set back as consumed here (sync.go: Sync.movedByUpdate).
 
 import (
 	"math"
@@ -12,16 +12,6 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
-
-// movedByUpdate reports whether sub's mark-delete position md is still
-// where an update from the remote put it (not moved by consumers here):
-// at or before the highest position the last update applied left it at.
-// A protocol move leaves it at the update's target itself, a reset at the
-// entry before the one it positions at (Applied).
-func (s *Sync) movedByUpdate(sub string, md marker.Position) bool {
-	upTo, ok := s.Applied.get(s.Local, s.Topic, sub)
-	return ok && md.Compare(upTo) <= 0
-}
 
 // settle records in the fence what an update whose Apply returned res
 // did (Applied): a refusal sent nothing that moves the subscription; a

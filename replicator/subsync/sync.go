@@ -288,3 +288,75 @@ func (s *Sync) currentLayout(ctx context.Context) *cluster.Layout {
 	}
 	return l
 }
+
+// followDue reports whether follow runs now.
+func (s *Sync) followDue(now time.Time) bool {
+	newest, _ := s.Machine.Newest()
+	return s.pace.due(now, s.Interval, newest.ID, s.Machine.Idle)
+}
+
+// followIn is how long until followDue turns true if nothing happens
+// meanwhile.
+func (s *Sync) followIn(now time.Time) time.Duration {
+	newest, _ := s.Machine.Newest()
+	return s.pace.in(now, s.Interval, newest.ID, s.Machine.Idle)
+}
+
+// sleepFor is how long run waits before its next round: a tick while the
+// machine has work, else until the next follow is due. A long sleep is
+// announced (sleeping) before the machine is asked again, so data that
+// arrives meanwhile either is seen here or pokes run awake.
+func (s *Sync) sleepFor(tick time.Duration) time.Duration {
+	if s.machineBusy() {
+		return tick
+	}
+	d := s.followIn(time.Now())
+	if d <= tick {
+		return tick
+	}
+	if !s.Machine.Idle() {
+		// Data waits for a subscription that can use a snapshot; only
+		// the next follow can tell, so data need not wake run.
+		return d
+	}
+	if !s.pace.sleep(s.machineBusy) {
+		return tick
+	}
+	return d
+}
+
+// machineBusy reports whether the snapshot machine wants ticks: a request
+// pending, or data to cover and a subscription that can use a snapshot.
+func (s *Sync) machineBusy() bool {
+	return !s.Machine.Idle() && (!s.useless.Load() || s.Machine.Pending())
+}
+
+// gauges are this sync's lag series.
+func (s *Sync) gauges() lagGauges {
+	return lagGauges{m: s.Metrics, local: s.Local, remote: s.Remote, topic: s.Topic}
+}
+
+// lagKey names this sync among the reporters of subscription lag.
+func (s *Sync) lagKey() string { return s.gauges().key() }
+
+// movedByUpdate reports whether sub's mark-delete position md is still
+// where an update from the remote put it (not moved by consumers here):
+// at or before the highest position the last update applied left it at.
+// A protocol move leaves it at the update's target itself, a reset at the
+// entry before the one it positions at (Applied).
+func (s *Sync) movedByUpdate(sub string, md marker.Position) bool {
+	upTo, ok := s.Applied.get(s.Local, s.Topic, sub)
+	return ok && md.Compare(upTo) <= 0
+}
+
+// Pending returns the updates received and not applied yet, the newest
+// per subscription.
+func (s *Sync) Pending() map[string]marker.Position { return s.queue.waiting() }
+
+// startApplying lets the queue start apply workers with ctx (Run's), and
+// starts one for updates that came before.
+func (s *Sync) startApplying(ctx context.Context) { s.queue.start(ctx, s.apply) }
+
+// stopApplying ends the apply side as Run returns: no worker starts after
+// it, and it waits for the one running.
+func (s *Sync) stopApplying() { s.queue.stop() }
