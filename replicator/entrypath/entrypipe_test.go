@@ -1504,7 +1504,7 @@ func TestEntryPipeSync(t *testing.T) {
 		// The signed update is queued, or already applied by run's loop;
 		// neither the unsigned copy, the replay nor the transplants moved
 		// it on.
-		queued, calls := rig.pending(), rig.subs.takeCalls()
+		queued, calls := rig.pending(), rig.subs.TakeCalls()
 		if at, ok := queued["billing"]; (ok && at != subsynctest.Pos(7, 3)) || (!ok && len(calls) == 0) {
 			t.Errorf("queued %v, applied %v; want billing at 7:3 (not the replay's 9:9)", queued, calls)
 		}
@@ -1592,7 +1592,7 @@ func TestEntryPipeTakeoverRelearns(t *testing.T) {
 				stop := runEntryPartition(t, p)
 				waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 10-tt.skipped })
 				synctest.Wait()
-				relearned := rig.hist.opens() > 0
+				relearned := rig.hist.Opens() > 0
 				stop()
 				if relearned != tt.relearn {
 					t.Errorf("history re-read = %v, want %v", relearned, tt.relearn)

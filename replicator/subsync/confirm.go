@@ -56,7 +56,7 @@ func (s *Sync) awaitingConfirmation(sub string) bool {
 	switch {
 	case !ok:
 		return false
-	case !f.freshRead || f.at.Sub(p.at) < s.Interval:
+	case !f.freshRead || s.pace.at.Sub(p.at) < s.Interval:
 		return true
 	}
 	delete(f.unconfirmed, sub)
@@ -74,7 +74,7 @@ func (s *Sync) suspect(sub string, md marker.Position, prev map[string]marker.Po
 	if f.unconfirmed == nil {
 		f.unconfirmed = map[string]unconfirmedPos{}
 	}
-	f.unconfirmed[sub] = unconfirmedPos{md: md, at: f.at}
+	f.unconfirmed[sub] = unconfirmedPos{md: md, at: s.pace.at}
 	s.Log.Debug("a subscription's new position waits for a confirming read before an update",
 		zap.String("subscription", sub), zap.Stringer("mark_delete", md))
 	return true
@@ -94,7 +94,5 @@ func (s *Sync) settleUnconfirmed(mds map[string]marker.Position) {
 			due = at
 		}
 	}
-	if !due.IsZero() && (f.soon.IsZero() || due.Before(f.soon)) {
-		f.soon = due
-	}
+	s.pace.by(due)
 }

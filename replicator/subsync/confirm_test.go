@@ -56,7 +56,7 @@ func TestFollowConfirmsNewPositions(t *testing.T) {
 							t.Fatalf("follow %d: not due an interval after a position waited", i)
 						}
 					}
-					r.local.setMD("billing", md)
+					r.local.SetMD("billing", md)
 					if err := r.s.follow(context.Background()); err != nil {
 						t.Fatal(err)
 					}
@@ -77,7 +77,7 @@ func TestFollowConfirmationWaitsAnInterval(t *testing.T) {
 		p := subsynctest.Pos
 		r := newSyncRig(t, rigConfig{})
 		cacheSnapshot(t, r, "s1", p(1, 10), p(7, 20))
-		r.local.setMD("billing", p(1, 12))
+		r.local.SetMD("billing", p(1, 12))
 		for i, wait := range []time.Duration{0, r.s.Interval / 2} {
 			time.Sleep(wait)
 			if err := r.s.follow(context.Background()); err != nil {
@@ -155,7 +155,7 @@ func TestCreateOnRemoteFenced(t *testing.T) {
 			remote := &fencedSubAdmin{fakeSubAdmin: &fakeSubAdmin{}, createErr: tt.createErr, last: p(1, 30), lastErr: tt.lastErr}
 			remote.during = func() {
 				// The broker shows it at the end while creating it.
-				r.local.setMD("billing", p(1, 29))
+				r.local.SetMD("billing", p(1, 29))
 				if follow() {
 					t.Error("an update was sent from a position read while the subscription was being created")
 				}
@@ -165,7 +165,7 @@ func TestCreateOnRemoteFenced(t *testing.T) {
 				RemoteSubs: remote, Metrics: r.m, Log: zaptest.NewLogger(t)}}
 			creator.createOnRemote(context.Background(), "billing")
 			for i, md := range tt.after {
-				r.local.setMD("billing", md)
+				r.local.SetMD("billing", md)
 				if got := follow(); got != tt.want[i] {
 					t.Errorf("billing at %s after the creation: update sent %v, want %v", md, got, tt.want[i])
 				}
@@ -184,20 +184,20 @@ func TestFollowConfirmationReadsPositions(t *testing.T) {
 		r, st := movedRig(t)
 		cacheSnapshot(t, r, "s1", p(1, 10), p(7, 20))
 		st.set(syncTopic, "billing", SubStat{Backlog: 0, MarkDeleteAdvanced: 100})
-		r.local.setMD("billing", p(1, 12))
+		r.local.SetMD("billing", p(1, 12))
 		if err := r.s.follow(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if got := updatesWritten(r.sink.Take()); len(got) != 0 {
 			t.Fatalf("updates %v from a first read", got)
 		}
-		reads := r.local.mdCalls
+		reads := r.local.MDCalls
 		time.Sleep(r.s.Interval)
 		if err := r.s.follow(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if r.local.mdCalls != reads+1 {
-			t.Errorf("the confirming follow read positions %d times, want once", r.local.mdCalls-reads)
+		if r.local.MDCalls != reads+1 {
+			t.Errorf("the confirming follow read positions %d times, want once", r.local.MDCalls-reads)
 		}
 		if got := updatesWritten(r.sink.Take())["billing"].Remote; got != p(7, 20) {
 			t.Errorf("update after the confirming read to %v, want 7:20", got)

@@ -15,11 +15,46 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/marker"
 )
 
+type followState struct {
+	// mds are the tracked subscriptions' positions at the last follow.
+	mds map[string]marker.Position
+	// seen is each tracked subscription's stats at the last position
+	// read (Stats set), and readAt when positions were last read: a
+	// subscription whose stats did not change since is not read again
+	// before idleFollow (moved).
+	seen   map[string]SubStat
+	readAt time.Time
+	// seenAt is when the reading behind seen was sent, or a later one
+	// that showed nothing moved (resting).
+	seenAt time.Time
+	// readNewest is the newest snapshot when positions were last read.
+	readNewest string
+	// reading is the stats reading of the current follow (nil without
+	// Stats, or when it failed), prio its place in the budget.
+	reading map[string]SubStat
+	prio    float64
+	// maxAge is how old a shared reading this follow may use
+	// (readingAge); dataSinceRead whether data came since positions
+	// were last read.
+	maxAge        time.Duration
+	dataSinceRead bool
+	// waitingSince is when follows began putting a position read off
+	// for consumers not past a snapshot that just completed (zero: not
+	// now); positions read or proven end it (follow.go, mayWait).
+	waitingSince time.Time
+	// freshRead: this follow's positions were read by it (not kept from
+	// an earlier read, nor proven from a stats reading).
+	freshRead bool
+	// unconfirmed holds the positions that would have sent an update but
+	// are not trusted yet (confirm.go).
+	unconfirmed map[string]unconfirmedPos
+}
+
 // priority is the follow's place in the cluster's budget: the redelivery
 // a failover would cost now, as far as known without a request (the last
 // lag measured plus the entries read here since the last follow).
 func (s *Sync) priority() float64 {
-	return s.lastLag + float64(s.dataCount.Swap(0))
+	return s.lags.largest + float64(s.pace.dataCount.Swap(0))
 }
 
 // aged is prio for a request of the follow under way made after its
@@ -29,7 +64,7 @@ func (s *Sync) priority() float64 {
 // again behind every follow due meanwhile: two rounds of the budget per
 // follow instead of one.
 func (s *Sync) aged(prio float64) float64 {
-	return prio + agePerSecond*time.Since(s.fl.at).Seconds()
+	return prio + agePerSecond*time.Since(s.pace.at).Seconds()
 }
 
 // readingAge is how old a shared stats reading a follow may use (never
@@ -47,7 +82,7 @@ func (s *Sync) aged(prio float64) float64 {
 // stats its largest read cost.
 func (s *Sync) readingAge(newSnapshot, hadData bool) time.Duration {
 	switch {
-	case newSnapshot || (s.fl.behind && s.fl.every <= behindFollow):
+	case newSnapshot || (s.pace.behind && s.pace.every <= behindFollow):
 		return s.Interval / 2
 	case hadData && s.useless.Load():
 		return behindFollow / 2
@@ -133,7 +168,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 			// read would only show it. Follow again shortly (their
 			// acknowledgements come in batches, every 100 ms with
 			// pulsar-client-go's defaults) and ask the reading again.
-			f.soon = f.at.Add(s.Interval / 5)
+			s.pace.soon = s.pace.at.Add(s.Interval / 5)
 			return f.mds, nil
 		}
 	}
@@ -213,9 +248,9 @@ func (s *Sync) keptSends(sub string, md marker.Position) bool {
 func (s *Sync) mayWait() bool {
 	f := &s.fl
 	if f.waitingSince.IsZero() {
-		f.waitingSince = f.at
+		f.waitingSince = s.pace.at
 	}
-	return f.at.Sub(f.waitingSince) < s.Interval
+	return s.pace.at.Sub(f.waitingSince) < s.Interval
 }
 
 // readPositionsNow reads the positions (readPositions) and records that
@@ -229,7 +264,7 @@ func (s *Sync) readPositionsNow(ctx context.Context, prio float64) (map[string]m
 	}
 	f.waitingSince = time.Time{}
 	f.freshRead = true
-	f.seen, f.readAt, f.dataSinceRead = nil, f.at, false
+	f.seen, f.readAt, f.dataSinceRead = nil, s.pace.at, false
 	f.readNewest = ""
 	if newest, ok := s.Machine.Newest(); ok {
 		f.readNewest = newest.ID
@@ -397,7 +432,7 @@ func (s *Sync) justCompleted() bool {
 // periodic read stays due, and is not replaced).
 func (s *Sync) reachedUnlessDue(r *Reading, subs map[string]SubStat) (map[string]marker.Position, bool, bool) {
 	f := &s.fl
-	if f.seen == nil || (f.dataSinceRead && f.at.Sub(f.readAt) >= idleFollow) {
+	if f.seen == nil || (f.dataSinceRead && s.pace.at.Sub(f.readAt) >= idleFollow) {
 		return nil, false, false
 	}
 	mds, ok, notYet := s.reached(r, subs)
@@ -429,7 +464,7 @@ func (s *Sync) moved(subs map[string]SubStat) bool {
 // movedBy is moved, and whether ourMove explained a change.
 func (s *Sync) movedBy(subs map[string]SubStat) (moved, ours bool) {
 	f := &s.fl
-	if f.mds == nil || f.seen == nil || (f.dataSinceRead && f.at.Sub(f.readAt) >= idleFollow) {
+	if f.mds == nil || f.seen == nil || (f.dataSinceRead && s.pace.at.Sub(f.readAt) >= idleFollow) {
 		return true, false
 	}
 	n := 0
@@ -482,7 +517,7 @@ func (s *Sync) couldUpdate() bool {
 	f := &s.fl
 	newest, ok := s.Machine.Newest()
 	switch {
-	case f.mds == nil || (f.dataSinceRead && f.at.Sub(f.readAt) >= idleFollow):
+	case f.mds == nil || (f.dataSinceRead && s.pace.at.Sub(f.readAt) >= idleFollow):
 		return true
 	case !ok:
 		return false
@@ -574,4 +609,163 @@ func (s *Sync) snapshotUseful(mds map[string]marker.Position) bool {
 		}
 	}
 	return tracked == 0
+}
+
+// follow reads the tracked subscriptions' mark-delete positions on the
+// local partition and sends an update for each one that passed a newer
+// snapshot; it also sets the lag gauges.
+func (s *Sync) follow(ctx context.Context) error {
+	f := &s.fl
+	newest, hasNewest := s.Machine.Newest()
+	hadData := s.pace.dataSeen.Swap(false)
+	changed, prevAt := s.pace.begin(time.Now(), newest.ID)
+	f.prio, f.maxAge = s.priority(), min(s.readingAge(changed, hadData), s.pace.at.Sub(prevAt))
+	f.dataSinceRead = f.dataSinceRead || hadData
+	if s.resting(changed) {
+		s.pace.rest()
+		s.lagAged()
+		return nil
+	}
+	prevMDs := f.mds
+	mds, err := s.positions(ctx, f.prio)
+	if err != nil {
+		s.pace.retry(s.Interval)
+		return fmt.Errorf("local mark-delete positions: %w", err)
+	}
+	s.pace.behind = false
+	for name, md := range mds {
+		if s.Tracked(name) {
+			if last, ok := f.mds[name]; !ok || last != md {
+				changed = true
+			}
+			// A subscription still where a remote's update put it has no
+			// consumer moving it here (a standby region's copy): it is
+			// followed like an idle one, not polled for a move.
+			if hasNewest && md.Compare(newest.Local) < 0 && !s.movedByUpdate(name, md) {
+				s.pace.behind = true
+			}
+		}
+	}
+	if len(f.mds) != len(mds) {
+		changed = true
+	}
+	f.mds = mds
+	s.pace.paced(changed, s.Interval)
+	var slowest *marker.Position
+	for name, md := range mds {
+		if !s.Tracked(name) {
+			continue
+		}
+		if s.movedByUpdate(name, md) {
+			// The position came from a remote's update, not from consumers
+			// here: echoing it back (or on to a third cluster) would chain
+			// snapshots of different pairs, whose positions do not compose,
+			// and could move a subscription past unconsumed messages.
+			continue
+		}
+		if slowest == nil || md.Compare(*slowest) < 0 {
+			slowest = &md
+		}
+		waiting := s.awaitingConfirmation(name)
+		if _, would := s.Planner.Peek(name, md, s.Machine); would && (waiting || s.suspect(name, md, prevMDs)) {
+			continue
+		}
+		snap, ok := s.Planner.Next(name, md, s.Machine)
+		if !ok {
+			if changed {
+				// Why the remote does not follow: most often no snapshot
+				// covers md (it lies before the partition's first one).
+				_, covered := s.Machine.Covering(md)
+				s.Log.Debug("no update for a subscription", zap.String("subscription", name), zap.Stringer("mark_delete", md),
+					zap.Bool("covered", covered), zap.Stringer("newest_local", newest.Local), zap.Bool("has_newest", hasNewest))
+			}
+			continue
+		}
+		up := marker.Marker{Kind: marker.KindUpdate, From: s.Local, To: s.Remote, Topic: s.Topic,
+			Subscription: name, Local: snap.Local, Remote: snap.Remote, Time: time.Now().UnixMilli()}
+		if err := s.send(ctx, up); err != nil {
+			s.Planner.Forget(name) // send it again next time
+			return fmt.Errorf("write update: %w", err)
+		}
+		s.lags.sentUpdate(name, snap)
+		s.Log.Debug("subscription update sent", zap.String("subscription", name), zap.Stringer("mark_delete", md),
+			zap.Stringer("snapshot_local", snap.Local), zap.Stringer("snapshot_remote", snap.Remote))
+		s.Metrics.UpdatesSent.WithLabelValues(s.Local, s.Remote).Inc()
+		s.Metrics.MarkersWritten.WithLabelValues(s.Local, s.Remote, marker.KindUpdate.String()).Inc()
+	}
+	s.settleUnconfirmed(mds)
+	if slowest != nil && len(f.unconfirmed) == 0 {
+		// Not while a position waits: where it really is may be before
+		// every one read (the end of a creation), and needs its snapshot.
+		s.Machine.Prune(*slowest)
+	}
+	s.useless.Store(!s.snapshotUseful(mds))
+	if !changed && !hadData && s.lags.fresh(s.pace.at) {
+		s.lagAged() // the backlogs did not move here
+		return nil
+	}
+	return s.lag(ctx)
+}
+
+// lag sets, per tracked subscription, how many messages the remote copy of
+// the subscription would deliver again after a failover right now, and how
+// old the snapshot behind its last update is.
+func (s *Sync) lag(ctx context.Context) error {
+	s.lags.at = time.Time{}
+	local, remote, err := s.backlogs(ctx, s.fl.prio)
+	if err != nil {
+		return err
+	}
+	s.lags.report(s.gauges(), local, remote, s.Tracked, func(sub string) { s.createOnRemote(ctx, sub) }, s.pace.at)
+	return nil
+}
+
+// lagAged moves the age gauges on without reading the backlogs.
+func (s *Sync) lagAged() { s.lags.aged(s.gauges()) }
+
+// lastEntryReader is what the creation fence (createOnRemote) asks of the
+// remote's admin API besides subscription.Admin: the partition's newest
+// entry.
+type lastEntryReader interface {
+	LastEntry(ctx context.Context, topic string) (marker.Position, error)
+}
+
+// createOnRemote creates a tracked subscription that the remote lacks
+// there, at its earliest message: until a snapshot covers it no update
+// can say where it should be, and a consumer failing over to a missing
+// subscription would start at its initial position (Latest by default in
+// every client) and skip everything not consumed here. Earliest delivers
+// again instead. A subscription once seen on the remote is not created
+// again (its deletion there is the operator's).
+func (s *Sync) createOnRemote(ctx context.Context, sub string) {
+	if s.RemoteSubs == nil || s.lags.onRemote[sub] {
+		return
+	}
+	earliest := marker.Position{Ledger: -1, Entry: -1, Batch: -1}
+	// The broker makes it at the remote's newest entry first and resets it
+	// after (confirm.go): the other direction's follow must not take a
+	// position read meanwhile for its consumers'. Until the creation ends
+	// every position counts as put there by the sidecar; after, every
+	// position up to the remote's newest entry then, where the creation
+	// could have shown it.
+	begun := s.Applied.beginCreate(s.Remote, s.Topic, sub)
+	if err := s.RemoteSubs.Create(ctx, s.Topic, sub, earliest); err != nil {
+		s.Applied.end(begun, false, marker.Position{})
+		s.Log.Warn("creating a subscription on the remote failed", zap.String("subscription", sub), zap.Error(err))
+		return
+	}
+	upTo := fenceAll
+	if le, ok := s.RemoteSubs.(lastEntryReader); ok {
+		if p, err := le.LastEntry(ctx, s.Topic); err == nil {
+			upTo = p
+		} else {
+			s.Log.Warn("reading the remote's newest entry after creating a subscription there failed: its consumers' progress is not followed back until an update moves it",
+				zap.String("subscription", sub), zap.Error(err))
+		}
+	}
+	s.Applied.end(begun, true, upTo)
+	s.lags.seen(sub)
+	s.Metrics.SubsCreatedRemote.WithLabelValues(s.Local, s.Remote).Inc()
+	s.Log.Info("subscription created on the remote at its cluster.Earliest message: no snapshot covers it yet",
+		zap.String("subscription", sub))
 }

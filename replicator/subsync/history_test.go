@@ -80,7 +80,7 @@ func TestRebuildBounded(t *testing.T) {
 				default:
 					m = subsynctest.MsgAt(l, e, -1, "x")
 				}
-				r.hist.msgs = append(r.hist.msgs, m)
+				r.hist.Msgs = append(r.hist.Msgs, m)
 			}
 		}
 		return &cluster.Layout{Ledgers: []cluster.LedgerSpan{{ID: 1, Entries: 50}, {ID: 2, Entries: 50}},
@@ -136,11 +136,11 @@ func TestRebuildBounded(t *testing.T) {
 			r.s.HistoryEntries = 10
 			layout := build(t, r, tt.extra)
 			r.s.rebuild(context.Background(), layout)
-			if !slices.Equal(r.hist.froms, tt.froms) {
-				t.Errorf("readers started at %v, want %v", r.hist.froms, tt.froms)
+			if !slices.Equal(r.hist.Froms, tt.froms) {
+				t.Errorf("readers started at %v, want %v", r.hist.Froms, tt.froms)
 			}
-			if r.hist.closed != r.hist.opened {
-				t.Errorf("%d readers opened, %d closed", r.hist.opened, r.hist.closed)
+			if r.hist.Closed != r.hist.Opened {
+				t.Errorf("%d readers opened, %d closed", r.hist.Opened, r.hist.Closed)
 			}
 			for md, id := range tt.covering {
 				if s, ok := r.s.Machine.Covering(md); !ok || s.ID != id {

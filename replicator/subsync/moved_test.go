@@ -372,7 +372,7 @@ func TestFollowReadsPositionsOnlyWhenMoved(t *testing.T) {
 		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
 		st.set(syncTopic, "billing", SubStat{Backlog: 10, MarkDeleteAdvanced: 100})
 		st.set(syncTopic, "adhoc", SubStat{Backlog: 10, MarkDeleteAdvanced: 100})
-		r.local.setMD("billing", subsynctest.Pos(1, 5))
+		r.local.SetMD("billing", subsynctest.Pos(1, 5))
 		reads := 0
 		for i, step := range []struct {
 			name    string
@@ -386,11 +386,11 @@ func TestFollowReadsPositionsOnlyWhenMoved(t *testing.T) {
 			{"an untracked subscription moved", func() { st.set(syncTopic, "adhoc", SubStat{Backlog: 0, MarkDeleteAdvanced: 200}) }, false, 0},
 			{"acknowledged: timestamp moved", func() {
 				st.set(syncTopic, "billing", SubStat{Backlog: 30, MarkDeleteAdvanced: 300})
-				r.local.setMD("billing", subsynctest.Pos(1, 12))
+				r.local.SetMD("billing", subsynctest.Pos(1, 12))
 			}, true, 1},
 			{"acknowledged again, no newer snapshot to pass", func() {
 				st.set(syncTopic, "billing", SubStat{Backlog: 30, MarkDeleteAdvanced: 400})
-				r.local.setMD("billing", subsynctest.Pos(1, 13))
+				r.local.SetMD("billing", subsynctest.Pos(1, 13))
 			}, false, 0},
 			{"a newer snapshot: the move not read yet is read", func() {
 				cacheSnapshot(t, r, "s2", subsynctest.Pos(1, 40), subsynctest.Pos(7, 50))
@@ -401,7 +401,7 @@ func TestFollowReadsPositionsOnlyWhenMoved(t *testing.T) {
 			{"a tracked subscription gone", func() { st.drop(syncTopic, "audit") }, true, 0},
 			{"quiet", func() {}, false, 0},
 			{"idleFollow passed, no data: nothing the stats would not show", func() { time.Sleep(idleFollow) }, false, 0},
-			{"idleFollow passed with data since: read anyway", func() { r.s.dataSeen.Store(true) }, true, 0},
+			{"idleFollow passed with data since: read anyway", func() { r.s.pace.dataSeen.Store(true) }, true, 0},
 			{"partition missing from the reading", func() {
 				delete(st.parts, syncTopic)
 				time.Sleep(idleFollow / 2) // the last reading ages out even for an idle follow
@@ -409,11 +409,11 @@ func TestFollowReadsPositionsOnlyWhenMoved(t *testing.T) {
 		} {
 			time.Sleep(time.Second)
 			step.change()
-			before := r.local.mdCalls
+			before := r.local.MDCalls
 			if err := r.s.follow(ctx); err != nil {
 				t.Fatalf("step %d (%s): %v", i, step.name, err)
 			}
-			read := r.local.mdCalls > before
+			read := r.local.MDCalls > before
 			if read {
 				reads++
 			}
@@ -424,8 +424,8 @@ func TestFollowReadsPositionsOnlyWhenMoved(t *testing.T) {
 				t.Errorf("step %d (%s): %d updates, want %d", i, step.name, n, step.updates)
 			}
 		}
-		if r.local.lagCalls != 0 || r.remote.lagCalls != 0 {
-			t.Errorf("backlogs read by themselves %d/%d times: they come from the stats readings", r.local.lagCalls, r.remote.lagCalls)
+		if r.local.LagCalls != 0 || r.remote.LagCalls != 0 {
+			t.Errorf("backlogs read by themselves %d/%d times: they come from the stats readings", r.local.LagCalls, r.remote.LagCalls)
 		}
 	})
 }
@@ -440,21 +440,21 @@ func TestFollowLagFromReadings(t *testing.T) {
 		r.s.RemoteStats = NewPoller(remote, "persistent://shop/orders/orders", true, nil)
 		local.set(syncTopic, "billing", SubStat{Backlog: 2, MarkDeleteAdvanced: 1})
 		remote.set(syncTopic, "billing", SubStat{Backlog: 9})
-		r.local.setMD("billing", subsynctest.Pos(1, 5))
+		r.local.SetMD("billing", subsynctest.Pos(1, 5))
 		if err := r.s.follow(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if got := lagSeries(t, r.m)["billing"]; got[0] != 7 {
 			t.Errorf("lag = %v entries, want 7 (remote 9 - local 2)", got[0])
 		}
-		if r.local.lagCalls != 0 || r.remote.lagCalls != 0 {
-			t.Errorf("backlogs read by themselves %d/%d times", r.local.lagCalls, r.remote.lagCalls)
+		if r.local.LagCalls != 0 || r.remote.LagCalls != 0 {
+			t.Errorf("backlogs read by themselves %d/%d times", r.local.LagCalls, r.remote.LagCalls)
 		}
 		// Data keeps coming: the local half is read again each follow, the
 		// remote's only once lagRemoteAge has passed.
 		for i, want := range []int{1, 2, 2} {
 			time.Sleep(lagRemoteAge / 2)
-			r.s.dataSeen.Store(true)
+			r.s.pace.dataSeen.Store(true)
 			local.set(syncTopic, "billing", SubStat{Backlog: int64(3 + i), MarkDeleteAdvanced: 1})
 			if err := r.s.follow(context.Background()); err != nil {
 				t.Fatal(err)
@@ -510,7 +510,7 @@ func TestSnapshotUseful(t *testing.T) {
 func TestNoRequestWhereUseless(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{fresh: true})
-		r.local.setMD("billing", subsynctest.Pos(1, 5))
+		r.local.SetMD("billing", subsynctest.Pos(1, 5))
 		r.applied.set("east", syncTopic, "billing", subsynctest.Pos(1, 6))
 		ctx, wait, stop := runSyncRig(r)
 		defer stop()
@@ -520,7 +520,7 @@ func TestNoRequestWhereUseless(t *testing.T) {
 		if n := countKind(r.sink.Take(), marker.KindSnapshotRequest); n != 0 {
 			t.Fatalf("%d requests for a subscription moved only by updates", n)
 		}
-		r.local.setMD("billing", subsynctest.Pos(1, 8)) // a consumer here moved it
+		r.local.SetMD("billing", subsynctest.Pos(1, 8)) // a consumer here moved it
 		wait(behindFollow + time.Second)
 		if n := countKind(r.sink.Take(), marker.KindSnapshotRequest); n != 1 {
 			t.Fatalf("%d requests once consumers move the subscription, want 1", n)
@@ -558,7 +558,7 @@ func TestReadingAge(t *testing.T) {
 		{"behind and stale: nobody consumes it", false, false, true, false, 2 * behindFollow, idleFollow / 2},
 	} {
 		r := newSyncRig(t, rigConfig{})
-		r.s.fl.behind, r.s.fl.every = tt.behind, tt.every
+		r.s.pace.behind, r.s.pace.every = tt.behind, tt.every
 		r.s.useless.Store(tt.useless)
 		if got := r.s.readingAge(tt.newSnapshot, tt.hadData); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
@@ -580,8 +580,8 @@ func TestRestingFollowAsksNothing(t *testing.T) {
 		ctx := context.Background()
 		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
 		st.set(syncTopic, "billing", SubStat{Backlog: 0, MarkDeleteAdvanced: 100})
-		r.local.setMD("billing", subsynctest.Pos(1, 12))
-		r.readBefore(r.local.md)
+		r.local.SetMD("billing", subsynctest.Pos(1, 12))
+		r.readBefore(r.local.MD)
 		requests := func() int { return r.requests(st) }
 		offer := func(sub SubStat) { r.offerBilling(sub) }
 		for i, step := range []struct {
@@ -597,7 +597,7 @@ func TestRestingFollowAsksNothing(t *testing.T) {
 			{"a gauge reading shows an acknowledgement and a snapshot completed", func() {
 				cacheSnapshot(t, r, "s2", subsynctest.Pos(1, 20), subsynctest.Pos(7, 30))
 				st.set(syncTopic, "billing", SubStat{Backlog: 0, MarkDeleteAdvanced: 200})
-				r.local.setMD("billing", subsynctest.Pos(1, 22))
+				r.local.SetMD("billing", subsynctest.Pos(1, 22))
 				offer(SubStat{Backlog: 0, MarkDeleteAdvanced: 200})
 			}, true},
 			{"resting again", func() {}, false},
@@ -605,14 +605,14 @@ func TestRestingFollowAsksNothing(t *testing.T) {
 				cacheSnapshot(t, r, "s2b", subsynctest.Pos(1, 21), subsynctest.Pos(7, 31))
 			}, true},
 			{"that reading stood for a position read: resting", func() { time.Sleep(idleFollow) }, false},
-			{"data", func() { r.s.dataSeen.Store(true) }, true},
+			{"data", func() { r.s.pace.dataSeen.Store(true) }, true},
 			{"positions read after the data: resting again", func() { time.Sleep(idleFollow) }, false},
 			{"a gauge reading shows backlog: no rest (that reading serves this follow)", func() { offer(SubStat{Backlog: 3, MarkDeleteAdvanced: 200}) }, false},
 			{"no rest: read again", func() { st.set(syncTopic, "billing", SubStat{Backlog: 3, MarkDeleteAdvanced: 200}) }, true},
 			{"consumed to the end again", func() {
 				st.set(syncTopic, "billing", SubStat{Backlog: 0, MarkDeleteAdvanced: 300})
 				time.Sleep(idleFollow)
-				r.s.dataSeen.Store(true) // the follow after data reads positions
+				r.s.pace.dataSeen.Store(true) // the follow after data reads positions
 			}, true},
 			{"resting", func() {}, false},
 			{"restMax without a reading: followed as idle", func() { time.Sleep(restMax) }, true},
@@ -625,13 +625,13 @@ func TestRestingFollowAsksNothing(t *testing.T) {
 			{"still no rest (its position not read yet): read again", func() {}, true},
 			{"a snapshot completes: its position is read", func() {
 				cacheSnapshot(t, r, "s3", subsynctest.Pos(1, 40), subsynctest.Pos(7, 50))
-				r.local.setMD("audit", subsynctest.Pos(1, 44))
-				r.local.setMD("billing", subsynctest.Pos(1, 44))
+				r.local.SetMD("audit", subsynctest.Pos(1, 44))
+				r.local.SetMD("billing", subsynctest.Pos(1, 44))
 			}, true},
 			{"data, a snapshot, and a reset forward to the end (timestamp unchanged, backlog 0)", func() {
-				r.s.dataSeen.Store(true)
+				r.s.pace.dataSeen.Store(true)
 				cacheSnapshot(t, r, "s4", subsynctest.Pos(1, 50), subsynctest.Pos(7, 60))
-				r.local.setMD("billing", subsynctest.Pos(1, 55))
+				r.local.SetMD("billing", subsynctest.Pos(1, 55))
 			}, true},
 			{"idleFollow later: the reset the data could hide is read", func() { time.Sleep(idleFollow) }, true},
 		} {
@@ -664,7 +664,7 @@ func TestRestingFollowAsksNothing(t *testing.T) {
 func TestFollowKeepsItsPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := &Sync{}
-		s.fl.at = time.Now()
+		s.pace.at = time.Now()
 		time.Sleep(10 * time.Second)
 		if got, want := s.aged(3), float64(3+10*agePerSecond); got != want {
 			t.Errorf("aged(3) after 10 s = %v, want %v", got, want)
@@ -675,7 +675,7 @@ func TestFollowKeepsItsPlace(t *testing.T) {
 // requests counts every admin request the rig's sync made: stats
 // readings (st), position reads and backlog reads on both sides.
 func (r *syncRig) requests(st *fakeStats) int {
-	return st.count() + r.local.mdCalls + r.local.lagCalls + r.remote.lagCalls
+	return st.count() + r.local.MDCalls + r.local.LagCalls + r.remote.LagCalls
 }
 
 // offerBilling hands the sync's poller a reading made elsewhere, now,
@@ -689,7 +689,7 @@ func (r *syncRig) offerBilling(sub SubStat) {
 func (r *syncRig) updateMoved(sub string, p marker.Position) {
 	ap := r.applied.begin(r.s.Local, syncTopic, sub, p)
 	r.applied.end(ap, true, p)
-	r.local.setMD(sub, p)
+	r.local.SetMD(sub, p)
 }
 
 // TestFollowTakesOurMoves: on a copy that only updates move (a standby
@@ -732,12 +732,12 @@ func TestFollowTakesOurMoves(t *testing.T) {
 				st.set(syncTopic, "billing", SubStat{Backlog: 10, MarkDeleteAdvanced: 600})
 			}, true},
 			{"an update, nobody attached, but the position read was past the updates'", func() {
-				r.local.setMD("billing", subsynctest.Pos(1, 12)) // read by the next follow
+				r.local.SetMD("billing", subsynctest.Pos(1, 12)) // read by the next follow
 				st.set(syncTopic, "billing", SubStat{Backlog: 8, MarkDeleteAdvanced: 700})
 			}, true},
 			{"an update below it, nobody attached, a newer snapshot", func() {
 				applyTo(subsynctest.Pos(1, 9))
-				r.local.setMD("billing", subsynctest.Pos(1, 12))
+				r.local.SetMD("billing", subsynctest.Pos(1, 12))
 				cacheSnapshot(t, r, "s2", subsynctest.Pos(1, 30), subsynctest.Pos(7, 40))
 				st.set(syncTopic, "billing", SubStat{Backlog: 8, MarkDeleteAdvanced: 800})
 			}, true},
@@ -756,12 +756,12 @@ func TestFollowTakesOurMoves(t *testing.T) {
 		} {
 			time.Sleep(time.Second)
 			step.change()
-			r.s.dataSeen.Store(true) // copies keep coming: no rest
-			before := r.local.mdCalls
+			r.s.pace.dataSeen.Store(true) // copies keep coming: no rest
+			before := r.local.MDCalls
 			if err := r.s.follow(ctx); err != nil {
 				t.Fatalf("step %d (%s): %v", i, step.name, err)
 			}
-			if read := r.local.mdCalls > before; read != step.read {
+			if read := r.local.MDCalls > before; read != step.read {
 				t.Errorf("step %d (%s): positions read %v, want %v", i, step.name, read, step.read)
 			}
 			r.sink.Take()
@@ -852,8 +852,8 @@ func TestFollowKeptPositionAfterRewind(t *testing.T) {
 				ctx := context.Background()
 				cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
 				st.set(syncTopic, "billing", SubStat{Backlog: 10, MarkDeleteAdvanced: 100})
-				r.local.setMD("billing", kept)
-				r.readBefore(r.local.md) // no confirming read needed
+				r.local.SetMD("billing", kept)
+				r.readBefore(r.local.MD) // no confirming read needed
 				time.Sleep(time.Second)
 				if err := r.s.follow(ctx); err != nil {
 					t.Fatal(err)
@@ -862,16 +862,16 @@ func TestFollowKeptPositionAfterRewind(t *testing.T) {
 					t.Fatalf("before the change: update %+v (sent %v), want the one for s1", up, ok)
 				}
 				time.Sleep(time.Second)
-				r.local.setMD("billing", tt.md)
+				r.local.SetMD("billing", tt.md)
 				st.set(syncTopic, "billing", SubStat{Backlog: tt.backlog, MarkDeleteAdvanced: tt.ts})
-				r.s.dataSeen.Store(tt.data)
+				r.s.pace.dataSeen.Store(tt.data)
 				cacheSnapshot(t, r, "s2", tt.snap, subsynctest.Pos(7, 30))
 				r.s.entries.completed(tt.snap) // as Sync.completions records it
-				before := r.local.mdCalls
+				before := r.local.MDCalls
 				if err := r.s.follow(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if read := r.local.mdCalls > before; read != tt.read {
+				if read := r.local.MDCalls > before; read != tt.read {
 					t.Errorf("positions read %v, want %v", read, tt.read)
 				}
 				up, sent := updatesWritten(r.sink.Take())["billing"]

@@ -153,7 +153,7 @@ func TestSyncApplyOverProtocol(t *testing.T) {
 					t.Errorf("move %d: %+v, want type %v to %v", i, m, tt.wireType, want)
 				}
 			}
-			if got := r.subs.takeCalls(); len(got) > 0 {
+			if got := r.subs.TakeCalls(); len(got) > 0 {
 				t.Errorf("admin calls %v, want none", got)
 			}
 			if n := local.count(); n != 1 {
@@ -190,7 +190,7 @@ func TestSyncApplyRefusals(t *testing.T) {
 		if got := appliedCount(r, subscription.RouteNone, subscription.RefusedType); got != 2 {
 			t.Errorf("none/refused-type = %v, want 2", got)
 		}
-		if got := r.subs.takeCalls(); len(got) > 0 {
+		if got := r.subs.TakeCalls(); len(got) > 0 {
 			t.Errorf("admin calls %v", got)
 		}
 
@@ -246,7 +246,7 @@ func TestSyncApplyStandby(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r, f, local, remote := protocolRig(t)
 			local.set("billing", subscription.State{Exists: true})
-			r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(4, 1)})
+			r.subs.Set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(4, 1)})
 			if tt.remote != nil {
 				remote.set("billing", *tt.remote)
 			}
@@ -254,7 +254,7 @@ func TestSyncApplyStandby(t *testing.T) {
 			if n := len(f.take()); n != tt.wantMoves {
 				t.Errorf("%d moves, want %d", n, tt.wantMoves)
 			}
-			if got := r.subs.takeCalls(); !slices.Equal(got, tt.wantCalls) {
+			if got := r.subs.TakeCalls(); !slices.Equal(got, tt.wantCalls) {
 				t.Errorf("admin calls %v, want %v", got, tt.wantCalls)
 			}
 		})
@@ -272,14 +272,14 @@ func TestSyncProtocolMoveNotEchoed(t *testing.T) {
 	local.set("billing", subscription.State{Exists: true, Consumers: 1, Type: subscription.Failover})
 	cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
 	r.s.apply(ctx, "billing", subsynctest.Pos(1, 15))
-	r.local.setMD("billing", subsynctest.Pos(1, 15)) // where the move put it
+	r.local.SetMD("billing", subsynctest.Pos(1, 15)) // where the move put it
 	if err := r.s.follow(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.sink.Take(); len(got) > 0 {
 		t.Errorf("the position set by the protocol move was echoed: %v", subsynctest.KindsOf(got))
 	}
-	r.local.setMD("billing", subsynctest.Pos(1, 16))
+	r.local.SetMD("billing", subsynctest.Pos(1, 16))
 	if err := r.s.follow(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestSyncPositionReadWhileMoveLands(t *testing.T) {
 	local.set("billing", subscription.State{Exists: true, Consumers: 1, Type: subscription.Failover})
 	cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
 	f.during = func(m wire.Move) {
-		r.local.setMD("billing", wirePosition(m.To)) // the broker moved it
+		r.local.SetMD("billing", wirePosition(m.To)) // the broker moved it
 		if err := r.s.follow(ctx); err != nil {
 			t.Error(err)
 		}
@@ -401,7 +401,7 @@ func TestApplyEndedByStopIsQuiet(t *testing.T) {
 			r := newSyncRig(t, rigConfig{})
 			core, logs := observer.New(zap.InfoLevel)
 			r.s.Log = zap.New(core)
-			r.subs.stateErr = fmt.Errorf("reading subscription: %w", context.Canceled)
+			r.subs.StateErr = fmt.Errorf("reading subscription: %w", context.Canceled)
 			ctx, cancel := context.WithCancel(context.Background())
 			if tt.stopping {
 				cancel()
@@ -446,7 +446,7 @@ func TestSyncApplyKeySharedModeUnknown(t *testing.T) {
 			st := subscription.State{Exists: true, Consumers: tt.consumers, Type: subscription.KeyShared, Mode: tt.mode,
 				MarkDelete: subsynctest.Pos(4, 1)}
 			local.set("billing", st)
-			r.subs.set("billing", st)
+			r.subs.Set("billing", st)
 			r.s.apply(context.Background(), "billing", subsynctest.Pos(4, 10))
 			if moves := f.take(); len(moves) != tt.moves {
 				t.Errorf("%d attaches (%+v), want %d", len(moves), moves, tt.moves)
@@ -454,7 +454,7 @@ func TestSyncApplyKeySharedModeUnknown(t *testing.T) {
 			if got := appliedCount(r, tt.route, tt.outcome); got != 1 {
 				t.Errorf("%s/%s = %v, want 1", tt.route, tt.outcome, got)
 			}
-			calls := r.subs.takeCalls()
+			calls := r.subs.TakeCalls()
 			reset := false
 			for _, c := range calls {
 				if strings.HasPrefix(c, "reset ") {

@@ -115,7 +115,7 @@ func TestFollowPositionsReached(t *testing.T) {
 					r.s.DataAt(ctx, subsynctest.Pos(1, e), "", marker.Position{})
 				}
 				st.set(syncTopic, "billing", SubStat{Backlog: 10, MarkDeleteAdvanced: 1})
-				r.local.setMD("billing", subsynctest.Pos(1, 0))
+				r.local.SetMD("billing", subsynctest.Pos(1, 0))
 				if err := r.s.follow(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -131,13 +131,13 @@ func TestFollowPositionsReached(t *testing.T) {
 				for name, s := range tt.st {
 					st.set(syncTopic, name, s)
 				}
-				r.local.setMD("billing", tt.md)
-				r.local.setMD("audit", subsynctest.Pos(1, 0))
-				before := r.local.mdCalls
+				r.local.SetMD("billing", tt.md)
+				r.local.SetMD("audit", subsynctest.Pos(1, 0))
+				before := r.local.MDCalls
 				if err := r.s.follow(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if read := r.local.mdCalls > before; read != tt.read {
+				if read := r.local.MDCalls > before; read != tt.read {
 					t.Errorf("positions read %v, want %v", read, tt.read)
 				}
 				ups := updatesWritten(r.sink.Take())
@@ -152,11 +152,11 @@ func TestFollowPositionsReached(t *testing.T) {
 				if !tt.read {
 					time.Sleep(time.Second)
 					st.set(syncTopic, "billing", SubStat{Backlog: 2, MarkDeleteAdvanced: 3})
-					before := r.local.mdCalls
+					before := r.local.MDCalls
 					if err := r.s.follow(ctx); err != nil {
 						t.Fatal(err)
 					}
-					if r.local.mdCalls > before {
+					if r.local.MDCalls > before {
 						t.Error("positions read after the newest snapshot was proven reached")
 					}
 				}
@@ -177,7 +177,7 @@ func TestFollowReadsStatsAfterCompletion(t *testing.T) {
 			r.s.DataAt(ctx, subsynctest.Pos(1, e), "", marker.Position{})
 		}
 		st.set(syncTopic, "billing", SubStat{Backlog: 10, MarkDeleteAdvanced: 1})
-		r.local.setMD("billing", subsynctest.Pos(1, 0))
+		r.local.SetMD("billing", subsynctest.Pos(1, 0))
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -192,14 +192,14 @@ func TestFollowReadsStatsAfterCompletion(t *testing.T) {
 		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 11), subsynctest.Pos(7, 20)) // read back at 1:12
 		st.set(syncTopic, "billing", SubStat{Backlog: 1, MarkDeleteAdvanced: 3})
 		time.Sleep(100 * time.Millisecond)
-		readings, reads := st.count(), r.local.mdCalls
+		readings, reads := st.count(), r.local.MDCalls
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if n := st.count() - readings; n != 1 {
 			t.Errorf("%d stats readings, want 1 (the cached one predates the completion)", n)
 		}
-		if r.local.mdCalls != reads {
+		if r.local.MDCalls != reads {
 			t.Error("positions read: the newer reading proves the snapshot reached")
 		}
 		if up, ok := updatesWritten(r.sink.Take())["billing"]; !ok || up.Remote != subsynctest.Pos(7, 20) {
@@ -216,7 +216,7 @@ func TestFollowReadsStatsAfterCompletion(t *testing.T) {
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if r.local.mdCalls != reads {
+		if r.local.MDCalls != reads {
 			t.Error("positions read 0.1 s after the next snapshot completed: the wait before the proof was not ended")
 		}
 	})
@@ -234,7 +234,7 @@ func TestFollowWaitsForConsumersAfterCompletion(t *testing.T) {
 			r.s.DataAt(ctx, subsynctest.Pos(1, e), "", marker.Position{})
 		}
 		st.set(syncTopic, "billing", SubStat{Backlog: 10, MarkDeleteAdvanced: 1})
-		r.local.setMD("billing", subsynctest.Pos(1, 0))
+		r.local.SetMD("billing", subsynctest.Pos(1, 0))
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -243,11 +243,11 @@ func TestFollowWaitsForConsumersAfterCompletion(t *testing.T) {
 		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20)) // read back at 1:11
 		st.set(syncTopic, "billing", SubStat{Backlog: 5, MarkDeleteAdvanced: 2})  // L = 1
 		time.Sleep(100 * time.Millisecond)
-		reads := r.local.mdCalls
+		reads := r.local.MDCalls
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if r.local.mdCalls != reads {
+		if r.local.MDCalls != reads {
 			t.Error("positions read 0.1 s after the snapshot completed, with the consumers short of it")
 		}
 		if n := len(updatesWritten(r.sink.Take())); n != 0 {
@@ -264,7 +264,7 @@ func TestFollowWaitsForConsumersAfterCompletion(t *testing.T) {
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if r.local.mdCalls != reads {
+		if r.local.MDCalls != reads {
 			t.Error("positions read although the reading proves the snapshot reached")
 		}
 		if up, ok := updatesWritten(r.sink.Take())["billing"]; !ok || up.Remote != subsynctest.Pos(7, 20) {
@@ -281,7 +281,7 @@ func TestFollowWaitsForConsumersAfterCompletion(t *testing.T) {
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if r.local.mdCalls != reads {
+		if r.local.MDCalls != reads {
 			t.Error("positions read 0.1 s after the next snapshot completed: the wait before the proof was not ended")
 		}
 	})
@@ -306,11 +306,11 @@ func TestFollowSlowConsumerNotStarved(t *testing.T) {
 		}
 		data(20)
 		st.set(syncTopic, "billing", SubStat{Backlog: 12, MarkDeleteAdvanced: 1})
-		r.local.setMD("billing", subsynctest.Pos(1, e-12))
+		r.local.SetMD("billing", subsynctest.Pos(1, e-12))
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
-		reads, ups := r.local.mdCalls, 0
+		reads, ups := r.local.MDCalls, 0
 		for sec := 1; sec <= 8; sec++ {
 			data(4)
 			a := subsynctest.Pos(1, e)
@@ -320,7 +320,7 @@ func TestFollowSlowConsumerNotStarved(t *testing.T) {
 			data(1)
 			for i := range 5 {
 				st.set(syncTopic, "billing", SubStat{Backlog: 12, MarkDeleteAdvanced: int64(10*sec + i)})
-				r.local.setMD("billing", subsynctest.Pos(1, e-12))
+				r.local.SetMD("billing", subsynctest.Pos(1, e-12))
 				if err := r.s.follow(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -329,9 +329,9 @@ func TestFollowSlowConsumerNotStarved(t *testing.T) {
 			}
 		}
 		if ups < 3 {
-			t.Errorf("%d updates in 8 s (positions read %d times): the follow starved", ups, r.local.mdCalls-reads)
+			t.Errorf("%d updates in 8 s (positions read %d times): the follow starved", ups, r.local.MDCalls-reads)
 		}
-		if n := r.local.mdCalls - reads; n > 8 {
+		if n := r.local.MDCalls - reads; n > 8 {
 			t.Errorf("positions read %d times in 8 s: more than once an interval", n)
 		}
 	})

@@ -18,7 +18,7 @@ func standbyRig(t *testing.T) (*syncRig, *fakeStats) {
 	r, _, local, remote := protocolRig(t)
 	local.set("billing", subscription.State{Exists: true})
 	remote.set("billing", subscription.State{Exists: true, Consumers: 1, Type: subscription.Exclusive})
-	r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(4, 1), Type: subscription.Exclusive})
+	r.subs.Set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(4, 1), Type: subscription.Exclusive})
 	stats := &fakeStats{}
 	stats.set(syncTopic, "billing", SubStat{MarkDeleteAdvanced: 7})
 	r.s.Stats = NewPoller(stats, syncTopic, false, nil)
@@ -44,7 +44,7 @@ func TestStandbyResetWithoutReading(t *testing.T) {
 		{name: "a consumer attached: read, refused, no reset",
 			between: func(r *syncRig, stats *fakeStats) {
 				stats.set(syncTopic, "billing", SubStat{MarkDeleteAdvanced: 7, Consumers: 1})
-				r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(4, 9), Consumers: 1, Type: subscription.Exclusive})
+				r.subs.Set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(4, 9), Consumers: 1, Type: subscription.Exclusive})
 			},
 			wantReads: 1},
 		{name: "acknowledged since (the timestamp moved): read first",
@@ -55,7 +55,7 @@ func TestStandbyResetWithoutReading(t *testing.T) {
 		{name: "acknowledged past the update since: read, not moved back",
 			between: func(r *syncRig, stats *fakeStats) {
 				stats.set(syncTopic, "billing", SubStat{MarkDeleteAdvanced: 8})
-				r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(4, 30), Type: subscription.Exclusive})
+				r.subs.Set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(4, 30), Type: subscription.Exclusive})
 			},
 			wantReads: 1},
 		{name: "no stats reading: read first",
@@ -77,10 +77,10 @@ func TestStandbyResetWithoutReading(t *testing.T) {
 				r, stats := standbyRig(t)
 				ctx := context.Background()
 				r.s.apply(ctx, "billing", subsynctest.Pos(4, 10))
-				if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 4:10:-1"}) {
+				if got := r.subs.TakeCalls(); !slices.Equal(got, []string{"reset billing 4:10:-1"}) {
 					t.Fatalf("first update: admin calls %v, want the reset after a reading", got)
 				}
-				if n := r.subs.stateReads(); n != 1 {
+				if n := r.subs.StateReads(); n != 1 {
 					t.Fatalf("first update: %d readings of the subscription, want 1", n)
 				}
 				time.Sleep(r.s.Interval)
@@ -89,10 +89,10 @@ func TestStandbyResetWithoutReading(t *testing.T) {
 				}
 				readings := stats.count()
 				r.s.apply(ctx, "billing", subsynctest.Pos(4, 20))
-				if n := r.subs.stateReads() - 1; n != tt.wantReads {
+				if n := r.subs.StateReads() - 1; n != tt.wantReads {
 					t.Errorf("second update: %d readings of the subscription, want %d", n, tt.wantReads)
 				}
-				if got := r.subs.takeCalls(); !slices.Equal(got, tt.wantCalls) {
+				if got := r.subs.TakeCalls(); !slices.Equal(got, tt.wantCalls) {
 					t.Errorf("second update: admin calls %v, want %v", got, tt.wantCalls)
 				}
 				// The reading before the first reset is older than it: a new
@@ -113,22 +113,22 @@ func TestStandbyReadingAfterTheMove(t *testing.T) {
 		r, stats := standbyRig(t)
 		ctx := context.Background()
 		r.s.apply(ctx, "billing", subsynctest.Pos(4, 10))
-		r.subs.takeCalls()
+		r.subs.TakeCalls()
 		time.Sleep(r.s.Interval - freshAge/2)
 		// A follow reads the topic meanwhile.
 		if _, err := r.s.Stats.Read(ctx, 0, 0); err != nil {
 			t.Fatal(err)
 		}
-		readings, reads := stats.count(), r.subs.stateReads()
+		readings, reads := stats.count(), r.subs.StateReads()
 		time.Sleep(freshAge / 2)
 		r.s.apply(ctx, "billing", subsynctest.Pos(4, 20))
 		if n := stats.count() - readings; n != 0 {
 			t.Errorf("%d new stats readings, want none (the follow's serves)", n)
 		}
-		if n := r.subs.stateReads() - reads; n != 0 {
+		if n := r.subs.StateReads() - reads; n != 0 {
 			t.Errorf("%d readings of the subscription, want none", n)
 		}
-		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 4:20:-1"}) {
+		if got := r.subs.TakeCalls(); !slices.Equal(got, []string{"reset billing 4:20:-1"}) {
 			t.Errorf("admin calls %v", got)
 		}
 	})
@@ -142,15 +142,15 @@ func TestStandbyAfterFailure(t *testing.T) {
 		ctx := context.Background()
 		r.s.apply(ctx, "billing", subsynctest.Pos(4, 10))
 		time.Sleep(r.s.Interval)
-		r.subs.resetErr = errAdmin
+		r.subs.ResetErr = errAdmin
 		r.s.apply(ctx, "billing", subsynctest.Pos(4, 20))
-		r.subs.resetErr = nil
-		reads := r.subs.stateReads()
+		r.subs.ResetErr = nil
+		reads := r.subs.StateReads()
 		r.s.apply(ctx, "billing", subsynctest.Pos(4, 30))
-		if n := r.subs.stateReads() - reads; n != 1 {
+		if n := r.subs.StateReads() - reads; n != 1 {
 			t.Errorf("%d readings after a failed reset, want 1", n)
 		}
-		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 4:10:-1", "reset billing 4:20:-1", "reset billing 4:30:-1"}) {
+		if got := r.subs.TakeCalls(); !slices.Equal(got, []string{"reset billing 4:10:-1", "reset billing 4:20:-1", "reset billing 4:30:-1"}) {
 			t.Errorf("admin calls %v", got)
 		}
 	})
@@ -164,13 +164,13 @@ func TestStandbyReadingBeforeTheMove(t *testing.T) {
 		r, stats := standbyRig(t)
 		ctx := context.Background()
 		r.s.apply(ctx, "billing", subsynctest.Pos(4, 10)) // reads the topic's stats, then resets
-		r.subs.takeCalls()
+		r.subs.TakeCalls()
 		time.Sleep(freshAge / 4)
 		stats.set(syncTopic, "billing", SubStat{MarkDeleteAdvanced: 7, Consumers: 1})
-		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(4, 9), Consumers: 1, Type: subscription.Exclusive})
+		r.subs.Set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(4, 9), Consumers: 1, Type: subscription.Exclusive})
 		time.Sleep(freshAge / 4)
 		r.s.apply(ctx, "billing", subsynctest.Pos(4, 20))
-		if got := r.subs.takeCalls(); len(got) > 0 {
+		if got := r.subs.TakeCalls(); len(got) > 0 {
 			t.Errorf("admin calls %v: a reading from before the reset let a consumer be disconnected", got)
 		}
 	})

@@ -22,11 +22,6 @@ package subsync
 
 import (
 	"context"
-	"fmt"
-	"maps"
-	"math"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -110,67 +105,27 @@ type Config struct {
 type Sync struct {
 	Config
 
-	applyMu sync.Mutex
-	toApply map[string]marker.Position // latest pending update per subscription
-	// applyCtx is Run's context, for the apply worker enqueueApply starts
-	// (nil before Run); applying is set while one runs. A worker lives
-	// only while updates wait: a goroutine per partition and direction
-	// that waited for them was a quarter of a sidecar's goroutines with
-	// replicated subscriptions (e2e/bench, subs row).
-	applyCtx context.Context
-	applying bool
-	// applyDone is set when Run ends (no worker starts after it), and
-	// workers counts the worker running, for Run to wait for it: an
-	// update still being applied when Run returned moved the subscription
-	// after the stop, beside the next start's.
-	applyDone bool
-	workers   sync.WaitGroup
+	// queue holds the received updates not applied yet and runs the
+	// worker that applies them (apply.go).
+	queue applyQueue
+	// gate judges the markers the entry path reads (intake.go).
+	gate gate
+	// last are the snapshot machine's counts at the last countStats.
+	last snapshot.Stats
 
-	badLogAt time.Time // last time an invalid marker was logged
-	last     snapshot.Stats
-	sent     map[string]snapshot.Snapshot // last update sent per subscription
-
-	// outbox holds the markers this process wrote and has not forwarded
-	// yet: only those are forwarded (a marker of ours published again by
-	// someone else is not).
-	outbox outbox
-	// lastCopy is the origin position of the newest copy of a remote
-	// marker taken, and lastCopyAt where it was read here: a copy read
-	// after it with an origin not after it is a replay; one read at or
-	// before it is the cursor delivering again what was judged already.
-	lastCopy, lastCopyAt marker.Position
-	hasLastCopy          bool
-	// updateFrom is the origin position of the newest update taken per
-	// subscription, and writerTime the newest write time (the writer's
-	// clock) of any copy taken from the remote (applyMu).
-	updateFrom map[string]marker.Position
-	writerTime int64
-
-	// seenOnRemote are the tracked subscriptions found on the remote.
-	seenOnRemote map[string]bool
-
-	// dataSeen is set by DataAt: the partition had traffic since the
-	// last follow; dataCount counts the entries since then, for the
-	// follow's priority in the budget.
-	dataSeen  atomic.Bool
-	dataCount atomic.Int64
 	// useless is set when no snapshot request could serve a tracked
 	// subscription here (snapshotUseful, at the last follow): requests
 	// wait until one could. Unset until the first follow.
 	useless atomic.Bool
-	// lastLag is the largest lag (entries) the last lag reading set (run
-	// alone).
-	lastLag float64
 	// relearn asks run to re-read the partition's history (takeover).
 	relearn chan struct{}
-	// wake ends run's sleep on an idle partition (poke); sleeping is set
-	// while run sleeps longer than a tick.
-	wake     chan struct{}
-	sleeping atomic.Bool
-	// lagReported are the subscriptions whose lag the last follow set
-	// (run alone): one gone since has its series dropped.
-	lagReported map[string]lagReading
-	// fl is when and why follow runs (followDue); used by run alone.
+	// pace is when follow runs and run sleeps (pace.go).
+	pace pacer
+	// lags is what the lag gauges were last set to (lag.go); used by run
+	// alone.
+	lags lagReport
+	// fl is what follow knows of the positions and readings it used
+	// (follow.go); used by run alone.
 	fl followState
 	// targets are what the apply loop knows of the subscriptions it moves,
 	// wm its protocol mover (mover.go); used by the apply loop alone.
@@ -180,101 +135,10 @@ type Sync struct {
 	entries entryCount
 }
 
-// Pending returns the updates received and not applied yet, the newest
-// per subscription.
-func (s *Sync) Pending() map[string]marker.Position {
-	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
-	return maps.Clone(s.toApply)
-}
-
-// Wrote records mk as a marker this process wrote, as the sync does for
-// each marker it sends (before the write returns, since the replicator
-// may read it back first): read back from the partition, it is forwarded
-// once (MarkerAt).
-func (s *Sync) Wrote(mk marker.Marker) { s.outbox.put(mk) }
-
 // New builds the sync of c; nothing runs until Run.
 func New(c Config) *Sync {
-	return &Sync{Config: c, relearn: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+	return &Sync{Config: c, relearn: make(chan struct{}, 1), pace: pacer{wake: make(chan struct{}, 1)}}
 }
-
-// followState paces follow, the sync's only periodic admin calls, by
-// activity: a partition whose tracked subscriptions have passed the
-// newest snapshot and that receives nothing costs no admin call but one
-// every idleFollow.
-type followState struct {
-	once     bool
-	at       time.Time
-	every    time.Duration // interval/2, doubled while nothing changes, up to behindFollow (idleFollow once stale)
-	movedAt  time.Time     // last follow that saw a change
-	newestID string        // the newest snapshot at the last follow
-	mds      map[string]marker.Position
-	behind   bool // a tracked subscription had not passed the newest snapshot
-	// lagAt is when lag last read both sides' backlogs and found every
-	// tracked subscription on the remote (zero: not yet, or not so).
-	lagAt time.Time
-	// seen is each tracked subscription's stats at the last position
-	// read (Stats set), and readAt when positions were last read: a
-	// subscription whose stats did not change since is not read again
-	// before idleFollow (moved).
-	seen   map[string]SubStat
-	readAt time.Time
-	// seenAt is when the reading behind seen was sent, or a later one
-	// that showed nothing moved (resting).
-	seenAt time.Time
-	// readNewest is the newest snapshot when positions were last read.
-	readNewest string
-	// reading is the stats reading of the current follow (nil without
-	// Stats, or when it failed), prio its place in the budget.
-	reading map[string]SubStat
-	prio    float64
-	// maxAge is how old a shared reading this follow may use
-	// (readingAge); dataSinceRead whether data came since positions
-	// were last read.
-	maxAge        time.Duration
-	dataSinceRead bool
-	// soon, if set, is when follow runs again at the latest: the
-	// consumers had not passed a snapshot that just completed (follow.go),
-	// or a position awaits its confirming read (confirm.go).
-	soon time.Time
-	// waitingSince is when follows began putting a position read off
-	// for consumers not past a snapshot that just completed (zero: not
-	// now); positions read or proven end it (follow.go, mayWait).
-	waitingSince time.Time
-	// freshRead: this follow's positions were read by it (not kept from
-	// an earlier read, nor proven from a stats reading).
-	freshRead bool
-	// unconfirmed holds the positions that would have sent an update but
-	// are not trusted yet (confirm.go).
-	unconfirmed map[string]unconfirmedPos
-}
-
-const (
-	// behindFollow bounds the pause between two follows while a tracked
-	// subscription has not passed the newest snapshot and nothing moves
-	// (an update then goes out at most this late: more redelivered after
-	// a failover, never lost).
-	behindFollow = 30 * time.Second
-	// idleFollow is how often an idle partition is followed anyway, to
-	// see subscriptions created or reset there.
-	idleFollow = 5 * time.Minute
-	// staleBehind: a subscription behind the newest snapshot whose
-	// position has not moved for this long has nobody consuming it (a
-	// standby region's copy, say); it is then followed every idleFollow
-	// like an idle one. At 30 s each, 1,000 such partitions cost 100
-	// admin requests a second (e2e/bench, subs row).
-	staleBehind = 5 * time.Minute
-	// restMax bounds a rest (resting) without a reading that confirms
-	// it: a resting partition is followed as an idle one after this long
-	// when no reading made elsewhere came.
-	restMax = time.Hour
-	// lagRefresh is how often the lag gauges are read again when nothing
-	// moved on the partition (no data, no position, no snapshot): the two
-	// backlog calls of each idle follow were two thirds of its admin cost.
-	// Only a consumer on the remote moving the copy goes unseen that long.
-	lagRefresh = time.Hour
-)
 
 // Takeover tells the sync that the replicator resumed past messages it
 // did not read itself (another instance processed them): the third
@@ -306,86 +170,6 @@ func (s *Sync) StartsAt(pos marker.Position) bool {
 	return l != nil && pos.Ledger == l.Start().Ledger && pos.Entry == l.Start().Entry
 }
 
-// followDue reports whether follow runs now.
-func (s *Sync) followDue(now time.Time) bool {
-	f := &s.fl
-	if !f.once {
-		return true
-	}
-	since := now.Sub(f.at)
-	newest, _ := s.Machine.Newest()
-	switch {
-	case !f.soon.IsZero() && !now.Before(f.soon):
-		return true
-	case since < min(f.every, s.Interval/2) && newest.ID == f.newestID:
-		return false
-	case newest.ID != f.newestID:
-		return since >= s.Interval/2
-	case since < f.every:
-		return false
-	}
-	// Data waiting for a subscription that can use a snapshot
-	// (snapshotUseful) is followed like new data.
-	return f.behind || s.dataSeen.Load() || !s.Machine.Idle() || since >= idleFollow
-}
-
-// maxUpdateAge bounds how far an update's write time may lie behind the
-// newest write time of any copy taken from the same writer: an update that
-// much older than what the writer has sent since waited out a long outage
-// in a backlog (or is a replay), and skipping it only delays the sync
-// until the next update. Both times are the writer's clock, so a writer
-// whose clock is behind or ahead of this host's is judged the same as one
-// in step: compared with this host's clock, a writer 10 minutes behind had
-// every update refused as stale, and one briefly ahead (an NTP step back)
-// every later update as replayed until real time caught up.
-const maxUpdateAge = 10 * time.Minute
-
-// outbox is a bounded set of the markers this process wrote, each with
-// the position where the replicator first read it back.
-type outbox struct {
-	mu    sync.Mutex
-	keys  map[string]*marker.Position // nil until read back
-	order []string
-}
-
-const outboxSize = 4096
-
-func outboxKey(mk marker.Marker) string {
-	return fmt.Sprintf("%d\x00%s\x00%s\x00%d", mk.Kind, mk.SnapshotID, mk.Subscription, mk.Time)
-}
-
-func (o *outbox) put(mk marker.Marker) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.keys == nil {
-		o.keys = map[string]*marker.Position{}
-	}
-	k := outboxKey(mk)
-	if len(o.order) >= outboxSize {
-		delete(o.keys, o.order[0])
-		o.order = o.order[1:]
-	}
-	o.keys[k] = nil
-	o.order = append(o.order, k)
-}
-
-// take reports whether mk, read at pos, is a marker this process wrote:
-// read back for the first time, or delivered again at the same position
-// (a new session of the replicator). A copy of it anywhere else is not.
-func (o *outbox) take(mk marker.Marker, pos marker.Position) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	at, ok := o.keys[outboxKey(mk)]
-	switch {
-	case !ok:
-		return false
-	case at == nil:
-		o.keys[outboxKey(mk)] = &pos
-		return true
-	}
-	return *at == pos
-}
-
 // Admin is what follow and lag need of one cluster's admin API, for
 // one partition. Implementations must be safe for concurrent use.
 type Admin interface {
@@ -407,141 +191,6 @@ type MarkerSink interface {
 	// close flushes and releases what write opened; write may open it
 	// again.
 	Close()
-}
-
-// lagLabels are the lag series' labels for sub.
-func (s *Sync) lagLabels(sub string) [4]string {
-	return [4]string{s.Local, s.Remote, metrics.TopicLabel(s.Topic), sub}
-}
-
-// lagKey names this sync among the reporters of subscription lag.
-func (s *Sync) lagKey() string { return s.Remote + " " + s.Topic }
-
-// DataAt feeds data read from the local partition at pos: a copy of
-// origin's message at opos, or local data when origin is "".
-func (s *Sync) DataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
-	s.entries.read(pos)
-	s.dataSeen.Store(true)
-	s.dataCount.Add(1)
-	s.write(ctx, s.completions(s.Machine.Data(pos, origin, opos)))
-	s.poke()
-}
-
-// completions notes the snapshots among mks, what the machine returned
-// for the entry just read: they completed at an entry counted (reached.go).
-func (s *Sync) completions(mks []marker.Marker) []marker.Marker {
-	for _, mk := range mks {
-		if mk.Kind == marker.KindSnapshot {
-			s.entries.completed(mk.Local)
-		}
-	}
-	return mks
-}
-
-// poke wakes run if it sleeps: the machine has something to do (data
-// came, or a marker changed its state).
-func (s *Sync) poke() {
-	if s.sleeping.Load() && s.sleeping.CompareAndSwap(true, false) {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// MarkerAt handles a marker read from the local partition at pos, copied
-// from another cluster or not, and reports whether the replicator
-// forwards it to the remote: only markers this process wrote for that
-// remote, of the kinds that travel (request, response, update).
-//
-// A valid signature proves who wrote a marker, not that this is the
-// first time it is read: a marker published again by someone who can
-// read it (a replay), or a copy published early on this side (an
-// injected response), carries the same signature. So a marker of ours
-// is forwarded only if this process wrote it and has not forwarded it
-// yet; a copy of the remote's counts only with a signed origin naming
-// the remote, at a position after the last copy taken; and an update
-// only when its origin is after the last one taken for its subscription and its
-// write time not maxUpdateAge behind the newest copy from its writer. What fails these checks is counted as an invalid
-// marker and has no effect: at worst a snapshot or an update comes again
-// later.
-//
-// producer is the name the marker was written under: one of ours that
-// this process did not write came from another instance of the sidecar
-// (HA, or before a restart) and is dropped without being counted.
-func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte, from marker.Origin, producer string) (forward bool) {
-	defer s.poke()
-	s.entries.read(pos)
-	mk, err := s.Keys.Decode(payload)
-	if err != nil {
-		s.invalidMarker(pos, marker.Reason(err))
-		return false
-	}
-	if mk.Topic != s.Topic {
-		s.Metrics.MarkersInvalid.WithLabelValues(s.Local, "wrong-topic").Inc()
-		return false
-	}
-	switch {
-	case from.Cluster == "" && mk.From == s.Local && mk.To == s.Remote:
-		// Ours, towards this remote. Snapshot markers stay here and feed
-		// the cache (also when re-read after a restart).
-		if mk.Kind == marker.KindSnapshot {
-			s.write(ctx, s.Machine.Marker(pos, mk))
-			return false
-		}
-		if !s.outbox.take(mk, pos) {
-			if !strings.HasPrefix(producer, marker.MarkerProducers) {
-				s.invalidMarker(pos, "not-written-here")
-			}
-			return false
-		}
-		return true
-	case from.Cluster != "" && mk.From == s.Remote && mk.To == s.Local:
-		if !from.Signed || from.Cluster != s.Remote {
-			s.invalidMarker(pos, "unsigned-copy")
-			return false
-		}
-		if s.hasLastCopy && pos.Compare(s.lastCopyAt) <= 0 {
-			// Delivered again (a new session reads from the cursor): it
-			// was judged, and acted on if valid, the first time.
-			return false
-		}
-		if s.hasLastCopy && from.At.Compare(s.lastCopy) <= 0 {
-			s.invalidMarker(pos, "replayed")
-			return false
-		}
-		s.lastCopy, s.lastCopyAt, s.hasLastCopy = from.At, pos, true
-		s.applyMu.Lock()
-		s.writerTime = max(s.writerTime, mk.Time) // every kind: the writer's clock now
-		s.applyMu.Unlock()
-		if mk.Kind == marker.KindUpdate {
-			if reason := s.enqueueApply(mk, from.At); reason != "" {
-				s.invalidMarker(pos, reason)
-			}
-			return false
-		}
-		s.write(ctx, s.completions(s.Machine.Marker(pos, mk)))
-	}
-	return false
-}
-
-// BatchedMarker counts a marker read at pos in an entry that cannot hold
-// one marker as written (a batch, compressed, encrypted): the writer sends
-// each marker alone and plain.
-func (s *Sync) BatchedMarker(pos marker.Position) {
-	s.entries.read(pos)
-	s.invalidMarker(pos, "batched")
-}
-
-// invalidMarker counts a marker that does not decode or verify, and logs
-// it at most every 10 s.
-func (s *Sync) invalidMarker(pos marker.Position, reason string) {
-	s.Metrics.MarkersInvalid.WithLabelValues(s.Local, reason).Inc()
-	if time.Since(s.badLogAt) > 10*time.Second {
-		s.badLogAt = time.Now()
-		s.Log.Warn("skipping a marker that does not decode or verify (logged at most every 10 s)",
-			zap.String("reason", reason), zap.Stringer("position", pos))
-	}
 }
 
 // write puts markers into the local partition.
@@ -586,10 +235,10 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 		case <-s.relearn:
 			s.rebuild(ctx, s.currentLayout(ctx))
 			continue
-		case <-s.wake:
+		case <-s.pace.wake:
 		case <-t.C:
 		}
-		s.sleeping.Store(false)
+		s.pace.sleeping.Store(false)
 		// A request only where a tracked subscription can use the
 		// snapshot (snapshotUseful); the data waits in the machine.
 		s.write(ctx, s.Machine.Tick(linkUp() && !s.useless.Load()))
@@ -597,12 +246,60 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 		s.entries.sample() // for a reading another partition's follow asks for (reached.go)
 		if s.followDue(time.Now()) {
 			if err := s.follow(ctx); err != nil && ctx.Err() == nil {
-				s.fl.every = s.Interval / 2 // try again soon
+				s.pace.retry(s.Interval) // try again soon
 				s.Log.Debug("following subscriptions failed", zap.Error(err))
 			}
 		}
 		t.Reset(s.sleepFor(tick))
 	}
+}
+
+func (s *Sync) countStats() {
+	st := s.Machine.Stats()
+	pair := []string{s.Local, s.Remote}
+	s.Metrics.SnapshotsStarted.WithLabelValues(pair...).Add(float64(st.Started - s.last.Started))
+	s.Metrics.SnapshotsCompleted.WithLabelValues(pair...).Add(float64(st.Completed - s.last.Completed))
+	s.Metrics.SnapshotsTimedOut.WithLabelValues(pair...).Add(float64(st.TimedOut - s.last.TimedOut))
+	s.Metrics.SnapshotsUnanswered.WithLabelValues(pair...).Add(float64(st.Unanswered - s.last.Unanswered))
+	if st.Completed > s.last.Completed {
+		s.Metrics.SnapshotRTT.WithLabelValues(pair...).Observe(st.LastRTT.Seconds())
+	}
+	s.last = st
+}
+
+// send writes one marker, remembering it for forwarding (outbox) first:
+// the replicator may read it back before the write returns.
+func (s *Sync) send(ctx context.Context, mk marker.Marker) error {
+	if mk.Kind != marker.KindSnapshot {
+		s.Wrote(mk)
+	}
+	return s.Writer.Write(ctx, mk)
+}
+
+// currentLayout reads the partition's layout now; nil if it cannot.
+func (s *Sync) currentLayout(ctx context.Context) *cluster.Layout {
+	if s.LayoutNow == nil {
+		return nil
+	}
+	l, err := s.LayoutNow(ctx)
+	if err != nil {
+		s.Log.Debug("partition layout unknown; the re-read starts at the oldest entry", zap.Error(err))
+		return nil
+	}
+	return l
+}
+
+// followDue reports whether follow runs now.
+func (s *Sync) followDue(now time.Time) bool {
+	newest, _ := s.Machine.Newest()
+	return s.pace.due(now, s.Interval, newest.ID, s.Machine.Idle)
+}
+
+// followIn is how long until followDue turns true if nothing happens
+// meanwhile.
+func (s *Sync) followIn(now time.Time) time.Duration {
+	newest, _ := s.Machine.Newest()
+	return s.pace.in(now, s.Interval, newest.ID, s.Machine.Idle)
 }
 
 // sleepFor is how long run waits before its next round: a tick while the
@@ -622,9 +319,7 @@ func (s *Sync) sleepFor(tick time.Duration) time.Duration {
 		// the next follow can tell, so data need not wake run.
 		return d
 	}
-	s.sleeping.Store(true)
-	if s.machineBusy() {
-		s.sleeping.Store(false)
+	if !s.pace.sleep(s.machineBusy) {
 		return tick
 	}
 	return d
@@ -636,147 +331,13 @@ func (s *Sync) machineBusy() bool {
 	return !s.Machine.Idle() && (!s.useless.Load() || s.Machine.Pending())
 }
 
-// followIn is how long until followDue turns true if nothing happens
-// meanwhile (no data, no new snapshot: those poke run).
-func (s *Sync) followIn(now time.Time) time.Duration {
-	f := &s.fl
-	if !f.once {
-		return 0
-	}
-	newest, _ := s.Machine.Newest()
-	d := f.at.Add(idleFollow).Sub(now)
-	switch {
-	case newest.ID != f.newestID:
-		d = f.at.Add(s.Interval / 2).Sub(now)
-	case f.behind || s.dataSeen.Load() || !s.Machine.Idle():
-		d = f.at.Add(f.every).Sub(now)
-	}
-	if !f.soon.IsZero() {
-		d = min(d, f.soon.Sub(now))
-	}
-	return d
+// gauges are this sync's lag series.
+func (s *Sync) gauges() lagGauges {
+	return lagGauges{m: s.Metrics, local: s.Local, remote: s.Remote, topic: s.Topic}
 }
 
-func (s *Sync) countStats() {
-	st := s.Machine.Stats()
-	pair := []string{s.Local, s.Remote}
-	s.Metrics.SnapshotsStarted.WithLabelValues(pair...).Add(float64(st.Started - s.last.Started))
-	s.Metrics.SnapshotsCompleted.WithLabelValues(pair...).Add(float64(st.Completed - s.last.Completed))
-	s.Metrics.SnapshotsTimedOut.WithLabelValues(pair...).Add(float64(st.TimedOut - s.last.TimedOut))
-	s.Metrics.SnapshotsUnanswered.WithLabelValues(pair...).Add(float64(st.Unanswered - s.last.Unanswered))
-	if st.Completed > s.last.Completed {
-		s.Metrics.SnapshotRTT.WithLabelValues(pair...).Observe(st.LastRTT.Seconds())
-	}
-	s.last = st
-}
-
-// follow reads the tracked subscriptions' mark-delete positions on the
-// local partition and sends an update for each one that passed a newer
-// snapshot; it also sets the lag gauges.
-func (s *Sync) follow(ctx context.Context) error {
-	f := &s.fl
-	newest, hasNewest := s.Machine.Newest()
-	hadData := s.dataSeen.Swap(false)
-	changed := !f.once || newest.ID != f.newestID
-	prevAt := f.at
-	f.once, f.at, f.newestID, f.soon = true, time.Now(), newest.ID, time.Time{}
-	f.prio, f.maxAge = s.priority(), min(s.readingAge(changed, hadData), f.at.Sub(prevAt))
-	f.dataSinceRead = f.dataSinceRead || hadData
-	if s.resting(changed) {
-		f.every = idleFollow
-		s.lagAged()
-		return nil
-	}
-	prevMDs := f.mds
-	mds, err := s.positions(ctx, f.prio)
-	if err != nil {
-		f.every = s.Interval / 2
-		return fmt.Errorf("local mark-delete positions: %w", err)
-	}
-	f.behind = false
-	for name, md := range mds {
-		if s.Tracked(name) {
-			if last, ok := f.mds[name]; !ok || last != md {
-				changed = true
-			}
-			// A subscription still where a remote's update put it has no
-			// consumer moving it here (a standby region's copy): it is
-			// followed like an idle one, not polled for a move.
-			if hasNewest && md.Compare(newest.Local) < 0 && !s.movedByUpdate(name, md) {
-				f.behind = true
-			}
-		}
-	}
-	if len(f.mds) != len(mds) {
-		changed = true
-	}
-	f.mds = mds
-	switch {
-	case changed:
-		f.every, f.movedAt = s.Interval/2, f.at
-	case f.at.Sub(f.movedAt) >= staleBehind:
-		f.every = min(max(f.every, s.Interval/2)*2, idleFollow)
-	default:
-		f.every = min(max(f.every, s.Interval/2)*2, behindFollow)
-	}
-	var slowest *marker.Position
-	for name, md := range mds {
-		if !s.Tracked(name) {
-			continue
-		}
-		if s.movedByUpdate(name, md) {
-			// The position came from a remote's update, not from consumers
-			// here: echoing it back (or on to a third cluster) would chain
-			// snapshots of different pairs, whose positions do not compose,
-			// and could move a subscription past unconsumed messages.
-			continue
-		}
-		if slowest == nil || md.Compare(*slowest) < 0 {
-			slowest = &md
-		}
-		waiting := s.awaitingConfirmation(name)
-		if _, would := s.Planner.Peek(name, md, s.Machine); would && (waiting || s.suspect(name, md, prevMDs)) {
-			continue
-		}
-		snap, ok := s.Planner.Next(name, md, s.Machine)
-		if !ok {
-			if changed {
-				// Why the remote does not follow: most often no snapshot
-				// covers md (it lies before the partition's first one).
-				_, covered := s.Machine.Covering(md)
-				s.Log.Debug("no update for a subscription", zap.String("subscription", name), zap.Stringer("mark_delete", md),
-					zap.Bool("covered", covered), zap.Stringer("newest_local", newest.Local), zap.Bool("has_newest", hasNewest))
-			}
-			continue
-		}
-		up := marker.Marker{Kind: marker.KindUpdate, From: s.Local, To: s.Remote, Topic: s.Topic,
-			Subscription: name, Local: snap.Local, Remote: snap.Remote, Time: time.Now().UnixMilli()}
-		if err := s.send(ctx, up); err != nil {
-			s.Planner.Forget(name) // send it again next time
-			return fmt.Errorf("write update: %w", err)
-		}
-		if s.sent == nil {
-			s.sent = map[string]snapshot.Snapshot{}
-		}
-		s.sent[name] = snap
-		s.Log.Debug("subscription update sent", zap.String("subscription", name), zap.Stringer("mark_delete", md),
-			zap.Stringer("snapshot_local", snap.Local), zap.Stringer("snapshot_remote", snap.Remote))
-		s.Metrics.UpdatesSent.WithLabelValues(s.Local, s.Remote).Inc()
-		s.Metrics.MarkersWritten.WithLabelValues(s.Local, s.Remote, marker.KindUpdate.String()).Inc()
-	}
-	s.settleUnconfirmed(mds)
-	if slowest != nil && len(f.unconfirmed) == 0 {
-		// Not while a position waits: where it really is may be before
-		// every one read (the end of a creation), and needs its snapshot.
-		s.Machine.Prune(*slowest)
-	}
-	s.useless.Store(!s.snapshotUseful(mds))
-	if !changed && !hadData && !f.lagAt.IsZero() && f.at.Sub(f.lagAt) < lagRefresh {
-		s.lagAged() // the backlogs did not move here
-		return nil
-	}
-	return s.lag(ctx)
-}
+// lagKey names this sync among the reporters of subscription lag.
+func (s *Sync) lagKey() string { return s.gauges().key() }
 
 // movedByUpdate reports whether sub's mark-delete position md is still
 // where an update from the remote put it (not moved by consumers here):
@@ -788,557 +349,14 @@ func (s *Sync) movedByUpdate(sub string, md marker.Position) bool {
 	return ok && md.Compare(upTo) <= 0
 }
 
-// lag sets, per tracked subscription, how many messages the remote copy of
-// the subscription would deliver again after a failover right now, and how
-// old the snapshot behind its last update is.
-func (s *Sync) lag(ctx context.Context) error {
-	s.fl.lagAt = time.Time{}
-	local, remote, err := s.backlogs(ctx, s.fl.prio)
-	if err != nil {
-		return err
-	}
-	reported, complete := map[string]lagReading{}, true
-	defer func() {
-		s.lastLag = 0
-		for _, r := range reported {
-			s.lastLag = max(s.lastLag, r.entries)
-		}
-		if complete {
-			s.fl.lagAt = s.fl.at
-		}
-		for name := range s.lagReported {
-			if _, ok := reported[name]; !ok {
-				s.Metrics.DropSubLag(s.lagLabels(name), s.lagKey())
-			}
-		}
-		s.lagReported = reported
-	}()
-	for name, lb := range local {
-		if !s.Tracked(name) {
-			continue
-		}
-		rb, ok := remote[name]
-		if !ok {
-			s.createOnRemote(ctx, name)
-			complete = false
-			continue
-		}
-		if s.seenOnRemote == nil {
-			s.seenOnRemote = map[string]bool{}
-		}
-		s.seenOnRemote[name] = true
-		r := lagReading{entries: float64(subscription.Lag(lb, rb))}
-		age := 0.0
-		if snap, ok := s.sent[name]; ok && lb < rb {
-			age, r.aging = time.Since(snap.Time).Seconds(), true
-		}
-		s.Metrics.SetLag(s.lagLabels(name), s.lagKey(), r.entries, age)
-		reported[name] = r
-	}
-	return nil
-}
+// Pending returns the updates received and not applied yet, the newest
+// per subscription.
+func (s *Sync) Pending() map[string]marker.Position { return s.queue.waiting() }
 
-// lagReading is what lag last read for a subscription: the entries a
-// failover would deliver again, and whether the age of the snapshot
-// behind its copy counts (the copy trails).
-type lagReading struct {
-	entries float64
-	aging   bool
-}
+// startApplying lets the queue start apply workers with ctx (Run's), and
+// starts one for updates that came before.
+func (s *Sync) startApplying(ctx context.Context) { s.queue.start(ctx, s.apply) }
 
-// lagAged moves the age gauges on without reading the backlogs (follow
-// found nothing moved): the entries stand, the snapshot only gets older.
-func (s *Sync) lagAged() {
-	for name, r := range s.lagReported {
-		if snap, ok := s.sent[name]; ok && r.aging {
-			s.Metrics.SetLag(s.lagLabels(name), s.lagKey(), r.entries, time.Since(snap.Time).Seconds())
-		}
-	}
-}
-
-// send writes one marker, remembering it for forwarding (outbox) first:
-// the replicator may read it back before the write returns.
-func (s *Sync) send(ctx context.Context, mk marker.Marker) error {
-	if mk.Kind != marker.KindSnapshot {
-		s.Wrote(mk)
-	}
-	return s.Writer.Write(ctx, mk)
-}
-
-// createOnRemote creates a tracked subscription that the remote lacks
-// there, at its earliest message: until a snapshot covers it no update
-// can say where it should be, and a consumer failing over to a missing
-// subscription would start at its initial position (Latest by default in
-// every client) and skip everything not consumed here. Earliest delivers
-// again instead. A subscription once seen on the remote is not created
-// again (its deletion there is the operator's).
-func (s *Sync) createOnRemote(ctx context.Context, sub string) {
-	if s.RemoteSubs == nil || s.seenOnRemote[sub] {
-		return
-	}
-	earliest := marker.Position{Ledger: -1, Entry: -1, Batch: -1}
-	// The broker makes it at the remote's newest entry first and resets it
-	// after (confirm.go): the other direction's follow must not take a
-	// position read meanwhile for its consumers'. Until the creation ends
-	// every position counts as put there by the sidecar; after, every
-	// position up to the remote's newest entry then, where the creation
-	// could have shown it.
-	begun := s.Applied.beginCreate(s.Remote, s.Topic, sub)
-	if err := s.RemoteSubs.Create(ctx, s.Topic, sub, earliest); err != nil {
-		s.Applied.end(begun, false, marker.Position{})
-		s.Log.Warn("creating a subscription on the remote failed", zap.String("subscription", sub), zap.Error(err))
-		return
-	}
-	upTo := fenceAll
-	if le, ok := s.RemoteSubs.(lastEntryReader); ok {
-		if p, err := le.LastEntry(ctx, s.Topic); err == nil {
-			upTo = p
-		} else {
-			s.Log.Warn("reading the remote's newest entry after creating a subscription there failed: its consumers' progress is not followed back until an update moves it",
-				zap.String("subscription", sub), zap.Error(err))
-		}
-	}
-	s.Applied.end(begun, true, upTo)
-	if s.seenOnRemote == nil {
-		s.seenOnRemote = map[string]bool{}
-	}
-	s.seenOnRemote[sub] = true
-	s.Metrics.SubsCreatedRemote.WithLabelValues(s.Local, s.Remote).Inc()
-	s.Log.Info("subscription created on the remote at its cluster.Earliest message: no snapshot covers it yet",
-		zap.String("subscription", sub))
-}
-
-// enqueueApply queues a received update copied from origin (its position
-// in the writer's partition), unless an update from at or after that
-// origin was taken for its subscription already (replayed), or its write
-// time lies more than maxUpdateAge behind the newest copy taken from its
-// writer (stale-update); it returns the reason when it does not. Origins
-// grow with every marker the writer's partition holds, so the order needs
-// no clock; the age compares the writer's clock only with itself.
-func (s *Sync) enqueueApply(up marker.Marker, origin marker.Position) (refused string) {
-	sub, at := up.Subscription, up.Remote
-	s.applyMu.Lock()
-	s.writerTime = max(s.writerTime, up.Time)
-	if time.Duration(s.writerTime-up.Time)*time.Millisecond > maxUpdateAge {
-		s.applyMu.Unlock()
-		return "stale-update"
-	}
-	if s.updateFrom == nil {
-		s.updateFrom = map[string]marker.Position{}
-	}
-	if last, ok := s.updateFrom[sub]; ok && origin.Compare(last) <= 0 {
-		s.applyMu.Unlock()
-		return "replayed"
-	}
-	s.updateFrom[sub] = origin
-	if s.toApply == nil {
-		s.toApply = map[string]marker.Position{}
-	}
-	if cur, ok := s.toApply[sub]; !ok || at.Compare(cur) > 0 {
-		s.toApply[sub] = at
-	}
-	ctx, start := s.applyCtx, s.claimWorker()
-	s.applyMu.Unlock()
-	if start {
-		go s.applyWorker(ctx)
-	}
-	return ""
-}
-
-// startApplying lets enqueueApply start apply workers with ctx (Run's),
-// and starts one for updates that came before.
-func (s *Sync) startApplying(ctx context.Context) {
-	s.applyMu.Lock()
-	s.applyCtx = ctx
-	start := s.claimWorker()
-	s.applyMu.Unlock()
-	if start {
-		go s.applyWorker(ctx)
-	}
-}
-
-// claimWorker, with applyMu held, reports whether the caller starts an
-// apply worker: workers may run (Run began and has not ended), none does,
-// and an update waits. The worker is counted here, under applyMu, so that
-// stopApplying's wait sees every worker claimed before it.
-func (s *Sync) claimWorker() bool {
-	if s.applyCtx == nil || s.applyDone || s.applying || len(s.toApply) == 0 {
-		return false
-	}
-	s.applying = true
-	s.workers.Add(1)
-	return true
-}
-
-// stopApplying ends the apply side as Run returns: no worker starts
-// after it, and it waits for the one running (it ends at its current
-// update: Run's ctx is done).
-func (s *Sync) stopApplying() {
-	s.applyMu.Lock()
-	s.applyDone = true
-	s.applyMu.Unlock()
-	s.workers.Wait()
-}
-
-// applyWorker applies received updates, the newest per subscription, off
-// the data path (a move must not hold up replication), until none waits
-// or ctx is done.
-func (s *Sync) applyWorker(ctx context.Context) {
-	defer s.workers.Done()
-	for {
-		s.applyMu.Lock()
-		batch := s.toApply
-		s.toApply = nil
-		if len(batch) == 0 || ctx.Err() != nil {
-			s.toApply = batch // kept for nobody: Run is over
-			s.applying = false
-			s.applyMu.Unlock()
-			return
-		}
-		s.applyMu.Unlock()
-		for sub, at := range batch {
-			s.apply(ctx, sub, at)
-		}
-	}
-}
-
-// apply applies one update to sub: the route from what is known of it
-// (mover.go), without reading the subscription first where standby.go
-// allows, the outcome counted by route, where it put sub recorded for echo
-// suppression (movedByUpdate), and a change of route or refusal logged
-// once.
-func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) {
-	now := time.Now()
-	tg := s.targetOf(ctx, sub, now)
-	st, read := s.standbyReading(ctx, tg, sub, at, now)
-	t := tg.t
-	// Not fresh when an update (another remote's, or one of ours whose
-	// outcome is not known) may have moved the subscription past the
-	// position tg knows: a reset cannot change the reading's timestamp
-	// (standby.go), so the reading would not show it, and the reset would
-	// move the subscription back.
-	t.Fresh = read && fresh(tg, st) && !s.Applied.beyond(s.Local, s.Topic, sub, tg.t.MarkDelete)
-	// Recorded before the move lands: follow, running meanwhile, may read
-	// the position it sets before Apply returns, and would send it back.
-	begun := s.Applied.begin(s.Local, s.Topic, sub, subscription.ProtocolTarget(at))
-	res, err := subscription.Apply(ctx, s.SubAdmin, s.mover(), t, s.Topic, sub, at)
-	settle(s.Applied, begun, res, t.Fresh)
-	now = time.Now()
-	s.noteResult(tg, res, now)
-	tg.noteMove(res, st, read, now)
-	s.Log.Debug("subscription update received", zap.String("subscription", sub), zap.Stringer("to", at),
-		zap.String("route", string(res.Route)), zap.String("outcome", string(res.Outcome)))
-	s.Metrics.UpdatesApplied.WithLabelValues(s.Local, string(res.Route), string(res.Outcome)).Inc()
-	changed := res.Route != tg.lastRoute || res.Outcome != tg.lastOutcome
-	tg.lastRoute, tg.lastOutcome = res.Route, res.Outcome
-	fields := []zap.Field{zap.String("subscription", sub), zap.Stringer("type", tg.t.Type), zap.Int("consumers", tg.t.Consumers)}
-	switch {
-	case err != nil && ctx.Err() != nil:
-		// Stopping: every update in flight fails with the context (1,358
-		// warnings at once when 10,000 topics stopped). The next start
-		// follows again; nothing to say.
-		s.Log.Debug("applying a subscription update ended by the stop", zap.String("subscription", sub), zap.Error(err))
-	case err != nil:
-		s.Log.Warn("applying a subscription update failed", zap.String("subscription", sub), zap.String("route", string(res.Route)), zap.Error(err))
-	case !changed:
-	case res.Outcome == subscription.RefusedType:
-		s.Log.Info("subscription update not applied: its type cannot be moved with consumers attached (reset-cursor would disconnect them)",
-			append(fields, zap.Bool("refused_by_broker", res.Route == subscription.RouteProtocol))...)
-	case res.Route == subscription.RouteAdmin && res.Outcome == subscription.Applied:
-		s.Log.Info("subscription update applied with reset-cursor: its type is not one the protocol route serves with nobody attached", fields...)
-	case res.Outcome == subscription.RefusedConsumers:
-		s.Log.Debug("subscription update not applied: consumers attached", fields...)
-	}
-}
-
-// settle records in the fence what an update whose Apply returned res
-// did (Applied): a refusal sent nothing that moves the subscription; a
-// reset or creation positioned it exactly after res.UpTo (the admin API
-// answered); a protocol move that read back a position may still see
-// acknowledgements land after that reading, up to its target; and an
-// update that failed (a read-back timed out, a connection cut, the stop)
-// may have moved it as far as it aimed, unless it failed reading the
-// state before any move (the admin route without fresh, no reading
-// returned).
-func settle(a *Applied, begun applying, res subscription.Result, fresh bool) {
-	switch {
-	case res.Outcome == subscription.RefusedConsumers, res.Outcome == subscription.RefusedType,
-		res.Outcome == subscription.RefusedBackwards:
-		a.end(begun, false, marker.Position{})
-	case res.Outcome == subscription.Failed && res.Route == subscription.RouteAdmin && res.Read == nil && !fresh:
-		a.end(begun, false, marker.Position{})
-	case res.Moved && res.Route == subscription.RouteAdmin:
-		a.end(begun, true, res.UpTo)
-	case res.Moved && res.UpTo.Compare(begun.upTo) > 0:
-		a.end(begun, true, res.UpTo)
-	case res.Moved:
-		a.end(begun, true, begun.upTo)
-	default:
-		a.endUnsure(begun)
-	}
-}
-
-// currentLayout reads the partition's layout now; nil if it cannot.
-func (s *Sync) currentLayout(ctx context.Context) *cluster.Layout {
-	if s.LayoutNow == nil {
-		return nil
-	}
-	l, err := s.LayoutNow(ctx)
-	if err != nil {
-		s.Log.Debug("partition layout unknown; the re-read starts at the oldest entry", zap.Error(err))
-		return nil
-	}
-	return l
-}
-
-// lastEntryReader is what the creation fence (createOnRemote) asks of the
-// remote's admin API besides subscription.Admin: the partition's newest
-// entry.
-type lastEntryReader interface {
-	LastEntry(ctx context.Context, topic string) (marker.Position, error)
-}
-
-// fenceAll is a position past every other: recorded in Applied, every
-// position counts as put there by the sidecar.
-var fenceAll = marker.Position{Ledger: math.MaxInt64, Entry: math.MaxInt64, Batch: -1}
-
-// Applied remembers, per (cluster, partition, subscription), the highest
-// mark-delete position the subscription can have while it is still where
-// updates put it: the fence below which a position read is an update's,
-// not consumers' here (Sync.movedByUpdate). Safe for concurrent use; one
-// is shared by every sync of the process, so the updates of every remote
-// (and the creations of the other direction) raise the same fence.
-//
-// The fence only rises. A fence too low lets a position an update set be
-// sent on as consumed here (to the remote it came from, or to a third
-// cluster), which can move a subscription there past messages nobody
-// consumed: a loss after a failover. A fence too high only holds back the
-// updates of consumers here until they pass it: more delivered again
-// after a failover, never less. So an update whose outcome is not known
-// (the move's read-back timed out, a step's timeout cut the connection,
-// a Shared move stopped part-way, the stop ended it) raises it as far as
-// it aimed; only one known not to have moved the subscription (a refusal:
-// nothing was sent that moves it) leaves it where it was; and of two
-// remotes' updates the higher stands, whichever ended last. One record
-// goes down: a creation on the remote whose reach is not known counts
-// every position as the sidecar's (fenceAll) until the next update that
-// moves the subscription says where it is (createOnRemote).
-type Applied struct {
-	mu  sync.Mutex
-	m   map[string]*fence
-	seq uint64
-}
-
-// fence is one subscription's record in Applied.
-type fence struct {
-	// upTo is the highest position a finished update may have left the
-	// subscription at (has: one did). unknown: it is fenceAll from a
-	// creation whose reach is not known (createOnRemote), which the next
-	// update that moves the subscription settles.
-	upTo    marker.Position
-	has     bool
-	unknown bool
-	// moved is the highest position a finished update (not a creation)
-	// may have left the subscription at (hasMoved: one did): where an
-	// update may have put it, while upTo also covers where a creation
-	// could have shown it for a moment (Applied.beyond).
-	moved    marker.Position
-	hasMoved bool
-	// pending are the updates being applied (begin without end), the
-	// furthest each can put the subscription.
-	pending map[uint64]marker.Position
-	// began is when the last update that moved the subscription, or may
-	// have, began: a follow takes a change of a standby copy's stats since
-	// then for that update's (Sync.ourMove).
-	began time.Time
-}
-
-// reach is the fence the record stands for: the highest of what finished
-// and what is being applied.
-func (f *fence) reach() (marker.Position, bool) {
-	p, ok := f.upTo, f.has
-	for _, q := range f.pending {
-		if !ok || q.Compare(p) > 0 {
-			p, ok = q, true
-		}
-	}
-	return p, ok
-}
-
-// raise settles an update that moved the subscription, or may have, as
-// far as upTo, begun at `at`; replace: it is known to have moved it, which
-// settles an unknown fence.
-func (f *fence) raise(upTo marker.Position, at time.Time, replace bool) {
-	upTo.Batch = -1
-	switch {
-	case !f.has, replace && f.unknown, upTo.Compare(f.upTo) > 0:
-		f.upTo, f.has = upTo, true
-		f.unknown = upTo == fenceAll
-	}
-	if at.After(f.began) {
-		f.began = at
-	}
-}
-
-func (a *Applied) key(cluster, topic, sub string) string {
-	return cluster + "\x00" + topic + "\x00" + sub
-}
-
-// of returns the record of key, made if missing (a.mu held).
-func (a *Applied) of(key string) *fence {
-	if a.m == nil {
-		a.m = map[string]*fence{}
-	}
-	f := a.m[key]
-	if f == nil {
-		f = &fence{}
-		a.m[key] = f
-	}
-	return f
-}
-
-// set records an update that positioned the subscription at at's entry
-// (reset-cursor, create): its mark-delete position is the entry before.
-func (a *Applied) set(cluster, topic, sub string, at marker.Position) {
-	a.setUpTo(cluster, topic, sub, marker.Position{Ledger: at.Ledger, Entry: at.Entry - 1, Batch: -1})
-}
-
-// setUpTo records an update that left the subscription's mark-delete
-// position at upTo (entry granular): a protocol move's target.
-func (a *Applied) setUpTo(cluster, topic, sub string, upTo marker.Position) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.of(a.key(cluster, topic, sub)).raise(upTo, time.Time{}, true)
-}
-
-// applying is an update being applied (Applied.begin), or a creation
-// (Applied.beginCreate).
-type applying struct {
-	key    string
-	id     uint64
-	upTo   marker.Position // the furthest it can put the subscription
-	at     time.Time
-	create bool
-}
-
-// begin records, before an update is applied, the furthest it can put the
-// subscription (upTo), so that a position read while the update lands
-// counts as the update's.
-func (a *Applied) begin(cluster, topic, sub string, upTo marker.Position) applying {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	k := a.key(cluster, topic, sub)
-	f := a.of(k)
-	if f.pending == nil {
-		f.pending = map[uint64]marker.Position{}
-	}
-	a.seq++
-	upTo.Batch = -1
-	f.pending[a.seq] = upTo
-	return applying{key: k, id: a.seq, upTo: upTo, at: time.Now()}
-}
-
-// beginCreate is begin for a creation of the subscription (createOnRemote):
-// until it ends, every position counts as put there by the sidecar.
-func (a *Applied) beginCreate(cluster, topic, sub string) applying {
-	ap := a.begin(cluster, topic, sub, fenceAll)
-	ap.create = true
-	return ap
-}
-
-// settled raises the record by a finished update or creation ap that
-// moved the subscription, or may have, as far as upTo.
-func (f *fence) settled(ap applying, upTo marker.Position, replace bool) {
-	f.raise(upTo, ap.at, replace)
-	if ap.create {
-		return
-	}
-	upTo.Batch = -1
-	if !f.hasMoved || upTo.Compare(f.moved) > 0 {
-		f.moved, f.hasMoved = upTo, true
-	}
-}
-
-// end settles what begin recorded for an update whose outcome is known:
-// moved, it left the subscription at upTo at the furthest, which raises
-// the fence (and settles an unknown one); not moved, the fence stays what
-// the other updates made it.
-func (a *Applied) end(ap applying, moved bool, upTo marker.Position) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	f := a.of(ap.key)
-	delete(f.pending, ap.id)
-	if moved {
-		f.settled(ap, upTo, true)
-	}
-	a.drop(ap.key, f)
-}
-
-// endUnsure settles what begin recorded for an update that may have moved
-// the subscription, as far as begin said: the fence rises to that.
-func (a *Applied) endUnsure(ap applying) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	f := a.of(ap.key)
-	delete(f.pending, ap.id)
-	f.settled(ap, ap.upTo, false)
-	a.drop(ap.key, f)
-}
-
-// drop forgets an empty record, and the pending map of one with none
-// (a.mu held): a record per tracked subscription and partition stays.
-func (a *Applied) drop(key string, f *fence) {
-	if len(f.pending) == 0 {
-		f.pending = nil
-	}
-	if !f.has && f.pending == nil {
-		delete(a.m, key)
-	}
-}
-
-// movedAfter reports whether an update that began after t moved the
-// subscription, or may have (the last one that did).
-func (a *Applied) movedAfter(cluster, topic, sub string, t time.Time) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	f := a.m[a.key(cluster, topic, sub)]
-	return f != nil && f.began.After(t)
-}
-
-// beyond reports whether an update, finished or being applied (or a
-// creation being applied), may have put the subscription past md's entry:
-// further than a reading that showed md. Unlike the fence, it leaves out
-// where a finished creation could have shown the subscription (the
-// partition's newest entry, for a moment before the creation's own
-// reset).
-func (a *Applied) beyond(cluster, topic, sub string, md marker.Position) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	f := a.m[a.key(cluster, topic, sub)]
-	if f == nil {
-		return false
-	}
-	md.Batch = -1
-	if f.hasMoved && f.moved.Compare(md) > 0 {
-		return true
-	}
-	for _, p := range f.pending {
-		if p.Compare(md) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// get returns the fence of the subscription: the highest position it can
-// have while still where updates put it (ok false: no update did, nor is
-// one being applied).
-func (a *Applied) get(cluster, topic, sub string) (marker.Position, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	f := a.m[a.key(cluster, topic, sub)]
-	if f == nil {
-		return marker.Position{}, false
-	}
-	return f.reach()
-}
+// stopApplying ends the apply side as Run returns: no worker starts after
+// it, and it waits for the one running.
+func (s *Sync) stopApplying() { s.queue.stop() }

@@ -125,7 +125,7 @@ func TestSyncMarkerRouting(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{})
 			if tt.copiedFrom == "" && !tt.replay {
-				r.s.outbox.put(tt.mk)
+				r.s.gate.outbox.put(tt.mk)
 			}
 			msg := subsynctest.MarkerMsg(t, 3, 4, tt.mk, syncKey, tt.copiedFrom)
 			msg.Producer = tt.producer
@@ -255,7 +255,7 @@ func TestSyncInvalidMarkers(t *testing.T) {
 				}
 				checkInvalid(t, r.m, map[string]float64{tt.reason: 2})
 				// The sync carries on: a valid marker after it is handled.
-				r.s.outbox.put(subsynctest.Request("east", "west", syncTopic))
+				r.s.gate.outbox.put(subsynctest.Request("east", "west", syncTopic))
 				ok := subsynctest.MarkerMsg(t, 3, 5, subsynctest.Request("east", "west", syncTopic), syncKey, "")
 				if !subsynctest.ReadMarker(context.Background(), r.s, ok) {
 					t.Errorf("a valid request after an invalid marker is not forwarded")
@@ -305,7 +305,7 @@ func TestSyncPendingUpdateFurthest(t *testing.T) {
 				}
 				// The apply loop applies those, once each.
 				for sub := range tt.want {
-					r.subs.set(sub, subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 0)})
+					r.subs.Set(sub, subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 0)})
 				}
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
@@ -315,7 +315,7 @@ func TestSyncPendingUpdateFurthest(t *testing.T) {
 				for sub, at := range tt.want {
 					want = append(want, "reset "+sub+" "+subsynctest.Pos(at.Ledger, at.Entry).String())
 				}
-				got := r.subs.takeCalls()
+				got := r.subs.TakeCalls()
 				slices.Sort(got)
 				slices.Sort(want)
 				if !slices.Equal(got, want) {
@@ -360,9 +360,9 @@ func TestSyncApplyUpdate(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := newSyncRig(t, rigConfig{})
 				if tt.state != nil {
-					r.subs.set("billing", *tt.state)
+					r.subs.Set("billing", *tt.state)
 				}
-				r.subs.stateErr = tt.stateErr
+				r.subs.StateErr = tt.stateErr
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				r.s.startApplying(ctx)
@@ -370,7 +370,7 @@ func TestSyncApplyUpdate(t *testing.T) {
 				mk.Remote = at
 				subsynctest.ReadMarker(ctx, r.s, subsynctest.MarkerMsg(t, 3, 4, mk, syncKey, "west"))
 				synctest.Wait()
-				if got := r.subs.takeCalls(); !slices.Equal(got, tt.calls) {
+				if got := r.subs.TakeCalls(); !slices.Equal(got, tt.calls) {
 					t.Errorf("admin calls = %v, want %v", got, tt.calls)
 				}
 				for _, o := range []subscription.Outcome{subscription.Applied, subscription.Created,
@@ -425,13 +425,13 @@ func TestSyncFollowSendsUpdates(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
 	ctx := context.Background()
 	cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
-	r.local.md = map[string]marker.Position{
+	r.local.MD = map[string]marker.Position{
 		"billing":  subsynctest.Pos(1, 12), // passed it
 		"audit":    subsynctest.Pos(1, 5),  // not yet
 		"adhoc":    subsynctest.Pos(1, 12), // untracked
 		"geo.west": subsynctest.Pos(1, 12),
 	}
-	r.readBefore(r.local.md)
+	r.readBefore(r.local.MD)
 	if err := r.s.follow(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -461,9 +461,9 @@ func TestSyncFollowSendsUpdates(t *testing.T) {
 		t.Errorf("second follow wrote %v", subsynctest.KindsOf(got))
 	}
 	// audit passes it too; a newer snapshot for billing.
-	r.local.setMD("audit", subsynctest.Pos(1, 11))
+	r.local.SetMD("audit", subsynctest.Pos(1, 11))
 	cacheSnapshot(t, r, "s2", subsynctest.Pos(1, 30), subsynctest.Pos(7, 40))
-	r.local.setMD("billing", subsynctest.Pos(1, 31))
+	r.local.SetMD("billing", subsynctest.Pos(1, 31))
 	if err := r.s.follow(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -498,8 +498,8 @@ func TestSyncFollowEchoSuppression(t *testing.T) {
 			r := newSyncRig(t, rigConfig{})
 			cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
 			r.applied.set(tt.cluster, tt.topic, "billing", tt.appliedAt)
-			r.local.setMD("billing", tt.md)
-			r.readBefore(r.local.md)
+			r.local.SetMD("billing", tt.md)
+			r.readBefore(r.local.MD)
 			if err := r.s.follow(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -521,16 +521,16 @@ func TestSyncReceivedPositionNotEchoed(t *testing.T) {
 		defer cancel()
 		r.s.startApplying(ctx)
 		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
-		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 3)})
+		r.subs.Set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 3)})
 		mk := update("west", "east", syncTopic)
 		mk.Remote = subsynctest.Pos(1, 15) // where billing on west was, mapped here
 		subsynctest.ReadMarker(ctx, r.s, subsynctest.MarkerMsg(t, 3, 4, mk, syncKey, "west"))
 		synctest.Wait()
-		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 1:15:-1"}) {
+		if got := r.subs.TakeCalls(); !slices.Equal(got, []string{"reset billing 1:15:-1"}) {
 			t.Fatalf("admin calls = %v, want the reset to 1:15", got)
 		}
 		st, _ := r.subs.State(ctx, syncTopic, "billing")
-		r.local.setMD("billing", st.MarkDelete) // 1:14, set by the update
+		r.local.SetMD("billing", st.MarkDelete) // 1:14, set by the update
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -538,7 +538,7 @@ func TestSyncReceivedPositionNotEchoed(t *testing.T) {
 			t.Errorf("the received position was echoed: %+v", got)
 		}
 		// Consumers here move on: updates resume.
-		r.local.setMD("billing", subsynctest.Pos(1, 16))
+		r.local.SetMD("billing", subsynctest.Pos(1, 16))
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -569,7 +569,7 @@ func TestSyncFollowPrunes(t *testing.T) {
 			r := newSyncRig(t, rigConfig{})
 			cacheSnapshot(t, r, "old", subsynctest.Pos(1, 5), subsynctest.Pos(7, 5))
 			cacheSnapshot(t, r, "new", subsynctest.Pos(1, 10), subsynctest.Pos(7, 10))
-			r.local.md = tt.md
+			r.local.MD = tt.md
 			for sub, at := range tt.echoed {
 				r.applied.set("east", syncTopic, sub, at)
 			}
@@ -594,8 +594,8 @@ func TestSyncFollowRetriesFailedWrite(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
 	ctx := context.Background()
 	cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
-	r.local.setMD("billing", subsynctest.Pos(1, 12))
-	r.readBefore(r.local.md)
+	r.local.SetMD("billing", subsynctest.Pos(1, 12))
+	r.readBefore(r.local.MD)
 	r.sink.FailNext(1)
 	if err := r.s.follow(ctx); err == nil {
 		t.Error("follow with a failing write returned nil")
@@ -618,16 +618,16 @@ func TestSyncFollowAdminErrors(t *testing.T) {
 		name string
 		set  func(r *syncRig)
 	}{
-		{"local mark-delete positions", func(r *syncRig) { r.local.mdErr = errAdmin }},
-		{"local backlogs", func(r *syncRig) { r.local.blogErr = errAdmin }},
-		{"remote backlogs", func(r *syncRig) { r.remote.blogErr = errAdmin }},
+		{"local mark-delete positions", func(r *syncRig) { r.local.MDErr = errAdmin }},
+		{"local backlogs", func(r *syncRig) { r.local.BacklogErr = errAdmin }},
+		{"remote backlogs", func(r *syncRig) { r.remote.BacklogErr = errAdmin }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{})
-			r.local.md = map[string]marker.Position{"billing": subsynctest.Pos(1, 1)}
-			r.local.backlog = map[string]int64{"billing": 1}
-			r.remote.backlog = map[string]int64{"billing": 5}
+			r.local.MD = map[string]marker.Position{"billing": subsynctest.Pos(1, 1)}
+			r.local.Backlog = map[string]int64{"billing": 1}
+			r.remote.Backlog = map[string]int64{"billing": 5}
 			tt.set(r)
 			if err := r.s.follow(context.Background()); err == nil {
 				t.Error("follow returned nil")
@@ -648,9 +648,9 @@ func TestSyncLag(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
 		ctx := context.Background()
 		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20)) // completed now
-		r.local.md = map[string]marker.Position{"billing": subsynctest.Pos(1, 12), "audit": subsynctest.Pos(1, 12)}
-		r.local.backlog = map[string]int64{"billing": 3, "audit": 9, "adhoc": 1, "only-here": 2, "gone": 4}
-		r.remote.backlog = map[string]int64{"billing": 10, "audit": 4, "adhoc": 50, "only-there": 7}
+		r.local.MD = map[string]marker.Position{"billing": subsynctest.Pos(1, 12), "audit": subsynctest.Pos(1, 12)}
+		r.local.Backlog = map[string]int64{"billing": 3, "audit": 9, "adhoc": 1, "only-here": 2, "gone": 4}
+		r.remote.Backlog = map[string]int64{"billing": 10, "audit": 4, "adhoc": 50, "only-there": 7}
 		r.s.Tracked = func(sub string) bool { return sub != "adhoc" }
 
 		if err := r.s.lag(ctx); err != nil {
@@ -666,7 +666,7 @@ func TestSyncLag(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(5 * time.Second)
-		r.remote.backlog["billing"] = 12
+		r.remote.Backlog["billing"] = 12
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -676,8 +676,8 @@ func TestSyncLag(t *testing.T) {
 		}
 
 		// audit is deleted (a drill's subscription, say): its series goes.
-		delete(r.local.backlog, "audit")
-		delete(r.remote.backlog, "audit")
+		delete(r.local.Backlog, "audit")
+		delete(r.remote.Backlog, "audit")
 		if err := r.s.lag(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -831,27 +831,27 @@ func TestSyncRebuild(t *testing.T) {
 			for i, h := range tt.history {
 				switch {
 				case h.data != nil:
-					r.hist.msgs = append(r.hist.msgs, h.data)
+					r.hist.Msgs = append(r.hist.Msgs, h.data)
 				default:
 					key := h.key
 					if key == nil {
 						key = syncKey
 					}
-					r.hist.msgs = append(r.hist.msgs, subsynctest.MarkerMsg(t, 1, int64(60+i), *h.mk, key, h.copiedFrom))
+					r.hist.Msgs = append(r.hist.Msgs, subsynctest.MarkerMsg(t, 1, int64(60+i), *h.mk, key, h.copiedFrom))
 				}
 			}
 			if tt.nextErr {
-				r.hist.nextErr = errAdmin
+				r.hist.NextErr = errAdmin
 			}
 			if tt.openErr {
-				r.hist.openErr = errAdmin
+				r.hist.OpenErr = errAdmin
 			}
 			r.s.rebuild(context.Background(), nil)
-			if opened := r.hist.opened > 0; opened != tt.opened {
+			if opened := r.hist.Opened > 0; opened != tt.opened {
 				t.Errorf("history read = %v, want %v", opened, tt.opened)
 			}
-			if r.hist.opened > 0 && !tt.openErr && r.hist.closed != 1 {
-				t.Errorf("reader closed %d times, want once", r.hist.closed)
+			if r.hist.Opened > 0 && !tt.openErr && r.hist.Closed != 1 {
+				t.Errorf("reader closed %d times, want once", r.hist.Closed)
 			}
 			if got := r.sink.Take(); len(got) > 0 {
 				t.Errorf("rebuild wrote %v", subsynctest.KindsOf(got))
@@ -888,9 +888,9 @@ func TestSyncRebuild(t *testing.T) {
 func TestSyncRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{cursors: []string{"billing"}})
-		r.local.md = map[string]marker.Position{"billing": subsynctest.Pos(1, 1)}
-		r.local.backlog = map[string]int64{"billing": 3}
-		r.remote.backlog = map[string]int64{"billing": 5}
+		r.local.MD = map[string]marker.Position{"billing": subsynctest.Pos(1, 1)}
+		r.local.Backlog = map[string]int64{"billing": 3}
+		r.remote.Backlog = map[string]int64{"billing": 5}
 		var up atomic.Bool
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -899,7 +899,7 @@ func TestSyncRun(t *testing.T) {
 			r.s.Run(ctx, up.Load)
 		}()
 		synctest.Wait()
-		if got := r.hist.opens(); got != 1 {
+		if got := r.hist.Opens(); got != 1 {
 			t.Errorf("history read %d times at start, want once", got)
 		}
 		subsynctest.ReadData(ctx, r.s, subsynctest.MsgAt(1, 2, -1, "x"))
@@ -944,10 +944,10 @@ func TestSyncRun(t *testing.T) {
 			t.Errorf("lag = %v, want billing 2 entries", got)
 		}
 		// Received updates are applied.
-		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 1)})
+		r.subs.Set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 1)})
 		subsynctest.ReadMarker(ctx, r.s, subsynctest.MarkerMsg(t, 1, 4, update("west", "east", syncTopic), syncKey, "west"))
 		synctest.Wait()
-		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 5:7:-1"}) {
+		if got := r.subs.TakeCalls(); !slices.Equal(got, []string{"reset billing 5:7:-1"}) {
 			t.Errorf("admin calls = %v, want the reset to 5:7", got)
 		}
 
@@ -986,25 +986,25 @@ func TestSyncCreatesMissingRemoteSubscription(t *testing.T) {
 	r := newSyncRig(t, rigConfig{})
 	remoteSubs := &fakeSubAdmin{}
 	r.s.RemoteSubs = remoteSubs
-	r.local.backlog = map[string]int64{"billing": 500, "audit": 3, "app-untracked": 1}
-	r.remote.backlog = map[string]int64{"audit": 3}
+	r.local.Backlog = map[string]int64{"billing": 500, "audit": 3, "app-untracked": 1}
+	r.remote.Backlog = map[string]int64{"audit": 3}
 	ctx := context.Background()
 	if err := r.s.lag(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := remoteSubs.takeCalls(), []string{"create billing -1:-1:-1"}; !slices.Equal(got, want) {
+	if got, want := remoteSubs.TakeCalls(), []string{"create billing -1:-1:-1"}; !slices.Equal(got, want) {
 		t.Errorf("remote admin calls %v, want %v", got, want)
 	}
-	r.remote.backlog["billing"] = 500
+	r.remote.Backlog["billing"] = 500
 	if err := r.s.lag(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The operator deletes both on the remote: neither comes back.
-	r.remote.backlog = map[string]int64{}
+	r.remote.Backlog = map[string]int64{}
 	if err := r.s.lag(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := remoteSubs.takeCalls(); len(got) != 0 {
+	if got := remoteSubs.TakeCalls(); len(got) != 0 {
 		t.Errorf("remote admin calls %v after the first creation, want none", got)
 	}
 	if got := metricstest.Counter(r.m.SubsCreatedRemote, "east", "west"); got != 1 {
@@ -1022,12 +1022,12 @@ func TestSyncCreatesMissingRemoteSubscription(t *testing.T) {
 func TestIdleSyncWakesOnData(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
-		r.local.setMD("billing", subsynctest.Pos(3, 10))
+		r.local.SetMD("billing", subsynctest.Pos(3, 10))
 		ctx, wait, stop := runSyncRig(r)
 
 		// Idle: run sleeps until the next follow (no request without data).
 		wait(2 * time.Minute)
-		if !r.s.sleeping.Load() {
+		if !r.s.pace.sleeping.Load() {
 			t.Fatal("idle for 2 minutes, run not asleep")
 		}
 		if got := subsynctest.KindsOf(r.sink.Take()); len(got) != 0 {
@@ -1040,7 +1040,7 @@ func TestIdleSyncWakesOnData(t *testing.T) {
 			t.Errorf("after data: markers written %v, want a snapshot request", got)
 		}
 		// While the request is pending, run ticks (it must time out).
-		if r.s.sleeping.Load() {
+		if r.s.pace.sleeping.Load() {
 			t.Error("a request pending, run asleep")
 		}
 		stop()
@@ -1050,14 +1050,14 @@ func TestIdleSyncWakesOnData(t *testing.T) {
 func TestFollowPacing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
-		r.local.setMD("billing", subsynctest.Pos(3, 10))
+		r.local.SetMD("billing", subsynctest.Pos(3, 10))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); r.s.Run(ctx, func() bool { return true }) }()
 		calls := func() int {
-			r.local.mu.Lock()
-			defer r.local.mu.Unlock()
-			return r.local.mdCalls
+			r.local.Mu.Lock()
+			defer r.local.Mu.Unlock()
+			return r.local.MDCalls
 		}
 		wait := func(d time.Duration) { time.Sleep(d); synctest.Wait() }
 
@@ -1091,7 +1091,7 @@ func TestFollowPacing(t *testing.T) {
 		}
 		// The consumer passes it: the update goes out at the next poll,
 		// then the partition is idle again.
-		r.local.setMD("billing", subsynctest.Pos(3, 12))
+		r.local.SetMD("billing", subsynctest.Pos(3, 12))
 		wait(behindFollow + time.Second)
 		if got := subsynctest.KindsOf(r.sink.Take()); !slices.Contains(got, marker.KindUpdate) {
 			t.Errorf("markers written %v, want an update", got)
@@ -1123,15 +1123,15 @@ func TestFollowPacing(t *testing.T) {
 func TestIdleFollowSkipsLag(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
-		r.local.setMD("billing", subsynctest.Pos(3, 10))
-		r.local.mu.Lock()
-		r.local.backlog = map[string]int64{"billing": 0}
-		r.local.mu.Unlock()
+		r.local.SetMD("billing", subsynctest.Pos(3, 10))
+		r.local.Mu.Lock()
+		r.local.Backlog = map[string]int64{"billing": 0}
+		r.local.Mu.Unlock()
 		ctx, wait, stop := runSyncRig(r)
 		lagCalls := func() int {
-			r.local.mu.Lock()
-			defer r.local.mu.Unlock()
-			return r.local.lagCalls
+			r.local.Mu.Lock()
+			defer r.local.Mu.Unlock()
+			return r.local.LagCalls
 		}
 
 		// Missing on the remote: every follow reads the backlogs.
@@ -1140,9 +1140,9 @@ func TestIdleFollowSkipsLag(t *testing.T) {
 		if got := lagCalls(); got != 2 {
 			t.Fatalf("missing on the remote, two follows: %d backlog reads, want 2", got)
 		}
-		r.remote.mu.Lock()
-		r.remote.backlog = map[string]int64{"billing": 0}
-		r.remote.mu.Unlock()
+		r.remote.Mu.Lock()
+		r.remote.Backlog = map[string]int64{"billing": 0}
+		r.remote.Mu.Unlock()
 		wait(idleFollow)
 		if got := lagCalls(); got != 3 {
 			t.Fatalf("found on the remote: %d backlog reads, want 3", got)
@@ -1170,15 +1170,15 @@ func TestIdleFollowSkipsLag(t *testing.T) {
 func TestFollowPacingUpdatedCopy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
-		r.local.setMD("billing", subsynctest.Pos(3, 10))
+		r.local.SetMD("billing", subsynctest.Pos(3, 10))
 		r.applied.set("east", syncTopic, "billing", subsynctest.Pos(3, 11))
 		r.s.Machine.Marker(subsynctest.Pos(3, 20), marker.Marker{Kind: marker.KindSnapshot, From: "east", To: "west", Topic: syncTopic,
 			SnapshotID: "s1", Local: subsynctest.Pos(3, 20), Remote: subsynctest.Pos(7, 2), Time: time.Now().UnixMilli()})
 		_, wait, stop := runSyncRig(r)
 		calls := func() int {
-			r.local.mu.Lock()
-			defer r.local.mu.Unlock()
-			return r.local.mdCalls
+			r.local.Mu.Lock()
+			defer r.local.Mu.Unlock()
+			return r.local.MDCalls
 		}
 
 		wait(4 * time.Minute)
@@ -1186,7 +1186,7 @@ func TestFollowPacingUpdatedCopy(t *testing.T) {
 			t.Errorf("left where an update put it, 4 minutes: %d mark-delete calls, want 1", got)
 		}
 		// A consumer here moves it: polled again while behind.
-		r.local.setMD("billing", subsynctest.Pos(3, 15))
+		r.local.SetMD("billing", subsynctest.Pos(3, 15))
 		wait(2 * time.Minute)
 		before := calls()
 		wait(2 * time.Minute)
@@ -1213,11 +1213,11 @@ func runSyncRig(r *syncRig) (ctx context.Context, wait func(time.Duration), stop
 func TestApplyWorkerOnlyWhileUpdatesWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
-		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 3)})
+		r.subs.Set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 3)})
 		working := func() bool {
-			r.s.applyMu.Lock()
-			defer r.s.applyMu.Unlock()
-			return r.s.applying
+			r.s.queue.mu.Lock()
+			defer r.s.queue.mu.Unlock()
+			return r.s.queue.running
 		}
 		origin := int64(1)
 		queue := func(at marker.Position) {
@@ -1230,141 +1230,27 @@ func TestApplyWorkerOnlyWhileUpdatesWait(t *testing.T) {
 		}
 		queue(subsynctest.Pos(1, 10)) // before Run: waits for it
 		synctest.Wait()
-		if got := r.subs.takeCalls(); len(got) != 0 || working() {
+		if got := r.subs.TakeCalls(); len(got) != 0 || working() {
 			t.Fatalf("before Run: calls %v, worker %v", got, working())
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		r.s.startApplying(ctx)
 		synctest.Wait()
-		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 1:10:-1"}) || working() {
+		if got := r.subs.TakeCalls(); !slices.Equal(got, []string{"reset billing 1:10:-1"}) || working() {
 			t.Fatalf("at Run's start: calls %v, worker still running %v", got, working())
 		}
 		queue(subsynctest.Pos(1, 20))
 		synctest.Wait()
-		if got := r.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 1:20:-1"}) || working() {
+		if got := r.subs.TakeCalls(); !slices.Equal(got, []string{"reset billing 1:20:-1"}) || working() {
 			t.Fatalf("an update while running: calls %v, worker still running %v", got, working())
 		}
 		cancel()
 		queue(subsynctest.Pos(1, 30))
 		synctest.Wait()
-		if got := r.subs.takeCalls(); len(got) != 0 || working() {
+		if got := r.subs.TakeCalls(); len(got) != 0 || working() {
 			t.Errorf("after Run: calls %v, worker %v", got, working())
 		}
 	})
-}
-
-// TestAppliedFenceRaisesOnly: the fence below which a position read is an
-// update's (Applied) only rises, across the updates of two remotes (west,
-// north) moving the same subscription on east: an update whose outcome is
-// unknown raises it to its target, a move that stopped part-way to its
-// target too, and of two the higher stands whichever ended last; only a
-// refusal, or the admin route failing before any call that moves, leaves
-// it where the others put it.
-//
-// Fails for: settle ending every update as Applied.end(res.Moved,
-// res.UpTo) with the record set, not raised (the rule before issue 34):
-// the seven cases from "read-back timed out" to "the admin route failed
-// resetting" but "one refused beside the other's equal move" fail.
-func TestAppliedFenceRaisesOnly(t *testing.T) {
-	type step struct {
-		begin, end string // the update that begins, or ends
-		to         marker.Position
-		res        subscription.Result
-	}
-	failed := subscription.Result{Route: subscription.RouteProtocol, Outcome: subscription.Failed}
-	moved := func(route subscription.Route, upTo marker.Position) subscription.Result {
-		return subscription.Result{Route: route, Outcome: subscription.Applied, Moved: true, UpTo: upTo}
-	}
-	created := func(upTo marker.Position) subscription.Result {
-		return subscription.Result{Route: subscription.RouteAdmin, Outcome: subscription.Created, Moved: true, UpTo: upTo}
-	}
-	p := subsynctest.Pos
-	tests := []struct {
-		name   string
-		before *marker.Position // recorded before the steps
-		steps  []step
-		want   *marker.Position // nil: nothing recorded
-	}{
-		{name: "read-back timed out: the target stands",
-			steps: []step{{begin: "west", to: p(1, 20)}, {end: "west", res: failed}},
-			want:  ptr(p(1, 20))},
-		{name: "read-back timed out after an earlier update: the target stands",
-			before: ptr(p(1, 10)),
-			steps:  []step{{begin: "west", to: p(1, 20)}, {end: "west", res: failed}},
-			want:   ptr(p(1, 20))},
-		{name: "a Shared move stopped part-way: the target stands",
-			steps: []step{{begin: "west", to: p(1, 20)}, {end: "west", res: moved(subscription.RouteProtocol, p(1, 12))}},
-			want:  ptr(p(1, 20))},
-		{name: "two remotes, the lower ends last",
-			steps: []step{{begin: "west", to: p(1, 30)}, {begin: "north", to: p(1, 20)},
-				{end: "west", res: moved(subscription.RouteProtocol, p(1, 30))},
-				{end: "north", res: moved(subscription.RouteProtocol, p(1, 20))}},
-			want: ptr(p(1, 30))},
-		{name: "two remotes, the higher fails after the lower moved",
-			steps: []step{{begin: "west", to: p(1, 30)}, {begin: "north", to: p(1, 20)},
-				{end: "north", res: moved(subscription.RouteProtocol, p(1, 20))},
-				{end: "west", res: failed}},
-			want: ptr(p(1, 30))},
-		{name: "two remotes, one refused beside the other's equal move",
-			steps: []step{{begin: "west", to: p(1, 20)}, {begin: "north", to: p(1, 20)},
-				{end: "north", res: moved(subscription.RouteProtocol, p(1, 20))},
-				{end: "west", res: subscription.Result{Route: subscription.RouteNone, Outcome: subscription.RefusedConsumers}}},
-			want: ptr(p(1, 20))},
-		{name: "another remote's reset further stands after a later, lower one",
-			steps: []step{{begin: "north", to: p(1, 30)}, {end: "north", res: moved(subscription.RouteAdmin, p(1, 29))},
-				{begin: "west", to: p(1, 20)}, {end: "west", res: moved(subscription.RouteAdmin, p(1, 19))}},
-			want: ptr(p(1, 29))},
-		{name: "a refusal leaves it",
-			before: ptr(p(1, 15)),
-			steps: []step{{begin: "west", to: p(1, 40)},
-				{end: "west", res: subscription.Result{Route: subscription.RouteProtocol, Outcome: subscription.RefusedType}}},
-			want: ptr(p(1, 15))},
-		{name: "the admin route failed reading the state: nothing moved",
-			steps: []step{{begin: "west", to: p(1, 40)},
-				{end: "west", res: subscription.Result{Route: subscription.RouteAdmin, Outcome: subscription.Failed}}},
-			want: nil},
-		{name: "the admin route failed resetting: the target stands",
-			steps: []step{{begin: "west", to: p(1, 40)},
-				{end: "west", res: subscription.Result{Route: subscription.RouteAdmin, Outcome: subscription.Failed, Read: &subscription.State{Exists: true}}}},
-			want: ptr(p(1, 40))},
-		{name: "a reset lands exactly",
-			steps: []step{{begin: "west", to: p(1, 20)}, {end: "west", res: moved(subscription.RouteAdmin, p(1, 19))}},
-			want:  ptr(p(1, 19))},
-		// createOnRemote's record when the remote's newest entry could not
-		// be read: every position counts as the sidecar's until an update
-		// says where the subscription is.
-		{name: "a creation of unknown reach, then a move",
-			steps: []step{{begin: "create", to: fenceAll}, {end: "create", res: created(fenceAll)},
-				{begin: "west", to: p(1, 20)}, {end: "west", res: moved(subscription.RouteProtocol, p(1, 20))}},
-			want: ptr(p(1, 20))},
-		{name: "a creation of unknown reach, then a failed move",
-			steps: []step{{begin: "create", to: fenceAll}, {end: "create", res: created(fenceAll)},
-				{begin: "west", to: p(1, 20)}, {end: "west", res: failed}},
-			want: ptr(fenceAll)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a := &Applied{}
-			if tt.before != nil {
-				a.setUpTo("east", syncTopic, "billing", *tt.before)
-			}
-			begun := map[string]applying{}
-			for _, s := range tt.steps {
-				if s.begin != "" {
-					begun[s.begin] = a.begin("east", syncTopic, "billing", s.to)
-					continue
-				}
-				settle(a, begun[s.end], s.res, false)
-			}
-			got, ok := a.get("east", syncTopic, "billing")
-			switch {
-			case tt.want == nil && ok:
-				t.Errorf("fence %v, want none", got)
-			case tt.want != nil && (!ok || got != *tt.want):
-				t.Errorf("fence %v (%v), want %v", got, ok, *tt.want)
-			}
-		})
-	}
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -1383,12 +1269,12 @@ func TestSyncFenceThreeClusters(t *testing.T) {
 		north := newSyncRig(t, rigConfig{}) // east, following north
 		cacheSnapshot(t, north, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
 		north.s.Remote, north.s.Applied, north.s.LocalAdmin = "north", west.applied, west.local
-		west.local.setMD("billing", subsynctest.Pos(1, 5))
-		north.readBefore(west.local.md)
-		f.during = func(m wire.Move) { west.local.setMD("billing", wirePosition(m.To)) } // the broker took it
+		west.local.SetMD("billing", subsynctest.Pos(1, 5))
+		north.readBefore(west.local.MD)
+		f.during = func(m wire.Move) { west.local.SetMD("billing", wirePosition(m.To)) } // the broker took it
 		f.err = []error{fmt.Errorf("reading the mark-delete position back: %w", context.DeadlineExceeded)}
 		west.s.apply(context.Background(), "billing", subsynctest.Pos(1, 15))
-		north.readBefore(west.local.md) // read twice: confirmed (confirm.go)
+		north.readBefore(west.local.MD) // read twice: confirmed (confirm.go)
 		if err := north.s.follow(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -1396,8 +1282,8 @@ func TestSyncFenceThreeClusters(t *testing.T) {
 			t.Errorf("west's update sent on to north as consumed on east: %v", got)
 		}
 		// Consumers on east move past it: north is told.
-		west.local.setMD("billing", subsynctest.Pos(1, 16))
-		north.readBefore(west.local.md)
+		west.local.SetMD("billing", subsynctest.Pos(1, 16))
+		north.readBefore(west.local.MD)
 		if err := north.s.follow(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -1413,12 +1299,12 @@ func TestSyncFenceThreeClusters(t *testing.T) {
 			ctx := context.Background()
 			west.s.apply(ctx, "billing", subsynctest.Pos(4, 10))
 			north.s.apply(ctx, "billing", subsynctest.Pos(4, 30))
-			if got := west.subs.takeCalls(); !slices.Equal(got, []string{"reset billing 4:10:-1", "reset billing 4:30:-1"}) {
+			if got := west.subs.TakeCalls(); !slices.Equal(got, []string{"reset billing 4:10:-1", "reset billing 4:30:-1"}) {
 				t.Fatalf("admin calls %v, want west's reset then north's", got)
 			}
 			time.Sleep(west.s.Interval)
 			west.s.apply(ctx, "billing", subsynctest.Pos(4, 20))
-			if got := west.subs.takeCalls(); len(got) > 0 {
+			if got := west.subs.TakeCalls(); len(got) > 0 {
 				t.Errorf("west's lower update after north's reset: admin calls %v, want none (not moved back)", got)
 			}
 			if st, _ := west.subs.State(ctx, syncTopic, "billing"); st.MarkDelete != subsynctest.Pos(4, 29) {
@@ -1426,53 +1312,4 @@ func TestSyncFenceThreeClusters(t *testing.T) {
 			}
 		})
 	})
-}
-
-// TestAppliedBeyond: the fresh path's check (Sync.apply) sees a
-// subscription as possibly moved past a reading by an update of any
-// remote, finished (moved, or of unknown outcome) or being applied, and
-// by a creation being applied; not by a finished creation's reach (the
-// remote's newest entry, which the creation showed only for a moment),
-// nor by a refusal.
-//
-// Fails for: beyond reading the fence (Applied.get) instead: a creation's
-// reach kept every reset after it from the fresh path
-// (TestSubscriptionStandbyExclusive read the subscription before 8 of 9
-// resets, want at most 6).
-func TestAppliedBeyond(t *testing.T) {
-	p := subsynctest.Pos
-	md := p(1, 19) // the reading: where our last reset left it
-	tests := []struct {
-		name string
-		do   func(a *Applied)
-		want bool
-	}{
-		{"nothing recorded", func(a *Applied) {}, false},
-		{"our reset, where the reading is", func(a *Applied) {
-			settle(a, a.begin("east", syncTopic, "billing", p(1, 20)), subscription.Result{Route: subscription.RouteAdmin, Outcome: subscription.Applied, Moved: true, UpTo: p(1, 19)}, false)
-		}, false},
-		{"another remote's reset further", func(a *Applied) {
-			settle(a, a.begin("east", syncTopic, "billing", p(1, 30)), subscription.Result{Route: subscription.RouteAdmin, Outcome: subscription.Applied, Moved: true, UpTo: p(1, 29)}, false)
-		}, true},
-		{"a move further of unknown outcome", func(a *Applied) {
-			settle(a, a.begin("east", syncTopic, "billing", p(1, 30)), subscription.Result{Route: subscription.RouteProtocol, Outcome: subscription.Failed}, false)
-		}, true},
-		{"a move further being applied", func(a *Applied) { a.begin("east", syncTopic, "billing", p(1, 30)) }, true},
-		{"a refused update further", func(a *Applied) {
-			settle(a, a.begin("east", syncTopic, "billing", p(1, 30)), subscription.Result{Route: subscription.RouteNone, Outcome: subscription.RefusedConsumers}, false)
-		}, false},
-		{"a creation being applied", func(a *Applied) { a.beginCreate("east", syncTopic, "billing") }, true},
-		{"a creation finished, its reach further", func(a *Applied) {
-			a.end(a.beginCreate("east", syncTopic, "billing"), true, p(1, 50))
-		}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a := &Applied{}
-			tt.do(a)
-			if got := a.beyond("east", syncTopic, "billing", md); got != tt.want {
-				t.Errorf("beyond(%v) = %v, want %v", md, got, tt.want)
-			}
-		})
-	}
 }

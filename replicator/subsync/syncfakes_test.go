@@ -26,7 +26,7 @@ import (
 // (east, west) on one partition.
 
 const (
-	syncTopic      = "persistent://shop/orders/orders-partition-0"
+	syncTopic      = subsynctest.Topic
 	syncOtherTopic = "persistent://shop/orders/orders-partition-1"
 	syncTopicLabel = "shop/orders/orders"
 )
@@ -42,196 +42,29 @@ func syncTracked(sub string) bool { return sub == "billing" || sub == "audit" }
 // errAdmin is what failing fakes return.
 var errAdmin = errors.New("admin API unavailable")
 
-// fakeSyncAdmin is a Admin with settable answers. Safe for concurrent
-// use.
-type fakeSyncAdmin struct {
-	mu       sync.Mutex
-	md       map[string]marker.Position
-	backlog  map[string]int64
-	mdErr    error
-	blogErr  error
-	mdCalls  int
-	lagCalls int
-}
+// The admin fakes are subsynctest's.
+type (
+	fakeSyncAdmin = subsynctest.SyncAdmin
+	fakeSubAdmin  = subsynctest.SubAdmin
+)
 
-func (a *fakeSyncAdmin) MarkDeletes(_ context.Context, topic string) (map[string]marker.Position, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.mdCalls++
-	if topic != syncTopic {
-		return nil, fmt.Errorf("unexpected topic %q", topic)
-	}
-	if a.mdErr != nil {
-		return nil, a.mdErr
-	}
-	return maps.Clone(a.md), nil
-}
-
-func (a *fakeSyncAdmin) Backlogs(_ context.Context, topic string) (map[string]int64, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.lagCalls++
-	if topic != syncTopic {
-		return nil, fmt.Errorf("unexpected topic %q", topic)
-	}
-	if a.blogErr != nil {
-		return nil, a.blogErr
-	}
-	return maps.Clone(a.backlog), nil
-}
-
-func (a *fakeSyncAdmin) setMD(sub string, p marker.Position) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.md == nil {
-		a.md = map[string]marker.Position{}
-	}
-	a.md[sub] = p
-}
-
-// fakeSubAdmin is a subscription.Admin over an in-memory set of
-// subscriptions of syncTopic. Reset and Create put the subscription's
-// mark-delete position just before `at`, as Pulsar does. Safe for
-// concurrent use.
-type fakeSubAdmin struct {
-	mu       sync.Mutex
-	subs     map[string]subscription.State
-	stateErr error
-	resetErr error
-	calls    []string // "reset billing 1:20:-1", "create audit 3:4:-1"
-	states   int      // State calls
-}
-
-func (a *fakeSubAdmin) State(_ context.Context, topic, sub string) (subscription.State, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.states++
-	if topic != syncTopic {
-		return subscription.State{}, fmt.Errorf("unexpected topic %q", topic)
-	}
-	if a.stateErr != nil {
-		return subscription.State{}, a.stateErr
-	}
-	return a.subs[sub], nil
-}
-
-func (a *fakeSubAdmin) Create(_ context.Context, topic, sub string, at marker.Position) error {
-	return a.move("create", topic, sub, at)
-}
-
-func (a *fakeSubAdmin) Reset(_ context.Context, topic, sub string, at marker.Position) error {
-	return a.move("reset", topic, sub, at)
-}
-
-func (a *fakeSubAdmin) move(op, topic, sub string, at marker.Position) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if topic != syncTopic {
-		return fmt.Errorf("unexpected topic %q", topic)
-	}
-	a.calls = append(a.calls, fmt.Sprintf("%s %s %s", op, sub, at))
-	if op == "reset" && a.resetErr != nil {
-		return a.resetErr
-	}
-	if a.subs == nil {
-		a.subs = map[string]subscription.State{}
-	}
-	st := a.subs[sub]
-	st.Exists = true
-	st.MarkDelete = subsynctest.Pos(at.Ledger, at.Entry-1)
-	a.subs[sub] = st
-	return nil
-}
-
-func (a *fakeSubAdmin) set(sub string, st subscription.State) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.subs == nil {
-		a.subs = map[string]subscription.State{}
-	}
-	a.subs[sub] = st
-}
-
-func (a *fakeSubAdmin) stateReads() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.states
-}
-
-func (a *fakeSubAdmin) takeCalls() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := a.calls
-	a.calls = nil
-	return out
-}
-
-// fakeHistory is a HistorySource over a fixed list of messages.
-type fakeHistory struct {
-	mu      sync.Mutex
-	msgs    []pulsar.Message
-	openErr error
-	nextErr error // after the messages, Next fails with it (nil: the end)
-	opened  int
-	closed  int
-	read    int
-	froms   []marker.Position // where each reader started
-}
+// fakeHistory is a HistorySource over subsynctest's History (which
+// cannot name HistoryReader).
+type fakeHistory struct{ subsynctest.History }
 
 func (h *fakeHistory) Open(ctx context.Context, from marker.Position) (HistoryReader, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.opened++
-	h.froms = append(h.froms, from)
-	if h.openErr != nil {
-		return nil, h.openErr
-	}
-	if err := ctx.Err(); err != nil {
+	r, err := h.History.Open(ctx, from)
+	if err != nil {
 		return nil, err
 	}
-	i := 0
-	if from.Ledger >= 0 {
-		for i < len(h.msgs) && positionOf(h.msgs[i].ID()).Compare(from) < 0 {
-			i++
-		}
-	}
-	return &fakeHistoryReader{h: h, i: i}, nil
+	return fakeHistoryReader{r}, nil
 }
 
-func (h *fakeHistory) opens() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.opened
-}
+type fakeHistoryReader struct{ *subsynctest.HistoryReader }
 
-type fakeHistoryReader struct {
-	h *fakeHistory
-	i int
-}
-
-func (r *fakeHistoryReader) Next(ctx context.Context) (HistoryEntry, bool, error) {
-	r.h.mu.Lock()
-	defer r.h.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return HistoryEntry{}, false, err
-	}
-	if r.i >= len(r.h.msgs) {
-		return HistoryEntry{}, false, r.h.nextErr
-	}
-	m := r.h.msgs[r.i]
-	r.i++
-	r.h.read++
-	e := HistoryEntry{Pos: positionOf(m.ID())}
-	if e.Kind, e.Marker = marker.KindOf(m.Properties()); e.Marker {
-		e.Payload = m.Payload()
-	}
-	return e, true, nil
-}
-
-func (r *fakeHistoryReader) Close() {
-	r.h.mu.Lock()
-	defer r.h.mu.Unlock()
-	r.h.closed++
+func (r fakeHistoryReader) Next(ctx context.Context) (HistoryEntry, bool, error) {
+	e, ok, err := r.HistoryReader.Next(ctx)
+	return HistoryEntry(e), ok, err
 }
 
 // syncRig is one Sync for (east, west) on syncTopic with fakes around
@@ -282,16 +115,14 @@ func newSyncRig(t *testing.T, rc rigConfig) *syncRig {
 			Applied:        r.applied,
 			CursorsAtStart: slices.Clone(rc.cursors),
 		},
-		wake: make(chan struct{}, 1),
+		pace: pacer{wake: make(chan struct{}, 1)},
 	}
 	return r
 }
 
 // pending returns the updates waiting to be applied.
 func (r *syncRig) pending() map[string]marker.Position {
-	r.s.applyMu.Lock()
-	defer r.s.applyMu.Unlock()
-	return maps.Clone(r.s.toApply)
+	return r.s.queue.waiting()
 }
 
 // lagSeries returns the subscription-lag series (entries and seconds) by

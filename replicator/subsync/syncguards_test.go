@@ -118,29 +118,11 @@ func TestSyncFollowDueBounds(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSyncRig(t, rigConfig{}) // interval 1 s
-			r.s.fl = followState{once: true, at: now.Add(-tt.since), every: tt.every, newestID: tt.newest}
+			r.s.pace.once, r.s.pace.at, r.s.pace.every, r.s.pace.newestID = true, now.Add(-tt.since), tt.every, tt.newest
 			if got := r.s.followDue(now); got != tt.want {
 				t.Errorf("followDue %v after the last follow = %v, want %v", tt.since, got, tt.want)
 			}
 		})
-	}
-}
-
-// The outbox holds outboxSize markers: the oldest goes when one more is
-// written (gremlins survivor sync.go:213, `>`: one more held).
-func TestOutboxBound(t *testing.T) {
-	var o outbox
-	mk := func(i int) marker.Marker {
-		return marker.Marker{Kind: marker.KindSnapshotRequest, SnapshotID: fmt.Sprint(i), From: "east", To: "west", Time: 1}
-	}
-	for i := range outboxSize + 1 {
-		o.put(mk(i))
-	}
-	if o.take(mk(0), subsynctest.Pos(1, 1)) {
-		t.Error("the oldest marker still held past outboxSize")
-	}
-	if !o.take(mk(1), subsynctest.Pos(1, 2)) {
-		t.Error("the second oldest marker evicted")
 	}
 }
 
@@ -215,15 +197,15 @@ func TestSyncFollowSeesEverySubscription(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
 		r.s.Tracked = func(sub string) bool { return strings.HasPrefix(sub, "t-") }
 		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
-		r.local.md = map[string]marker.Position{"t-go": subsynctest.Pos(1, 12)}
+		r.local.MD = map[string]marker.Position{"t-go": subsynctest.Pos(1, 12)}
 		for i := range 8 {
-			r.local.md[fmt.Sprintf("untracked-%d", i)] = subsynctest.Pos(1, 12)
-			r.local.md[fmt.Sprintf("t-waiting-%d", i)] = subsynctest.Pos(1, 5) // before the snapshot
+			r.local.MD[fmt.Sprintf("untracked-%d", i)] = subsynctest.Pos(1, 12)
+			r.local.MD[fmt.Sprintf("t-waiting-%d", i)] = subsynctest.Pos(1, 5) // before the snapshot
 			moved := fmt.Sprintf("t-moved-%d", i)
-			r.local.md[moved] = subsynctest.Pos(1, 12)
+			r.local.MD[moved] = subsynctest.Pos(1, 12)
 			r.applied.set("east", syncTopic, moved, subsynctest.Pos(1, 20)) // set by a remote's update: still before it
 		}
-		r.readBefore(r.local.md)
+		r.readBefore(r.local.MD)
 		if err := r.s.follow(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -316,7 +298,7 @@ func TestSyncCountStats(t *testing.T) {
 func TestSyncRunWaitsForApplyWorker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSyncRig(t, rigConfig{})
-		r.subs.set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 3)})
+		r.subs.Set("billing", subscription.State{Exists: true, MarkDelete: subsynctest.Pos(1, 3)})
 		log := &eventLog{}
 		blocking := &blockingSubAdmin{fakeSubAdmin: r.subs, release: make(chan struct{}), log: log}
 		r.s.SubAdmin = blocking

@@ -1,13 +1,15 @@
 // Package subsynctest holds fakes for the tests of the subscription sync
 // and of what feeds it (entrypath's entry pipe, replicator's pair.syncFor):
-// a marker sink that records what it was given, and the messages a sync
-// reads from its local partition. It exists so that those tests share one
-// copy; only tests import it.
+// a marker sink that records what it was given, the messages a sync reads
+// from its local partition, the admin APIs it asks (SyncAdmin, SubAdmin)
+// and the history it re-reads at start (History). It exists so that those
+// tests share one copy; only tests import it.
 //
 // It does not import subsync, so that subsync's own (internal) tests can
-// import it: a sync is fed through Feed, which *subsync.Sync satisfies.
-// The admin and start-up reader fakes stay in subsync's tests, beside the
-// rig that reaches into the sync.
+// import it: a sync is fed through Feed, which *subsync.Sync satisfies,
+// and a test wraps History in a few lines to return subsync's reader
+// types. The rigs that build a sync stay in the tests that use them
+// (subsync's reaches into the sync).
 package subsynctest
 
 import (
