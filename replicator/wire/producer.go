@@ -82,7 +82,10 @@ type Producer struct {
 	session *producerSession // nil while (re)connecting
 	lastSeq int64
 	pending []*pendingSend
-	calling int           // done callbacks running; Flush waits for them too
+	calling int // a goroutine runs done callbacks (0 or 1); Flush waits for it too
+	// toCall are the done callbacks due, in order, not yet run: the
+	// goroutine running callbacks runs them next (see complete).
+	toCall  []completion
 	changed chan struct{} // closed and replaced when pending shrinks or the producer ends
 	waiting bool          // someone waits on changed (else signal is free)
 	closed  bool
@@ -106,6 +109,13 @@ type pendingSend struct {
 	// under). It is not written, and fails when its turn comes (once the
 	// sends before it are confirmed), so that callbacks stay in order.
 	refused error
+}
+
+// completion is one done callback due, with its arguments.
+type completion struct {
+	done func(Receipt, error)
+	r    Receipt
+	err  error
 }
 
 type producerSession struct {
@@ -253,7 +263,8 @@ func (p *Producer) LastSequenceID() int64 {
 // Send queues out and returns; done is called exactly once, with the
 // receipt or an error, in the order of Send calls. It blocks while
 // MaxPending entries are unconfirmed. done runs on the connection's
-// goroutine: it must not block. An entry larger than the broker's limit
+// goroutine (or another of the producer's, one callback at a time): it
+// must not block. An entry larger than the broker's limit
 // (its connection's, or while reconnecting the last connection's) is
 // refused with ErrTooLarge, and done is not called.
 func (p *Producer) Send(ctx context.Context, out Outgoing, done func(Receipt, error)) error {
@@ -378,23 +389,43 @@ func (p *Producer) popRefused() []*pendingSend {
 // the lock, and then wakes Send and Flush waiters. p.mu must be held; it is
 // released. r is the receipt for a single success; failures get err, and
 // refused sends their refusal.
+//
+// The callbacks are queued under the lock, in the order the sends left
+// pending, and one goroutine at a time runs the queue: if another one is
+// running callbacks, it runs these too, after the ones before them, and
+// complete returns at once. Each caller running its own outside the lock
+// broke the order: the reconnect's goroutine failing the refused sends at
+// the head after the resend, and the connection's goroutine, handling the
+// receipt of a send resent behind them, ran their callbacks at the same
+// time, the later ones first when the first was descheduled.
 func (p *Producer) complete(sends []*pendingSend, r Receipt, err error) {
-	p.calling++
-	p.mu.Unlock()
 	for _, ps := range sends {
 		if ps.done == nil {
 			continue
 		}
+		c := completion{done: ps.done, r: r}
 		switch {
 		case ps.refused != nil:
-			ps.done(Receipt{SequenceID: ps.out.SequenceID}, ps.refused)
+			c.r, c.err = Receipt{SequenceID: ps.out.SequenceID}, ps.refused
 		case err != nil:
-			ps.done(Receipt{SequenceID: ps.out.SequenceID}, err)
-		default:
-			ps.done(r, nil)
+			c.r, c.err = Receipt{SequenceID: ps.out.SequenceID}, err
 		}
+		p.toCall = append(p.toCall, c)
 	}
-	p.mu.Lock()
+	if p.calling > 0 {
+		p.mu.Unlock()
+		return
+	}
+	p.calling++
+	for len(p.toCall) > 0 {
+		calls := p.toCall
+		p.toCall = nil
+		p.mu.Unlock()
+		for _, c := range calls {
+			c.done(c.r, c.err)
+		}
+		p.mu.Lock()
+	}
 	p.calling--
 	p.signal()
 	p.mu.Unlock()

@@ -107,13 +107,23 @@ func TestProducerTooLargeWhileReconnecting(t *testing.T) {
 // first in line or behind others, and the ones behind them are sent again
 // at once and confirmed: the resend does not stop at them (nor wait for a
 // send timeout's re-creation to get past one).
+//
+// The callbacks stay in order also when the refused entries at the head
+// fail on the reconnect's goroutine while the connection's goroutine reads
+// the receipts of the entries resent behind them: "slow callback" makes
+// the first refused entry's callback take a second (standing for that
+// goroutine descheduled before it ran the callbacks), during which the
+// receipts arrive. The callbacks of 3, 4 and 5 ran before those of 1 and
+// 2 when each goroutine ran its own callbacks.
 func TestProducerLimitLoweredAcrossReconnect(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		sizes []int
+		slow  uint64 // this entry's callback takes a second
 	}{
-		{"behind others", []int{1, 20000, 1, 20000, 20000, 1}},
-		{"first in line", []int{20000, 20000, 1, 20000, 1}},
+		{name: "behind others", sizes: []int{1, 20000, 1, 20000, 20000, 1}},
+		{name: "first in line", sizes: []int{20000, 20000, 1, 20000, 1}},
+		{name: "first in line, slow callback", sizes: []int{20000, 20000, 1, 20000, 1}, slow: 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -137,7 +147,15 @@ func TestProducerLimitLoweredAcrossReconnect(t *testing.T) {
 				ctx := context.Background()
 				for i, size := range tt.sizes {
 					seq := uint64(i + 1)
-					if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: make([]byte, size), SequenceID: seq}, log.done(seq)); err != nil {
+					done := log.done(seq)
+					if seq == tt.slow {
+						record := done
+						done = func(r Receipt, err error) {
+							time.Sleep(time.Second) // synctest: ends once every other goroutine waits
+							record(r, err)
+						}
+					}
+					if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: make([]byte, size), SequenceID: seq}, done); err != nil {
 						t.Fatal(err)
 					}
 				}
