@@ -2,6 +2,7 @@ package replicator
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -138,5 +139,41 @@ func TestStopHonoursItsDeadline(t *testing.T) {
 	// close ended them on the broker).
 	if n, m := len(source.Commands(wire.TypeCloseConsumer)), len(target.Commands(wire.TypeCloseProducer)); n == 0 || m == 0 {
 		t.Errorf("closes written: %d of consumers, %d of producers; want the cursor's and the producer's", n, m)
+	}
+}
+
+// stuckConns are connections whose close does not return until the
+// test ends.
+type stuckConns struct{ release chan struct{} }
+
+func (s *stuckConns) Exiting() {}
+func (s *stuckConns) Close()   { <-s.release }
+
+// TestStopDeadlineNamesWhatIsLeft: past its deadline the stop returns,
+// whatever still runs, and says what that is.
+func TestStopDeadlineNamesWhatIsLeft(t *testing.T) {
+	stuck := &stuckConns{release: make(chan struct{})}
+	t.Cleanup(func() { close(stuck.release) })
+	for _, tc := range []struct {
+		name      string
+		pairsEnd  bool
+		conns     connections
+		wantError string
+	}{
+		{"partitions that never end", false, &wireConns{}, "stop deadline (200ms) passed with partitions still stopping"},
+		{"connections that never close", true, stuck, "stop deadline (200ms) passed with connections still closing"},
+		{"both", false, stuck, "stop deadline (200ms) passed with partitions still stopping and connections still closing"},
+		{"neither", true, &wireConns{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pairsDone := make(chan struct{})
+			if tc.pairsEnd {
+				close(pairsDone)
+			}
+			err := stopWithin(zaptest.NewLogger(t), 200*time.Millisecond, pairsDone, tc.conns)
+			if got := fmt.Sprint(err); (err == nil) != (tc.wantError == "") || (err != nil && got != tc.wantError) {
+				t.Errorf("stop: %v, want %q", err, tc.wantError)
+			}
+		})
 	}
 }
