@@ -251,8 +251,9 @@ type connections interface {
 // over the whole kept the process past its grace period. When the pairs
 // have not ended by stopCut of timeout, the connections are closed under
 // them: whatever still waits for a broker ends with its connection. That
-// acknowledges nothing: what was in flight is sent again by the next run,
-// whose read-back finds what had reached the target. The error (nil when
+// acknowledges nothing: what was in flight is sent again by the next run
+// (whose read-back, with a marker key, skips what had reached the
+// target). The error (nil when
 // both ended in time) names what had not ended at the deadline; Run does
 // not wait for it longer.
 func stopWithin(log *zap.Logger, timeout time.Duration, pairsDone <-chan struct{}, conns connections) error {
