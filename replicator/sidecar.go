@@ -52,7 +52,14 @@ type Options struct {
 	// Cluster, when set, limits this process to the replication entries
 	// whose source is that cluster: the deployment "beside" one cluster.
 	Cluster string
+	// StopTimeout bounds Run's stop, from ctx's end to Run's return
+	// (stopWithin); 0: DefaultStopTimeout.
+	StopTimeout time.Duration
 }
+
+// DefaultStopTimeout is Options.StopTimeout's default: well within the
+// Helm chart's 30 s grace period, past which the pod is killed.
+const DefaultStopTimeout = 10 * time.Second
 
 // Sidecar runs every replication pair of one config.
 type Sidecar struct {
@@ -60,8 +67,10 @@ type Sidecar struct {
 	log     *zap.Logger
 	m       *metrics.Metrics
 	cluster string
-	keys    marker.Keys // marker keys; zero when none is configured
-	applied subsync.Applied
+	// stopTimeout bounds the stop (Options.StopTimeout).
+	stopTimeout time.Duration
+	keys        marker.Keys // marker keys; zero when none is configured
+	applied     subsync.Applied
 	// pollers share each topic's stats reading among the syncs of its
 	// partitions, and hold each cluster's admin budget.
 	pollers *subsync.Pollers
@@ -123,7 +132,10 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 		verifyRate = cluster.NewLimiter(v.MaxMessagesPerSecond)
 	}
 	pollers := subsync.NewPollers(ab.RequestsPerSecond, ab.Burst, func(c string, n int) { m.AdminBudgetWaiting.WithLabelValues(c).Set(float64(n)) })
-	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, keys: marker.NewKeys(key, accepted), instance: uuid.NewString()[:8], pollers: pollers,
+	if opts.StopTimeout <= 0 {
+		opts.StopTimeout = DefaultStopTimeout
+	}
+	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, stopTimeout: opts.StopTimeout, keys: marker.NewKeys(key, accepted), instance: uuid.NewString()[:8], pollers: pollers,
 		history:   subsync.HistoryGateOf(int64(cfg.Sidecar.ReceiveBudget)),
 		budgets:   entrypath.NewTargetBudgets(int64(cfg.Sidecar.SendBudget), targets, m.InflightBytes.Set),
 		pools:     entrypath.NewReceivePools(int64(cfg.Sidecar.ReceiveBudget), targets, m),
@@ -164,11 +176,11 @@ func (s *Sidecar) NotReady() string {
 // with the pair's credentials (pair.checkTarget). It returns one sentence
 // per problem, each naming the pair; nil when every pair can start.
 func (s *Sidecar) Check(ctx context.Context) ([]string, error) {
-	pairs, closeConns, err := s.build()
+	pairs, conns, err := s.build()
 	if err != nil {
 		return nil, err
 	}
-	defer closeConns()
+	defer conns.Close()
 	var problems []string
 	for _, p := range pairs {
 		name := fmt.Sprintf("%s->%s %s", p.local.Name, p.remote.Name, p.rep.Namespace)
@@ -183,15 +195,17 @@ func (s *Sidecar) Check(ctx context.Context) ([]string, error) {
 }
 
 // Run connects to the clusters and replicates until ctx is done, then stops
-// every partition (in-flight sends finish or are abandoned, to be resent by
-// the next run) and returns nil.
+// under one deadline (Options.StopTimeout, see stopWithin): every
+// partition (in-flight sends finish or are abandoned, to be resent by the
+// next run), then the connections. It returns nil, or why the stop did
+// not end in time.
 func (s *Sidecar) Run(ctx context.Context) error {
-	pairs, closeConns, err := s.build()
+	pairs, conns, err := s.build()
 	if err != nil {
 		return err
 	}
-	defer closeConns()
 	if len(pairs) == 0 {
+		conns.Close()
 		return errors.New("no replication entry has this cluster as its source")
 	}
 
@@ -210,20 +224,111 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	}
 	s.log.Info("sidecar started", zap.Int("pairs", len(pairs)))
 	<-ctx.Done()
-	wg.Wait()
-	s.log.Info("sidecar stopped")
+	stopped := time.Now()
+	pairsDone := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(pairsDone)
+	}()
+	err = stopWithin(s.log, s.stopTimeout, pairsDone, conns)
+	s.log.Info("sidecar stopped", zap.Duration("took", time.Since(stopped).Round(time.Millisecond)), zap.Error(err))
+	return err
+}
+
+// connections are what a stop ends after the pairs.
+type connections interface {
+	// Exiting makes the closes of cursors and producers stop waiting for
+	// the brokers' replies (wire.Client.Exiting).
+	Exiting()
+	// Close closes the connections.
+	Close()
+}
+
+// stopWithin ends a run whose context is done, within timeout, in reverse
+// order of creation: the pairs (pairsDone is closed when every one has
+// ended), then the connections. At once, closes stop waiting for broker
+// replies (conns.Exiting): the partitions still drain what their targets
+// confirm in time (bounded by the entry path), then close their cursors
+// and producers, writing the close and moving on. With 10,000 partitions
+// both ways, waiting for each reply (30 s each at most) and no deadline
+// over the whole kept the process past its grace period. When the pairs
+// have not ended by stopCut of timeout, the connections are closed under
+// them: whatever still waits for a broker ends with its connection. That
+// acknowledges nothing: what was in flight is sent again by the next run
+// (whose read-back, with a marker key, skips what had reached the
+// target). The error (nil when
+// both ended in time) names what had not ended at the deadline; Run does
+// not wait for it longer.
+func stopWithin(log *zap.Logger, timeout time.Duration, pairsDone <-chan struct{}, conns connections) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	cut := time.NewTimer(timeout * stopCut / 100)
+	defer cut.Stop()
+	conns.Exiting()
+	select {
+	case <-pairsDone:
+	case <-cut.C:
+		log.Warn("partitions still stopping; closing the connections under them (what is in flight is sent again by the next run)",
+			zap.Duration("stop_timeout", timeout))
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		conns.Close()
+	}()
+	for pairsDone != nil || closed != nil {
+		select {
+		case <-pairsDone:
+			pairsDone = nil
+		case <-closed:
+			closed = nil
+		case <-deadline.C:
+			var left []string
+			if pairsDone != nil {
+				left = append(left, "partitions still stopping")
+			}
+			if closed != nil {
+				left = append(left, "connections still closing")
+			}
+			return fmt.Errorf("stop deadline (%s) passed with %s", timeout, strings.Join(left, " and "))
+		}
+	}
 	return nil
 }
 
-// build dials the clusters the pairs need and builds one pair per
-// (replication entry, target). The returned func closes the connections.
-func (s *Sidecar) build() ([]*pair, func(), error) {
-	conns := map[string]*cluster.Conn{}
-	closeConns := func() {
-		for _, c := range conns {
-			c.Close()
-		}
+// stopCut is the share of the stop's timeout, in percent, after which
+// the connections are closed under pairs still stopping: past the entry
+// path's own drain bound (4 s of 10), with time left for what waited on
+// the connections to end.
+const stopCut = 70
+
+// clusterConns are the connections of a sidecar, by cluster name.
+type clusterConns map[string]*cluster.Conn
+
+// Exiting tells every cluster's clients that the process exits.
+func (cs clusterConns) Exiting() {
+	for _, c := range cs {
+		c.Exiting()
 	}
+}
+
+// Close closes every cluster's clients, the clusters at once.
+func (cs clusterConns) Close() {
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// build dials the clusters the pairs need and builds one pair per
+// (replication entry, target); the caller closes the connections.
+func (s *Sidecar) build() ([]*pair, clusterConns, error) {
+	conns := clusterConns{}
 	conn := func(name string) (*cluster.Conn, error) {
 		if c, ok := conns[name]; ok {
 			return c, nil
@@ -244,14 +349,14 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 		}
 		local, err := conn(r.Source)
 		if err != nil {
-			closeConns()
+			conns.Close()
 			return nil, nil, err
 		}
 		msgRate, byteRate := cluster.NewLimiter(r.RateLimit.MessagesPerSecond), cluster.NewLimiter(r.RateLimit.BytesPerSecond)
 		for _, t := range r.Targets {
 			remote, err := conn(t)
 			if err != nil {
-				closeConns()
+				conns.Close()
 				return nil, nil, err
 			}
 			rc, _ := s.cfg.Cluster(t)
@@ -286,7 +391,7 @@ func (s *Sidecar) build() ([]*pair, func(), error) {
 	s.mu.Lock()
 	s.pairs = pairs
 	s.mu.Unlock()
-	return pairs, closeConns, nil
+	return pairs, conns, nil
 }
 
 // Status reads the replication state of every topic of every pair, from the
@@ -297,12 +402,12 @@ func (s *Sidecar) Status(ctx context.Context) ([]PairStatus, error) {
 	pairs := s.pairs
 	s.mu.Unlock()
 	if pairs == nil {
-		var closeConns func()
+		var conns clusterConns
 		var err error
-		if pairs, closeConns, err = s.build(); err != nil {
+		if pairs, conns, err = s.build(); err != nil {
 			return nil, err
 		}
-		defer closeConns()
+		defer conns.Close()
 	}
 	var out []PairStatus
 	for _, p := range pairs {

@@ -83,11 +83,11 @@ func TestSidecarPartitionsGetTheirTargetsShares(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pairs, closeConns, err := s.build()
+	pairs, conns, err := s.build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeConns()
+	defer conns.Close()
 	if len(pairs) == 0 {
 		t.Fatal("no pairs built")
 	}

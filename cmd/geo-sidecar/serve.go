@@ -17,9 +17,19 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/replicator"
 )
 
+// stopTimeout bounds the whole stop, from the signal to the exit: well
+// within the Helm chart's 30 s grace period (terminationGracePeriodSeconds),
+// past which the pod is killed and what was in flight is sent again.
+const stopTimeout = 10 * time.Second
+
+// httpStopShare is the part of stopTimeout kept for the HTTP server's
+// shutdown after the sidecar's stop (a scrape in progress finishes).
+const httpStopShare = time.Second
+
 // serve runs the sidecar and its HTTP endpoints until ctx is done. Shutdown
-// runs in reverse order of start: replicators first (they finish or abandon
-// in-flight sends), then the HTTP server.
+// runs in reverse order of start, under one deadline (stopTimeout from
+// ctx's end): replicators first (they finish or abandon in-flight sends,
+// then the connections close), then the HTTP server, in what is left.
 func serve(ctx context.Context, cfg *config.Config, cluster string, log *zap.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -27,7 +37,7 @@ func serve(ctx context.Context, cfg *config.Config, cluster string, log *zap.Log
 	for _, w := range cfg.Warnings() {
 		log.Warn(w.Summary, zap.String("warning", w.Detail))
 	}
-	s, err := replicator.New(cfg, replicator.Options{Log: log, Registry: reg, Cluster: cluster})
+	s, err := replicator.New(cfg, replicator.Options{Log: log, Registry: reg, Cluster: cluster, StopTimeout: stopTimeout - httpStopShare})
 	if err != nil {
 		return err
 	}
@@ -41,9 +51,13 @@ func serve(ctx context.Context, cfg *config.Config, cluster string, log *zap.Log
 	go func() { httpDone <- srv.Serve(ln) }()
 	log.Info("http endpoints listening", zap.String("addr", ln.Addr().String()))
 
+	stopBy := make(chan time.Time, 1)
+	stopClock := context.AfterFunc(ctx, func() { stopBy <- time.Now().Add(stopTimeout) })
 	runErr := s.Run(ctx)
-
-	shutCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	if stopClock() { // Run ended before ctx (it could not start)
+		stopBy <- time.Now().Add(httpStopShare)
+	}
+	shutCtx, cancel := context.WithDeadline(context.Background(), <-stopBy)
 	defer cancel()
 	httpErr := srv.Shutdown(shutCtx)
 	if err := <-httpDone; !errors.Is(err, http.ErrServerClosed) {

@@ -28,6 +28,9 @@ type sidecar struct {
 	cfgPath string
 	started time.Time
 	done    chan error
+	// killed is set when stop killed the process, which had not exited
+	// within stopWait of SIGTERM.
+	killed bool
 }
 
 // sidecarConfig is the YAML of a sidecar copying topics of namespace ns
@@ -135,8 +138,8 @@ func (s *sidecar) exited() error {
 	}
 }
 
-// stop sends SIGTERM and waits up to 20 s; it returns how long the exit
-// took.
+// stop sends SIGTERM and waits up to stopWait (then kills the process,
+// and sets killed); it returns how long the exit took.
 func (s *sidecar) stop() time.Duration {
 	if s.cmd.ProcessState != nil {
 		return 0
@@ -146,11 +149,24 @@ func (s *sidecar) stop() time.Duration {
 	select {
 	case err := <-s.done:
 		s.done <- err
-	case <-time.After(20 * time.Second):
+	case <-time.After(stopWait):
 		_ = s.cmd.Process.Kill()
+		s.killed = true
 		<-s.done
 	}
 	return time.Since(t0)
+}
+
+// stopWait is how long stop waits for the exit after SIGTERM.
+const stopWait = 20 * time.Second
+
+// stopText is a stop's time as the reports show it: the time from SIGTERM
+// to the exit, or that the process had to be killed.
+func stopText(took time.Duration, killed bool) string {
+	if killed {
+		return fmt.Sprintf("not within %.0f s (killed)", stopWait.Seconds())
+	}
+	return fmt.Sprintf("%.1f s", took.Seconds())
 }
 
 // usage is what /proc says about the process.

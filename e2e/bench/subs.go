@@ -157,7 +157,10 @@ type subsResult struct {
 	Probes                 []probeSet
 	HWM                    int64
 	Threads                int
-	Stop                   time.Duration
+	// Stop is SIGTERM to exit; StopKilled says the bench killed the
+	// process instead (stopWait).
+	Stop       time.Duration
+	StopKilled bool
 }
 
 // subs runs the row over n topics (start-up and one idle window only
@@ -317,6 +320,8 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 		u, _ := sc.usage()
 		res.HWM, res.Threads = u.HWM, u.Threads
 		res.Stop = sc.stop()
+		res.StopKilled = sc.killed
+		e.logf("subs: SIGTERM to exit %s", stopText(res.Stop, res.StopKilled))
 		return res, nil
 	}
 	res.Probes = append(res.Probes, e.subsProbes(ctx, "idle", app, prods["east"], 0))
@@ -359,6 +364,8 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	res.HWM, res.Threads = u.HWM, u.Threads
 	sc.profile("goroutine", "", "subs")
 	res.Stop = sc.stop()
+	res.StopKilled = sc.killed
+	e.logf("subs: SIGTERM to exit %s", stopText(res.Stop, res.StopKilled))
 	return res, nil
 }
 
@@ -1020,8 +1027,8 @@ func (s *subsResult) markdown() string {
 	if s.FirstSnap > 0 {
 		first = fmt.Sprintf("%.1f s", s.FirstSnap.Seconds())
 	}
-	fmt.Fprintf(&b, "Start-up: ready (/readyz) %.1f s, every partition connected %.1f s, the first message of every partition replicated %.1f s, a first snapshot on every partition settled %s (%s completed, %s timed out); peak RSS %s MiB, %d threads; stop (SIGTERM) %.1f s.\n\n",
-		s.Ready.Seconds(), s.Connected.Seconds(), s.Replicated.Seconds(), first, num(float64(s.SnapDone)), num(float64(s.SnapTimedOut)), mib(s.HWM), s.Threads, s.Stop.Seconds())
+	fmt.Fprintf(&b, "Start-up: ready (/readyz) %.1f s, every partition connected %.1f s, the first message of every partition replicated %.1f s, a first snapshot on every partition settled %s (%s completed, %s timed out); peak RSS %s MiB, %d threads; stop (SIGTERM) %s.\n\n",
+		s.Ready.Seconds(), s.Connected.Seconds(), s.Replicated.Seconds(), first, num(float64(s.SnapDone)), num(float64(s.SnapTimedOut)), mib(s.HWM), s.Threads, stopText(s.Stop, s.StopKilled))
 	b.WriteString("| phase | window | admin requests/s, east | admin requests/s, west | brokers' HTTP requests/s, east / west | sidecar CPU, % of a core | RSS MiB | goroutines | follow latency p50 / p99 |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range s.Phases {

@@ -133,21 +133,42 @@ func (c *Conn) CountAdmin(m *metrics.Metrics) {
 // Metrics are the metrics CountAdmin set; nil before.
 func (c *Conn) Metrics() *metrics.Metrics { return c.m }
 
-// Close releases the clients.
+// Exiting tells the binary-protocol clients that the process exits
+// (wire.Client.Exiting): the closes of their consumers and producers no
+// longer wait for the brokers' replies, and Close follows. No client is
+// built after it (WireClient, FollowClient and VerifyClient then return
+// wire.ErrClosed).
+func (c *Conn) Exiting() {
+	for _, w := range c.wireClients(wire.ErrClosed) {
+		w.Exiting()
+	}
+}
+
+// Close releases the clients, the binary-protocol ones first (built
+// after pulsar-client-go's, and quick to close: the connections go,
+// whatever the brokers have not answered).
 func (c *Conn) Close() {
+	for _, w := range c.wireClients(wire.ErrClosed) {
+		_ = w.Close()
+	}
 	c.Client.Close()
-	c.wireOnce.Do(func() {}) // after this, c.wire is set or never will be
-	if c.wire != nil {
-		_ = c.wire.Close()
+}
+
+// wireClients returns the binary-protocol clients built so far; none is
+// built after it (the next call of its getter returns err).
+func (c *Conn) wireClients(err error) []*wire.Client {
+	var out []*wire.Client
+	for _, w := range []struct {
+		once *sync.Once
+		c    **wire.Client
+		err  *error
+	}{{&c.wireOnce, &c.wire, &c.wireErr}, {&c.followOnce, &c.follow, &c.followErr}, {&c.verifyOnce, &c.verify, &c.verifyErr}} {
+		w.once.Do(func() { *w.err = err }) // after this, the client is set or never will be
+		if *w.c != nil {
+			out = append(out, *w.c)
+		}
 	}
-	c.followOnce.Do(func() {})
-	if c.follow != nil {
-		_ = c.follow.Close()
-	}
-	c.verifyOnce.Do(func() {})
-	if c.verify != nil {
-		_ = c.verify.Close()
-	}
+	return out
 }
 
 // zapLogger routes pulsar-client-go's logs into zap, one level down: the

@@ -97,3 +97,64 @@ func TestVerifiedAges(t *testing.T) {
 		}
 	})
 }
+
+// TestSubscriptionLagDrops: a partition reports to several series (one
+// per subscription, and a sync per direction); dropping it takes its
+// share out of each and nothing of another partition's, the oldest age
+// falls back to the oldest left, and a subscription dropped alone
+// (DropSubLag) leaves the partition's other series in place.
+func TestSubscriptionLagDrops(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	a := [4]string{"east", "west", "t/ns/orders", "a"}
+	b := [4]string{"east", "west", "t/ns/orders", "b"}
+	back := [4]string{"west", "east", "t/ns/orders", "a"}
+	series := func() map[string][2]float64 {
+		out := map[string][2]float64{}
+		for k, v := range metricstest.Gauges(t, reg, "geo_sidecar_subscription_lag_entries") {
+			out[k] = [2]float64{v, metricstest.Gauges(t, reg, "geo_sidecar_subscription_lag_seconds")[k]}
+		}
+		return out
+	}
+	// Label values sorted by label name: source, subscription, target, topic.
+	const keyA, keyB, keyBack = "/east/a/west/t/ns/orders", "/east/b/west/t/ns/orders", "/west/a/east/t/ns/orders"
+	m.SetLag(a, "west p0", 3, 9)
+	m.SetLag(a, "west p1", 4, 2)
+	m.SetLag(b, "west p0", 5, 1)
+	m.SetLag(back, "east p0", 6, 4)
+	steps := []struct {
+		name string
+		do   func()
+		want map[string][2]float64
+	}{
+		{"an unknown partition drops nothing", func() { m.DropLag("west p7") },
+			map[string][2]float64{keyA: {7, 9}, keyB: {5, 1}, keyBack: {6, 4}}},
+		{"the oldest partition's age gets younger", func() { m.SetLag(a, "west p0", 3, 1) },
+			map[string][2]float64{keyA: {7, 2}, keyB: {5, 1}, keyBack: {6, 4}}},
+		{"one subscription dropped alone", func() { m.DropSubLag(b, "west p0") },
+			map[string][2]float64{keyA: {7, 2}, keyBack: {6, 4}}},
+		{"a partition leaves every series it reports to", func() { m.DropLag("west p1") },
+			map[string][2]float64{keyA: {3, 1}, keyBack: {6, 4}}},
+		{"the other direction's sync is another reporter", func() { m.DropLag("west p0") },
+			map[string][2]float64{keyBack: {6, 4}}},
+		{"a partition reports again after it was dropped", func() { m.SetLag(a, "west p0", 2, 0) },
+			map[string][2]float64{keyA: {2, 0}, keyBack: {6, 4}}},
+		{"and is dropped again", func() { m.DropLag("west p0"); m.DropLag("east p0") },
+			map[string][2]float64{}},
+	}
+	for _, s := range steps {
+		s.do()
+		got := series()
+		if len(got) != len(s.want) {
+			t.Fatalf("%s: series %v, want %v", s.name, got, s.want)
+		}
+		for k, w := range s.want {
+			if got[k] != w {
+				t.Fatalf("%s: series %v, want %v", s.name, got, s.want)
+			}
+		}
+	}
+	if n, p := len(m.lag.series), len(m.lag.byPart); n != 0 || p != 0 {
+		t.Errorf("%d series and %d partitions still held after every partition left", n, p)
+	}
+}

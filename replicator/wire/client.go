@@ -78,6 +78,11 @@ type Client struct {
 	// opens holds a token per subscribe or producer creation in flight
 	// (see ClientOptions.MaxOpens).
 	opens chan struct{}
+
+	// exiting is done once Exiting was called: closes of consumers and
+	// producers stop waiting for the broker's replies.
+	exiting     context.Context
+	exitingDone context.CancelFunc
 }
 
 type poolEntry struct {
@@ -104,15 +109,18 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if opts.Conn.Logger == nil {
 		opts.Conn.Logger = opts.Logger
 	}
+	exiting, exitingDone := context.WithCancel(context.Background())
 	return &Client{
-		opts:      opts,
-		log:       opts.Logger,
-		services:  hosts,
-		tls:       useTLS,
-		conns:     make(map[Broker]*poolEntry),
-		lookups:   make(map[string]Broker),
-		producers: make(map[*Producer]struct{}),
-		opens:     make(chan struct{}, opts.MaxOpens),
+		exiting:     exiting,
+		exitingDone: exitingDone,
+		opts:        opts,
+		log:         opts.Logger,
+		services:    hosts,
+		tls:         useTLS,
+		conns:       make(map[Broker]*poolEntry),
+		lookups:     make(map[string]Broker),
+		producers:   make(map[*Producer]struct{}),
+		opens:       make(chan struct{}, opts.MaxOpens),
 	}, nil
 }
 
@@ -196,9 +204,21 @@ func parseServiceURL(raw string) (hosts []string, useTLS bool, err error) {
 	return hosts, useTLS, nil
 }
 
+// Exiting tells the client that the process exits and Close follows:
+// from now on a consumer's or producer's Close asks the broker to close it
+// without waiting for the reply (a Close waiting already stops waiting),
+// and the connections' close ends on the broker whatever it had not
+// closed yet. Waiting for each reply, up to OperationTimeout each, made
+// the stop of thousands of partitions outlast its grace period. Nothing
+// is confirmed or acknowledged by it: a producer's entries still in
+// flight fail with ErrClosed at its Close (and are sent again by the next
+// run), and a consumer's unacknowledged entries are delivered again.
+func (c *Client) Exiting() { c.exitingDone() }
+
 // Close closes every connection. Consumers and producers should be closed
 // first; those still open see their connection lost and stop reconnecting
-// once the client is closed.
+// once the client is closed. A dial in progress is not waited for: its
+// connection is closed as soon as it is up.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
@@ -206,9 +226,12 @@ func (c *Client) Close() error {
 	c.conns = map[Broker]*poolEntry{}
 	c.mu.Unlock()
 	for _, e := range conns {
-		<-e.ready
-		if e.conn != nil {
-			e.conn.Close()
+		select {
+		case <-e.ready:
+			if e.conn != nil {
+				e.conn.Close()
+			}
+		default: // still dialling: Conn closes it once it is up
 		}
 	}
 	return nil
@@ -233,6 +256,11 @@ func (c *Client) Conn(ctx context.Context, b Broker) (*Conn, error) {
 			if e.err != nil {
 				c.drop(b, e)
 				return nil, e.err
+			}
+			if c.isClosed() {
+				// Close ran while this dialled, and did not wait for it.
+				e.conn.Close()
+				return nil, ErrClosed
 			}
 			c.log.Debug("connected", zap.String("broker", b.Logical), zap.String("server_version", e.conn.ServerVersion()))
 			return e.conn, nil

@@ -106,14 +106,16 @@ func (r *reconnector) openFailed(ctx context.Context, conn *Conn, err error, clo
 
 // closeOnBroker asks the broker to close a session of the owner, already
 // removed from conn: op names it in errors. A connection gone closes the
-// session with it: no error.
+// session with it: no error. Once the client is exiting (Client.Exiting)
+// the close is written and not waited for: the connection's close, which
+// follows, closes the session on the broker if the command did not.
 func (r *reconnector) closeOnBroker(conn *Conn, op string, closeCmd func(reqID uint64) Body) error {
-	ctx, cancel := context.WithTimeout(context.Background(), r.client.opts.OperationTimeout)
+	ctx, cancel := context.WithTimeout(r.client.exiting, r.client.opts.OperationTimeout)
 	defer cancel()
 	id := conn.newRequestID()
 	_, err := conn.request(ctx, op, id, closeCmd(id))
 	var ce *ConnError
-	if errors.As(err, &ce) {
+	if errors.As(err, &ce) || r.client.exiting.Err() != nil {
 		return nil
 	}
 	return err
