@@ -53,7 +53,7 @@ func TestConsumerWindowAndRoom(t *testing.T) {
 		{name: "overdraft granted back", permits: 10, granted: 10, received: 25, wantWindow: 10, wantRoom: 25, wantGrantedAfter: 35},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &Consumer{opts: ConsumerOptions{Permits: tt.permits, MaxBytes: tt.maxBytes}, msgBytes: tt.msgBytes,
+			c := &credit{permits: tt.permits, maxBytes: tt.maxBytes, msgBytes: tt.msgBytes,
 				granted: tt.granted, received: tt.received, held: tt.held}
 			if tt.wantGrantedAfter == 0 {
 				tt.wantGrantedAfter = tt.granted
@@ -640,7 +640,7 @@ func TestConsumerReleaseOnce(t *testing.T) {
 					t.Errorf("the budget counts %d bytes held, want %d (%d entries)", h, int64(tt.wantHeld)*size, tt.wantHeld)
 				}
 				cons.mu.Lock()
-				msgs := cons.held
+				msgs := cons.credit.held
 				cons.mu.Unlock()
 				if msgs != tt.wantMsgs {
 					t.Errorf("%d messages held in the session's window, want %d", msgs, tt.wantMsgs)
