@@ -517,7 +517,8 @@ func TestConsumerSubscribeTimeout(t *testing.T) {
 // (more in flight than the window) and its bytes twice (a budget
 // counting less than is held).
 //
-// Fails for: the unreleased check removed from Consumer.Release.
+// Fails for: the unreleased check removed from credit.release (see
+// TestCredit for the accounting alone).
 func TestConsumerReleaseOnce(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
