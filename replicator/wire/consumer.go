@@ -86,40 +86,6 @@ type ConsumerOptions struct {
 	OnLinkChange func(up bool)
 }
 
-// ByteBudget is the pool of bytes of ConsumerOptions.Budget, shared by
-// consumers so that what they hold and may still be sent together stays
-// within it. It counts bytes reserved for permits (what they may bring)
-// and, apart, bytes of entries received and not released (Hold): a
-// policy can then tell permits that may never be used (Pulsar cannot
-// take them back from a partition gone idle) from entries that will be
-// released. Implementations must be safe for concurrent use. Consumers
-// call TryAcquire, Acquire, the cancel func and Hold with n > 0 with
-// their own lock held: those must never call an admit func.
-type ByteBudget interface {
-	// TryAcquire reserves n bytes if they fit now and no one is waiting
-	// in line; it never waits.
-	TryAcquire(n int64) bool
-	// Acquire reserves between least and most bytes, as many as fit. When
-	// no one is waiting and least fits (or nothing at all is held, so
-	// that an entry larger than the whole budget still passes alone), got
-	// is what was reserved. Otherwise got is 0 and the caller waits in
-	// line: waiters are served in the order they came, and admit is
-	// called once with what was reserved, from a goroutine releasing
-	// bytes and with no lock of the budget held; it must not block.
-	// cancel leaves the line; it reports false when the waiter was
-	// served already (admit has been or will be called, and owns the
-	// bytes).
-	Acquire(least, most int64, admit func(got int64)) (got int64, cancel func() bool)
-	// Release hands n reserved bytes back and admits the waiters that
-	// now fit; it may call their admit funcs before it returns.
-	Release(n int64)
-	// Hold counts n bytes of entries received (n > 0) or released
-	// (n < 0). Entries received count whatever the room (the consumer
-	// releases its permits' reservation as they arrive); releasing admits
-	// waiters as Release does.
-	Hold(n int64)
-}
-
 // Entry is one stored entry, whole: a batch stays packed and compressed.
 // Metadata and Payload are owned by the caller (until Release, with
 // RecycleOnRelease).
@@ -136,6 +102,12 @@ type Entry struct {
 	// (from 1; see credit.unreleased).
 	delivery uint64
 }
+
+// size is what e counts for in bytes, held and released.
+func (e *Entry) size() int64 { return int64(len(e.Metadata) + len(e.Payload)) }
+
+// permits is what e took of the window: its messages, one at least.
+func (e *Entry) permits() int64 { return int64(max(e.NumMessages, 1)) }
 
 // Consumer reads the raw entries of one topic partition through a durable
 // Failover subscription. It reconnects by itself (new lookup, re-subscribe)
@@ -269,8 +241,8 @@ func (c *Consumer) connect(ctx context.Context) error {
 	c.tellLink()
 	// Entries queued by the session before are dropped; those the caller
 	// received keep their bytes until it releases them.
-	queued := c.credit.resubscribed(c.queue[c.head:])
-	c.queue, c.head = nil, 0
+	queued := c.dropQueue()
+	c.credit.resubscribed()
 	n, back := c.grant(true)
 	c.mu.Unlock()
 	c.credit.settle(queued, back)
@@ -287,6 +259,18 @@ func (c *Consumer) subType() SubType {
 		return Exclusive
 	}
 	return Failover
+}
+
+// dropQueue drops the entries queued and not received (c.mu held): they
+// come again. queued is their bytes, to settle.
+func (c *Consumer) dropQueue() (queued int64) {
+	for i := c.head; i < len(c.queue); i++ {
+		e := &c.queue[i]
+		c.credit.drop(e.delivery, e.permits(), e.size())
+		queued += e.size()
+	}
+	c.queue, c.head = nil, 0
+	return queued
 }
 
 // grant returns the permits to grant now and the bytes of reservation
@@ -353,7 +337,7 @@ func (s *consumerSession) handleMessage(m *Message, md, payload []byte, fb *fram
 		c.mu.Unlock()
 		return false
 	}
-	c.credit.arrived(entryMsgs(&e))
+	c.credit.arrived(e.permits())
 	s.received = true
 	if m.HasConsumerEpoch && m.ConsumerEpoch < c.redeliverEpoch {
 		// Dispatched before RedeliverUnacknowledged: it comes again.
@@ -364,7 +348,8 @@ func (s *consumerSession) handleMessage(m *Message, md, payload []byte, fb *fram
 		c.credit.settle(0, back)
 		return false
 	}
-	back := c.credit.hold(&e)
+	var back int64
+	e.delivery, back = c.credit.hold(e.permits(), e.size())
 	c.queue = append(c.queue, e)
 	c.mu.Unlock()
 	c.credit.settle(0, back)
@@ -538,7 +523,7 @@ func (c *Consumer) Release(e Entry) error {
 		c.mu.Unlock()
 		return nil
 	}
-	size, ok := c.credit.release(&e, c.epoch)
+	size, ok := c.credit.release(e.delivery, e.permits(), e.size(), e.epoch, c.epoch)
 	if !ok {
 		c.mu.Unlock()
 		return nil
@@ -566,8 +551,7 @@ func (c *Consumer) RedeliverUnacknowledged() error {
 		c.mu.Unlock()
 		return errNoConn
 	}
-	queued := c.credit.drop(c.queue[c.head:])
-	c.queue, c.head = nil, 0
+	queued := c.dropQueue()
 	c.redeliverEpoch++
 	epoch := c.redeliverEpoch
 	n, back := c.grant(true)

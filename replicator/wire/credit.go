@@ -53,6 +53,40 @@ type credit struct {
 	deliveries uint64
 }
 
+// ByteBudget is the pool of bytes of ConsumerOptions.Budget, shared by
+// consumers so that what they hold and may still be sent together stays
+// within it. It counts bytes reserved for permits (what they may bring)
+// and, apart, bytes of entries received and not released (Hold): a
+// policy can then tell permits that may never be used (Pulsar cannot
+// take them back from a partition gone idle) from entries that will be
+// released. Implementations must be safe for concurrent use. Consumers
+// call TryAcquire, Acquire, the cancel func and Hold with n > 0 with
+// their own lock held: those must never call an admit func.
+type ByteBudget interface {
+	// TryAcquire reserves n bytes if they fit now and no one is waiting
+	// in line; it never waits.
+	TryAcquire(n int64) bool
+	// Acquire reserves between least and most bytes, as many as fit. When
+	// no one is waiting and least fits (or nothing at all is held, so
+	// that an entry larger than the whole budget still passes alone), got
+	// is what was reserved. Otherwise got is 0 and the caller waits in
+	// line: waiters are served in the order they came, and admit is
+	// called once with what was reserved, from a goroutine releasing
+	// bytes and with no lock of the budget held; it must not block.
+	// cancel leaves the line; it reports false when the waiter was
+	// served already (admit has been or will be called, and owns the
+	// bytes).
+	Acquire(least, most int64, admit func(got int64)) (got int64, cancel func() bool)
+	// Release hands n reserved bytes back and admits the waiters that
+	// now fit; it may call their admit funcs before it returns.
+	Release(n int64)
+	// Hold counts n bytes of entries received (n > 0) or released
+	// (n < 0). Entries received count whatever the room (the consumer
+	// releases its permits' reservation as they arrive); releasing admits
+	// waiters as Release does.
+	Hold(n int64)
+}
+
 // minPermits is the window while no entry size is known, with MaxBytes.
 const minPermits = 4
 
@@ -64,47 +98,33 @@ const minPermits = 4
 // no more than its share.
 const unknownMsgBytes = 64 << 10
 
-// entrySize is what an entry counts for in bytes.
-func entrySize(e *Entry) int64 { return int64(len(e.Metadata) + len(e.Payload)) }
-
-// entryMsgs is the permits an entry took.
-func entryMsgs(e *Entry) int64 { return int64(max(e.NumMessages, 1)) }
-
 // resubscribed starts the window of a new session: the broker forgot the
-// old session's permits, entries it queued and the caller did not
-// receive (queue) are dropped, and those the caller received keep their
-// bytes, as stale, until released. queued is the dropped entries' bytes,
-// to settle.
-func (c *credit) resubscribed(queue []Entry) (queued int64) {
-	queued = c.drop(queue)
+// old session's permits, and the entries the caller received keep their
+// bytes, as stale, until released. Entries queued and not received are
+// dropped before (drop).
+func (c *credit) resubscribed() {
 	c.staleBytes += c.heldBytes
 	c.granted, c.received, c.held, c.heldBytes = 0, 0, 0, 0
-	return queued
 }
 
-// drop forgets entries received and not handed to the caller (they come
-// again): they are no longer held nor unreleased. queued is their bytes,
-// to settle.
-func (c *credit) drop(queue []Entry) (queued int64) {
-	for i := range queue {
-		e := &queue[i]
-		c.held -= entryMsgs(e)
-		queued += entrySize(e)
-		delete(c.unreleased, e.delivery)
-	}
-	c.heldBytes -= queued
-	return queued
+// drop forgets delivery, an entry of msgs messages and size bytes
+// received and not handed to the caller (it comes again): no longer held
+// nor unreleased. Its bytes are the caller's to settle.
+func (c *credit) drop(delivery uint64, msgs, size int64) {
+	c.held -= msgs
+	c.heldBytes -= size
+	delete(c.unreleased, delivery)
 }
 
 // arrived counts msgs messages the broker sent on the session's permits,
 // whether kept (hold) or dropped.
 func (c *credit) arrived(msgs int64) { c.received += msgs }
 
-// hold counts e, arrived and kept, as held until released, numbers its
-// delivery (e.delivery) and returns the bytes of reservation to hand back
-// to the budget: its permits' reservation goes as it arrives.
-func (c *credit) hold(e *Entry) (back int64) {
-	msgs, size := entryMsgs(e), entrySize(e)
+// hold counts an entry of msgs messages and size bytes, arrived and
+// kept, as held until released, and returns its delivery's number (for
+// release) and the bytes of reservation to hand back to the budget: its
+// permits' reservation goes as it arrives.
+func (c *credit) hold(msgs, size int64) (delivery uint64, back int64) {
 	c.held += msgs
 	c.heldBytes += size
 	// The window is sized for the largest entries seen lately, not the
@@ -129,30 +149,29 @@ func (c *credit) hold(e *Entry) (back int64) {
 		back = c.shrink(c.granted - c.received)
 	}
 	c.deliveries++
-	e.delivery = c.deliveries
 	if c.unreleased == nil {
 		c.unreleased = map[uint64]struct{}{}
 	}
-	c.unreleased[e.delivery] = struct{}{}
-	return back
+	c.unreleased[c.deliveries] = struct{}{}
+	return c.deliveries, back
 }
 
-// release counts e back, once per delivery: ok is false when e was
-// released already or not delivered here. epoch is the current
-// session's: e's messages leave the window only if it delivered e; the
-// bytes of an earlier session's entry leave the stale ones. size is the
-// bytes to settle as released.
-func (c *credit) release(e *Entry, epoch uint64) (size int64, ok bool) {
-	if _, ok := c.unreleased[e.delivery]; !ok {
+// release counts delivery, an entry of msgs messages and size bytes,
+// back, once: ok is false when it was released already or not delivered
+// here. session is the epoch of the session that delivered it, current
+// the current session's: its messages leave the window only if the
+// current session delivered it; the bytes of an earlier session's entry
+// leave the stale ones. released is the bytes to settle.
+func (c *credit) release(delivery uint64, msgs, size int64, session, current uint64) (released int64, ok bool) {
+	if _, ok := c.unreleased[delivery]; !ok {
 		return 0, false
 	}
-	delete(c.unreleased, e.delivery)
-	size = entrySize(e)
+	delete(c.unreleased, delivery)
 	switch {
-	case e.epoch == epoch:
-		c.held -= entryMsgs(e)
+	case session == current:
+		c.held -= msgs
 		c.heldBytes -= size
-	case e.epoch < epoch:
+	case session < current:
 		size = min(size, c.staleBytes)
 		c.staleBytes -= size
 	}
@@ -252,18 +271,18 @@ func (c *credit) grant(ready, now bool) (n, back int64) {
 	if n = c.want(now); n == 0 {
 		return 0, back
 	}
-	need := c.potential(out + n)
+	cover := c.potential(out + n)
 	switch {
-	case need <= c.reserved:
+	case cover <= c.reserved:
 	case c.holds(out):
-		if !b.TryAcquire(need - c.reserved) {
+		if !b.TryAcquire(cover - c.reserved) {
 			return 0, back
 		}
-		c.reserved = need
+		c.reserved = cover
 	case c.wait != nil:
 		return 0, back
 	default:
-		got := c.enqueue(need)
+		got := c.enqueue(cover)
 		if got == 0 {
 			return 0, back
 		}

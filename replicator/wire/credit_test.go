@@ -126,15 +126,16 @@ func (r *creditRig) step(s string) int64 {
 	case "sub":
 		r.epoch++
 		r.ready = true
-		queued := c.resubscribed(r.queue)
-		r.queue = nil
+		queued := r.dropQueue()
+		c.resubscribed()
 		n, back := c.grant(r.ready, true)
 		c.settle(queued, back)
 		return n
 	case "recv":
 		e := Entry{NumMessages: int32(arg(1)), Payload: make([]byte, arg(2)), epoch: r.epoch}
-		c.arrived(entryMsgs(&e))
-		back := c.hold(&e)
+		c.arrived(e.permits())
+		var back int64
+		e.delivery, back = c.hold(e.permits(), e.size())
 		r.queue = append(r.queue, e)
 		c.settle(0, back)
 	case "skip":
@@ -150,7 +151,7 @@ func (r *creditRig) step(s string) int64 {
 		if f[1] != "foreign" {
 			e = r.handed[arg(1)]
 		}
-		size, ok := c.release(&e, r.epoch)
+		size, ok := c.release(e.delivery, e.permits(), e.size(), e.epoch, r.epoch)
 		if !ok {
 			return 0
 		}
@@ -158,8 +159,7 @@ func (r *creditRig) step(s string) int64 {
 		c.settle(size, back)
 		return n
 	case "redeliver":
-		queued := c.drop(r.queue)
-		r.queue = nil
+		queued := r.dropQueue()
 		n, back := c.grant(r.ready, true)
 		c.settle(queued, back)
 		return n
@@ -175,6 +175,18 @@ func (r *creditRig) step(s string) int64 {
 		r.t.Fatalf("unknown step %q", s)
 	}
 	return 0
+}
+
+// dropQueue drops the entries received and not handed to the caller, as
+// Consumer.dropQueue does, and returns their bytes.
+func (r *creditRig) dropQueue() (queued int64) {
+	for i := range r.queue {
+		e := &r.queue[i]
+		r.c.drop(e.delivery, e.permits(), e.size())
+		queued += e.size()
+	}
+	r.queue = nil
+	return queued
 }
 
 // creditState is what a credit counts, and what its budget counts.
