@@ -958,7 +958,7 @@ func TestConsumerWindowByBytes(t *testing.T) {
 	// on their way to the fake broker: count from once they stop.)
 	maxBytes.Store(4 << 10)
 	cons.mu.Lock()
-	w := cons.window()
+	w := cons.credit.window()
 	cons.mu.Unlock()
 	if w > 64 {
 		t.Errorf("window %d permits after MaxBytes shrank to 4 KiB for ~100-byte messages, want at most 64", w)
@@ -1114,7 +1114,7 @@ func TestConsumerWindowFollowsLargestEntries(t *testing.T) {
 	window := func() int64 {
 		cons.mu.Lock()
 		defer cons.mu.Unlock()
-		return cons.window()
+		return cons.credit.window()
 	}
 	for range 20 {
 		deliver(100, 10<<10) // about 100 bytes a message

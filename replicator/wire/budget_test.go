@@ -366,7 +366,7 @@ func TestConsumersWithinBudget(t *testing.T) {
 		for _, cons := range conss {
 			cons.mu.Lock()
 			if !cons.closed {
-				t.Logf("%s: reserved %d held %d heldBytes %d out %d wait %v queue %d m %.0f e %.0f", cons.opts.Topic, cons.reserved, cons.held, cons.heldBytes, cons.granted-cons.received, cons.wait != nil, len(cons.queue)-cons.head, cons.msgBytes, cons.entryBytes)
+				t.Logf("%s: reserved %d held %d heldBytes %d out %d wait %v queue %d m %.0f e %.0f", cons.opts.Topic, cons.credit.reserved, cons.credit.held, cons.credit.heldBytes, cons.credit.granted-cons.credit.received, cons.credit.wait != nil, len(cons.queue)-cons.head, cons.credit.msgBytes, cons.credit.entryBytes)
 			}
 			cons.mu.Unlock()
 		}
@@ -403,13 +403,13 @@ func uniform(n int, msgs int32, size int) []backlogEntry {
 func reservedOf(cons *Consumer) int64 {
 	cons.mu.Lock()
 	defer cons.mu.Unlock()
-	return cons.reserved
+	return cons.credit.reserved
 }
 
 func waiting(cons *Consumer) bool {
 	cons.mu.Lock()
 	defer cons.mu.Unlock()
-	return cons.wait != nil
+	return cons.credit.wait != nil
 }
 
 // A consumer that holds nothing waits in line; bytes released by another
@@ -713,7 +713,7 @@ func TestConsumerBudgetKeepsTheWindow(t *testing.T) {
 				t.Fatal(err)
 			}
 			cons.mu.Lock()
-			w, inWindow := cons.window(), cons.granted-cons.received+cons.held
+			w, inWindow := cons.credit.window(), cons.credit.granted-cons.credit.received+cons.credit.held
 			cons.mu.Unlock()
 			// The window in messages, less the overdraft's entry.
 			if want := int64((window - float64(e.bytes()) + float64(e.bytes())/float64(msgs)) / (float64(e.bytes()) / float64(msgs))); w != want {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -87,40 +86,6 @@ type ConsumerOptions struct {
 	OnLinkChange func(up bool)
 }
 
-// ByteBudget is the pool of bytes of ConsumerOptions.Budget, shared by
-// consumers so that what they hold and may still be sent together stays
-// within it. It counts bytes reserved for permits (what they may bring)
-// and, apart, bytes of entries received and not released (Hold): a
-// policy can then tell permits that may never be used (Pulsar cannot
-// take them back from a partition gone idle) from entries that will be
-// released. Implementations must be safe for concurrent use. Consumers
-// call TryAcquire, Acquire, the cancel func and Hold with n > 0 with
-// their own lock held: those must never call an admit func.
-type ByteBudget interface {
-	// TryAcquire reserves n bytes if they fit now and no one is waiting
-	// in line; it never waits.
-	TryAcquire(n int64) bool
-	// Acquire reserves between least and most bytes, as many as fit. When
-	// no one is waiting and least fits (or nothing at all is held, so
-	// that an entry larger than the whole budget still passes alone), got
-	// is what was reserved. Otherwise got is 0 and the caller waits in
-	// line: waiters are served in the order they came, and admit is
-	// called once with what was reserved, from a goroutine releasing
-	// bytes and with no lock of the budget held; it must not block.
-	// cancel leaves the line; it reports false when the waiter was
-	// served already (admit has been or will be called, and owns the
-	// bytes).
-	Acquire(least, most int64, admit func(got int64)) (got int64, cancel func() bool)
-	// Release hands n reserved bytes back and admits the waiters that
-	// now fit; it may call their admit funcs before it returns.
-	Release(n int64)
-	// Hold counts n bytes of entries received (n > 0) or released
-	// (n < 0). Entries received count whatever the room (the consumer
-	// releases its permits' reservation as they arrive); releasing admits
-	// waiters as Release does.
-	Hold(n int64)
-}
-
 // Entry is one stored entry, whole: a batch stays packed and compressed.
 // Metadata and Payload are owned by the caller (until Release, with
 // RecycleOnRelease).
@@ -134,9 +99,15 @@ type Entry struct {
 	fb              *frameBuf // the buffer Metadata and Payload lie in, when a large frame's own
 	fbGen           uint64    // fb's generation when read
 	// delivery is the consumer's number for this delivery of the entry
-	// (from 1; see Consumer.unreleased).
+	// (from 1; see credit.unreleased).
 	delivery uint64
 }
+
+// size is what e counts for in bytes, held and released.
+func (e *Entry) size() int64 { return int64(len(e.Metadata) + len(e.Payload)) }
+
+// permits is what e took of the window: its messages, one at least.
+func (e *Entry) permits() int64 { return int64(max(e.NumMessages, 1)) }
 
 // Consumer reads the raw entries of one topic partition through a durable
 // Failover subscription. It reconnects by itself (new lookup, re-subscribe)
@@ -154,36 +125,12 @@ type Consumer struct {
 	queue   []Entry
 	head    int
 	notify  chan struct{} // signalled when the queue grows or the consumer ends
-	// Window accounting for the current session, in messages: granted
-	// by FLOW, received, and held (received, not released); heldBytes and
-	// msgBytes (the size per message of the largest recent entries, 0
-	// until known; see handleMessage) for MaxBytes.
-	granted, received, held int64
-	heldBytes               int64
-	msgBytes                float64
-	// With opts.Budget: reserved is what the consumer has reserved for
-	// its permits outstanding (potential); staleBytes the bytes of
-	// entries earlier sessions delivered and the caller has not released
-	// (they count in the budget with heldBytes); entryBytes the size of
-	// the largest recent entries, as msgBytes is per message (for the
-	// broker's batch overdraft); wait is set while waiting in the
-	// budget's line.
-	reserved, staleBytes int64
-	entryBytes           float64
-	wait                 *budgetWait
-	redeliverEpoch       uint64 // consumer epoch: bumped by RedeliverUnacknowledged
-	// unreleased holds the deliveries (Entry.delivery) queued or handed
-	// to the caller and not yet released, so that Release counts each
-	// back once however often it is called for the same entry: a second
-	// Release would otherwise grant its permits again and hand its bytes
-	// back twice (more in flight than the window, a budget counting
-	// less than is held). A delivery, not the entry id: an entry
-	// delivered again is another delivery, released in its turn.
-	// deliveries numbers them.
-	unreleased map[uint64]struct{}
-	deliveries uint64
-	closed     bool
-	err        error // terminal: the consumer gave up
+	// credit is the receive accounting (permits, bytes held, the
+	// budget's reservation); under mu.
+	credit         credit
+	redeliverEpoch uint64 // consumer epoch: bumped by RedeliverUnacknowledged
+	closed         bool
+	err            error // terminal: the consumer gave up
 	// rc re-subscribes after a session is lost.
 	rc reconnector
 	// linkUp is what OnLinkChange was last told.
@@ -222,6 +169,7 @@ func Subscribe(ctx context.Context, client *Client, opts ConsumerOptions) (*Cons
 		log:    opts.Logger.WithLazy(zap.String("topic", opts.Topic), zap.String("subscription", opts.Subscription)),
 		notify: make(chan struct{}, 1),
 	}
+	c.credit = credit{permits: opts.Permits, maxBytes: opts.MaxBytes, budget: opts.Budget, onAdmit: c.admitted}
 	c.rc = newReconnector("consumer", client, opts.Topic, c.log, &c.mu, c)
 	if err := c.connect(ctx); err != nil {
 		c.Close()
@@ -293,17 +241,11 @@ func (c *Consumer) connect(ctx context.Context) error {
 	c.tellLink()
 	// Entries queued by the session before are dropped; those the caller
 	// received keep their bytes until it releases them.
-	queued := int64(0)
-	for _, e := range c.queue[c.head:] {
-		queued += int64(len(e.Metadata) + len(e.Payload))
-		delete(c.unreleased, e.delivery)
-	}
-	c.staleBytes += c.heldBytes - queued
-	c.queue, c.head = nil, 0
-	c.granted, c.received, c.held, c.heldBytes = 0, 0, 0, 0
+	queued := c.dropQueue()
+	c.credit.resubscribed()
 	n, back := c.grant(true)
 	c.mu.Unlock()
-	c.settle(queued, back)
+	c.credit.settle(queued, back)
 	if n == 0 {
 		return nil // waiting for the budget
 	}
@@ -319,112 +261,21 @@ func (c *Consumer) subType() SubType {
 	return Failover
 }
 
-// minPermits is the window while no entry size is known, with MaxBytes.
-const minPermits = 4
-
-// unknownMsgBytes is the size per message and per entry assumed, with a
-// Budget, before any entry arrived: at most a quarter of MaxBytes, so
-// that the first window (minPermits) fits in it. A larger first entry is
-// held whatever the room when it arrives. A consumer idle from the start
-// keeps its first window reserved; with MaxBytes a share of the budget,
-// no more than its share.
-const unknownMsgBytes = 64 << 10
-
-// window is the current receive window in messages (c.mu held). The
-// broker's batch overdraft (one entry past the last permit, see room)
-// comes out of MaxBytes, so that what the window may bring stays within
-// it.
-func (c *Consumer) window() int64 {
-	w := int64(c.opts.Permits)
-	if c.opts.MaxBytes == nil {
-		return w
+// dropQueue drops the entries queued and not received (c.mu held): they
+// come again. queued is their bytes, to settle.
+func (c *Consumer) dropQueue() (queued int64) {
+	for i := c.head; i < len(c.queue); i++ {
+		e := &c.queue[i]
+		c.credit.drop(e.delivery, e.permits(), e.size())
+		queued += e.size()
 	}
-	maxBytes := c.opts.MaxBytes()
-	if maxBytes <= 0 {
-		return w
-	}
-	if c.msgBytes <= 0 {
-		return min(w, minPermits)
-	}
-	room := float64(maxBytes) - max(c.entryBytes-c.msgBytes, 0)
-	return min(w, max(minPermits, int64(room/c.msgBytes)))
+	c.queue, c.head = nil, 0
+	return queued
 }
 
-// want returns the permits to grant now, not counting them (c.mu held):
-// the window less what is held and what the broker may still send.
-// Unless now, permits are granted in batches of half the window (or when
-// nothing at all is held or outstanding).
-//
-// What the broker may still send can be negative: it dispatches a whole
-// batch while it has any permit left and counts the messages past its
-// permits against the next FLOW. That debt is granted on top, or a
-// window smaller than a batch would end with the broker at zero permits
-// and nothing held whose release could grant more: the cursor would
-// stall for good (e2e TestWireReconnectAndFailover, 50 permits and
-// batches of 100, stalled that way after a Failover switch).
-func (c *Consumer) want(now bool) int64 {
-	w := c.window()
-	out := c.granted - c.received
-	n := w - c.held - out
-	if n <= 0 || (!now && n < (w+1)/2 && (c.held > 0 || out > 0)) {
-		return 0
-	}
-	return n
-}
-
-// grant returns the permits to grant now, counted as granted, and the
-// bytes of reservation to hand back to the budget (c.mu held). The caller
-// writes the FLOW and then settles, after unlocking: releasing may admit
-// waiters, which take their own consumer's lock.
-//
-// With a budget, permits are granted only against bytes reserved for
-// what they may bring (potential), and the reservation shrinks to what
-// is still needed at every call, so bytes freed go back at once to
-// whoever waits. A consumer that holds something (entries, or permits
-// out) takes more only when the budget has room and no one waits
-// (TryAcquire); otherwise it grants nothing now, and once it holds
-// nothing (its entries released, its permits used) it waits in line for
-// one entry's worth at least, asking for its whole window. So a waiter
-// holds nothing (no cycle of consumers waiting for each other), and a
-// busy consumer cannot keep bytes from a waiting one by granting again
-// what its releases free.
-func (c *Consumer) grant(now bool) (n, back int64) {
-	out := c.granted - c.received
-	if !c.ready() {
-		return 0, c.shrink(out)
-	}
-	b := c.opts.Budget
-	if b == nil {
-		n = c.want(now)
-		c.granted += n
-		return n, 0
-	}
-	back = c.shrink(out)
-	if n = c.want(now); n == 0 {
-		return 0, back
-	}
-	need := c.potential(out + n)
-	switch {
-	case need <= c.reserved:
-	case c.holds(out):
-		if !b.TryAcquire(need - c.reserved) {
-			return 0, back
-		}
-		c.reserved = need
-	case c.wait != nil:
-		return 0, back
-	default:
-		got := c.enqueue(need)
-		if got == 0 {
-			return 0, back
-		}
-		c.reserved = got
-		n = c.admit(out, n)
-		back += c.shrink(out + n)
-	}
-	c.granted += n
-	return n, back
-}
+// grant returns the permits to grant now and the bytes of reservation
+// to hand back (c.mu held; see credit.grant).
+func (c *Consumer) grant(now bool) (n, back int64) { return c.credit.grant(c.ready(), now) }
 
 // ready reports whether the current session can be granted permits
 // (c.mu held).
@@ -432,140 +283,17 @@ func (c *Consumer) ready() bool {
 	return !c.closed && c.session != nil && c.session.ready && c.epoch == c.session.epoch
 }
 
-// holds reports whether the consumer holds entries or has permits out
-// (c.mu held).
-func (c *Consumer) holds(out int64) bool {
-	return out > 0 || c.heldBytes+c.staleBytes > 0
-}
-
-// potential is what out permits outstanding may bring, at the size
-// estimates (c.mu held): out messages at msgBytes each, and the
-// overdraft: the broker sends the whole entry its last permit falls in,
-// at most entryBytes of which that permit paid msgBytes.
-func (c *Consumer) potential(out int64) int64 {
-	if out <= 0 {
-		return 0
-	}
-	m, e := c.estimates()
-	return int64(math.Ceil(float64(out)*m + max(e-m, 0)))
-}
-
-// estimates are the sizes per message and per entry potential counts
-// with (c.mu held): the largest recent ones, or unknownMsgBytes (at most
-// a quarter of MaxBytes) for both before any entry arrived.
-func (c *Consumer) estimates() (msg, entry float64) {
-	if c.msgBytes > 0 {
-		return c.msgBytes, max(c.entryBytes, c.msgBytes)
-	}
-	d := int64(unknownMsgBytes)
-	if c.opts.MaxBytes != nil {
-		if mb := c.opts.MaxBytes(); mb > 0 {
-			d = min(d, max(mb/minPermits, 1))
-		}
-	}
-	return float64(d), float64(d)
-}
-
-// admit returns how many of n permits a consumer that holds nothing but
-// its fresh reservation grants (c.mu held): as many as the reservation
-// covers, and one entry at least; 0 when it does not cover one entry at
-// today's estimates (a smaller MaxBytes since it asked).
-func (c *Consumer) admit(out, n int64) int64 {
-	m, e := c.estimates()
-	k := min(n, int64((float64(c.reserved)-max(e-m, 0))/m)-out)
-	if out+k < 1 {
-		return 0
-	}
-	return k
-}
-
-// enqueue asks the budget for most bytes, one entry's worth at least, for
-// a consumer that holds nothing (c.mu held): got is what it reserved at
-// once, or 0 when it now waits in line (c.wait).
-func (c *Consumer) enqueue(most int64) (got int64) {
-	least := c.potential(1)
-	w := &budgetWait{}
-	got, cancel := c.opts.Budget.Acquire(least, max(most, least), func(got int64) { c.admitted(w, got) })
-	if got > 0 {
-		return got
-	}
-	w.cancel = cancel
-	c.wait = w
-	return 0
-}
-
-// budgetWait is a consumer's place in its budget's line.
-type budgetWait struct {
-	cancel func() bool
-}
-
-// admitted is the budget's admission of w with got bytes: the consumer
-// grants what they cover, unless it stopped waiting meanwhile (closed,
-// its session lost), when they go back.
+// admitted is the budget's admission of w with got bytes (see
+// credit.admitted): the consumer grants what they cover on its session.
 func (c *Consumer) admitted(w *budgetWait, got int64) {
 	c.mu.Lock()
-	if c.wait != w {
-		c.mu.Unlock()
-		c.opts.Budget.Release(got)
-		return
-	}
-	c.wait = nil
-	c.reserved += got
-	out := c.granted - c.received
-	var n int64
-	if c.ready() && !c.holds(out) {
-		n = c.admit(out, max(c.want(true), 1-out))
-		c.granted += n
-	}
-	back := c.shrink(out + n)
-	if n == 0 {
-		// Not enough at today's estimates: back in line.
-		var more int64
-		n, more = c.grant(true)
-		back += more
-	}
+	n, back := c.credit.admitted(w, got, c.ready())
 	s := c.session
 	c.mu.Unlock()
 	if n > 0 {
 		_ = s.flow(n)
 	}
-	c.settle(0, back)
-}
-
-// unwait leaves the budget's line (c.mu held); bytes the budget reserved
-// for the consumer meanwhile come back through admitted.
-func (c *Consumer) unwait() {
-	if c.wait != nil {
-		c.wait.cancel()
-		c.wait = nil
-	}
-}
-
-// shrink lowers the reservation to what out permits outstanding may
-// still bring and returns what it no longer needs (c.mu held).
-func (c *Consumer) shrink(out int64) int64 {
-	x := c.potential(out)
-	if c.reserved <= x {
-		return 0
-	}
-	back := c.reserved - x
-	c.reserved = x
-	return back
-}
-
-// settle tells the budget, with c.mu not held, of released bytes of
-// entries and of back bytes of reservation handed back.
-func (c *Consumer) settle(released, back int64) {
-	b := c.opts.Budget
-	if b == nil {
-		return
-	}
-	if released > 0 {
-		b.Hold(-released)
-	}
-	if back > 0 {
-		b.Release(back)
-	}
+	c.credit.settle(0, back)
 }
 
 // flow grants n permits on s (n > 0).
@@ -609,8 +337,7 @@ func (s *consumerSession) handleMessage(m *Message, md, payload []byte, fb *fram
 		c.mu.Unlock()
 		return false
 	}
-	msgs := int64(max(e.NumMessages, 1))
-	c.received += msgs
+	c.credit.arrived(e.permits())
 	s.received = true
 	if m.HasConsumerEpoch && m.ConsumerEpoch < c.redeliverEpoch {
 		// Dispatched before RedeliverUnacknowledged: it comes again.
@@ -618,43 +345,14 @@ func (s *consumerSession) handleMessage(m *Message, md, payload []byte, fb *fram
 		n, back := c.grant(true)
 		c.mu.Unlock()
 		_ = s.flow(n)
-		c.settle(0, back)
+		c.credit.settle(0, back)
 		return false
 	}
-	size := int64(len(e.Metadata) + len(e.Payload))
-	c.held += msgs
-	c.heldBytes += size
-	// The window is sized for the largest entries seen lately, not the
-	// mean: up at once, down by a 64th of the gap per smaller entry. With
-	// the mean, a backlog of small batched messages followed by large
-	// ones (chunks of 5 MB) kept a window of thousands of permits, each of
-	// which the broker could fill with a large entry.
-	if per := float64(size) / float64(msgs); per > c.msgBytes {
-		c.msgBytes = per
-	} else {
-		c.msgBytes += (per - c.msgBytes) / 64
-	}
-	if float64(size) > c.entryBytes {
-		c.entryBytes = float64(size)
-	} else {
-		c.entryBytes += (float64(size) - c.entryBytes) / 64
-	}
 	var back int64
-	if c.opts.Budget != nil {
-		// Held before the permits' reservation goes, so the budget never
-		// counts less than there is.
-		c.opts.Budget.Hold(size)
-		back = c.shrink(c.granted - c.received)
-	}
-	c.deliveries++
-	e.delivery = c.deliveries
-	if c.unreleased == nil {
-		c.unreleased = map[uint64]struct{}{}
-	}
-	c.unreleased[e.delivery] = struct{}{}
+	e.delivery, back = c.credit.hold(e.permits(), e.size())
 	c.queue = append(c.queue, e)
 	c.mu.Unlock()
-	c.settle(0, back)
+	c.credit.settle(0, back)
 	c.wake()
 	return true
 }
@@ -680,16 +378,14 @@ func (s *consumerSession) handleClose(err error) {
 	// The session's permits died with it: what they could bring goes
 	// back, and a place in the budget's line is left (the next session
 	// asks again).
-	c.granted = c.received
-	c.unwait()
-	_, back := c.grant(false)
+	back := c.credit.lost()
 	closed := c.closed
 	if !closed {
 		c.tellLink()
 	}
 	churn := c.rc.ended(s.received, s.since)
 	c.mu.Unlock()
-	c.settle(0, back)
+	c.credit.settle(0, back)
 	if closed {
 		return
 	}
@@ -822,24 +518,15 @@ func (c *Consumer) Release(e Entry) error {
 	if c.opts.RecycleOnRelease {
 		frames.put(e.fb, e.fbGen)
 	}
-	size := int64(len(e.Metadata) + len(e.Payload))
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil
 	}
-	if _, ok := c.unreleased[e.delivery]; !ok {
+	size, ok := c.credit.release(e.delivery, e.permits(), e.size(), e.epoch, c.epoch)
+	if !ok {
 		c.mu.Unlock()
 		return nil
-	}
-	delete(c.unreleased, e.delivery)
-	switch {
-	case e.epoch == c.epoch:
-		c.held -= int64(max(e.NumMessages, 1))
-		c.heldBytes -= size
-	case e.epoch < c.epoch:
-		size = min(size, c.staleBytes)
-		c.staleBytes -= size
 	}
 	n, back := c.grant(false)
 	s := c.session
@@ -848,7 +535,7 @@ func (c *Consumer) Release(e Entry) error {
 	if n > 0 {
 		err = s.flow(n)
 	}
-	c.settle(size, back)
+	c.credit.settle(size, back)
 	return err
 }
 
@@ -864,19 +551,12 @@ func (c *Consumer) RedeliverUnacknowledged() error {
 		c.mu.Unlock()
 		return errNoConn
 	}
-	queued := int64(0)
-	for _, e := range c.queue[c.head:] {
-		c.held -= int64(max(e.NumMessages, 1))
-		queued += int64(len(e.Metadata) + len(e.Payload))
-		delete(c.unreleased, e.delivery)
-	}
-	c.heldBytes -= queued
-	c.queue, c.head = nil, 0
+	queued := c.dropQueue()
 	c.redeliverEpoch++
 	epoch := c.redeliverEpoch
 	n, back := c.grant(true)
 	c.mu.Unlock()
-	defer c.settle(queued, back)
+	defer c.credit.settle(queued, back)
 	if err := s.conn.writeCommand(&RedeliverUnacknowledged{ConsumerID: s.id, ConsumerEpoch: epoch}); err != nil {
 		return err
 	}
@@ -896,13 +576,10 @@ func (c *Consumer) Close() error {
 	c.session = nil
 	// Everything goes back: entries the caller still holds are no longer
 	// counted.
-	c.unwait()
-	released, back := c.heldBytes+c.staleBytes, c.reserved
-	c.heldBytes, c.staleBytes, c.reserved = 0, 0, 0
-	c.unreleased = nil
+	released, back := c.credit.close()
 	close(c.rc.stop)
 	c.mu.Unlock()
-	c.settle(released, back)
+	c.credit.settle(released, back)
 	var err error
 	if s != nil {
 		s.conn.removeConsumer(s.id)

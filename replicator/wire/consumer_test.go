@@ -14,65 +14,6 @@ import (
 	"time"
 )
 
-// TestConsumerWindowAndRoom pins the permit arithmetic: the window (by
-// messages, narrowed by MaxBytes at the size of the largest recent
-// entries) and what want asks of it (grant adds that, without a Budget): the window less what is held and
-// what the broker may still send, in batches of half the window unless
-// now, with the broker's overdraft (received beyond granted) on top.
-func TestConsumerWindowAndRoom(t *testing.T) {
-	bytesOf := func(n int64) func() int64 { return func() int64 { return n } }
-	for _, tt := range []struct {
-		name                    string
-		permits                 int
-		maxBytes                func() int64
-		msgBytes                float64
-		granted, received, held int64
-		now                     bool
-		wantWindow, wantRoom    int64
-		wantGrantedAfter        int64
-	}{
-		{name: "no byte bound", permits: 10, wantWindow: 10, wantRoom: 10, wantGrantedAfter: 10},
-		{name: "byte bound of 0 is none", permits: 10, maxBytes: bytesOf(0), msgBytes: 100, wantWindow: 10, wantRoom: 10, wantGrantedAfter: 10},
-		{name: "negative byte bound is none", permits: 10, maxBytes: bytesOf(-1), msgBytes: 100, wantWindow: 10, wantRoom: 10, wantGrantedAfter: 10},
-		{name: "no size known yet", permits: 10, maxBytes: bytesOf(1000), wantWindow: minPermits, wantRoom: minPermits, wantGrantedAfter: minPermits},
-		{name: "no size known, window below the floor", permits: 2, maxBytes: bytesOf(1000), wantWindow: 2, wantRoom: 2, wantGrantedAfter: 2},
-		{name: "bytes over size", permits: 100, maxBytes: bytesOf(1000), msgBytes: 100, wantWindow: 10, wantRoom: 10, wantGrantedAfter: 10},
-		{name: "bytes over size, at most the permits", permits: 8, maxBytes: bytesOf(1000), msgBytes: 100, wantWindow: 8, wantRoom: 8, wantGrantedAfter: 8},
-		{name: "entries larger than the budget keep the floor", permits: 100, maxBytes: bytesOf(1000), msgBytes: 5000, wantWindow: minPermits, wantRoom: minPermits, wantGrantedAfter: minPermits},
-
-		// Window 10: grants come once half of it (5) is free.
-		{name: "half the window held back", permits: 10, granted: 10, received: 10, held: 5, wantWindow: 10, wantRoom: 5, wantGrantedAfter: 15},
-		{name: "less than half free: nothing yet", permits: 10, granted: 10, received: 10, held: 6, wantWindow: 10},
-		{name: "less than half free, now", permits: 10, granted: 10, received: 10, held: 6, now: true, wantWindow: 10, wantRoom: 4, wantGrantedAfter: 14},
-		{name: "outstanding with the broker, nothing held: nothing yet", permits: 10, granted: 6, wantWindow: 10},
-		{name: "outstanding and held", permits: 10, granted: 10, received: 7, held: 4, wantWindow: 10},
-		{name: "nothing free", permits: 10, granted: 10, received: 10, held: 10, now: true, wantWindow: 10},
-		{name: "more held than the window", permits: 10, granted: 10, received: 12, held: 12, now: true, wantWindow: 10},
-		// The broker sent a batch of 25 on 10 permits: 15 overdrawn,
-		// granted on top once the batch is released.
-		{name: "overdraft granted back", permits: 10, granted: 10, received: 25, wantWindow: 10, wantRoom: 25, wantGrantedAfter: 35},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			c := &Consumer{opts: ConsumerOptions{Permits: tt.permits, MaxBytes: tt.maxBytes}, msgBytes: tt.msgBytes,
-				granted: tt.granted, received: tt.received, held: tt.held}
-			if tt.wantGrantedAfter == 0 {
-				tt.wantGrantedAfter = tt.granted
-			}
-			if w := c.window(); w != tt.wantWindow {
-				t.Errorf("window %d, want %d", w, tt.wantWindow)
-			}
-			n := c.want(tt.now)
-			if n != tt.wantRoom {
-				t.Errorf("want(%v) %d, want %d", tt.now, n, tt.wantRoom)
-			}
-			c.granted += n // what grant adds of it without a Budget
-			if c.granted != tt.wantGrantedAfter {
-				t.Errorf("granted %d after, want %d", c.granted, tt.wantGrantedAfter)
-			}
-		})
-	}
-}
-
 // TestRequiredOptions: a consumer needs a topic and a subscription, a
 // producer a topic and a name; either missing fails before anything is
 // asked of the broker.
@@ -576,7 +517,8 @@ func TestConsumerSubscribeTimeout(t *testing.T) {
 // (more in flight than the window) and its bytes twice (a budget
 // counting less than is held).
 //
-// Fails for: the unreleased check removed from Consumer.Release.
+// Fails for: the unreleased check removed from credit.release (see
+// TestCredit for the accounting alone).
 func TestConsumerReleaseOnce(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
@@ -640,7 +582,7 @@ func TestConsumerReleaseOnce(t *testing.T) {
 					t.Errorf("the budget counts %d bytes held, want %d (%d entries)", h, int64(tt.wantHeld)*size, tt.wantHeld)
 				}
 				cons.mu.Lock()
-				msgs := cons.held
+				msgs := cons.credit.held
 				cons.mu.Unlock()
 				if msgs != tt.wantMsgs {
 					t.Errorf("%d messages held in the session's window, want %d", msgs, tt.wantMsgs)

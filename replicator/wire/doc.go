@@ -18,7 +18,8 @@
 // (MessageMetadata: parse the fields that matter, patch by appending),
 // schema.go, conn.go (one multiplexed connection per broker: reader,
 // writer and keep-alive goroutines), client.go (connection pool, lookup
-// cache, redirects, proxies), consumer.go and producer.go with the
+// cache, redirects, proxies), consumer.go (with its receive accounting,
+// permits and budget bytes, in credit.go) and producer.go with the
 // reconnect loop they share (reconnect.go), and follow.go
 // (a subscription's mark-delete position moved by a consumer that attaches
 // for one acknowledgement). Consumers and producers cost no goroutine or
