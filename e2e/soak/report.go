@@ -77,6 +77,9 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 	for _, f := range res.Findings {
 		fmt.Fprintf(w, "  %s: %d %s on %s, %s, producer %s; first at %s, seqs %v\n", f.Kind, f.Count, f.Kind,
 			f.Cluster, shortPartition(f.Partition), f.Producer, offset(res.Start, f.At), f.Seqs)
+		if f.Kind == Lost && f.Cluster == f.Origin {
+			fmt.Fprintf(w, "      (at the origin itself: acknowledged to the producer, not kept by the broker; no copy's loss)\n")
+		}
 		fs := before(res.Timeline, f.At)
 		if len(fs) == 0 {
 			fmt.Fprintf(w, "      no fault in the %s before\n", lookBack)

@@ -360,10 +360,18 @@ func backlog(admins map[string]pulsaradmin.Client, ns string) (int64, error) {
 	return total, nil
 }
 
+// The run's namespaces keep what was written for a day, up to 4 GB per
+// topic (a 30-minute run writes under 100 MB), so that a report can be
+// looked into after the run.
+const (
+	retentionMinutes = 24 * 60
+	retentionMB      = 4096
+)
+
 // makeNamespace creates a tenant and namespace of the run's own on both
 // clusters, each tenant allowing only its own cluster (the clusters know
-// nothing of each other), with deduplication on and the load's topics
-// created.
+// nothing of each other), with deduplication on, retention, and the
+// load's topics created.
 func makeNamespace(admins map[string]pulsaradmin.Client, seed int64) (string, error) {
 	tenant := fmt.Sprintf("soak%x", uint32(time.Now().UnixNano())^uint32(seed))
 	ns := tenant + "/ns"
@@ -377,6 +385,14 @@ func makeNamespace(admins map[string]pulsaradmin.Client, seed int64) (string, er
 		}
 		if err := a.Namespaces().SetDeduplicationStatus(ns, true); err != nil {
 			return "", fmt.Errorf("deduplication on for %s on %s: %w", ns, c, err)
+		}
+		// Retention, so that the checker can read everything: without it
+		// the broker deletes a ledger every subscription has consumed
+		// once it rolls over (an unload rolls it over), and the first 3
+		// minute soak found most of every unloaded topic "lost", at its
+		// origin too.
+		if err := a.Namespaces().SetRetention(ns, utils.NewRetentionPolicies(retentionMinutes, retentionMB)); err != nil {
+			return "", fmt.Errorf("retention for %s on %s: %w", ns, c, err)
 		}
 		for _, tk := range loadTopics {
 			tn, err := utils.GetTopicName("persistent://" + ns + "/" + tk.Short)
