@@ -23,7 +23,8 @@ type Read struct {
 	Origin    string
 	Producer  string
 	Seq       int64
-	Publish   time.Time // publish time of this copy (its cluster's broker)
+	Publish   time.Time // publish time of this copy
+	Pos       string    // ledger:entry:batch index of this copy, for looking into it
 }
 
 // Stream names one origin producer's messages in one partition on one
@@ -66,13 +67,15 @@ const (
 
 // Finding is one run of one kind in one stream: Seqs (the first
 // maxSeqs of them) and Count in all; At is when the first went wrong
-// (the copy's publish time, or the acknowledgement of a lost send).
+// (the copy's publish time, or the acknowledgement of a lost send), Pos
+// where (the copy's position; empty for a loss).
 type Finding struct {
 	Stream
 	Kind  FindingKind
 	Count int
 	Seqs  []int64
 	At    time.Time
+	Pos   string
 }
 
 const maxSeqs = 10
@@ -101,13 +104,13 @@ func Check(reads []Read, sent Sent, reach map[string][]string) ([]Row, []Finding
 	maxSeq := map[Stream]int64{}
 	var findings []Finding
 	open := map[Stream]map[FindingKind]*Finding{}
-	note := func(k Stream, kind FindingKind, seq int64, at time.Time) {
+	note := func(k Stream, kind FindingKind, seq int64, at time.Time, pos string) {
 		if open[k] == nil {
 			open[k] = map[FindingKind]*Finding{}
 		}
 		f := open[k][kind]
 		if f == nil {
-			f = &Finding{Stream: k, Kind: kind, At: at}
+			f = &Finding{Stream: k, Kind: kind, At: at, Pos: pos}
 			open[k][kind] = f
 		}
 		f.Count++
@@ -120,7 +123,7 @@ func Check(reads []Read, sent Sent, reach map[string][]string) ([]Row, []Finding
 		rw := row(k)
 		rw.Read++
 		if !contains(reach[r.Origin], r.Cluster) {
-			note(k, Unexpected, r.Seq, r.Publish)
+			note(k, Unexpected, r.Seq, r.Publish, r.Pos)
 			continue
 		}
 		if seen[k] == nil {
@@ -130,10 +133,10 @@ func Check(reads []Read, sent Sent, reach map[string][]string) ([]Row, []Finding
 		switch {
 		case seen[k][r.Seq]:
 			rw.Duplicate++
-			note(k, Duplicate, r.Seq, r.Publish)
+			note(k, Duplicate, r.Seq, r.Publish, r.Pos)
 		case r.Seq < maxSeq[k]:
 			rw.OutOfOrder++
-			note(k, OutOfOrder, r.Seq, r.Publish)
+			note(k, OutOfOrder, r.Seq, r.Publish, r.Pos)
 		}
 		seen[k][r.Seq] = true
 		if r.Seq > maxSeq[k] {
@@ -154,7 +157,7 @@ func Check(reads []Read, sent Sent, reach map[string][]string) ([]Row, []Finding
 			sort.Slice(lost, func(i, j int) bool { return lost[i] < lost[j] })
 			for _, seq := range lost {
 				rw.Lost++
-				note(k, Lost, seq, seqs[seq])
+				note(k, Lost, seq, seqs[seq], "")
 			}
 		}
 	}

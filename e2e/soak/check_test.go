@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ func TestCheck(t *testing.T) {
 	reads := func(cluster, origin string, seqs ...int64) []Read {
 		out := make([]Read, len(seqs))
 		for i, s := range seqs {
-			out[i] = Read{Cluster: cluster, Partition: p, Origin: origin, Producer: "e0", Seq: s, Publish: t0.Add(time.Duration(i) * time.Second)}
+			out[i] = Read{Cluster: cluster, Partition: p, Origin: origin, Producer: "e0", Seq: s, Publish: t0.Add(time.Duration(i) * time.Second), Pos: fmt.Sprintf("%s:%d", cluster, i)}
 		}
 		return out
 	}
@@ -74,7 +75,7 @@ func TestCheck(t *testing.T) {
 			reads: cat(reads("east", "east", 0, 1, 2), reads("west", "east", 0, 1, 2, 1, 2)),
 			sent:  sent(3),
 			findings: []Finding{
-				{Stream: west, Kind: Duplicate, Count: 2, Seqs: []int64{1, 2}, At: t0.Add(3 * time.Second)},
+				{Stream: west, Kind: Duplicate, Count: 2, Seqs: []int64{1, 2}, At: t0.Add(3 * time.Second), Pos: "west:3"},
 			},
 			westRow: Row{Stream: west, Sent: 3, Read: 5, Duplicate: 2},
 		},
@@ -83,7 +84,7 @@ func TestCheck(t *testing.T) {
 			reads: cat(reads("east", "east", 0, 1, 2, 3), reads("west", "east", 0, 2, 1, 3)),
 			sent:  sent(4),
 			findings: []Finding{
-				{Stream: west, Kind: OutOfOrder, Count: 1, Seqs: []int64{1}, At: t0.Add(2 * time.Second)},
+				{Stream: west, Kind: OutOfOrder, Count: 1, Seqs: []int64{1}, At: t0.Add(2 * time.Second), Pos: "west:2"},
 			},
 			westRow: Row{Stream: west, Sent: 4, Read: 4, OutOfOrder: 1},
 		},
@@ -107,7 +108,7 @@ func TestCheck(t *testing.T) {
 				reads("west", "north", 0, 1)),
 			sent: sent(2),
 			findings: []Finding{
-				{Stream: Stream{"west", p, "north", "e0"}, Kind: Unexpected, Count: 2, Seqs: []int64{0, 1}, At: t0},
+				{Stream: Stream{"west", p, "north", "e0"}, Kind: Unexpected, Count: 2, Seqs: []int64{0, 1}, At: t0, Pos: "west:0"},
 			},
 			westRow: Row{Stream: west, Sent: 2, Read: 2},
 		},

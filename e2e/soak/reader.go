@@ -134,7 +134,7 @@ func (j *javaReader) read(cluster string, parts []string) ([]Read, []PartitionRe
 			continue
 		}
 		reads = append(reads, Read{Cluster: cluster, Partition: m.Partition, Origin: m.Origin, Producer: m.Producer,
-			Seq: m.Seq, Publish: time.UnixMilli(m.Publish)})
+			Seq: m.Seq, Publish: time.UnixMilli(m.Publish), Pos: m.Pos})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, nil, err

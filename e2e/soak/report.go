@@ -75,8 +75,12 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 
 	fmt.Fprintf(w, "\nfindings: %d\n", len(res.Findings))
 	for _, f := range res.Findings {
-		fmt.Fprintf(w, "  %s: %d %s on %s, %s, producer %s; first at %s, seqs %v\n", f.Kind, f.Count, f.Kind,
-			f.Cluster, shortPartition(f.Partition), f.Producer, offset(res.Start, f.At), f.Seqs)
+		fmt.Fprintf(w, "  %s: %d %s on %s, %s, producer %s; first at %s", f.Kind, f.Count, f.Kind,
+			f.Cluster, shortPartition(f.Partition), f.Producer, offset(res.Start, f.At))
+		if f.Pos != "" {
+			fmt.Fprintf(w, " (position %s)", f.Pos)
+		}
+		fmt.Fprintf(w, ", seqs %v\n", f.Seqs)
 		if f.Kind == Lost && f.Cluster == f.Origin {
 			fmt.Fprintf(w, "      (at the origin itself: acknowledged to the producer, not kept by the broker; no copy's loss)\n")
 		}
