@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -103,6 +104,9 @@ type PartitionRead struct {
 	Read, Untagged     int64
 }
 
+// readLimit bounds one cluster's read.
+const readLimit = 15 * time.Minute
+
 // read reads every partition on cluster to its end, in one JVM.
 func (j *javaReader) read(cluster string, parts []string) ([]Read, []PartitionRead, error) {
 	if len(parts) == 0 {
@@ -110,7 +114,11 @@ func (j *javaReader) read(cluster string, parts []string) ([]Read, []PartitionRe
 	}
 	args := append([]string{"-cp", j.classpath, "-Dlog4j.configurationFile=" + j.log4j,
 		"-Dpulsar.log.file=" + j.logFile, "-XX:TieredStopAtLevel=1", j.source, e2e.Get(cluster).ServiceURL}, parts...)
-	cmd := exec.Command("java", args...)
+	// Bounded like every step of the run: a 30-minute soak's partitions
+	// read in about a minute.
+	ctx, cancel := context.WithTimeout(context.Background(), readLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "java", args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
