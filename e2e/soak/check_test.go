@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestCheck(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	reach := map[string][]string{"east": {"east", "west"}, "west": {"west", "east"}}
+	const p = "persistent://t/ns/x-partition-0"
+	// reads builds a partition's reads on cluster of east's producer "e0"
+	// in the order given.
+	reads := func(cluster, origin string, seqs ...int64) []Read {
+		out := make([]Read, len(seqs))
+		for i, s := range seqs {
+			out[i] = Read{Cluster: cluster, Partition: p, Origin: origin, Producer: "e0", Seq: s, Publish: t0.Add(time.Duration(i) * time.Second), Pos: fmt.Sprintf("%s:%d", cluster, i)}
+		}
+		return out
+	}
+	sent := func(n int64) Sent {
+		s := Sent{}
+		for i := range n {
+			s.Add(p, "east", "e0", i, t0.Add(time.Duration(i)*time.Second))
+		}
+		return s
+	}
+	cat := func(rs ...[]Read) []Read {
+		var out []Read
+		for _, r := range rs {
+			out = append(out, r...)
+		}
+		return out
+	}
+	east := Stream{"east", p, "east", "e0"}
+	west := Stream{"west", p, "east", "e0"}
+	for _, tc := range []struct {
+		name     string
+		reads    []Read
+		sent     Sent
+		findings []Finding
+		westRow  Row
+	}{
+		{
+			name:    "all there once in order",
+			reads:   cat(reads("east", "east", 0, 1, 2, 3), reads("west", "east", 0, 1, 2, 3)),
+			sent:    sent(4),
+			westRow: Row{Stream: west, Sent: 4, Read: 4},
+		},
+		{
+			name:  "lost on the target",
+			reads: cat(reads("east", "east", 0, 1, 2, 3), reads("west", "east", 0, 3)),
+			sent:  sent(4),
+			findings: []Finding{
+				{Stream: west, Kind: Lost, Count: 2, Seqs: []int64{1, 2}, At: t0.Add(time.Second)},
+			},
+			westRow: Row{Stream: west, Sent: 4, Read: 2, Lost: 2},
+		},
+		{
+			name:  "lost at the origin too",
+			reads: cat(reads("east", "east", 0, 1), reads("west", "east", 0, 1)),
+			sent:  sent(3),
+			findings: []Finding{
+				{Stream: east, Kind: Lost, Count: 1, Seqs: []int64{2}, At: t0.Add(2 * time.Second)},
+				{Stream: west, Kind: Lost, Count: 1, Seqs: []int64{2}, At: t0.Add(2 * time.Second)},
+			},
+			westRow: Row{Stream: west, Sent: 3, Read: 2, Lost: 1},
+		},
+		{
+			// A second copy after the messages that followed the first
+			// (guarantees.md, Duplicates) is a duplicate, not a reorder.
+			name:  "duplicate late",
+			reads: cat(reads("east", "east", 0, 1, 2), reads("west", "east", 0, 1, 2, 1, 2)),
+			sent:  sent(3),
+			findings: []Finding{
+				{Stream: west, Kind: Duplicate, Count: 2, Seqs: []int64{1, 2}, At: t0.Add(3 * time.Second), Pos: "west:3"},
+			},
+			westRow: Row{Stream: west, Sent: 3, Read: 5, Duplicate: 2},
+		},
+		{
+			name:  "reorder",
+			reads: cat(reads("east", "east", 0, 1, 2, 3), reads("west", "east", 0, 2, 1, 3)),
+			sent:  sent(4),
+			findings: []Finding{
+				{Stream: west, Kind: OutOfOrder, Count: 1, Seqs: []int64{1}, At: t0.Add(2 * time.Second), Pos: "west:2"},
+			},
+			westRow: Row{Stream: west, Sent: 4, Read: 4, OutOfOrder: 1},
+		},
+		{
+			// A send that failed in a fault (not acknowledged) but was
+			// stored is counted, not a finding.
+			name:  "stored without acknowledgement",
+			reads: cat(reads("east", "east", 0, 1, 2), reads("west", "east", 0, 1, 2)),
+			sent: func() Sent {
+				s := sent(3)
+				delete(s[Stream{Partition: p, Origin: "east", Producer: "e0"}], 1)
+				return s
+			}(),
+			westRow: Row{Stream: west, Sent: 2, Read: 3},
+		},
+		{
+			// Copies of a third cluster's messages (north is no origin
+			// here), and east's own messages copied back to east.
+			name: "a third cluster's copies and a loop",
+			reads: cat(reads("east", "east", 0, 1), reads("west", "east", 0, 1),
+				reads("west", "north", 0, 1)),
+			sent: sent(2),
+			findings: []Finding{
+				{Stream: Stream{"west", p, "north", "e0"}, Kind: Unexpected, Count: 2, Seqs: []int64{0, 1}, At: t0, Pos: "west:0"},
+			},
+			westRow: Row{Stream: west, Sent: 2, Read: 2},
+		},
+		{
+			name:  "everything lost on the target",
+			reads: reads("east", "east", 0, 1),
+			sent:  sent(2),
+			findings: []Finding{
+				{Stream: west, Kind: Lost, Count: 2, Seqs: []int64{0, 1}, At: t0},
+			},
+			westRow: Row{Stream: west, Sent: 2, Lost: 2},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows, findings := Check(tc.reads, tc.sent, reach)
+			if !reflect.DeepEqual(findings, tc.findings) {
+				t.Errorf("findings:\n got %+v\nwant %+v", findings, tc.findings)
+			}
+			var got *Row
+			for i := range rows {
+				if rows[i].Stream == west {
+					got = &rows[i]
+				}
+			}
+			if got == nil || *got != tc.westRow {
+				t.Errorf("west's row: got %+v, want %+v", got, tc.westRow)
+			}
+		})
+	}
+}
+
+// TestCheckLoopBack: east's messages copied back to east (a loop) show as
+// duplicates on east, the origin.
+func TestCheckLoopBack(t *testing.T) {
+	reach := map[string][]string{"east": {"east", "west"}}
+	const p = "persistent://t/ns/x"
+	var reads []Read
+	for _, s := range []int64{0, 1, 0, 1} {
+		reads = append(reads, Read{Cluster: "east", Partition: p, Origin: "east", Producer: "e0", Seq: s})
+	}
+	sent := Sent{}
+	sent.Add(p, "east", "e0", 0, time.Time{})
+	sent.Add(p, "east", "e0", 1, time.Time{})
+	_, findings := Check(reads, sent, reach)
+	want := []Finding{
+		{Stream: Stream{"east", p, "east", "e0"}, Kind: Duplicate, Count: 2, Seqs: []int64{0, 1}},
+		{Stream: Stream{"west", p, "east", "e0"}, Kind: Lost, Count: 2, Seqs: []int64{0, 1}},
+	}
+	if !reflect.DeepEqual(findings, want) {
+		t.Errorf("findings:\n got %+v\nwant %+v", findings, want)
+	}
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+)
+
+// topicKind is one of the load's topics: how it is produced to.
+type topicKind struct {
+	Short       string
+	Partitions  int // 0: not partitioned
+	Batched     bool
+	Compression pulsar.CompressionType
+	Keyed       bool
+}
+
+// loadTopics are the topics the soak writes to on both clusters: a mix of
+// partitioned and not, batched and not, keyed, compressed. (Large
+// messages, and producers writing with Java's client, are for later.)
+var loadTopics = []topicKind{
+	{Short: "plain", Batched: true},
+	{Short: "parted", Partitions: 4, Batched: true, Keyed: true},
+	{Short: "single", Compression: pulsar.LZ4, Keyed: true},
+}
+
+// burstFactor multiplies a cluster's load during a burst fault.
+const burstFactor = 10
+
+// Load produces tagged messages to every load topic on its cluster at a
+// steady rate (messages per second, over all its topics), bursting while
+// a burst fault says so, and records every acknowledged send.
+type Load struct {
+	Cluster string
+	Client  pulsar.Client
+	NS      string
+	Rate    int
+
+	burstUntil atomic.Int64 // Unix ns
+	mu         sync.Mutex
+	sent       Sent
+	produced   atomic.Int64
+	failed     atomic.Int64
+}
+
+// Burst makes the load burstFactor times its rate until the given time.
+func (l *Load) Burst(until time.Time) { l.burstUntil.Store(until.UnixNano()) }
+
+// Run produces until ctx is done, then flushes and closes the producers
+// (waiting at most 30 s for the sends in flight), and returns the first
+// error creating a producer. Sends that fail are counted, not retried: a
+// send the producer did not acknowledge is not expected anywhere.
+func (l *Load) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(loadTopics))
+	per := float64(l.Rate) / float64(len(loadTopics))
+	for _, tk := range loadTopics {
+		p, err := l.Client.CreateProducer(pulsar.ProducerOptions{
+			Topic:                   "persistent://" + l.NS + "/" + tk.Short,
+			DisableBatching:         !tk.Batched,
+			BatchingMaxPublishDelay: 10 * time.Millisecond,
+			CompressionType:         tk.Compression,
+			MaxPendingMessages:      5000,
+			SendTimeout:             30 * time.Second,
+		})
+		if err != nil {
+			return fmt.Errorf("producer on %s %s: %w", l.Cluster, tk.Short, err)
+		}
+		id := l.Cluster + "-" + tk.Short
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- l.produce(ctx, p, tk, id, per)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Load) produce(ctx context.Context, p pulsar.Producer, tk topicKind, id string, rate float64) error {
+	defer p.Close()
+	var seq int64
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	carry := 0.0
+	for {
+		select {
+		case <-ctx.Done():
+			done := make(chan struct{})
+			go func() { _ = p.FlushWithCtx(context.Background()); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+			}
+			return nil
+		case <-tick.C:
+		}
+		n := rate / 20
+		if time.Now().UnixNano() < l.burstUntil.Load() {
+			n *= burstFactor
+		}
+		carry += n
+		for ; carry >= 1; carry-- {
+			s := seq
+			seq++
+			msg := &pulsar.ProducerMessage{
+				Payload: fmt.Appendf(nil, "%s %d %032d", id, s, s),
+				Properties: map[string]string{
+					PropOrigin: l.Cluster, PropProducer: id, PropSeq: strconv.FormatInt(s, 10),
+				},
+			}
+			if tk.Keyed {
+				msg.Key = "k" + strconv.FormatInt(s%32, 10)
+			}
+			p.SendAsync(context.Background(), msg, func(mid pulsar.MessageID, _ *pulsar.ProducerMessage, err error) {
+				if err != nil {
+					l.failed.Add(1)
+					return
+				}
+				l.produced.Add(1)
+				part := "persistent://" + l.NS + "/" + tk.Short
+				if tk.Partitions > 0 {
+					part = fmt.Sprintf("%s-partition-%d", part, mid.PartitionIdx())
+				}
+				l.mu.Lock()
+				l.sent.Add(part, l.Cluster, id, s, time.Now())
+				l.mu.Unlock()
+			})
+		}
+	}
+}

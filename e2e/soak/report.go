@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// lookBack is how far before a finding the report looks for faults.
+const lookBack = 30 * time.Second
+
+func sortTimeline(t []applied) {
+	sort.SliceStable(t, func(i, j int) bool { return t[i].At < t[j].At })
+}
+
+// before returns the faults of the timeline that were under way in the
+// lookBack before at (started before at, ended after at-lookBack).
+func before(timeline []applied, at time.Time) []applied {
+	var out []applied
+	for _, a := range timeline {
+		if !a.Start.After(at) && a.End.After(at.Add(-lookBack)) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// WriteReport writes the run's report: what was run, the fault timeline
+// as applied, the counts per partition and origin producer, and every
+// finding with the faults of the 30 s before it.
+func WriteReport(w io.Writer, o Options, res *Result) {
+	fmt.Fprintf(w, "geo-sidecar soak report\n\n")
+	fmt.Fprintf(w, "seed      %d  (SOAK_SEED=%d SOAK_DURATION=%s make soak reproduces the schedule)\n", o.Seed, o.Seed, o.Duration)
+	fmt.Fprintf(w, "duration  %s of load and faults, from %s\n", o.Duration, res.Start.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "pair      %s active-active, two sidecar instances per source cluster, namespace %s, deduplication on (but in dedup-off faults)\n",
+		strings.Join(pair, "<->"), res.NS)
+	fmt.Fprintf(w, "load      %d msg/s per cluster over %d topics; acknowledged/failed sends:", o.Rate, len(loadTopics))
+	for _, c := range pair {
+		fmt.Fprintf(w, " %s %d/%d", c, res.Produced[c][0], res.Produced[c][1])
+	}
+	fmt.Fprintf(w, "\ndrain     ")
+	if res.Drained {
+		fmt.Fprintf(w, "every backlog 0 after %s\n", res.DrainTook.Round(time.Second))
+	} else {
+		fmt.Fprintf(w, "NOT drained within %s (checked anyway)\n", res.DrainTook.Round(time.Second))
+	}
+	fmt.Fprintf(w, "checker   Pulsar's Java client (SoakReader.java), every partition of the namespace on %s read to its end\n", strings.Join(pair, " and "))
+	fmt.Fprintf(w, "not wired %s\n", strings.Join(NotWired, "; "))
+
+	fmt.Fprintf(w, "\nfault timeline (%d faults; offsets from the start of the load)\n", len(res.Timeline))
+	for _, a := range res.Timeline {
+		fmt.Fprintf(w, "  %s  applied %s..%s", a.Event, offset(res.Start, a.Start), offset(res.Start, a.End))
+		if a.Err != nil {
+			fmt.Fprintf(w, "  ERROR %v", a.Err)
+		}
+		fmt.Fprintln(w)
+	}
+
+	fmt.Fprintf(w, "\nper partition and origin producer\n")
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "cluster\tpartition\torigin producer\tsent\tread\tlost\tduplicate\tout of order\t\n")
+	for _, r := range res.Rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", r.Cluster, shortPartition(r.Partition), r.Producer,
+			r.Sent, r.Read, r.Lost, r.Duplicate, r.OutOfOrder)
+	}
+	tw.Flush()
+	var untagged int64
+	for _, p := range res.Partitions {
+		untagged += p.Untagged
+	}
+	fmt.Fprintf(w, "(%d partitions read; %d untagged messages: geo-sidecar's markers)\n", len(res.Partitions), untagged)
+
+	fmt.Fprintf(w, "\nfindings: %d\n", len(res.Findings))
+	for _, f := range res.Findings {
+		fmt.Fprintf(w, "  %s: %d %s on %s, %s, producer %s; first at %s", f.Kind, f.Count, f.Kind,
+			f.Cluster, shortPartition(f.Partition), f.Producer, offset(res.Start, f.At))
+		if f.Pos != "" {
+			fmt.Fprintf(w, " (position %s)", f.Pos)
+		}
+		fmt.Fprintf(w, ", seqs %v\n", f.Seqs)
+		if f.Kind == Lost && f.Cluster == f.Origin {
+			fmt.Fprintf(w, "      (at the origin itself: acknowledged to the producer, not kept by the broker; no copy's loss)\n")
+		}
+		fs := before(res.Timeline, f.At)
+		if len(fs) == 0 {
+			fmt.Fprintf(w, "      no fault in the %s before\n", lookBack)
+		}
+		for _, a := range fs {
+			fmt.Fprintf(w, "      after %s\n", a.Event)
+		}
+	}
+}
+
+func offset(start, t time.Time) string {
+	d := t.Sub(start)
+	if d < 0 {
+		return "-" + (-d).Truncate(100*time.Millisecond).String()
+	}
+	return "+" + d.Truncate(100*time.Millisecond).String()
+}
+
+// shortPartition drops "persistent://tenant/ns/" from a partition's name.
+func shortPartition(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBefore: a finding names the faults under way in the 30 s before
+// it: started before it, and not over more than 30 s before it.
+func TestBefore(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	timeline := []applied{
+		{Event: Event{Kind: KindKill, Target: "east-a"}, Start: at(0), End: at(10)},    // over 40 s before 50
+		{Event: Event{Kind: KindUnload, Target: "west x"}, Start: at(25), End: at(25)}, // 25 s before 50
+		{Event: Event{Kind: KindDedupOff, Target: "west"}, Start: at(5), End: at(60)},  // under way at 50
+		{Event: Event{Kind: KindBurst, Target: "east"}, Start: at(51), End: at(55)},    // after 50
+	}
+	for _, tc := range []struct {
+		at   int
+		want []Kind
+	}{
+		{50, []Kind{KindUnload, KindDedupOff}},
+		{3, []Kind{KindKill}},
+		{100, nil},
+		{52, []Kind{KindUnload, KindDedupOff, KindBurst}},
+	} {
+		var got []Kind
+		for _, a := range before(timeline, at(tc.at)) {
+			got = append(got, a.Kind)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("before +%ds: got %v, want %v", tc.at, got, tc.want)
+		}
+	}
+}
+
+// TestWriteReport: the report gives the seed to run again with, the
+// timeline, and each finding with the faults before it.
+func TestWriteReport(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	kill := applied{Event: Event{At: 20 * time.Second, Kind: KindKill, Target: "east-a", For: 5 * time.Second},
+		Start: t0.Add(20 * time.Second), End: t0.Add(26 * time.Second)}
+	st := Stream{"west", "persistent://t/ns/plain", "east", "east-plain"}
+	res := &Result{NS: "t/ns", Start: t0, Timeline: []applied{kill}, Drained: true,
+		Produced: map[string][2]int64{"east": {10, 0}, "west": {10, 0}},
+		Rows:     []Row{{Stream: st, Sent: 10, Read: 11, Duplicate: 1}},
+		Findings: []Finding{{Stream: st, Kind: Duplicate, Count: 1, Seqs: []int64{7}, At: t0.Add(30 * time.Second)}}}
+	var b bytes.Buffer
+	WriteReport(&b, Options{Seed: 1234, Duration: 3 * time.Minute, Rate: 100}, res)
+	for _, want := range []string{
+		"SOAK_SEED=1234 SOAK_DURATION=3m0s",
+		"+20s  kill-9    east-a for 5s  applied +20s..+26s",
+		"duplicate: 1 duplicate on west, plain, producer east-plain; first at +30s, seqs [7]",
+		"      after     +20s  kill-9    east-a for 5s",
+		"not wired restart of a source or target broker",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}

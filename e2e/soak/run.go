@@ -1,0 +1,421 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+	pulsarlog "github.com/apache/pulsar-client-go/pulsar/log"
+	"github.com/apache/pulsar-client-go/pulsaradmin"
+	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+
+	"github.com/geo-sidecar/geo-sidecar/e2e"
+)
+
+// Options say what one soak run does.
+type Options struct {
+	Seed     int64
+	Duration time.Duration // load and faults; the drain and the check come after
+	Rate     int           // messages per second on each cluster
+	Drain    time.Duration // longest wait for the sidecars to copy the rest
+	Binary   string        // geo-sidecar, built by the caller
+	Out      string        // directory for the report and the sidecars' logs
+	Log      io.Writer     // progress
+}
+
+// pair is the active-active pair the runner soaks: each replicates into
+// the other.
+var pair = []string{"east", "west"}
+
+// applied is one fault as it was applied: wall-clock start and end, and
+// the error applying or undoing it, if any.
+type applied struct {
+	Event
+	Start, End time.Time
+	Err        error
+}
+
+// Result is what a run found.
+type Result struct {
+	NS         string
+	Start      time.Time
+	Timeline   []applied
+	Rows       []Row
+	Findings   []Finding
+	Partitions []PartitionRead
+	Produced   map[string][2]int64 // cluster -> acknowledged, failed
+	Drained    bool
+	DrainTook  time.Duration
+}
+
+// Run soaks the pair: it makes a namespace of its own on both clusters
+// (deduplication on), starts two sidecar instances per source cluster,
+// produces load on both sides and applies the seeded schedule until
+// o.Duration, then restores every sidecar and deduplication, waits for
+// the copy to drain (at most o.Drain), stops the sidecars and checks
+// every partition on both clusters with the Java reader. Every loop ends
+// by o.Duration or its own bound; ctx stops the whole run early.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(o.Log, "%s  "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
+	}
+	res := &Result{Produced: map[string][2]int64{}}
+	admins := map[string]pulsaradmin.Client{}
+	clients := map[string]pulsar.Client{}
+	for _, c := range pair {
+		a, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: e2e.Get(c).AdminURL})
+		if err != nil {
+			return nil, err
+		}
+		admins[c] = a
+		cl, err := pulsar.NewClient(pulsar.ClientOptions{URL: e2e.Get(c).ServiceURL, OperationTimeout: 30 * time.Second,
+			ConnectionTimeout: 5 * time.Second, Logger: pulsarlog.DefaultNopLogger()})
+		if err != nil {
+			return nil, err
+		}
+		defer cl.Close()
+		clients[c] = cl
+	}
+
+	ns, err := makeNamespace(admins, o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	res.NS = ns
+	logf("namespace %s on %s, deduplication on", ns, strings.Join(pair, " and "))
+
+	key := filepath.Join(o.Out, "marker.key")
+	if err := os.WriteFile(key, fmt.Appendf(nil, "soak-marker-key-%d-0123456789abcdef\n", o.Seed), 0o600); err != nil {
+		return nil, err
+	}
+	var insts []*instance
+	byName := map[string]*instance{}
+	for i, src := range pair {
+		dst := pair[1-i]
+		for _, suffix := range []string{"a", "b"} {
+			listen, err := e2e.FreeLoopbackAddr()
+			if err != nil {
+				return nil, err
+			}
+			name := src + "-" + suffix
+			cfg := filepath.Join(o.Out, name+".yaml")
+			text := sidecarConfig(listen, key, ns, src, dst)
+			if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+				return nil, err
+			}
+			in := &instance{Name: name, Binary: o.Binary, Config: cfg, Listen: listen, LogPath: filepath.Join(o.Out, name+".log")}
+			insts = append(insts, in)
+			byName[name] = in
+		}
+	}
+	defer func() {
+		for _, in := range insts {
+			in.Signal(syscall.SIGTERM)
+		}
+	}()
+	for _, in := range insts {
+		if err := in.Start(); err != nil {
+			return nil, err
+		}
+		logf("sidecar %s ready on %s (log %s)", in.Name, in.Listen, in.LogPath)
+	}
+
+	targets := Targets{Clusters: pair}
+	for _, in := range insts {
+		targets.Sidecars = append(targets.Sidecars, in.Name)
+	}
+	for _, tk := range loadTopics {
+		targets.Topics = append(targets.Topics, tk.Short)
+	}
+	plan := Plan(o.Seed, o.Duration, targets)
+	logf("%d faults planned over %s", len(plan), o.Duration)
+
+	res.Start = time.Now()
+	runCtx, stop := context.WithDeadline(ctx, res.Start.Add(o.Duration))
+	defer stop()
+	loads := map[string]*Load{}
+	var wg sync.WaitGroup
+	loadErrs := make(chan error, len(pair))
+	for _, c := range pair {
+		l := &Load{Cluster: c, Client: clients[c], NS: ns, Rate: o.Rate, sent: Sent{}}
+		loads[c] = l
+		wg.Add(1)
+		go func() { defer wg.Done(); loadErrs <- l.Run(runCtx) }()
+	}
+	logf("load: %d msg/s on each of %s", o.Rate, strings.Join(pair, ", "))
+
+	var mu sync.Mutex
+	var fwg sync.WaitGroup
+	for _, ev := range plan {
+		fwg.Add(1)
+		go func() {
+			defer fwg.Done()
+			select {
+			case <-runCtx.Done():
+				return
+			case <-time.After(time.Until(res.Start.Add(ev.At))):
+			}
+			a := applied{Event: ev, Start: time.Now()}
+			a.Err = apply(runCtx, ev, byName, admins, loads, ns)
+			a.End = time.Now()
+			logf("fault %s done (%v)", ev, errOrOK(a.Err))
+			mu.Lock()
+			res.Timeline = append(res.Timeline, a)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(loadErrs)
+	var loadErr error
+	for err := range loadErrs {
+		loadErr = errors.Join(loadErr, err)
+	}
+	fwg.Wait()
+	sortTimeline(res.Timeline)
+	for c, l := range loads {
+		res.Produced[c] = [2]int64{l.produced.Load(), l.failed.Load()}
+	}
+	logf("load stopped: %v", res.Produced)
+	if loadErr != nil {
+		return res, loadErr
+	}
+
+	// Every instance up and deduplication on again before the drain (a
+	// fault cut short by the end of the run may have left one down).
+	for _, in := range insts {
+		if !in.Running() {
+			if err := in.Start(); err != nil {
+				return res, err
+			}
+		}
+	}
+	for _, c := range pair {
+		if err := admins[c].Namespaces().SetDeduplicationStatus(ns, true); err != nil {
+			return res, fmt.Errorf("deduplication on for %s on %s: %w", ns, c, err)
+		}
+	}
+
+	drainStart := time.Now()
+	res.Drained = waitDrain(ctx, admins, ns, o.Drain, logf)
+	res.DrainTook = time.Since(drainStart)
+	logf("drain: %v after %s", res.Drained, res.DrainTook.Round(time.Second))
+	for _, in := range insts {
+		in.Signal(syscall.SIGTERM)
+	}
+
+	reader, err := newJavaReader(filepath.Join(o.Out, "java-reader.log"))
+	if err != nil {
+		return res, err
+	}
+	var reads []Read
+	for _, c := range pair {
+		parts, err := partitions(admins[c], ns)
+		if err != nil {
+			return res, err
+		}
+		r, done, err := reader.read(c, parts)
+		if err != nil {
+			return res, err
+		}
+		logf("read %d partitions on %s: %d tagged messages", len(parts), c, len(r))
+		reads = append(reads, r...)
+		res.Partitions = append(res.Partitions, done...)
+	}
+	sent := Sent{}
+	for _, l := range loads {
+		for k, v := range l.sent {
+			sent[k] = v
+		}
+	}
+	reach := map[string][]string{}
+	for i, c := range pair {
+		reach[c] = []string{c, pair[1-i]}
+	}
+	res.Rows, res.Findings = Check(reads, sent, reach)
+	return res, nil
+}
+
+func errOrOK(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
+
+// apply applies one fault and, for the faults that last, waits For and
+// undoes it (a restart, deduplication on, the burst's end); the undo
+// happens even when ctx ends meanwhile, so that nothing stays broken.
+func apply(ctx context.Context, ev Event, byName map[string]*instance, admins map[string]pulsaradmin.Client, loads map[string]*Load, ns string) error {
+	wait := func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(ev.For):
+		}
+	}
+	switch ev.Kind {
+	case KindKill, KindTerm:
+		in := byName[ev.Target]
+		sig := syscall.SIGKILL
+		if ev.Kind == KindTerm {
+			sig = syscall.SIGTERM
+		}
+		if !in.Signal(sig) {
+			return fmt.Errorf("%s was not running", in.Name)
+		}
+		wait()
+		return in.Start()
+	case KindUnload:
+		cluster, short, _ := strings.Cut(ev.Target, " ")
+		tn, err := utils.GetTopicName("persistent://" + ns + "/" + short)
+		if err != nil {
+			return err
+		}
+		return admins[cluster].Topics().Unload(*tn)
+	case KindDedupOff:
+		if err := admins[ev.Target].Namespaces().SetDeduplicationStatus(ns, false); err != nil {
+			return err
+		}
+		wait()
+		return admins[ev.Target].Namespaces().SetDeduplicationStatus(ns, true)
+	case KindBurst:
+		loads[ev.Target].Burst(time.Now().Add(ev.For))
+		wait()
+		return nil
+	}
+	return fmt.Errorf("fault %s not wired", ev.Kind)
+}
+
+// waitDrain polls every subscription's backlog on every partition of ns
+// on both clusters (the only subscriptions there are the sidecars'
+// cursors) until all are 0 twice in a row 5 s apart, or limit passes. A
+// partition with messages and no subscription at all is not drained (a
+// source no sidecar read passed as drained once, its backlog being
+// nobody's).
+func waitDrain(ctx context.Context, admins map[string]pulsaradmin.Client, ns string, limit time.Duration, logf func(string, ...any)) bool {
+	deadline := time.Now().Add(limit)
+	zeros := 0
+	var last time.Time
+	lastErr := ""
+	for ; time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(5 * time.Second) {
+		total, err := backlog(admins, ns)
+		if err != nil {
+			zeros = 0
+			if err.Error() != lastErr {
+				logf("drain: %v", err)
+				lastErr = err.Error()
+			}
+			continue
+		}
+		lastErr = ""
+		if time.Since(last) > 30*time.Second {
+			logf("drain: backlog %d", total)
+			last = time.Now()
+		}
+		if total == 0 {
+			zeros++
+			if zeros == 2 {
+				return true
+			}
+		} else {
+			zeros = 0
+		}
+	}
+	return false
+}
+
+func backlog(admins map[string]pulsaradmin.Client, ns string) (int64, error) {
+	var total int64
+	for _, c := range pair {
+		parts, err := partitions(admins[c], ns)
+		if err != nil {
+			return 0, err
+		}
+		for _, p := range parts {
+			tn, err := utils.GetTopicName(p)
+			if err != nil {
+				return 0, err
+			}
+			st, err := admins[c].Topics().GetStats(*tn)
+			if err != nil {
+				return 0, fmt.Errorf("stats of %s on %s: %w", p, c, err)
+			}
+			// A partition no sidecar has a cursor on is not drained
+			// (every partition of the run gets load).
+			if len(st.Subscriptions) == 0 {
+				return 0, fmt.Errorf("%s on %s has no subscription (no sidecar cursor)", p, c)
+			}
+			for _, s := range st.Subscriptions {
+				total += s.MsgBacklog
+			}
+		}
+	}
+	return total, nil
+}
+
+// The run's namespaces keep what was written for a day, up to 4 GB per
+// topic (a 30-minute run writes under 100 MB), so that a report can be
+// looked into after the run.
+const (
+	retentionMinutes = 24 * 60
+	retentionMB      = 4096
+)
+
+// makeNamespace creates a tenant and namespace of the run's own on both
+// clusters, each tenant allowing only its own cluster (the clusters know
+// nothing of each other), with deduplication on, retention, and the
+// load's topics created.
+func makeNamespace(admins map[string]pulsaradmin.Client, seed int64) (string, error) {
+	tenant := fmt.Sprintf("soak%x", uint32(time.Now().UnixNano())^uint32(seed))
+	ns := tenant + "/ns"
+	for _, c := range pair {
+		a := admins[c]
+		if err := a.Tenants().Create(utils.TenantData{Name: tenant, AllowedClusters: []string{c}}); err != nil {
+			return "", fmt.Errorf("tenant %s on %s: %w", tenant, c, err)
+		}
+		if err := a.Namespaces().CreateNamespace(ns); err != nil {
+			return "", fmt.Errorf("namespace %s on %s: %w", ns, c, err)
+		}
+		if err := a.Namespaces().SetDeduplicationStatus(ns, true); err != nil {
+			return "", fmt.Errorf("deduplication on for %s on %s: %w", ns, c, err)
+		}
+		// Retention, so that the checker can read everything: without it
+		// the broker deletes a ledger every subscription has consumed
+		// once it rolls over (an unload rolls it over), and the first 3
+		// minute soak found most of every unloaded topic "lost", at its
+		// origin too.
+		if err := a.Namespaces().SetRetention(ns, utils.NewRetentionPolicies(retentionMinutes, retentionMB)); err != nil {
+			return "", fmt.Errorf("retention for %s on %s: %w", ns, c, err)
+		}
+		for _, tk := range loadTopics {
+			tn, err := utils.GetTopicName("persistent://" + ns + "/" + tk.Short)
+			if err != nil {
+				return "", err
+			}
+			if err := a.Topics().Create(*tn, tk.Partitions); err != nil {
+				return "", fmt.Errorf("topic %s on %s: %w", tk.Short, c, err)
+			}
+		}
+	}
+	return ns, nil
+}
+
+// sidecarConfig is one instance's config: both clusters, the namespace
+// from src to dst, every topic, the run's marker key.
+func sidecarConfig(listen, key, ns, src, dst string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  discovery_interval: 1s\n  marker_key_file: %s\nclusters:\n", listen, key)
+	for _, n := range pair {
+		c := e2e.Get(n)
+		fmt.Fprintf(&b, "  - name: %s\n    service_url: %s\n    admin_url: %s\n", c.Name, c.ServiceURL, c.AdminURL)
+	}
+	fmt.Fprintf(&b, "replication:\n  - source: %s\n    namespace: %s\n    topic_patterns: [\".*\"]\n    targets: [%s]\n", src, ns, dst)
+	return b.String()
+}
