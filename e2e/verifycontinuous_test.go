@@ -53,6 +53,33 @@ func verifyFaults(s *Sidecar) string {
 	return strings.TrimSpace(b.String())
 }
 
+// startVerifying starts a sidecar copying topic short of ns from east to
+// west with the continuous verifier every second, watches the duplicated
+// kind's alert (one kind's series only: the rule fires per kind, and
+// firing expects exactly one alert), and returns once the verifier's
+// first walk of every partition is done (one round after the first age
+// of topic label is exported, all had theirs).
+func startVerifying(t *testing.T, ns, short, label string) (*Sidecar, *alertWatch) {
+	t.Helper()
+	listen := FreeAddr(t)
+	cfg := Config(listen, []string{"east", "west"}, entry("east", ns, "topics: ["+short+"]", "west"))
+	cfg = strings.Replace(cfg, "sidecar:\n", "sidecar:\n  verify:\n    interval: 1s\n", 1)
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	side := StartSidecarFile(t, path, listen)
+	alerts := watchAlerts(t, side, `geo_sidecar_verify_found_total{kind="duplicated"`)
+	Eventually(t, 20*time.Second, func() error {
+		if _, ok := verifyAge(side, label); !ok {
+			return fmt.Errorf("no verified-through age of %s yet", label)
+		}
+		return nil
+	})
+	time.Sleep(1500 * time.Millisecond)
+	return side, alerts
+}
+
 func TestVerifyContinuous(t *testing.T) {
 	UseClusters(t, "east", "west")
 	ns := NewNamespace(t, "east", "west")
@@ -63,27 +90,8 @@ func TestVerifyContinuous(t *testing.T) {
 	east, west := Client(t, "east"), Client(t, "west")
 	wwest := wireClient(t, "west")
 
-	listen := FreeAddr(t)
-	cfg := Config(listen, []string{"east", "west"}, entry("east", ns, "topics: [cv]", "west"))
-	cfg = strings.Replace(cfg, "sidecar:\n", "sidecar:\n  verify:\n    interval: 1s\n", 1)
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	side := StartSidecarFile(t, path, listen)
-	// One kind's series only: the rule fires per kind, and firing expects
-	// exactly one alert.
-	alerts := watchAlerts(t, side, `geo_sidecar_verify_found_total{kind="duplicated"`)
-	// The verifier's first walk of both partitions, at their (empty) ends
-	// (one round after the first age is exported, both had theirs).
-	Eventually(t, 20*time.Second, func() error {
-		if _, ok := verifyAge(side, label); !ok {
-			return fmt.Errorf("no verified-through age of %s yet", label)
-		}
-		return nil
-	})
-	time.Sleep(1500 * time.Millisecond)
+	side, alerts := startVerifying(t, ns, "cv", label)
 
 	// Clean: the age falls to a few seconds once the copy is made, and
 	// nothing is found.
@@ -200,23 +208,8 @@ func TestVerifyContinuousSessionRestart(t *testing.T) {
 	east := Client(t, "east")
 	weast, wwest := wireClient(t, "east"), wireClient(t, "west")
 
-	listen := FreeAddr(t)
-	cfg := Config(listen, []string{"east", "west"}, entry("east", ns, "topics: [cr]", "west"))
-	cfg = strings.Replace(cfg, "sidecar:\n", "sidecar:\n  verify:\n    interval: 1s\n", 1)
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	side := StartSidecarFile(t, path, listen)
-	alerts := watchAlerts(t, side, `geo_sidecar_verify_found_total{kind="duplicated"`)
-	Eventually(t, 20*time.Second, func() error {
-		if _, ok := verifyAge(side, label); !ok {
-			return fmt.Errorf("no verified-through age of %s yet", label)
-		}
-		return nil
-	})
-	time.Sleep(1500 * time.Millisecond)
+	side, alerts := startVerifying(t, ns, "cr", label)
 
 	const n = 150 // more than verify.AnchorBack
 	produceUnbatched(t, east, topic, "c", 0, n)
