@@ -55,6 +55,10 @@ type Options struct {
 	// StopTimeout bounds Run's stop, from ctx's end to Run's return
 	// (stopWithin); 0: DefaultStopTimeout.
 	StopTimeout time.Duration
+	// Security is told about each cluster's security events (refused
+	// credentials, permissions and certificates, tokens read and
+	// expired), for metrics kept outside this package.
+	Security cluster.SecurityEvents
 }
 
 // DefaultStopTimeout is Options.StopTimeout's default: well within the
@@ -67,6 +71,8 @@ type Sidecar struct {
 	log     *zap.Logger
 	m       *metrics.Metrics
 	cluster string
+	// security is Options.Security, given to each cluster's clients.
+	security cluster.SecurityEvents
 	// stopTimeout bounds the stop (Options.StopTimeout).
 	stopTimeout time.Duration
 	keys        marker.Keys // marker keys; zero when none is configured
@@ -135,7 +141,7 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 	if opts.StopTimeout <= 0 {
 		opts.StopTimeout = DefaultStopTimeout
 	}
-	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, stopTimeout: opts.StopTimeout, keys: marker.NewKeys(key, accepted), instance: uuid.NewString()[:8], pollers: pollers,
+	return &Sidecar{cfg: cfg, log: opts.Log, m: m, cluster: opts.Cluster, security: opts.Security, stopTimeout: opts.StopTimeout, keys: marker.NewKeys(key, accepted), instance: uuid.NewString()[:8], pollers: pollers,
 		history:   subsync.HistoryGateOf(int64(cfg.Sidecar.ReceiveBudget)),
 		budgets:   entrypath.NewTargetBudgets(int64(cfg.Sidecar.SendBudget), targets, m.InflightBytes.Set),
 		pools:     entrypath.NewReceivePools(int64(cfg.Sidecar.ReceiveBudget), targets, m),
@@ -334,7 +340,7 @@ func (s *Sidecar) build() ([]*pair, clusterConns, error) {
 			return c, nil
 		}
 		cc, _ := s.cfg.Cluster(name)
-		c, err := cluster.Dial(cc, s.log)
+		c, err := cluster.Dial(cc, s.log, s.security)
 		if err != nil {
 			return nil, err
 		}

@@ -123,7 +123,7 @@ func printDrill(w io.Writer, r drill.Report) {
 // dialDrill connects the drill with the sidecar's own clients: the same
 // TLS checks and credentials (a token file is read again when it changes).
 func dialDrill(cc config.Cluster) (pulsar.Client, pulsaradmin.Client, error) {
-	conn, err := cluster.Dial(cc, zap.NewNop())
+	conn, err := cluster.Dial(cc, zap.NewNop(), cluster.SecurityEvents{})
 	if err != nil {
 		return nil, nil, err
 	}

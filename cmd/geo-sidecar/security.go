@@ -1,23 +1,19 @@
 package main
 
 import (
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 )
 
 // securityMetrics follow the replicator's security events (credentials,
-// permissions, certificates; see cluster.EventPermissionDenied). Those
-// events are logged once when a condition starts and once when it ends,
-// from deep inside the clients of each cluster; the metrics are kept from
-// the same events, so the log line and the metric cannot disagree and the
-// clients need no second reporting path. Labels: cluster (from the
-// config) and permission (a fixed set).
+// permissions, certificates; see cluster.SecurityEvents). Those events are
+// detected deep inside the clients of each cluster, logged once when a
+// condition starts and once when it ends, and told at the same moment to
+// the callbacks of events, so the log line and the metric cannot
+// disagree, whatever the log level. Labels: cluster (from the config) and
+// permission (a fixed set).
 type securityMetrics struct {
 	denied       *prometheus.GaugeVec
 	denials      *prometheus.CounterVec
@@ -66,99 +62,22 @@ func newSecurityMetrics(reg prometheus.Registerer, cfg *config.Config) *security
 	return m
 }
 
-// observe updates the metrics from one security event.
-func (m *securityMetrics) observe(msg string, f map[string]any) {
-	clusterName, _ := f["cluster"].(string)
-	if clusterName == "" {
-		return
+// events are the cluster.SecurityEvents that keep the metrics, given to
+// every cluster's clients (replicator.Options.Security).
+func (m *securityMetrics) events() cluster.SecurityEvents {
+	return cluster.SecurityEvents{
+		PermissionDenied: func(c, perm string) {
+			m.denied.WithLabelValues(c, perm).Inc()
+			m.denials.WithLabelValues(c, perm).Inc()
+		},
+		PermissionGranted: func(c, perm string) { m.denied.WithLabelValues(c, perm).Dec() },
+		TokenLoaded: func(c string, expiresAt int64) {
+			m.tokenExpired.WithLabelValues(c).Set(0)
+			m.tokenExpiry.WithLabelValues(c).Set(float64(expiresAt))
+		},
+		TokenExpired: func(c string) { m.tokenExpired.WithLabelValues(c).Set(1) },
+		AuthRefused:  func(c string) { m.authRefused.WithLabelValues(c).Set(1) },
+		AuthAccepted: func(c string) { m.authRefused.WithLabelValues(c).Set(0) },
+		TLSRefused:   func(c string) { m.tlsRefused.WithLabelValues(c).Inc() },
 	}
-	perm, _ := f["permission"].(string)
-	switch msg {
-	case cluster.EventPermissionDenied:
-		m.denied.WithLabelValues(clusterName, perm).Inc()
-		m.denials.WithLabelValues(clusterName, perm).Inc()
-	case cluster.EventPermissionGranted:
-		g := m.denied.WithLabelValues(clusterName, perm)
-		g.Dec()
-	case cluster.EventTokenLoaded:
-		m.tokenExpired.WithLabelValues(clusterName).Set(0)
-		m.tokenExpiry.WithLabelValues(clusterName).Set(float64(asInt(f["expires_at"])))
-	case cluster.EventTokenExpired:
-		m.tokenExpired.WithLabelValues(clusterName).Set(1)
-	case cluster.EventAuthRefused:
-		m.authRefused.WithLabelValues(clusterName).Set(1)
-	case cluster.EventAuthAccepted:
-		m.authRefused.WithLabelValues(clusterName).Set(0)
-	case cluster.EventTLSRefused:
-		m.tlsRefused.WithLabelValues(clusterName).Inc()
-	}
-}
-
-func asInt(v any) int64 {
-	switch n := v.(type) {
-	case int64:
-		return n
-	case int:
-		return int64(n)
-	case float64:
-		return int64(n)
-	}
-	return 0
-}
-
-// withSecurityMetrics returns log with m fed by its security events. The
-// events reach m whatever the log level (an operator who runs at
-// --log-level error still gets the metrics).
-func withSecurityMetrics(log *zap.Logger, m *securityMetrics) *zap.Logger {
-	return log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
-		return &securityCore{Core: c, m: m}
-	}))
-}
-
-// securityCore passes everything to the wrapped core and copies the
-// security logger's entries, with their fields, to the metrics.
-type securityCore struct {
-	zapcore.Core
-	fields []zapcore.Field // from With, for the cluster label
-	m      *securityMetrics
-}
-
-func isSecurity(ent zapcore.Entry) bool {
-	return ent.LoggerName == "security" || strings.HasSuffix(ent.LoggerName, ".security")
-}
-
-// Enabled is true from Info up whatever the wrapped core's level: zap asks
-// before building an entry, and the security events (Info and Error) must
-// reach the metrics even at --log-level error. Debug stays as cheap as
-// before.
-func (c *securityCore) Enabled(l zapcore.Level) bool {
-	return l >= zapcore.InfoLevel || c.Core.Enabled(l)
-}
-
-func (c *securityCore) With(fs []zapcore.Field) zapcore.Core {
-	return &securityCore{Core: c.Core.With(fs), fields: append(c.fields[:len(c.fields):len(c.fields)], fs...), m: c.m}
-}
-
-func (c *securityCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if isSecurity(ent) {
-		return ce.AddCore(ent, c)
-	}
-	return c.Core.Check(ent, ce)
-}
-
-func (c *securityCore) Write(ent zapcore.Entry, fs []zapcore.Field) error {
-	if isSecurity(ent) {
-		enc := zapcore.NewMapObjectEncoder()
-		for _, f := range c.fields {
-			f.AddTo(enc)
-		}
-		for _, f := range fs {
-			f.AddTo(enc)
-		}
-		c.m.observe(ent.Message, enc.Fields)
-	}
-	if !c.Core.Enabled(ent.Level) {
-		return nil
-	}
-	return c.Core.Write(ent, fs)
 }

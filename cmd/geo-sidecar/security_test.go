@@ -8,72 +8,106 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 )
 
-// TestSecurityMetrics: the metrics follow the security logger's events,
-// whatever the log level, and other loggers' lines do not touch them.
+// TestSecurityMetrics: the metrics follow the security events told to
+// their callbacks, each metric from its own event; a cluster's events
+// leave the other cluster's series alone, and every series exists (at 0)
+// before any event, so alerts can be written on them.
 func TestSecurityMetrics(t *testing.T) {
+	type want struct {
+		name   string
+		labels []string
+		value  float64
+	}
+	tests := []struct {
+		name   string
+		events func(ev cluster.SecurityEvents)
+		want   []want
+	}{
+		{"none", func(cluster.SecurityEvents) {}, []want{
+			{"geo_sidecar_permission_denied", []string{"south", "produce"}, 0},
+			{"geo_sidecar_permission_denials_total", []string{"east", "tenant-admin"}, 0},
+			{"geo_sidecar_auth_token_expired", []string{"south"}, 0},
+			{"geo_sidecar_auth_token_expired", []string{"east"}, -1}, // no token: no series
+			{"geo_sidecar_authentication_refused", []string{"east"}, 0},
+			{"geo_sidecar_tls_refused_total", []string{"east"}, 0},
+		}},
+		{"denied twice, one granted", func(ev cluster.SecurityEvents) {
+			ev.PermissionDenied("south", cluster.PermissionProduce)
+			ev.PermissionDenied("south", cluster.PermissionProduce)
+			ev.PermissionGranted("south", cluster.PermissionProduce)
+		}, []want{
+			{"geo_sidecar_permission_denied", []string{"south", "produce"}, 1},
+			{"geo_sidecar_permission_denials_total", []string{"south", "produce"}, 2},
+			{"geo_sidecar_permission_denied", []string{"south", "consume"}, 0},
+			{"geo_sidecar_permission_denials_total", []string{"east", "produce"}, 0},
+		}},
+		{"token loaded", func(ev cluster.SecurityEvents) {
+			ev.TokenLoaded("south", 1700000000)
+		}, []want{
+			{"geo_sidecar_auth_token_expiry_timestamp_seconds", []string{"south"}, 1700000000},
+			{"geo_sidecar_auth_token_expired", []string{"south"}, 0},
+		}},
+		{"token expired", func(ev cluster.SecurityEvents) {
+			ev.TokenLoaded("south", 1700000000)
+			ev.TokenExpired("south")
+		}, []want{
+			{"geo_sidecar_auth_token_expired", []string{"south"}, 1},
+		}},
+		{"expired, then a new token", func(ev cluster.SecurityEvents) {
+			ev.TokenExpired("south")
+			ev.TokenLoaded("south", 0)
+		}, []want{
+			{"geo_sidecar_auth_token_expired", []string{"south"}, 0},
+			{"geo_sidecar_auth_token_expiry_timestamp_seconds", []string{"south"}, 0},
+		}},
+		{"authentication refused", func(ev cluster.SecurityEvents) {
+			ev.AuthRefused("east")
+		}, []want{
+			{"geo_sidecar_authentication_refused", []string{"east"}, 1},
+			{"geo_sidecar_authentication_refused", []string{"south"}, 0},
+		}},
+		{"authentication accepted again", func(ev cluster.SecurityEvents) {
+			ev.AuthRefused("east")
+			ev.AuthAccepted("east")
+		}, []want{
+			{"geo_sidecar_authentication_refused", []string{"east"}, 0},
+		}},
+		{"TLS refused", func(ev cluster.SecurityEvents) {
+			ev.TLSRefused("south")
+			ev.TLSRefused("south")
+		}, []want{
+			{"geo_sidecar_tls_refused_total", []string{"south"}, 2},
+			{"geo_sidecar_tls_refused_total", []string{"east"}, 0},
+		}},
+	}
 	cfg := &config.Config{Clusters: []config.Cluster{
 		{Name: "east"},
 		{Name: "south", Auth: config.Auth{TokenFile: "/t"}},
 	}}
-	reg := prometheus.NewRegistry()
-	m := newSecurityMetrics(reg, cfg)
-	core, logs := observer.New(zapcore.ErrorLevel) // an operator running at --log-level error
-	log := withSecurityMetrics(zap.New(core), m)
-	sec := log.Named("security").With(zap.String("cluster", "south"))
-
-	sec.Info(cluster.EventTokenLoaded, zap.Int64("expires_at", 1700000000))
-	sec.Error(cluster.EventPermissionDenied, zap.String("permission", "produce"), zap.String("resource", "a"))
-	sec.Error(cluster.EventPermissionDenied, zap.String("permission", "produce"), zap.String("resource", "b"))
-	sec.Info(cluster.EventPermissionGranted, zap.String("permission", "produce"), zap.String("resource", "a"))
-	sec.Error(cluster.EventTokenExpired)
-	sec.Error(cluster.EventAuthRefused)
-	sec.Error(cluster.EventTLSRefused, zap.String("reason", "unknown CA"))
-	log.Named("replicator").With(zap.String("cluster", "south")).Error(cluster.EventPermissionDenied, zap.String("permission", "produce"))
-
-	tests := []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
-		{"geo_sidecar_permission_denied", []string{"south", "produce"}, 1},
-		{"geo_sidecar_permission_denials_total", []string{"south", "produce"}, 2},
-		{"geo_sidecar_permission_denied", []string{"south", "consume"}, 0},
-		{"geo_sidecar_auth_token_expiry_timestamp_seconds", []string{"south"}, 1700000000},
-		{"geo_sidecar_auth_token_expired", []string{"south"}, 1},
-		{"geo_sidecar_authentication_refused", []string{"south"}, 1},
-		{"geo_sidecar_tls_refused_total", []string{"south"}, 1},
-		{"geo_sidecar_permission_denials_total", []string{"east", "produce"}, 0},
-	}
 	for _, tt := range tests {
-		if got := gathered(t, reg, tt.name, tt.labels...); got != tt.want {
-			t.Errorf("%s%v = %v, want %v", tt.name, tt.labels, got, tt.want)
-		}
-	}
-	// Only the Error lines pass the level; the Info ones fed the metrics
-	// all the same.
-	if n := logs.FilterMessage(cluster.EventTokenLoaded).Len(); n != 0 {
-		t.Errorf("an Info line was written at --log-level error")
-	}
-	if n := logs.FilterMessage(cluster.EventPermissionDenied).Len(); n != 3 {
-		t.Errorf("%d permission denied lines written, want 3", n)
-	}
-	// Series exist before any event, so alerts can be written on them.
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "geo_sidecar_permission_denied" && len(mf.GetMetric()) != 6 {
-			t.Errorf("%d permission_denied series, want 6 (2 clusters x 3 permissions)", len(mf.GetMetric()))
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			tt.events(newSecurityMetrics(reg, cfg).events())
+			for _, w := range tt.want {
+				if got := gathered(t, reg, w.name, w.labels...); got != w.value {
+					t.Errorf("%s%v = %v, want %v", w.name, w.labels, got, w.value)
+				}
+			}
+			mfs, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				if mf.GetName() == "geo_sidecar_permission_denied" && len(mf.GetMetric()) != 6 {
+					t.Errorf("%d permission_denied series, want 6 (2 clusters x 3 permissions)", len(mf.GetMetric()))
+				}
+			}
+		})
 	}
 }
 

@@ -33,11 +33,11 @@ const httpStopShare = time.Second
 func serve(ctx context.Context, cfg *config.Config, cluster string, log *zap.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	log = withSecurityMetrics(log, newSecurityMetrics(reg, cfg))
+	sec := newSecurityMetrics(reg, cfg)
 	for _, w := range cfg.Warnings() {
 		log.Warn(w.Summary, zap.String("warning", w.Detail))
 	}
-	s, err := replicator.New(cfg, replicator.Options{Log: log, Registry: reg, Cluster: cluster, StopTimeout: stopTimeout - httpStopShare})
+	s, err := replicator.New(cfg, replicator.Options{Log: log, Registry: reg, Cluster: cluster, StopTimeout: stopTimeout - httpStopShare, Security: sec.events()})
 	if err != nil {
 		return err
 	}

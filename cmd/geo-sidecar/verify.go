@@ -169,7 +169,7 @@ func markerKeys(cfg *config.Config) (marker.Keys, error) {
 // dialSide connects to one cluster for verify: its wire client reads, its
 // admin API finds the partitions. The returned func closes both.
 func dialSide(cc config.Cluster) (verify.Side, func(), error) {
-	conn, err := cluster.Dial(cc, zap.NewNop())
+	conn, err := cluster.Dial(cc, zap.NewNop(), cluster.SecurityEvents{})
 	if err != nil {
 		return verify.Side{}, nil, err
 	}

@@ -2,7 +2,7 @@
 // clients it dials (Conn: the binary-protocol client of the entry path,
 // pulsar-client-go's and the admin API's), the credentials they present
 // and the refusals they meet (security.go: each reported once, by name,
-// tokens never logged), the admin control plane behind one small
+// to the log and to SecurityEvents; tokens never logged), the admin control plane behind one small
 // interface (ControlPlane: list topics, partitions, create and grow,
 // layout, cursors, backlogs), and the retry primitives every loop over a
 // cluster uses (Backoff, Sleep, Limiter).
@@ -77,10 +77,10 @@ type Conn struct {
 // short-lived token that an agent replaces keeps replication going
 // without a restart. Host names are verified on TLS connections. Refused
 // credentials, missing permissions and refused certificates are logged
-// once each by the "security" logger (see EventPermissionDenied); tokens
-// and message properties never reach a log.
-func Dial(c config.Cluster, log *zap.Logger) (*Conn, error) {
-	w := newAuthWatch(c, log)
+// once each by the "security" logger (see EventPermissionDenied) and told
+// to ev; tokens and message properties never reach a log.
+func Dial(c config.Cluster, log *zap.Logger, ev SecurityEvents) (*Conn, error) {
+	w := newAuthWatch(c, log, ev)
 	opts := pulsar.ClientOptions{
 		URL:                     c.ServiceURL,
 		TLSTrustCertsFilePath:   c.Auth.TLSTrustCertsFile,

@@ -24,7 +24,7 @@ func TestFollowClient(t *testing.T) {
 	}
 	cc := config.Cluster{Name: "east", ServiceURL: "pulsar://127.0.0.1:1", AdminURL: "http://127.0.0.1:1",
 		Auth: config.Auth{TokenFile: tok}, KeepAlive: config.Duration{Duration: 30 * time.Second}}
-	c, err := Dial(cc, zap.NewNop())
+	c, err := Dial(cc, zap.NewNop(), SecurityEvents{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,9 +25,9 @@ import (
 
 // Security events. Each is logged once when a condition starts and once
 // when it ends, whatever the retry rate of the code that runs into it, by
-// the logger named "security" with a "cluster" field. The messages are
-// constants, because the HTTP side turns them into metrics (see
-// cmd/geo-sidecar): changing one is changing a metric.
+// the logger named "security" with a "cluster" field, and told at the
+// same moment to the SecurityEvents given to Dial (the metrics of
+// cmd/geo-sidecar are kept from those, not from the log lines).
 const (
 	// EventPermissionDenied: fields permission (one of the Permission*
 	// values), operation, resource, role.
@@ -51,6 +51,33 @@ const (
 	EventTLSRefused = "TLS certificate refused"
 )
 
+// SecurityEvents are told about the security events above, for metrics,
+// each at the moment it is logged, so that the log line and the metric
+// cannot disagree; like wire.Events, they are a second audience of the
+// same detection, not a second detection. cluster is the cluster's name
+// (from the config), permission one of the Permission* values. Each may
+// be nil. They are called from the clients' goroutines, some under the
+// cluster's credential lock, and must not block or call the clients.
+type SecurityEvents struct {
+	// PermissionDenied: EventPermissionDenied, once per refused
+	// (permission, operation, resource) until it is granted.
+	PermissionDenied func(cluster, permission string)
+	// PermissionGranted: EventPermissionGranted, once for each denial
+	// that PermissionDenied reported and a success ended.
+	PermissionGranted func(cluster, permission string)
+	// TokenLoaded: EventTokenLoaded; expiresAt in Unix seconds, 0 when
+	// the token does not expire.
+	TokenLoaded func(cluster string, expiresAt int64)
+	// TokenExpired: EventTokenExpired.
+	TokenExpired func(cluster string)
+	// AuthRefused: EventAuthRefused.
+	AuthRefused func(cluster string)
+	// AuthAccepted: EventAuthAccepted (only after an AuthRefused).
+	AuthAccepted func(cluster string)
+	// TLSRefused: EventTLSRefused, once per reason until it changes.
+	TLSRefused func(cluster string)
+}
+
 // Values of the permission field of EventPermissionDenied: what to grant.
 const (
 	PermissionProduce     = "produce"      // namespace grant-permission --actions produce
@@ -67,6 +94,7 @@ type authWatch struct {
 	cluster string
 	auth    config.Auth
 	log     *zap.Logger
+	ev      SecurityEvents
 	now     func() time.Time
 
 	mu         sync.Mutex
@@ -82,11 +110,12 @@ type authWatch struct {
 
 type denial struct{ permission, operation, resource string }
 
-func newAuthWatch(c config.Cluster, log *zap.Logger) *authWatch {
+func newAuthWatch(c config.Cluster, log *zap.Logger, ev SecurityEvents) *authWatch {
 	return &authWatch{
 		cluster: c.Name,
 		auth:    c.Auth,
 		log:     log.Named("security").With(zap.String("cluster", c.Name)),
+		ev:      ev,
 		now:     time.Now,
 		denied:  map[denial]bool{},
 	}
@@ -117,6 +146,9 @@ func (w *authWatch) Token() (string, error) {
 		}
 		w.log.Info(EventTokenLoaded, zap.String("token_source", w.auth.TokenSource()),
 			zap.String("role", w.role), zap.Int64("expires_at", exp))
+		if w.ev.TokenLoaded != nil {
+			w.ev.TokenLoaded(w.cluster, exp)
+		}
 	}
 	if !w.expires.IsZero() && !w.now().Before(w.expires) && !w.expiredLog {
 		w.expiredLog = true
@@ -135,6 +167,9 @@ func (w *authWatch) logExpiredLocked() {
 	w.log.Error(EventTokenExpired, zap.String("token_source", w.auth.TokenSource()),
 		zap.String("role", w.role), zap.Int64("expired_at", w.expires.Unix()),
 		zap.String("hint", "replace the token; it is read again without a restart"))
+	if w.ev.TokenExpired != nil {
+		w.ev.TokenExpired(w.cluster)
+	}
 }
 
 // currentRole is the role the cluster sees, as far as we know it: the
@@ -191,6 +226,9 @@ func (w *authWatch) deny(d denial) {
 	w.log.Error(EventPermissionDenied, zap.String("permission", d.permission),
 		zap.String("operation", d.operation), zap.String("resource", d.resource),
 		zap.String("role", role), zap.String("hint", grantHint(d, role)))
+	if w.ev.PermissionDenied != nil {
+		w.ev.PermissionDenied(w.cluster, d.permission)
+	}
 }
 
 // grant ends every denial of the operation on the resource.
@@ -207,6 +245,9 @@ func (w *authWatch) grant(operation, resource string) {
 	for _, d := range ended {
 		w.log.Info(EventPermissionGranted, zap.String("permission", d.permission),
 			zap.String("operation", d.operation), zap.String("resource", d.resource))
+		if w.ev.PermissionGranted != nil {
+			w.ev.PermissionGranted(w.cluster, d.permission)
+		}
 	}
 }
 
@@ -257,6 +298,9 @@ func (w *authWatch) authRefused(err string) {
 	if !was {
 		w.log.Error(EventAuthRefused, zap.String("role", w.currentRole()),
 			zap.String("token_source", w.auth.TokenSource()), zap.String("error", err))
+		if w.ev.AuthRefused != nil {
+			w.ev.AuthRefused(w.cluster)
+		}
 	}
 }
 
@@ -268,6 +312,9 @@ func (w *authWatch) authAccepted() {
 	w.mu.Unlock()
 	if was {
 		w.log.Info(EventAuthAccepted)
+		if w.ev.AuthAccepted != nil {
+			w.ev.AuthAccepted(w.cluster)
+		}
 	}
 }
 
@@ -284,6 +331,9 @@ func (w *authWatch) tlsRefused(err error) string {
 	w.mu.Unlock()
 	if !seen {
 		w.log.Error(EventTLSRefused, zap.String("reason", reason))
+		if w.ev.TLSRefused != nil {
+			w.ev.TLSRefused(w.cluster)
+		}
 	}
 	return reason
 }

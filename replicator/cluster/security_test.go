@@ -114,7 +114,7 @@ func watchedToken(t *testing.T) (*authWatch, string, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	file := filepath.Join(t.TempDir(), "token")
-	w := newAuthWatch(config.Cluster{Name: "south", Auth: config.Auth{TokenFile: file}}, zap.New(core))
+	w := newAuthWatch(config.Cluster{Name: "south", Auth: config.Auth{TokenFile: file}}, zap.New(core), SecurityEvents{})
 	return w, file, logs
 }
 
@@ -265,7 +265,7 @@ func TestZapLoggerDropsMessageContents(t *testing.T) {
 // repeated line goes to Debug.
 func TestClientEvents(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	w := newAuthWatch(config.Cluster{Name: "south"}, zap.New(core))
+	w := newAuthWatch(config.Cluster{Name: "south"}, zap.New(core), SecurityEvents{})
 	var l pulsarlog.Logger = zapLogger{s: zap.New(core).Sugar(), w: w}
 	l = l.SubLogger(pulsarlog.Fields{"topic": "persistent://t/ns/o-partition-0"})
 	for range 3 {
@@ -294,7 +294,7 @@ func TestClientEvents(t *testing.T) {
 // pulsar-client-go's.
 func TestNoteOpen(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	c := &Conn{Name: "south", watch: newAuthWatch(config.Cluster{Name: "south"}, zap.New(core))}
+	c := &Conn{Name: "south", watch: newAuthWatch(config.Cluster{Name: "south"}, zap.New(core), SecurityEvents{})}
 	refused := errors.New("wire: create producer on persistent://t/ns/o-partition-0: broker error AuthorizationError: Client is not authorized to Produce")
 	for range 3 {
 		c.NoteOpen("producer", "persistent://t/ns/o-partition-0", refused)

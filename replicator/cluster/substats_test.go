@@ -60,7 +60,7 @@ func TestAdminClientSubscriptionStats(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, err := Dial(config.Cluster{Name: "east", ServiceURL: "pulsar://127.0.0.1:1", AdminURL: srv.URL + "/",
-		Auth: config.Auth{TokenFile: tok}, KeepAlive: config.Duration{Duration: 30 * time.Second}}, zap.NewNop())
+		Auth: config.Auth{TokenFile: tok}, KeepAlive: config.Duration{Duration: 30 * time.Second}}, zap.NewNop(), SecurityEvents{})
 	if err != nil {
 		t.Fatal(err)
 	}
