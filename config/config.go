@@ -45,7 +45,7 @@ const (
 	DefaultMaxPendingMessages = 1000
 	DefaultKeepAlive          = 30 * time.Second
 	DefaultStart              = StartEarliest
-	DefaultDataPath           = DataPathAuto
+	DefaultDataPath           = DataPathEntries
 	DefaultOnRefused          = OnRefusedStop
 )
 
@@ -98,10 +98,12 @@ const (
 // binary-protocol client. The field stays so that configs that name it
 // keep working, and so that a later release may add a path again.
 const (
-	// DataPathAuto is the default: DataPathEntries.
-	DataPathAuto = "auto"
-	// DataPathEntries is the entry path.
+	// DataPathEntries is the entry path, the default.
 	DataPathEntries = "entries"
+	// DataPathAuto is DataPathEntries' deprecated other name: [Parse]
+	// reads it as DataPathEntries, with a warning ([WarnDeprecated]).
+	// Accepted until the next release.
+	DataPathAuto = "auto"
 )
 
 // dataPathMessages is the first version's data path (consume each message
@@ -136,6 +138,10 @@ type Config struct {
 	Sidecar     Sidecar       `yaml:"sidecar"`
 	Clusters    []Cluster     `yaml:"clusters"`
 	Replication []Replication `yaml:"replication"`
+
+	// deprecated are the warnings about deprecated names [Parse] read
+	// (see renamed), for [Config.Warnings].
+	deprecated []Warning
 }
 
 // Sidecar holds settings of the daemon itself rather than of any cluster.
@@ -160,9 +166,17 @@ type Sidecar struct {
 	MarkerKeyAcceptedEnv  string `yaml:"marker_key_accepted_env"`
 	// Snapshot tunes replicated-subscription snapshots.
 	Snapshot Snapshot `yaml:"snapshot"`
-	// AdminBudget bounds the admin requests subscription sync makes to
-	// each cluster.
-	AdminBudget AdminBudget `yaml:"admin_budget"`
+	// AdminRate bounds the rate of the admin requests subscription sync
+	// makes to each cluster.
+	AdminRate AdminRate `yaml:"admin_rate"`
+	// AdminBudget is AdminRate's deprecated old name: [Parse] moves it
+	// into AdminRate, with a warning ([WarnDeprecated]), and leaves it
+	// nil unless AdminRate was set too, which [Config.Validate] refuses.
+	// Accepted until the next release.
+	AdminBudget *AdminRate `yaml:"admin_budget"`
+	// adminRateKey is the key AdminRate was read from ("admin_rate" when
+	// empty), so that errors name the key the file holds.
+	adminRateKey string
 	// ReceiveBudget bounds what the replication cursors hold (entries
 	// received, not yet confirmed by the target) and may still be sent;
 	// SendBudget what the entry path holds in flight (sent, not yet
@@ -207,18 +221,32 @@ func (v *Verify) UnmarshalYAML(unmarshal func(any) error) error {
 	return err
 }
 
-// AdminBudget is the token bucket of admin requests that subscription
+// AdminRate is the token bucket of admin requests that subscription
 // sync may make to one cluster (the stats readings, the position reads,
 // the backlogs): every cluster gets its own, shared by all its
 // partitions, and follows wait in it most behind first. Discovery, the
-// status command and the data path's read-back are outside it. A short
-// budget only makes subscriptions follow later (more redelivered after a
+// status command and the data path's read-back are outside it. A low
+// rate only makes subscriptions follow later (more redelivered after a
 // failover), never lose a message.
-type AdminBudget struct {
+type AdminRate struct {
 	// RequestsPerSecond is the steady rate per cluster.
 	RequestsPerSecond float64 `yaml:"requests_per_second"`
 	// Burst is how many may go at once after a quiet spell.
 	Burst int `yaml:"burst"`
+}
+
+// adminRateFields has AdminRate's fields but not its UnmarshalYAML.
+type adminRateFields AdminRate
+
+// UnmarshalYAML fills the defaults of a present section before decoding,
+// so that a section that sets one key keeps the other's default under
+// either name (admin_rate, or admin_budget, which decodes into a new
+// AdminRate); see [Cluster.UnmarshalYAML] for the callback form.
+func (a *AdminRate) UnmarshalYAML(unmarshal func(any) error) error {
+	f := adminRateFields{RequestsPerSecond: DefaultAdminRate, Burst: DefaultAdminBurst}
+	err := unmarshal(&f)
+	*a = AdminRate(f)
+	return err
 }
 
 // Snapshot tunes the snapshots that let subscription positions be carried
@@ -379,8 +407,8 @@ type Replication struct {
 	// patterns are anchored like TopicPatterns.
 	Subscriptions        []string `yaml:"subscriptions"`
 	SubscriptionPatterns []string `yaml:"subscription_patterns"`
-	// DataPath is [DataPathAuto] (the default) or [DataPathEntries]:
-	// both mean the entry path.
+	// DataPath is [DataPathEntries] (the default), the entry path; its
+	// deprecated other name [DataPathAuto] is read as it.
 	DataPath string `yaml:"data_path"`
 
 	// topicRE and subRE are the compiled, anchored patterns, index for
@@ -570,7 +598,7 @@ func Parse(data []byte) (*Config, error) {
 			CacheSize:      DefaultSnapshotCacheSize,
 			HistoryEntries: DefaultHistoryEntries,
 		},
-		AdminBudget: AdminBudget{RequestsPerSecond: DefaultAdminRate, Burst: DefaultAdminBurst},
+		AdminRate: AdminRate{RequestsPerSecond: DefaultAdminRate, Burst: DefaultAdminBurst},
 	}}
 	strict := yaml.NewDecoder(bytes.NewReader(data))
 	strict.KnownFields(true)
@@ -581,10 +609,67 @@ func Parse(data []byte) (*Config, error) {
 		}
 		return nil, fmt.Errorf("decode config: %w", err)
 	}
+	cfg.renamed(&doc)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// Deprecated names, each accepted until the release after the one that
+// renamed it: the file's value is read under the new name and
+// [Config.Warnings] names both.
+const (
+	oldAdminRateKey = "admin_budget" // sidecar.admin_rate
+)
+
+// renamed reads the values set under deprecated names (see
+// [Sidecar.AdminBudget], [DataPathAuto]) as their new names, and notes a
+// warning naming the old and the new for each. A key set under both names
+// is left for Validate to refuse. doc is the file's node tree, to tell a
+// key that is present from one that holds its default.
+func (c *Config) renamed(doc *yaml.Node) {
+	s := &c.Sidecar
+	if s.AdminBudget != nil {
+		c.deprecated = append(c.deprecated, Warning{Summary: WarnDeprecated, Old: "sidecar.admin_budget", New: "sidecar.admin_rate",
+			Detail: "sidecar.admin_budget: renamed sidecar.admin_rate (a rate: requests per second and a burst); the old name is accepted until the next release"})
+		if !hasKey(doc, "sidecar", "admin_rate") {
+			s.AdminRate, s.AdminBudget, s.adminRateKey = *s.AdminBudget, nil, oldAdminRateKey
+		}
+	}
+	for i := range c.Replication {
+		if r := &c.Replication[i]; r.DataPath == DataPathAuto {
+			path := fmt.Sprintf("replication[%d].data_path", i)
+			c.deprecated = append(c.deprecated, Warning{Summary: WarnDeprecated, Old: path + "=" + DataPathAuto, New: path + "=" + DataPathEntries,
+				Detail: fmt.Sprintf("%s: %q is the same as %q, the default; write %q or leave data_path out (%q is accepted until the next release)",
+					path, DataPathAuto, DataPathEntries, DataPathEntries, DataPathAuto)})
+			r.DataPath = DataPathEntries
+		}
+	}
+}
+
+// hasKey reports whether the document's mapping holds the key at path.
+func hasKey(doc *yaml.Node, path ...string) bool {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	for _, k := range path {
+		if n.Kind != yaml.MappingNode {
+			return false
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return false
+		}
+		n = next
+	}
+	return true
 }
 
 func isNull(n *yaml.Node) bool {

@@ -120,11 +120,18 @@ func (c *Config) validateSidecar(p *problems) {
 	if sn.HistoryEntries < 100 {
 		p.add("sidecar.snapshot.history_entries", "%d must be at least 100", sn.HistoryEntries)
 	}
-	if ab := s.AdminBudget; ab.RequestsPerSecond <= 0 || ab.RequestsPerSecond > 100000 || math.IsNaN(ab.RequestsPerSecond) {
-		p.add("sidecar.admin_budget.requests_per_second", "%v must be more than 0 and at most 100000", ab.RequestsPerSecond)
+	ar, arKey := s.AdminRate, "sidecar.admin_rate"
+	if s.adminRateKey != "" {
+		arKey = "sidecar." + s.adminRateKey
 	}
-	if ab := s.AdminBudget; ab.Burst < 1 || ab.Burst > 100000 {
-		p.add("sidecar.admin_budget.burst", "%d must be from 1 to 100000", ab.Burst)
+	if ar.RequestsPerSecond <= 0 || ar.RequestsPerSecond > 100000 || math.IsNaN(ar.RequestsPerSecond) {
+		p.add(arKey+".requests_per_second", "%v must be more than 0 and at most 100000", ar.RequestsPerSecond)
+	}
+	if ar.Burst < 1 || ar.Burst > 100000 {
+		p.add(arKey+".burst", "%d must be from 1 to 100000", ar.Burst)
+	}
+	if s.AdminBudget != nil {
+		p.add("sidecar.admin_budget", "the old name of sidecar.admin_rate, which is set too: keep admin_rate only")
 	}
 	if v := s.Verify; v != nil {
 		if d := v.Interval.Duration; d < MinVerifyInterval || d > MaxVerifyInterval {
@@ -267,6 +274,9 @@ type Warning struct {
 	// Detail names the path and value, like the errors of
 	// [Config.Validate], and what follows from them.
 	Detail string
+	// Old and New, for [WarnDeprecated], are the deprecated name read
+	// and the name it was read as (paths, or path=value for a value).
+	Old, New string
 }
 
 // The kinds of [Warning].
@@ -275,13 +285,14 @@ const (
 	WarnCleartext   = "credentials would travel unencrypted"
 	WarnNoMarkerKey = "without a marker key, copies on the target are not recognised"
 	WarnSmallBudget = "a memory budget's share per target holds no large entry"
+	WarnDeprecated  = "a deprecated config name was read under its new name"
 )
 
 // Warnings returns what is allowed but unsafe in c, one finding each: a
 // token that would travel in clear text, over pulsar:// (at every
 // connection and every re-authentication) or http:// (with every admin
-// call), HTTP endpoints reachable from other hosts, and the entry path
-// without a marker key. `validate` prints them and `run` logs each once at
+// call), HTTP endpoints reachable from other hosts, the entry path
+// without a marker key, and the deprecated key names and values read. `validate` prints them and `run` logs each once at
 // start; they are not errors because a test bed, a network that encrypts
 // below Pulsar or a container (whose loopback is its own) may want exactly
 // that.
@@ -309,6 +320,7 @@ func (c *Config) Warnings() []Warning {
 		}
 	}
 	c.budgetShares(add)
+	w = append(w, c.deprecated...)
 	if c.Sidecar.MarkerKeyFile == "" && c.Sidecar.MarkerKeyEnv == "" {
 		for i := range c.Replication {
 			add(WarnNoMarkerKey, "replication[%d]: the entry data path without a marker key (sidecar.marker_key_file or marker_key_env) recognises none of its copies on the target: whenever a partition's session starts again (a restart or crash, a takeover by another instance, a lost connection, a failed send) the entries it had in flight are copied again, with or without deduplication on the target (duplicates, not loss)", i)
@@ -432,12 +444,12 @@ func (c *Config) validateReplication(p *problems, clusters map[string]bool) {
 		}
 
 		switch r.DataPath {
-		case DataPathAuto, DataPathEntries, "":
+		case DataPathEntries, DataPathAuto, "":
 		case dataPathMessages:
 			p.add(path+".data_path", "%q was removed; the entry path (%q, the default) replaces it: remove data_path or set it to %q",
 				r.DataPath, DataPathEntries, DataPathEntries)
 		default:
-			p.add(path+".data_path", "%q must be %q or %q", r.DataPath, DataPathAuto, DataPathEntries)
+			p.add(path+".data_path", "%q must be %q (the default; the only data path)", r.DataPath, DataPathEntries)
 		}
 
 		if r.OnRefused != OnRefusedStop && r.OnRefused != OnRefusedSkip && r.OnRefused != "" {

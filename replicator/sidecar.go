@@ -129,9 +129,9 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 			targets = append(targets, r.Targets...)
 		}
 	}
-	ab := cfg.Sidecar.AdminBudget
+	ab := cfg.Sidecar.AdminRate
 	if ab.RequestsPerSecond <= 0 || ab.Burst < 1 { // a config built in code, not validated
-		ab = config.AdminBudget{RequestsPerSecond: config.DefaultAdminRate, Burst: config.DefaultAdminBurst}
+		ab = config.AdminRate{RequestsPerSecond: config.DefaultAdminRate, Burst: config.DefaultAdminBurst}
 	}
 	var verifyRate *cluster.Limiter
 	if v := cfg.Sidecar.Verify; v != nil {

@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
@@ -168,5 +173,33 @@ replication:
 	lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], `warning: clusters[0].service_url: "pulsar://east:6650" is not encrypted`) {
 		t.Errorf("stderr:\n%s\nwant one warning about clusters[0].service_url", errb.String())
+	}
+}
+
+// TestLogWarningsDeprecated: `run` logs a deprecated key's warning with
+// the old and the new name in fields of their own.
+func TestLogWarningsDeprecated(t *testing.T) {
+	cfg, err := config.Parse([]byte(`sidecar:
+  marker_key_env: K
+  admin_budget: {burst: 5}
+clusters:
+  - {name: a, service_url: "pulsar+ssl://a:6651", admin_url: "https://a:8443"}
+  - {name: b, service_url: "pulsar+ssl://b:6651", admin_url: "https://b:8443"}
+replication:
+  - {source: a, namespace: t/ns, topics: [o], targets: [b], data_path: auto}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.WarnLevel)
+	logWarnings(zap.New(core), cfg.Warnings())
+	var got []string
+	for _, e := range logs.FilterMessage(config.WarnDeprecated).All() {
+		f := e.ContextMap()
+		got = append(got, fmt.Sprintf("%v -> %v", f["old"], f["new"]))
+	}
+	want := []string{"sidecar.admin_budget -> sidecar.admin_rate", "replication[0].data_path=auto -> replication[0].data_path=entries"}
+	if !slices.Equal(got, want) {
+		t.Errorf("deprecation warnings logged: %q, want %q", got, want)
 	}
 }

@@ -34,9 +34,7 @@ func serve(ctx context.Context, cfg *config.Config, cluster string, log *zap.Log
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	sec := newSecurityMetrics(reg, cfg)
-	for _, w := range cfg.Warnings() {
-		log.Warn(w.Summary, zap.String("warning", w.Detail))
-	}
+	logWarnings(log, cfg.Warnings())
 	s, err := replicator.New(cfg, replicator.Options{Log: log, Registry: reg, Cluster: cluster, StopTimeout: stopTimeout - httpStopShare, Security: sec.events()})
 	if err != nil {
 		return err
@@ -64,6 +62,19 @@ func serve(ctx context.Context, cfg *config.Config, cluster string, log *zap.Log
 		httpErr = errors.Join(httpErr, err)
 	}
 	return errors.Join(runErr, httpErr)
+}
+
+// logWarnings logs each of the config's warnings once, under its kind's
+// message; a deprecated name's warning names the old and the new in
+// fields of their own.
+func logWarnings(log *zap.Logger, ws []config.Warning) {
+	for _, w := range ws {
+		fs := []zap.Field{zap.String("warning", w.Detail)}
+		if w.Old != "" {
+			fs = append(fs, zap.String("old", w.Old), zap.String("new", w.New))
+		}
+		log.Warn(w.Summary, fs...)
+	}
 }
 
 // handler serves /metrics, /healthz (the process is alive) and /readyz

@@ -177,7 +177,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.SubscriptionLagSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 		Name: "subscription_lag_seconds", Help: "Age of the snapshot behind the remote copy of a subscription, while it trails the local one; the oldest over the topic's partitions."}, sub)
 	m.AdminBudgetWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
-		Name: "admin_budget_waiting", Help: "Subscription-sync admin requests waiting for a token of the cluster's admin budget (sidecar.admin_budget); always above 0 means follows run late."}, []string{"cluster"})
+		Name: "admin_budget_waiting", Help: "Subscription-sync admin requests waiting for a token of the cluster's admin budget (sidecar.admin_rate); always above 0 means follows run late."}, []string{"cluster"})
 	if reg != nil {
 		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsUnproven,
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused, m.PairProblems,
