@@ -36,7 +36,7 @@ import (
 type pair struct {
 	entry         int
 	rep           config.Replication
-	local, remote *cluster.Conn
+	local, remote *cluster.Clients
 	subscription  string
 	maxPending    int
 	interval      time.Duration
@@ -68,9 +68,9 @@ type pair struct {
 	readBack *entrypath.ReadBackPool
 
 	// followName names the consumer of this process's subscription moves;
-	// followOnce logs once that there is no client for them.
-	followName string
-	followOnce sync.Once
+	// noMoveClient logs once that there is no client for them.
+	followName   string
+	noMoveClient sync.Once
 
 	// layoutReads bounds the start-up layout reads of the pair's
 	// partitions in flight (newSync). They were read one after another
@@ -416,9 +416,9 @@ func (p *pair) follower() subsync.Follower {
 	if p.local.Config.ServiceURL == "" {
 		return nil // a test's cluster without a service
 	}
-	c, err := p.local.FollowClient()
+	c, err := p.local.MoveClient()
 	if err != nil {
-		p.followOnce.Do(func() {
+		p.noMoveClient.Do(func() {
 			p.log.Warn("no client for subscription moves over the protocol: updates use reset-cursor only, never with consumers attached", zap.Error(err))
 		})
 		return nil

@@ -47,7 +47,7 @@ func TestStartLatestOnlyAtSetup(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &pair{rep: config.Replication{Start: tt.start}, cfg: &config.Config{},
-				local: &cluster.Conn{Name: "east"}, remote: &cluster.Conn{Name: "west"},
+				local: &cluster.Clients{Name: "east"}, remote: &cluster.Clients{Name: "west"},
 				m: metrics.New(nil), log: zaptest.NewLogger(t)}
 			for _, pass := range tt.passes {
 				p.noteListed(pass)

@@ -38,7 +38,7 @@ func TestPairTargetChecked(t *testing.T) {
 			local := &fakeControl{have: map[string]int{}}
 			remote := &fakeControl{have: map[string]int{}, fail: tt.fail}
 			p := &pair{rep: config.Replication{Source: "east", Namespace: "negt/ns"}, cfg: &config.Config{},
-				local: &cluster.Conn{Name: "east", Control: local}, remote: &cluster.Conn{Name: "west", Control: remote},
+				local: &cluster.Clients{Name: "east", Control: local}, remote: &cluster.Clients{Name: "west", Control: remote},
 				m: metrics.New(nil), log: zaptest.NewLogger(t), running: map[string]*worker{}}
 			_, err := p.discover(context.Background())
 			if tt.want == "" {
@@ -63,7 +63,7 @@ func TestPairProblemReported(t *testing.T) {
 	remote := &fakeControl{have: map[string]int{}, fail: rest.Error{Code: 404}}
 	m := metrics.New(nil)
 	p := &pair{rep: config.Replication{Source: "east", Namespace: "negt/ns"}, cfg: &config.Config{},
-		local: &cluster.Conn{Name: "east", Control: &fakeControl{have: map[string]int{}}}, remote: &cluster.Conn{Name: "west", Control: remote},
+		local: &cluster.Clients{Name: "east", Control: &fakeControl{have: map[string]int{}}}, remote: &cluster.Clients{Name: "west", Control: remote},
 		m: m, log: zaptest.NewLogger(t), running: map[string]*worker{}, interval: 10 * time.Millisecond}
 	s := &Sidecar{pairs: []*pair{p}}
 	ctx, cancel := context.WithCancel(context.Background())

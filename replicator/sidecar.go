@@ -308,18 +308,19 @@ func stopWithin(log *zap.Logger, timeout time.Duration, pairsDone <-chan struct{
 // the connections to end.
 const stopCut = 70
 
-// clusterConns are the connections of a sidecar, by cluster name.
-type clusterConns map[string]*cluster.Conn
+// clusterClients are the clients of each cluster a sidecar dialed, by
+// cluster name.
+type clusterClients map[string]*cluster.Clients
 
 // Exiting tells every cluster's clients that the process exits.
-func (cs clusterConns) Exiting() {
+func (cs clusterClients) Exiting() {
 	for _, c := range cs {
 		c.Exiting()
 	}
 }
 
 // Close closes every cluster's clients, the clusters at once.
-func (cs clusterConns) Close() {
+func (cs clusterClients) Close() {
 	var wg sync.WaitGroup
 	for _, c := range cs {
 		wg.Add(1)
@@ -333,9 +334,9 @@ func (cs clusterConns) Close() {
 
 // build dials the clusters the pairs need and builds one pair per
 // (replication entry, target); the caller closes the connections.
-func (s *Sidecar) build() ([]*pair, clusterConns, error) {
-	conns := clusterConns{}
-	conn := func(name string) (*cluster.Conn, error) {
+func (s *Sidecar) build() ([]*pair, clusterClients, error) {
+	conns := clusterClients{}
+	conn := func(name string) (*cluster.Clients, error) {
 		if c, ok := conns[name]; ok {
 			return c, nil
 		}
@@ -408,7 +409,7 @@ func (s *Sidecar) Status(ctx context.Context) ([]PairStatus, error) {
 	pairs := s.pairs
 	s.mu.Unlock()
 	if pairs == nil {
-		var conns clusterConns
+		var conns clusterClients
 		var err error
 		if pairs, conns, err = s.build(); err != nil {
 			return nil, err

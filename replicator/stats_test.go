@@ -49,7 +49,7 @@ func TestRefreshStatsQuietTopic(t *testing.T) {
 	topic := topicInfo{name: "persistent://t/ns/orders"}
 	w := &worker{topic: topic.name}
 	p := &pair{
-		local: &cluster.Conn{Name: "east", Admin: admin}, remote: &cluster.Conn{Name: "west"},
+		local: &cluster.Clients{Name: "east", Admin: admin}, remote: &cluster.Clients{Name: "west"},
 		subscription: "geo-sidecar.repl.west",
 		running:      map[string]*worker{topic.name: w},
 		quiet:        map[string]time.Time{}, gauged: map[string]bool{},
@@ -110,7 +110,7 @@ func TestRefreshStatsBudget(t *testing.T) {
 		running[tp.name] = &worker{topic: tp.name}
 	}
 	p := &pair{
-		local: &cluster.Conn{Name: "east", Admin: admin}, remote: &cluster.Conn{Name: "west"},
+		local: &cluster.Clients{Name: "east", Admin: admin}, remote: &cluster.Clients{Name: "west"},
 		subscription: "geo-sidecar.repl.west", running: running,
 		quiet: map[string]time.Time{}, gauged: map[string]bool{},
 		asked: map[string]time.Time{}, news: map[string]bool{},
@@ -208,7 +208,7 @@ func TestRefreshStatsOffersReading(t *testing.T) {
 			poller, release := pollers.Acquire("east", subsync.NewStatsSource(admin, ""), topic, false)
 			defer release()
 			p := &pair{
-				local: &cluster.Conn{Name: "east", Admin: admin}, remote: &cluster.Conn{Name: "west"},
+				local: &cluster.Clients{Name: "east", Admin: admin}, remote: &cluster.Clients{Name: "west"},
 				subscription: "geo-sidecar.repl.west", running: map[string]*worker{topic: {topic: topic}},
 				quiet: map[string]time.Time{}, gauged: map[string]bool{},
 				asked: map[string]time.Time{}, news: map[string]bool{},

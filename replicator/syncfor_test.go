@@ -74,7 +74,7 @@ func TestSyncFor(t *testing.T) {
 			rep := cfg.Replication[tt.entry]
 			rep.Start = tt.start
 			p := &pair{rep: rep, cfg: cfg, keys: marker.NewKeys(syncKey),
-				local: &cluster.Conn{Name: "east"}, remote: &cluster.Conn{Name: "west"},
+				local: &cluster.Clients{Name: "east"}, remote: &cluster.Clients{Name: "west"},
 				subscription: own, m: metrics.New(nil), log: zaptest.NewLogger(t), applied: &subsync.Applied{},
 				setup: map[string]bool{syncTopic: tt.atSetup}}
 			var layout *cluster.Layout
@@ -135,7 +135,7 @@ func TestSyncForTracked(t *testing.T) {
 	}
 	rep := cfg.Replication[0]
 	rep.SubscriptionPatterns = []string{".*"}
-	p := &pair{rep: rep, cfg: cfg, keys: marker.NewKeys(syncKey), local: &cluster.Conn{Name: "east"}, remote: &cluster.Conn{Name: "west"},
+	p := &pair{rep: rep, cfg: cfg, keys: marker.NewKeys(syncKey), local: &cluster.Clients{Name: "east"}, remote: &cluster.Clients{Name: "west"},
 		subscription: cfg.Sidecar.CursorName("west"), m: metrics.New(nil), log: zaptest.NewLogger(t), applied: &subsync.Applied{}}
 	s := p.syncFor(syncTopic, "orders", nil, false)
 	for sub, want := range map[string]bool{

@@ -1,5 +1,6 @@
 // Package cluster is geo-sidecar's hold on one Pulsar cluster: the
-// clients it dials (Conn: the binary-protocol client of the entry path,
+// clients it dials (Clients: the binary-protocol clients of the entry
+// path, of subscription moves and of the continuous verifier,
 // pulsar-client-go's and the admin API's), the credentials they present
 // and the refusals they meet (security.go: each reported once, by name,
 // to the log and to SecurityEvents; tokens never logged), the admin control plane behind one small
@@ -9,10 +10,11 @@
 //
 // It exists so that the packages above it (discovery and status in
 // replicator, the data path in entrypath, subscription sync in subsync)
-// each ask a cluster for what they need through a Conn or a ControlPlane,
+// each ask a cluster for what they need through its Clients or a
+// ControlPlane,
 // and are unit-tested against fakes of those, never against Pulsar.
 //
-// Conn, its clients and ControlPlane implementations are safe for
+// Clients, its clients and ControlPlane implementations are safe for
 // concurrent use; a Backoff is used by one goroutine; a Limiter is shared.
 package cluster
 
@@ -35,12 +37,14 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
-// Conn is the clients geo-sidecar holds for one cluster: the entry pipe's
-// binary-protocol client (WireClient: shared by every cursor and producer
-// on that cluster, so they share connections), pulsar-client-go's (the
-// marker writers and the start-up re-read of subscription sync) and the
-// admin client.
-type Conn struct {
+// Clients are the clients geo-sidecar holds for one cluster: three
+// binary-protocol clients, each with connections of its own (WireClient:
+// the entry pipe's, shared by every cursor and producer on that cluster,
+// and subscription sync's marker writers and start-up re-reads;
+// MoveClient: subscription moves; VerifyClient: the continuous
+// verifier), pulsar-client-go's (only the drill uses it) and the admin
+// client. A wire.Conn, by contrast, is one socket.
+type Clients struct {
 	Name   string
 	Client pulsar.Client
 	// Admin is pulsaradmin's client; Dial's is an *AdminClient, which
@@ -58,10 +62,10 @@ type Conn struct {
 	wireOnce sync.Once
 	wire     *wire.Client
 	wireErr  error
-	// follow is the client of subscription moves (FollowClient).
-	followOnce sync.Once
-	follow     *wire.Client
-	followErr  error
+	// move is the client of subscription moves (MoveClient).
+	moveOnce sync.Once
+	move     *wire.Client
+	moveErr  error
 	// verify is the continuous verifier's client (VerifyClient).
 	verifyOnce sync.Once
 	verify     *wire.Client
@@ -69,6 +73,13 @@ type Conn struct {
 	// m, set by countAdmin, receives the wire client's link events.
 	m *metrics.Metrics
 }
+
+// Conn is the old name of Clients.
+//
+// Deprecated: use Clients. Kept only while call sites in
+// replicator/entrypath and replicator/subsync still name it (issue 35);
+// remove it once they say Clients.
+type Conn = Clients
 
 // Dial builds the clients for c. Neither keeps a copy of the token: both
 // ask for it when they need it (the binary client at each connection and
@@ -79,7 +90,7 @@ type Conn struct {
 // credentials, missing permissions and refused certificates are logged
 // once each by the "security" logger (see EventPermissionDenied) and told
 // to ev; tokens and message properties never reach a log.
-func Dial(c config.Cluster, log *zap.Logger, ev SecurityEvents) (*Conn, error) {
+func Dial(c config.Cluster, log *zap.Logger, ev SecurityEvents) (*Clients, error) {
 	w := newAuthWatch(c, log, ev)
 	opts := pulsar.ClientOptions{
 		URL:                     c.ServiceURL,
@@ -118,12 +129,12 @@ func Dial(c config.Cluster, log *zap.Logger, ev SecurityEvents) (*Conn, error) {
 		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
 	}
 	web := &http.Client{Transport: rt, Timeout: pulsaradminpkg.DefaultHTTPTimeOutDuration}
-	return &Conn{Name: c.Name, Client: client, Admin: NewAdminClient(admin, web, c.AdminURL), Control: pulsarControl{a: admin, lists: topicLister{web: web, base: strings.TrimRight(c.AdminURL, "/")}}, Config: c, watch: w, Log: log, admin: rt}, nil
+	return &Clients{Name: c.Name, Client: client, Admin: NewAdminClient(admin, web, c.AdminURL), Control: pulsarControl{a: admin, lists: topicLister{web: web, base: strings.TrimRight(c.AdminURL, "/")}}, Config: c, watch: w, Log: log, admin: rt}, nil
 }
 
 // CountAdmin counts this cluster's admin calls in m, and its links'
 // events (before any call).
-func (c *Conn) CountAdmin(m *metrics.Metrics) {
+func (c *Clients) CountAdmin(m *metrics.Metrics) {
 	if c.admin != nil {
 		c.admin.requests = m.AdminRequests.MustCurryWith(prometheus.Labels{"cluster": c.Name})
 	}
@@ -131,14 +142,14 @@ func (c *Conn) CountAdmin(m *metrics.Metrics) {
 }
 
 // Metrics are the metrics CountAdmin set; nil before.
-func (c *Conn) Metrics() *metrics.Metrics { return c.m }
+func (c *Clients) Metrics() *metrics.Metrics { return c.m }
 
 // Exiting tells the binary-protocol clients that the process exits
 // (wire.Client.Exiting): the closes of their consumers and producers no
 // longer wait for the brokers' replies, and Close follows. No client is
-// built after it (WireClient, FollowClient and VerifyClient then return
+// built after it (WireClient, MoveClient and VerifyClient then return
 // wire.ErrClosed).
-func (c *Conn) Exiting() {
+func (c *Clients) Exiting() {
 	for _, w := range c.wireClients(wire.ErrClosed) {
 		w.Exiting()
 	}
@@ -147,7 +158,7 @@ func (c *Conn) Exiting() {
 // Close releases the clients, the binary-protocol ones first (built
 // after pulsar-client-go's, and quick to close: the connections go,
 // whatever the brokers have not answered).
-func (c *Conn) Close() {
+func (c *Clients) Close() {
 	for _, w := range c.wireClients(wire.ErrClosed) {
 		_ = w.Close()
 	}
@@ -156,13 +167,13 @@ func (c *Conn) Close() {
 
 // wireClients returns the binary-protocol clients built so far; none is
 // built after it (the next call of its getter returns err).
-func (c *Conn) wireClients(err error) []*wire.Client {
+func (c *Clients) wireClients(err error) []*wire.Client {
 	var out []*wire.Client
 	for _, w := range []struct {
 		once *sync.Once
 		c    **wire.Client
 		err  *error
-	}{{&c.wireOnce, &c.wire, &c.wireErr}, {&c.followOnce, &c.follow, &c.followErr}, {&c.verifyOnce, &c.verify, &c.verifyErr}} {
+	}{{&c.wireOnce, &c.wire, &c.wireErr}, {&c.moveOnce, &c.move, &c.moveErr}, {&c.verifyOnce, &c.verify, &c.verifyErr}} {
 		w.once.Do(func() { *w.err = err }) // after this, the client is set or never will be
 		if *w.c != nil {
 			out = append(out, *w.c)
@@ -276,7 +287,7 @@ func dropField(name string, v any) bool {
 // authenticates like the pulsar-client-go client: the token is asked for
 // at each connection and each challenge, client certificates are read at
 // each handshake, host names are verified.
-func (c *Conn) WireClient() (*wire.Client, error) {
+func (c *Clients) WireClient() (*wire.Client, error) {
 	c.wireOnce.Do(func() {
 		opts, err := c.wireOptions("wire")
 		if err != nil {
@@ -311,22 +322,22 @@ func (c *Conn) WireClient() (*wire.Client, error) {
 	return c.wire, c.wireErr
 }
 
-// FollowClient is the cluster's binary-protocol client for subscription
+// MoveClient is the cluster's binary-protocol client for subscription
 // moves (wire.Client.MoveSubscription), built on first use: a pool of
 // connections of its own, so that a move that cuts its connection (a step
 // without an answer) never touches the entry pipe's cursors and
 // producers. It authenticates as WireClient does; its links are not
 // counted in the link metrics, which are the data path's.
-func (c *Conn) FollowClient() (*wire.Client, error) {
-	c.followOnce.Do(func() {
-		opts, err := c.wireOptions("follow")
+func (c *Clients) MoveClient() (*wire.Client, error) {
+	c.moveOnce.Do(func() {
+		opts, err := c.wireOptions("move")
 		if err != nil {
-			c.followErr = err
+			c.moveErr = err
 			return
 		}
-		c.follow, c.followErr = wire.NewClient(opts)
+		c.move, c.moveErr = wire.NewClient(opts)
 	})
-	return c.follow, c.followErr
+	return c.move, c.moveErr
 }
 
 // VerifyClient is the cluster's binary-protocol client for the continuous
@@ -335,7 +346,7 @@ func (c *Conn) FollowClient() (*wire.Client, error) {
 // at a time, whatever its rate limit lets it take) never queue in front of
 // the entry pipe's on a shared connection. It authenticates as WireClient
 // does; its links are not counted in the link metrics.
-func (c *Conn) VerifyClient() (*wire.Client, error) {
+func (c *Clients) VerifyClient() (*wire.Client, error) {
 	c.verifyOnce.Do(func() {
 		opts, err := c.wireOptions("verify")
 		if err != nil {
@@ -349,7 +360,7 @@ func (c *Conn) VerifyClient() (*wire.Client, error) {
 
 // wireOptions are the cluster's binary-protocol client options: its
 // service URL, keep-alive, credentials and TLS, logging under name.
-func (c *Conn) wireOptions(name string) (wire.ClientOptions, error) {
+func (c *Clients) wireOptions(name string) (wire.ClientOptions, error) {
 	opts := wire.ClientOptions{
 		ServiceURL: c.Config.ServiceURL,
 		Logger:     c.Log.Named(name).With(zap.String("cluster", c.Name)),
@@ -380,7 +391,7 @@ func (c *Conn) wireOptions(name string) (wire.ClientOptions, error) {
 // through zapLogger (the entry pipe's wire client): a refusal becomes one
 // security event (permission denied, authentication or certificate
 // refused), a success ends it. Safe for concurrent use.
-func (c *Conn) NoteOpen(kind, topic string, err error) {
+func (c *Clients) NoteOpen(kind, topic string, err error) {
 	if c == nil || c.watch == nil {
 		return
 	}

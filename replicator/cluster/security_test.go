@@ -294,7 +294,7 @@ func TestClientEvents(t *testing.T) {
 // pulsar-client-go's.
 func TestNoteOpen(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	c := &Conn{Name: "south", watch: newAuthWatch(config.Cluster{Name: "south"}, zap.New(core), SecurityEvents{})}
+	c := &Clients{Name: "south", watch: newAuthWatch(config.Cluster{Name: "south"}, zap.New(core), SecurityEvents{})}
 	refused := errors.New("wire: create producer on persistent://t/ns/o-partition-0: broker error AuthorizationError: Client is not authorized to Produce")
 	for range 3 {
 		c.NoteOpen("producer", "persistent://t/ns/o-partition-0", refused)
@@ -311,7 +311,7 @@ func TestNoteOpen(t *testing.T) {
 	if n := countMsg(logs, EventPermissionGranted); n != 1 {
 		t.Errorf("%d granted lines, want 1 (the producer)", n)
 	}
-	var nilConn *Conn
+	var nilConn *Clients
 	nilConn.NoteOpen("producer", "t", refused) // no watch: no panic
 }
 

@@ -18,7 +18,7 @@
 // entry read (wire.Entry) into what the comparison needs (its origin, the
 // signature's check, a digest of what the copy must keep). read.go is the
 // I/O: readers over the sidecar's wire client, the rate limit, the walk.
-// follow.go is the continuous verifier: the same comparison kept per
+// continuous.go is the continuous verifier: the same comparison kept per
 // partition across rounds that read on from where the last one stopped,
 // its findings as metrics.
 //

@@ -20,7 +20,7 @@
 // writer and keep-alive goroutines), client.go (connection pool, lookup
 // cache, redirects, proxies), consumer.go (with its receive accounting,
 // permits and budget bytes, in credit.go) and producer.go with the
-// reconnect loop they share (reconnect.go), and follow.go
+// reconnect loop they share (reconnect.go), and move.go
 // (a subscription's mark-delete position moved by a consumer that attaches
 // for one acknowledgement). Consumers and producers cost no goroutine or
 // timer while idle. A fake broker for tests of code over this package is

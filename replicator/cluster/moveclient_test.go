@@ -14,10 +14,10 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
-// TestFollowClient: subscription moves get a wire client of their own,
+// TestMoveClient: subscription moves get a wire client of their own,
 // built once from the cluster's settings (here a token file, read at
 // Dial), apart from the entry pipe's; Close closes both.
-func TestFollowClient(t *testing.T) {
+func TestMoveClient(t *testing.T) {
 	tok := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tok, []byte(testJWT(`{"sub":"geo"}`)), 0o600); err != nil {
 		t.Fatal(err)
@@ -32,18 +32,18 @@ func TestFollowClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	follow, err := c.FollowClient()
+	move, err := c.MoveClient()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := c.FollowClient(); again != follow {
-		t.Errorf("FollowClient built twice")
+	if again, _ := c.MoveClient(); again != move {
+		t.Errorf("MoveClient built twice")
 	}
-	if follow == data {
+	if move == data {
 		t.Fatal("moves share the entry pipe's client")
 	}
 	c.Close()
-	for name, wc := range map[string]*wire.Client{"entry pipe": data, "follow": follow} {
+	for name, wc := range map[string]*wire.Client{"entry pipe": data, "move": move} {
 		if _, err := wc.Conn(context.Background(), wire.Broker{Logical: "127.0.0.1:1", Physical: "127.0.0.1:1"}); !errors.Is(err, wire.ErrClosed) {
 			t.Errorf("%s client after Close: %v, want ErrClosed", name, err)
 		}

@@ -87,7 +87,7 @@ type ContinuousConfig struct {
 }
 
 // ContinuousWindow is the comparison window of each partition a
-// continuous verifier follows: at most about 100 KiB each, allocated as
+// continuous verifier walks: at most about 100 KiB each, allocated as
 // it fills. A copy landing more than this many entries out of place is
 // judged by its signature alone (see Partition.judge), and the source is
 // read at most half of it ahead of the target's copies.
@@ -105,8 +105,8 @@ const ContinuousKept = 8 << 20
 // Reader tuning of the continuous verifier: a round's reader holds at
 // most this much at once (the rate limit, not the window, sets the pace).
 const (
-	followPermits = 1000
-	followBytes   = 4 << 20
+	walkPermits = 1000
+	walkBytes   = 4 << 20
 )
 
 // AnchorBack is how far before the target's end a partition's walk looks
@@ -140,14 +140,14 @@ var foundKinds = []Kind{Missing, Duplicated, Divergent, OutOfOrder, PresentUnpro
 // this file.
 type Continuous struct {
 	cfg   ContinuousConfig
-	parts map[string]*followed
+	parts map[string]*walked
 	// lastErr is each partition's last round error, logged when it
 	// changes.
 	lastErr map[string]string
 }
 
-// followed is one partition's walk.
-type followed struct {
+// walked is one partition's walk, kept across rounds.
+type walked struct {
 	cmp *Partition
 	// src and tgt are the last entries read on each side (hasSrc,
 	// hasTgt): the next round's readers start after them.
@@ -184,7 +184,7 @@ func NewContinuous(cfg ContinuousConfig) *Continuous {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(nil)
 	}
-	return &Continuous{cfg: cfg, parts: map[string]*followed{}, lastErr: map[string]string{}}
+	return &Continuous{cfg: cfg, parts: map[string]*walked{}, lastErr: map[string]string{}}
 }
 
 // Run verifies, a round every Interval, until ctx is done; then it
@@ -236,7 +236,7 @@ func (v *Continuous) round(ctx context.Context) {
 		}
 		keep[a.Partition] = true
 		if f == nil {
-			f = &followed{counted: map[Kind]int64{}, logged: map[Kind]int{}}
+			f = &walked{counted: map[Kind]int64{}, logged: map[Kind]int{}}
 			v.parts[a.Partition] = f
 		}
 		f.idleSince = time.Time{}
@@ -277,7 +277,7 @@ func (v *Continuous) noteErr(ctx context.Context, part string, err error) {
 }
 
 // walk is one round of one partition.
-func (v *Continuous) walk(ctx context.Context, part string, f *followed) error {
+func (v *Continuous) walk(ctx context.Context, part string, f *walked) error {
 	t0 := time.Now()
 	tend, tok, err := v.cfg.To.End(ctx, part)
 	if err != nil {
@@ -410,7 +410,7 @@ func earlier(a, b time.Time) time.Time {
 // entries (of its last ledger) before its end tend, the source from the
 // entry after the one it copies; with no such copy, at both ends (send
 // on the source).
-func (v *Continuous) anchor(ctx context.Context, part string, f *followed, tend marker.Position, tok bool, send marker.Position, sok bool) error {
+func (v *Continuous) anchor(ctx context.Context, part string, f *walked, tend marker.Position, tok bool, send marker.Position, sok bool) error {
 	cmp := New(Config{Window: v.cfg.Window, Deferred: v.cfg.Window, Authenticated: !v.cfg.Keys.IsZero(),
 		MaxFindings: 10, Continuous: true, KeptBytes: ContinuousKept})
 	f.src, f.hasSrc = send, sok
@@ -479,7 +479,7 @@ func (v *Continuous) took(ctx context.Context, s *stream, e wire.Entry) error {
 // report moves the counters by what the partition's comparison found
 // since the last report, logs the new findings it names, and sets the
 // partition's verified-through age.
-func (v *Continuous) report(part string, f *followed) {
+func (v *Continuous) report(part string, f *walked) {
 	if f.cmp == nil {
 		return
 	}
@@ -543,8 +543,8 @@ func (w wireReader) Read(ctx context.Context, part string, start *marker.Positio
 	sub := w.name()
 	opts := wire.ConsumerOptions{
 		Topic: part, Subscription: sub, Name: sub, NonDurable: true, NoTopicCreation: true,
-		InitialPosition: wire.Earliest, Permits: followPermits, RecycleOnRelease: true,
-		MaxBytes: func() int64 { return followBytes },
+		InitialPosition: wire.Earliest, Permits: walkPermits, RecycleOnRelease: true,
+		MaxBytes: func() int64 { return walkBytes },
 	}
 	if start != nil {
 		// A batch index makes the start inclusive of its entry.
