@@ -57,8 +57,8 @@ func (c *Config) Copies(ns, topic, from, to string) bool {
 // ThirdOrigins returns, sorted, the clusters other than a and b whose
 // messages of topic in namespace ns are copied into both a and b. A
 // snapshot between a and b completes only once each side has seen every
-// third origin up to the same point (protocol.md, "More than two
-// clusters"); an origin that reaches only one side is never covered.
+// third origin up to the same point (package snapshot, The round); an
+// origin that reaches only one side is never covered.
 func (c *Config) ThirdOrigins(ns, topic, a, b string) []string {
 	var out []string
 	for _, r := range c.Replication {

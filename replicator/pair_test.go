@@ -25,7 +25,7 @@ func TestStartLatestOnlyAtSetup(t *testing.T) {
 		passes [][]topicInfo // discovery passes, in order
 		want   map[string]wire.InitialPosition
 	}{
-		{"cluster.Earliest: every partition", config.StartEarliest,
+		{"earliest: every partition", config.StartEarliest,
 			[][]topicInfo{{orders}, {orders, fresh}},
 			map[string]wire.InitialPosition{orders.name + "-partition-0": wire.Earliest, fresh.name: wire.Earliest}},
 		{"latest: the first pass's partitions", config.StartLatest,

@@ -60,7 +60,7 @@ func TestSyncFor(t *testing.T) {
 		// atSetup: the partition was listed by the first discovery pass.
 		atSetup bool
 	}{
-		{"new cursor from the cluster.Earliest", 0, config.StartEarliest, []string{}, true, []string{"north"}, true},
+		{"new cursor from the earliest", 0, config.StartEarliest, []string{}, true, []string{"north"}, true},
 		{"new cursor beside others", 0, config.StartEarliest, []string{"billing", cfg.Sidecar.CursorName("north")}, true, []string{"north"}, true},
 		{"existing cursor", 0, config.StartEarliest, []string{"billing", own}, false, []string{"north"}, true},
 		{"cursors unknown", 0, config.StartEarliest, nil, false, []string{"north"}, true},

@@ -22,9 +22,9 @@ import (
 // cursors rewind a little, as on a reconnect, so that entries are read
 // again (but not forwarded again).
 //
-// The invariant checked is the one of protocol.md: for every completed
-// snapshot (a, b) of X's Machine for Y, every data message in Y's log at
-// or before b is in X's log at or before a.
+// The invariant checked is the snapshot's definition (the package doc):
+// for every completed snapshot (a, b) of X's Machine for Y, every data
+// message in Y's log at or before b is in X's log at or before a.
 
 type simEntry struct {
 	pos       marker.Position

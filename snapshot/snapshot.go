@@ -1,5 +1,6 @@
-// Package snapshot is the replicated-subscription snapshot rule of
-// shared/notes/protocol.md as a pure state machine: one Machine per local
+// Package snapshot is the replicated-subscription snapshot rule
+// (docs/replicated-subscriptions.md, How it works; the rule itself is
+// below) as a pure state machine: one Machine per local
 // topic partition and remote cluster, fed what the replicator reads from
 // the local partition, in order, and returning the markers to write. No
 // network, no clock of its own (Config.Now), so the hard part is unit tested
@@ -90,8 +91,8 @@ type Config struct {
 	// ThirdOrigins are the clusters other than Local and Remote whose
 	// messages are copied into both (from the shared config). Responses
 	// carry their watermarks, and a snapshot completes only once Local has
-	// seen each of them up to the responder's watermark ("More than two
-	// clusters" in protocol.md). Origins that reach only one side are left
+	// seen each of them up to the responder's watermark (see The round
+	// in the package doc). Origins that reach only one side are left
 	// out: their messages are never covered. Local, Remote, empty names
 	// and repeats are dropped.
 	ThirdOrigins []string
@@ -242,8 +243,8 @@ func (m *Machine) Marker(pos marker.Position, mk marker.Marker) []marker.Marker 
 // named for c (marker.NoneSeen: none). The latest such response and every
 // copy after it are retained together, so their maximum is at least the
 // true watermark; a watermark too high only makes the requester wait
-// longer, one too low could lose messages ("More than two clusters" in
-// protocol.md). Origins other than the third origins are ignored.
+// longer, one too low could lose messages (see The round in the package
+// doc). Origins other than the third origins are ignored.
 func (m *Machine) Learn(c string, p marker.Position) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

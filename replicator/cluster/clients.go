@@ -185,9 +185,10 @@ func (c *Clients) wireClients(err error) []*wire.Client {
 // zapLogger routes pulsar-client-go's logs into zap, one level down: the
 // client's Info is chatty (every connect), so it lands at Debug. Fields
 // that carry message contents are dropped (see dropField): the client logs
-// a failed send with the message's properties, and the history re-read
-// reads applications' messages, whose contents (customer ids, emails)
-// must not reach the sidecar's logs.
+// a failed send with the message's properties, and messages' contents
+// (customer ids, emails) must not reach the sidecar's logs. Only the
+// drill uses this client; the sidecar's own reads and writes go through
+// the wire clients.
 // What the client says about producers, consumers and connections also
 // goes to the cluster's authWatch, which reports refusals once.
 type zapLogger struct {
