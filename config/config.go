@@ -51,12 +51,10 @@ const (
 
 // Defaults of sidecar.verify, the continuous verifier, for the keys a
 // present verify section leaves out (docs/verify.md says what each
-// buys). The rate bounds its cost: 1 to 3 µs of CPU per message read
-// (both sides are read), so 3,000 a second is 0.3 to 0.9 % of a core
-// (3 to 9 % of the sidecar's CPU at full throughput, about 100,000
-// messages a second on the test bed), and verifies copies of up to 1,500
-// messages a second as they come: at 1,000 a second the copy is verified
-// within about interval + 2/3 of it (measured: 4.7 s at most).
+// buys). The rate bounds its cost (both sides are read): 3,000 a second
+// is under a percent of a core, and verifies copies of up to 1,500
+// messages a second as they come, each within about interval + 2/3 of
+// it (the measurements: docs/benchmark.md, History).
 const (
 	DefaultVerifyInterval = 3 * time.Second
 	DefaultVerifyRate     = 3000

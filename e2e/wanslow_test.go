@@ -15,8 +15,8 @@ import (
 // It found a defect: sends of a session given up on (the producer's send
 // timeout fired on the slow link), still buffered in the link, landed
 // after the next session had numbered the same entries differently, and
-// far held 2,540 copies twice and out of order despite deduplication
-// (CI, 2026-12-03 07:43). Sequence ids now follow from the origin
+// far held 2,540 copies twice and out of order despite deduplication (in
+// CI). Sequence ids now follow from the origin
 // position (replicator entrySeq), and a session halts its sends at the
 // first duplicate receipt.
 func TestWANSlowLink(t *testing.T) {

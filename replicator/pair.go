@@ -529,11 +529,10 @@ func (p *pair) subStatus(ctx context.Context, t topicInfo) []SubStatus {
 //
 // A backlog can only grow on a caught-up topic by new messages, which its
 // cursors read (news), unless a cursor lost its consumer meanwhile
-// (connected_partitions shows that at once). One stats request per topic
-// every 10 s was most of the CPU of an idle sidecar with 1,000 topics;
-// with 10,000 topics, asking every topic with news in one round was still
-// 10,000 requests after start-up, most of its idle CPU (e2e/bench, scale
-// rows). With more due topics than the budget, a topic's gauges are
+// (connected_partitions shows that at once). Asking every topic on a
+// fixed period, or every topic with news in one round, was most of the
+// CPU of an idle sidecar with many topics (docs/benchmark.md, History).
+// With more due topics than the budget, a topic's gauges are
 // refreshed every len/statsPerRound rounds.
 func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 	now := time.Now()

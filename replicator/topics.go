@@ -124,10 +124,11 @@ func ensureRemote(ctx context.Context, cp cluster.ControlPlane, t topicInfo) err
 
 // remoteChecks remembers the topics ensureRemote found right on the remote,
 // with their partition count, so that discovery does not ask the remote's
-// admin API about every topic every time: with 1,000 topics that was a
-// large share of an idle sidecar's CPU (e2e/bench, scale run). A topic is
-// checked again when its partition count changes, after a failure, and
-// once it was trusted for recheckRemote (within recheckPerPass a pass).
+// admin API about every topic every time: with many topics that was a
+// large share of an idle sidecar's CPU (docs/benchmark.md, History). A
+// topic is checked again when its partition count changes, after a
+// failure, and once it was trusted for recheckRemote (within
+// recheckPerPass a pass).
 // Used by one goroutine (the pair's); ensureAll's checks in flight touch
 // only the remote, not the map.
 type remoteChecks map[string]remoteCheck
@@ -164,10 +165,9 @@ const listingWorth = 4
 // partitioned topic of the same name made on the remote since
 // (ensureRemote: a missing one is created by the producer on first use),
 // and the listing names every partitioned topic there. Checked one by
-// one, the 1,000 topics of the subs row cost each cluster 1.7 requests a
-// second, every second, where the rest of an idle sidecar's asking was
-// 0.3 (e2e/bench, subs row, -subs-settle). A listing that fails leaves
-// its topics to the one-by-one checks.
+// one, many topics' re-checks were most of an idle sidecar's admin
+// requests (docs/benchmark.md, History). A listing that fails leaves its
+// topics to the one-by-one checks.
 func (c *remoteChecks) retrustListed(ctx context.Context, cp cluster.ControlPlane, expired []topicInfo) []topicInfo {
 	byNS := map[string][]topicInfo{}
 	for _, t := range expired {
@@ -222,8 +222,9 @@ func namespaceOf(topic string) string {
 }
 
 // remoteCheckers is how many topics ensureAll checks on the remote at
-// once. Asked one after another, the 10,000 topics of a first discovery
-// took 10 s before the first partition started (e2e/bench, scale row).
+// once. Asked one after another, the checks of a first discovery of many
+// topics held back the first partition's start by seconds
+// (docs/benchmark.md, History).
 const remoteCheckers = 8
 
 // ensureAll runs ensureRemote for each of topics not checked recently, up

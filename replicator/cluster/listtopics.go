@@ -21,8 +21,7 @@ import (
 // pulsaradmin's Topics().List asks four things, the non-persistent lists
 // too, which discovery throws away (only persistent topics are
 // replicated): half of the requests of every discovery round and of every
-// target check (issue 23's side-by-side bench: 8 of the 45 requests west
-// got in 80 s). It also leaves its other requests' goroutines blocked
+// target check (docs/benchmark.md, History). It also leaves its other requests' goroutines blocked
 // for good when one fails (an unbuffered error channel nobody reads after
 // the first error), and a target check of a missing namespace fails
 // every round.

@@ -9,8 +9,8 @@ package cluster
 // while it waits for its next round, until enough garbage collections
 // have halved it again (the runtime halves a stack at most once per
 // collection, and an idle process collects every two minutes).
-// Goroutine stacks were about a third of the idle process's memory at
-// 1,000 topics both ways (e2e/bench, subs row). A goroutine that ends
+// Such stacks were a large share of an idle process's memory with many
+// topics (docs/benchmark.md, History). A goroutine that ends
 // frees its stack at once; starting one costs about a microsecond beside
 // the request's milliseconds.
 func OwnStack[T any](f func() (T, error)) (T, error) {

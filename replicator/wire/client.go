@@ -37,10 +37,10 @@ type ClientOptions struct {
 
 // DefaultMaxOpens is ClientOptions.MaxOpens's default. A sidecar that
 // starts (or reconnects) thousands of partitions at once would otherwise
-// ask a broker for thousands of topic loads together: with 10,000 topics
-// the target's broker answered 8,139 producer creations only after the
-// 30 s timeout, and each was asked again (e2e/bench, scale row). 64 keeps
-// a broker busy without a queue that outlasts the timeout.
+// ask a broker for thousands of topic loads together, most of which it
+// answers only after the timeout, so that each is asked again
+// (docs/benchmark.md, History). 64 keeps a broker busy without a queue
+// that outlasts the timeout.
 const DefaultMaxOpens = 64
 
 // maxBackoff caps the delay between reconnect attempts, so that a cluster
