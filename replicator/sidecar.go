@@ -129,15 +129,15 @@ func New(cfg *config.Config, opts Options) (*Sidecar, error) {
 			targets = append(targets, r.Targets...)
 		}
 	}
-	ab := cfg.Sidecar.AdminRate
-	if ab.RequestsPerSecond <= 0 || ab.Burst < 1 { // a config built in code, not validated
-		ab = config.AdminRate{RequestsPerSecond: config.DefaultAdminRate, Burst: config.DefaultAdminBurst}
+	ar := cfg.Sidecar.AdminRate
+	if ar.RequestsPerSecond <= 0 || ar.Burst < 1 { // a config built in code, not validated
+		ar = config.AdminRate{RequestsPerSecond: config.DefaultAdminRate, Burst: config.DefaultAdminBurst}
 	}
 	var verifyRate *cluster.Limiter
 	if v := cfg.Sidecar.Verify; v != nil {
 		verifyRate = cluster.NewLimiter(v.MaxMessagesPerSecond)
 	}
-	pollers := subsync.NewPollers(ab.RequestsPerSecond, ab.Burst, func(c string, n int) { m.AdminBudgetWaiting.WithLabelValues(c).Set(float64(n)) })
+	pollers := subsync.NewPollers(ar.RequestsPerSecond, ar.Burst, func(c string, n int) { m.AdminBudgetWaiting.WithLabelValues(c).Set(float64(n)) })
 	if opts.StopTimeout <= 0 {
 		opts.StopTimeout = DefaultStopTimeout
 	}
