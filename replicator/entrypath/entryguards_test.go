@@ -216,36 +216,6 @@ func TestEntrySeqEdges(t *testing.T) {
 	}
 }
 
-// The origin properties a forwarded entry carries: signed under the
-// current key, for the target, over the entry's digest; never without a
-// key.
-//
-// Fails for the gremlins survivor entrypipe.go:126 before main's version
-// 2 signatures (`len(key) == 0`: entries sent unsigned, so no read-back
-// finds them and every session start sends the in-flight window again);
-// now origin.go's `!keys.IsZero()` negated.
-func TestOriginPropsSigned(t *testing.T) {
-	const topic = "persistent://t/ns/x-partition-0"
-	id := wire.EntryID(10, 7)
-	md, payload := []byte("metadata"), []byte("payload")
-	for _, tt := range []struct {
-		name string
-		keys marker.Keys
-	}{{"with a key", marker.NewKeys([]byte("0123456789abcdef"))}, {"without", marker.Keys{}}} {
-		t.Run(tt.name, func(t *testing.T) {
-			props := originProps(tt.keys, topic, "east", "west", id, md, payload)
-			sig, hasSig := (&wire.Metadata{Properties: props}).Property(marker.PropOriginSig)
-			if hasSig == tt.keys.IsZero() {
-				t.Fatalf("origin properties %v: signature present = %v, want %v", props, hasSig, !tt.keys.IsZero())
-			}
-			d := marker.OriginDigest(md, payload)
-			if hasSig && !marker.VerifyOrigin(tt.keys, topic, "east", "west", "10:7:-1", sig, &d) {
-				t.Errorf("signature %q does not verify", sig)
-			}
-		})
-	}
-}
-
 // The entry the sync saw last, delivered again, follows it (gremlins
 // survivor entrypipe.go:417, `< 0`: a redelivery of the last entry was
 // taken for a takeover, and the third origins' watermarks re-learned).

@@ -7,8 +7,7 @@
 // (entrypipe.go), one session of it (session.go) and how sessions follow
 // one another (entrysessions.go), its two ends (entryends.go), the
 // read-back of the remote that proves which copies are there
-// (entryreadback.go), the signed origins of the copies (origin.go, over
-// marker's contract), and the byte budgets that bound what is held
+// (entryreadback.go), and the byte budgets that bound what is held
 // (budgets.go, receivepool.go).
 //
 // It exists apart from the pair lifecycle (replicator) and from
@@ -25,9 +24,7 @@ package entrypath
 import (
 	"context"
 	"errors"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,22 +33,23 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
 // The entry pipe (data_path: entries) forwards each stored entry of a
-// local partition whole: it reads only the entry's metadata, decides on it
-// (decideEntry), appends replicated_from and the origin position to it
-// (PatchMetadata: the rest of the bytes are copied, never re-encoded) and
-// sends metadata and payload as one SEND carrying the entry's message
-// count. A batch stays one batch; compression, encryption, chunks, keys,
-// event and publish times, producer name, delivery times and schema
-// versions pass through untouched, as with Pulsar's own replicator. The
-// rules that keep nothing lost: acknowledge in order after the remote
-// confirmed, end the session at the first failure (the next one starts
-// from the cursor: entrysessions.go), skip only what is read back from
-// the remote (entryreadback.go).
+// local partition whole: it reads only the entry's metadata, decides on
+// it (entryrule.SkipReason), appends replicated_from and the origin
+// position to it (PatchMetadata: the rest of the bytes are copied, never
+// re-encoded) and sends metadata and payload as one SEND carrying the
+// entry's message count. A batch stays one batch; compression,
+// encryption, chunks, keys, event and publish times, producer name,
+// delivery times and schema versions pass through untouched, as with
+// Pulsar's own replicator. The rules that keep nothing lost: acknowledge
+// in order after the remote confirmed, end the session at the first
+// failure (the next one starts from the cursor: entrysessions.go), skip
+// only what is read back from the remote (entryreadback.go).
 
 // entrySource is a partition's cursor in the entry pipe (a wire.Consumer):
 // Receive from one goroutine, Ack and Release from another.
@@ -115,9 +113,9 @@ type Sync interface {
 	// the copy's origin is signed (marker.Origin.Signed), local data (or
 	// a copy not proven one) when origin is "".
 	DataAt(ctx context.Context, pos marker.Position, origin string, at marker.Position)
-	// MarkerAt feeds a marker read at pos (markerEntry): body is its
+	// MarkerAt feeds a marker read at pos (entryrule.Marker): body is its
 	// encoded form, from is where the entry says it was copied from
-	// (entryOrigin), producer the name it was written under. It reports
+	// (entryrule.Origin), producer the name it was written under. It reports
 	// whether the pipe forwards the entry to the remote.
 	MarkerAt(ctx context.Context, pos marker.Position, body []byte, from marker.Origin, producer string) (forward bool)
 	// BatchedMarker feeds a marker read at pos in an entry that cannot
@@ -137,55 +135,10 @@ type Sync interface {
 	Run(ctx context.Context, linkUp func() bool)
 }
 
-// Skip reasons, the bounded label values of the skipped-messages metric.
-const (
-	skipRemoteOrigin = "remote-origin"
-	skipMarker       = "marker"
-	skipReplicateTo  = "replicate-to"
-	// The target refuses the entry for good (see refusal): over its size
-	// limit, NotAllowed (a namespace maxMessageSize below the broker's,
-	// encryption required) or IncompatibleSchema (the schema cannot be
-	// registered there).
-	skipRejectedTooBig     = "rejected-too-large"
-	skipRejectedNotAllowed = "rejected-not-allowed"
-	skipRejectedSchema     = "rejected-schema"
-	// The source no longer serves the entry's schema version (deleted):
-	// the copy cannot name its schema on the target, for good.
-	skipSourceSchemaMissing = "source-schema-missing"
-	skipAlreadyCopied       = "already-copied"
-)
-
-// decideEntry says whether an entry read from the local cluster is
-// forwarded to remote: "" to forward, or the reason to skip. Metadata
-// only: what lies inside a batch is not looked at.
-func decideEntry(md *wire.Metadata, remote string) string {
-	switch {
-	case md.HasMarkerType:
-		// Pulsar's own markers (transactions, replicated subscriptions);
-		// a client subscription does not receive them, but be sure.
-		return skipMarker
-	case md.ReplicatedFrom != "":
-		// A copy: by this pipe, or by Pulsar's own replicator.
-		return skipRemoteOrigin
-	case strings.HasPrefix(md.ProducerName, marker.MarkerProducers):
-		return skipMarker
-	case !md.HasNumMessagesInBatch && hasProp(md, marker.Property):
-		// A geo-sidecar marker (markerEntry); forwarded only through
-		// Sync.MarkerAt.
-		return skipMarker
-	case strings.HasPrefix(md.ProducerName, marker.SidecarProducers):
-		return skipRemoteOrigin
-	case len(md.ReplicateTo) > 0 && !slices.Contains(md.ReplicateTo, remote):
-		// Pulsar's replicate_to (replicationClusters, disableReplication).
-		return skipReplicateTo
-	}
-	return ""
-}
-
 // forwardMetadata is the metadata a copy of e carries to the remote: e's
 // own bytes (minus the transaction fields when dropTxn), replicated_from,
 // the remote's schema version when schema is set, and last the origin
-// (originProps), whose signature covers everything before it and the
+// (entryrule.OriginProps), whose signature covers everything before it and the
 // payload.
 func (p *Partition) forwardMetadata(e wire.Entry, dropTxn bool, schema []byte) ([]byte, error) {
 	patch := wire.Patch{ReplicatedFrom: p.local, DropTxn: dropTxn, SchemaVersion: schema}
@@ -193,61 +146,7 @@ func (p *Partition) forwardMetadata(e wire.Entry, dropTxn bool, schema []byte) (
 	if err != nil {
 		return nil, err
 	}
-	return wire.AppendProperties(md, originProps(p.keys, p.topic, p.local, p.remote, e.ID, md, e.Payload)...), nil
-}
-
-// markerEntry recognises a geo-sidecar marker among the entries read:
-// a single message whose metadata carries marker.Property, or any entry
-// of a marker writer. body is the marker's encoded form, nil when the
-// entry cannot hold one marker as written (a batch, compressed,
-// encrypted: the writer sends each marker alone and plain).
-//
-// A batch of another producer is never a marker, even when its metadata
-// carries marker.Property: pulsar-client-go puts the first message's
-// properties there, and the messages after it may be data.
-func markerEntry(md *wire.Metadata, payload []byte) (body []byte, ok bool) {
-	ours := strings.HasPrefix(md.ProducerName, marker.MarkerProducers)
-	if !ours && (md.HasNumMessagesInBatch || !hasProp(md, marker.Property)) {
-		return nil, false
-	}
-	if md.HasNumMessagesInBatch || md.Compression != 0 || md.Encrypted || md.HasChunk {
-		return nil, true
-	}
-	if payload == nil {
-		payload = []byte{}
-	}
-	return payload, true
-}
-
-// entryOrigin returns where an entry read on the local partition was
-// copied from: the cluster and position its origin properties name
-// (replicated_from alone for a copy without them), signed when they
-// carry a valid version 2 signature under keys for this partition, with
-// this (local) cluster as the target and the digest of the entry's bytes
-// (md parsed from e.Metadata). Only a signed origin counts for the
-// snapshot machine: what a producer without the key can write, or
-// transplant from a copy it can read, must not steer where a
-// subscription moves.
-func entryOrigin(md *wire.Metadata, e wire.Entry, keys marker.Keys, topic, local string) marker.Origin {
-	cluster, _ := md.Property(marker.PropOriginCluster)
-	if cluster == "" {
-		return marker.Origin{Cluster: md.ReplicatedFrom}
-	}
-	id, _ := md.Property(marker.PropOriginID)
-	sig, _ := md.Property(marker.PropOriginSig)
-	at, ok := marker.ParsePosition(id)
-	signed := false
-	if ok && !keys.IsZero() && strings.HasPrefix(sig, marker.OriginSigV2) {
-		if d, dok := copyDigest(e.Metadata, e.Payload); dok {
-			signed = marker.VerifyOrigin(keys, topic, cluster, local, id, sig, &d)
-		}
-	}
-	return marker.Origin{Cluster: cluster, At: at, Signed: signed}
-}
-
-func hasProp(md *wire.Metadata, key string) bool {
-	_, ok := md.Property(key)
-	return ok
+	return wire.AppendProperties(md, entryrule.OriginProps(p.keys, p.topic, p.local, p.remote, e.ID, md, e.Payload)...), nil
 }
 
 // entrySeq is the sequence id a copy of the entry at pos is sent with:
@@ -395,7 +294,7 @@ type Partition struct {
 	closing chan struct{}
 
 	// sync keeps subscriptions in step; nil when none are configured. It
-	// sees every entry this pipe reads (markerEntry, entryOrigin).
+	// sees every entry this pipe reads (entryrule.Marker, entryrule.Origin).
 	sync Sync
 	// linkUp is true while a producer to the remote is open.
 	linkUp atomic.Bool

@@ -22,6 +22,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
@@ -782,7 +783,7 @@ func TestEntryPipeForwardsAndSkips(t *testing.T) {
 		if want := []uint64{10<<32 | 0, 10<<32 | 1, 10<<32 | 4, 10<<32 | 8}; !slices.Equal(w.seqs, want) {
 			t.Errorf("sequence ids %v, want %v (the positions, ledger 10)", w.seqs, want)
 		}
-		for reason, n := range map[string]float64{skipRemoteOrigin: 4, skipReplicateTo: 2, skipMarker: 4} {
+		for reason, n := range map[string]float64{entryrule.SkipRemoteOrigin: 4, entryrule.SkipReplicateTo: 2, entryrule.SkipMarker: 4} {
 			if got := metricstest.Counter(p.m.Skipped, "east", "west", reason); got != n {
 				t.Errorf("skipped{reason=%q} = %v messages, want %v", reason, got, n)
 			}
@@ -835,7 +836,7 @@ func TestEntryPipeProof(t *testing.T) {
 			want = 6
 		}
 		w.mu.Unlock()
-		if got := metricstest.Counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != want {
+		if got := metricstest.Counter(p.m.Skipped, "east", "west", entryrule.SkipAlreadyCopied); got != want {
 			t.Errorf("skipped as already copied = %v messages, want %v (e1, e3, and e5 if the first session sent it)", got, want)
 		}
 		for _, v := range w.violations {
@@ -883,7 +884,7 @@ func TestEntryPipeReadBackRetried(t *testing.T) {
 				if tc.fails > maxReadBackRetries {
 					want = 0
 				}
-				if got := metricstest.Counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != want {
+				if got := metricstest.Counter(p.m.Skipped, "east", "west", entryrule.SkipAlreadyCopied); got != want {
 					t.Errorf("skipped as already copied = %v messages, want %v", got, want)
 				}
 			})
@@ -1024,7 +1025,7 @@ func TestEntryPipeReadBackFailsReset(t *testing.T) {
 		if want := []string{"e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7"}; !slices.Equal(remote, want) {
 			t.Errorf("remote holds %v, want %v (each once: a read-back went through before e4 was sent)", remote, want)
 		}
-		if got := metricstest.Counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != 8 {
+		if got := metricstest.Counter(p.m.Skipped, "east", "west", entryrule.SkipAlreadyCopied); got != 8 {
 			t.Errorf("skipped as already copied = %v messages, want 8 (e0, e1, e4, e5)", got)
 		}
 		w.mu.Lock()
@@ -1052,7 +1053,7 @@ func TestEntryPipeRefusedEntry(t *testing.T) {
 					waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
 				} else {
 					waitFor(t, "the partition stopped", func() bool {
-						return metricstest.Gauge(p.m.PartitionsStopped, "east", "west", skipRejectedTooBig) == 1
+						return metricstest.Gauge(p.m.PartitionsStopped, "east", "west", entryrule.SkipRejectedTooBig) == 1
 					})
 					time.Sleep(time.Minute)
 					synctest.Wait()
@@ -1098,25 +1099,25 @@ func TestEntryPipeBrokerRefusals(t *testing.T) {
 		reason string
 		setup  func(w *fakeEntryWorld)
 	}{
-		{"NotAllowed on send", skipRejectedNotAllowed, func(w *fakeEntryWorld) {
+		{"NotAllowed on send", entryrule.SkipRejectedNotAllowed, func(w *fakeEntryWorld) {
 			w.add(2, nil)
 			w.add(1, nil)
 			w.add(1, nil)
 			w.receipt = refuseE2(&wire.BrokerError{Op: "send", Code: wire.NotAllowedError, Message: "maxMessageSize"})
 		}},
-		{"encryption required (MetadataError on send)", skipRejectedNotAllowed, func(w *fakeEntryWorld) {
+		{"encryption required (MetadataError on send)", entryrule.SkipRejectedNotAllowed, func(w *fakeEntryWorld) {
 			w.add(2, nil)
 			w.add(1, nil)
 			w.add(1, nil)
 			w.receipt = refuseE2(&wire.BrokerError{Op: "send to t", Code: wire.MetadataError, Message: "Messages must be encrypted"})
 		}},
-		{"IncompatibleSchema on the target", skipRejectedSchema, func(w *fakeEntryWorld) {
+		{"IncompatibleSchema on the target", entryrule.SkipRejectedSchema, func(w *fakeEntryWorld) {
 			w.add(2, nil)
 			w.add(1, nil, schemaVersion(v3))
 			w.add(1, nil)
 			w.schemaErr = &wire.BrokerError{Op: "get or create schema", Code: wire.IncompatibleSchema, Message: "incompatible"}
 		}},
-		{"a schema version the source no longer serves", skipSourceSchemaMissing, func(w *fakeEntryWorld) {
+		{"a schema version the source no longer serves", entryrule.SkipSourceSchemaMissing, func(w *fakeEntryWorld) {
 			w.add(2, nil)
 			w.add(1, nil, schemaVersion(v3))
 			w.add(1, nil)
@@ -1805,7 +1806,7 @@ func TestEntrySeq(t *testing.T) {
 // Each epoch of ledger ids has a producer name of its own, epoch 0 the
 // one of the versions before epochs; every one of them is a sidecar
 // producer and none a marker writer, so the local side skips what they
-// write (decideEntry) as before.
+// write (entryrule.SkipReason) as before.
 func TestEpochProducerName(t *testing.T) {
 	const base = "geo-sidecar.east-->west"
 	for _, tt := range []struct {
@@ -1823,10 +1824,10 @@ func TestEpochProducerName(t *testing.T) {
 			t.Errorf("epochProducerName(%q, %d) = %q, want %q", base, tt.epoch, got, tt.want)
 		}
 		md := wire.Metadata{ProducerName: got}
-		if r := decideEntry(&md, "west"); r != skipRemoteOrigin {
-			t.Errorf("an entry written under %q: decideEntry = %q, want %q", got, r, skipRemoteOrigin)
+		if r := entryrule.SkipReason(&md, "west"); r != entryrule.SkipRemoteOrigin {
+			t.Errorf("an entry written under %q: entryrule.SkipReason = %q, want %q", got, r, entryrule.SkipRemoteOrigin)
 		}
-		if _, ok := markerEntry(&md, nil); ok {
+		if _, ok := entryrule.Marker(&md, nil); ok {
 			t.Errorf("an entry written under %q is taken for a marker", got)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
@@ -111,7 +112,7 @@ func stopRefused(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local
 	switch refused.reason {
 	case stopTargetTerminated:
 		log.Error("the target topic is terminated and takes no message: this partition stops here until the operator acts and restarts the sidecar (on_refused does not apply: skip would drop every message)", fields...)
-	case skipSourceSchemaMissing:
+	case entryrule.SkipSourceSchemaMissing:
 		log.Error("the source no longer serves a message's schema version: this partition stops here until the operator acts (on_refused: skip skips such messages)", fields...)
 	default:
 		log.Error("the remote refuses a message for good: this partition stops here until the operator acts (on_refused: skip skips such messages)", fields...)
@@ -165,17 +166,17 @@ func refusal(err error) string {
 	var be *wire.BrokerError
 	switch {
 	case errors.Is(err, wire.ErrTooLarge):
-		return skipRejectedTooBig
+		return entryrule.SkipRejectedTooBig
 	case errors.Is(err, errSourceSchemaMissing):
-		return skipSourceSchemaMissing
+		return entryrule.SkipSourceSchemaMissing
 	case errors.As(err, &be) && be.Code == wire.TopicTerminatedError:
 		return stopTargetTerminated
 	case errors.As(err, &be) && (be.Code == wire.NotAllowedError || be.Code == wire.MetadataError && strings.HasPrefix(be.Op, "send")):
 		// MetadataError on a send: the entry's metadata refused by
 		// policy, e.g. "Messages must be encrypted".
-		return skipRejectedNotAllowed
+		return entryrule.SkipRejectedNotAllowed
 	case errors.As(err, &be) && be.Code == wire.IncompatibleSchema:
-		return skipRejectedSchema
+		return entryrule.SkipRejectedSchema
 	}
 	return ""
 }

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -214,8 +215,8 @@ func (s *session) received(e wire.Entry, pos marker.Position) verdict {
 	return proceed
 }
 
-// route decides on the entry from its metadata (decideEntry), feeds it to
-// the subscription sync, and skips what is not forwarded.
+// route decides on the entry from its metadata (entryrule.SkipReason),
+// feeds it to the subscription sync, and skips what is not forwarded.
 func (s *session) route(e wire.Entry, pos marker.Position) (wire.Metadata, verdict) {
 	p := s.p
 	md, err := wire.ParseMetadata(e.Metadata)
@@ -225,7 +226,7 @@ func (s *session) route(e wire.Entry, pos marker.Position) (wire.Metadata, verdi
 		s.cancel(fmt.Errorf("entry %s: %w", e.ID, err))
 		return md, stop
 	}
-	reason := decideEntry(&md, p.remote)
+	reason := entryrule.SkipReason(&md, p.remote)
 	if p.sync != nil {
 		if !p.continues(pos) {
 			p.sync.Takeover()
@@ -233,9 +234,9 @@ func (s *session) route(e wire.Entry, pos marker.Position) (wire.Metadata, verdi
 		if !p.hasSeen || pos.Compare(p.lastSeen) > 0 {
 			p.lastSeen, p.hasSeen = pos, true
 		}
-		from := entryOrigin(&md, e, p.keys, p.topic, p.local)
-		if body, ok := markerEntry(&md, e.Payload); ok {
-			reason = skipMarker
+		from := entryrule.Origin(&md, e, p.keys, p.topic, p.local)
+		if body, ok := entryrule.Marker(&md, e.Payload); ok {
+			reason = entryrule.SkipMarker
 			if body == nil {
 				p.sync.BatchedMarker(pos)
 			} else if p.sync.MarkerAt(s.sctx, pos, body, from, md.ProducerName) {
@@ -352,7 +353,7 @@ func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) ver
 	p := s.p
 	if s.copied.has(pos) {
 		delete(s.copied, pos)
-		s.skip(e, skipAlreadyCopied)
+		s.skip(e, entryrule.SkipAlreadyCopied)
 		return nextEntry
 	}
 	if s.unproven != nil {
