@@ -269,7 +269,8 @@ const readbackQuiet = time.Second
 
 func (w *wireTail) read(ctx context.Context, from, through marker.Position, fn func(marker.Position, entryCopy)) error {
 	// A batch index makes the start inclusive of its entry.
-	start := wire.MessageID{Ledger: uint64(from.Ledger), Entry: uint64(from.Entry), Partition: -1, BatchIndex: 0}
+	start := wire.EntryID(uint64(from.Ledger), uint64(from.Entry))
+	start.BatchIndex = 0
 	r, err := w.reader(ctx, &start)
 	if err != nil {
 		return fmt.Errorf("read back from %s: %w", from.String(), err)
