@@ -37,9 +37,10 @@ func runSync(ctx context.Context, s Sync, linkUp func() bool) (wait func()) {
 
 // runSessions runs session after session until ctx is done, with capped
 // exponential backoff after a failure (reset by a session that made
-// progress), logging an error when it changes. A message the remote
-// refuses for good, and a target topic that takes nothing more, stop it
-// (see refusedError).
+// progress), logging an error when it changes; a session that ended for
+// a cause that is no failure (restartsAtOnce) is followed at once. A
+// message the remote refuses for good, and a target topic that takes
+// nothing more, stop it (see refusedError).
 func runSessions(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local, remote string,
 	session func(context.Context) (bool, error)) error {
 	bo := cluster.NewBackoff(200*time.Millisecond, 10*time.Second)
@@ -57,7 +58,7 @@ func runSessions(ctx context.Context, log *zap.Logger, m *metrics.Metrics, local
 		if progress {
 			bo.Reset()
 		}
-		if err == nil || errors.Is(err, errStandby) || errors.Is(err, errRedelivered) || errors.Is(err, errSteppedDown) || errors.Is(err, errStartAhead) || errors.Is(err, errEpochChanged) || errors.Is(err, errRefusedSkipped) {
+		if restartsAtOnce(err) {
 			log.Debug("partition session ended, starting the next", zap.Error(err))
 			continue
 		}

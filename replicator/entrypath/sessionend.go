@@ -17,20 +17,39 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
-// errEpochChanged ends a session at the first entry of another epoch than
-// its producer's (see entrySeq), once every entry it sent was confirmed;
-// Run starts the next session at once, which opens the producer under the
-// new epoch's name.
-var errEpochChanged = errors.New("ledger ids reached another sequence id epoch")
+// restartNow is the type of the errors that end a session for a cause
+// that is no failure: the cursor became a standby or delivered again, or
+// ahead of its first unacknowledged entry; the remote is out of reach and
+// the session stepped down; the entries reached another sequence id
+// epoch; an entry the remote refuses was skipped. The session ended so
+// that the next one starts from what is known for sure, and runSessions
+// starts it at once, without a backoff or a warning (restartsAtOnce).
+// Each cause is one sentinel of this type, which errors.Is tells apart;
+// an error that wraps one is of the class too.
+type restartNow struct{ msg string }
 
-// errRefusedSkipped ends a session whose remote refused an entry for good
-// with on_refused: skip: the entry was skipped, but the producer gave up
-// with the refusal, so the next session (at once) sends what follows.
-var errRefusedSkipped = errors.New("an entry the remote refuses for good was skipped (on_refused: skip)")
+func (e *restartNow) Error() string { return e.msg }
 
-// errAwaitingReadBack ends a session without the read-back's proof at an
-// entry the remote may hold already (see session.awaitReadBack).
-var errAwaitingReadBack = errors.New("the remote's deduplication record may cover this entry and the read-back failed: waiting for one that goes through")
+// restartsAtOnce reports whether runSessions starts the next session at
+// once after one that ended with err: err is nil (the session ended
+// without an error) or a restartNow. Any other error is a failure, and
+// the next session waits for a backoff.
+func restartsAtOnce(err error) bool {
+	var r *restartNow
+	return err == nil || errors.As(err, &r)
+}
+
+// errStandby ends a session whose cursor became a standby while it held
+// the producer; Run starts the next one at once.
+var errStandby error = &restartNow{"cursor became a standby"}
+
+// errRedelivered ends a session whose cursor delivered an entry again
+// (the client reconnected, or the cursor became active again, and the
+// broker redelivered what was not acknowledged). Some of those entries
+// may be in flight or on the remote already; rather than track which,
+// Run starts the next session at once, and its read-back of the remote
+// (copiedSince) sorts them out.
+var errRedelivered error = &restartNow{"cursor redelivered messages"}
 
 // errStartAhead ends a session whose cursor delivered a later entry before
 // the first unacknowledged one. A Failover subscription does that when
@@ -40,11 +59,7 @@ var errAwaitingReadBack = errors.New("the remote's deduplication record may cove
 // the later entry would land on the remote before the earlier ones (two
 // instances killed and started under load are enough). The next session
 // starts after the rewind.
-var errStartAhead = errors.New("cursor delivered a later entry before the first unacknowledged one")
-
-// errStandby ends a session whose cursor became a standby while it held
-// the producer; Run starts the next one at once.
-var errStandby = errors.New("cursor became a standby")
+var errStartAhead error = &restartNow{"cursor delivered a later entry before the first unacknowledged one"}
 
 // errSteppedDown ends a session whose remote had no working link for
 // stepDownAfter: its cursor is closed so that the broker makes another
@@ -52,7 +67,24 @@ var errStandby = errors.New("cursor became a standby")
 // partition subscribes again only once the remote answers (awaitTarget).
 // With no other instance nothing moves meanwhile; the backlog waits on
 // the cursor.
-var errSteppedDown = errors.New("remote unreachable: stepped down")
+var errSteppedDown error = &restartNow{"remote unreachable: stepped down"}
+
+// errEpochChanged ends a session at the first entry of another epoch than
+// its producer's (see entrySeq), once every entry it sent was confirmed;
+// Run starts the next session at once, which opens the producer under the
+// new epoch's name.
+var errEpochChanged error = &restartNow{"ledger ids reached another sequence id epoch"}
+
+// errRefusedSkipped ends a session whose remote refused an entry for good
+// with on_refused: skip: the entry was skipped, but the producer gave up
+// with the refusal, so the next session (at once) sends what follows.
+var errRefusedSkipped error = &restartNow{"an entry the remote refuses for good was skipped (on_refused: skip)"}
+
+// Other errors that end a session, retried after a backoff.
+
+// errAwaitingReadBack ends a session without the read-back's proof at an
+// entry the remote may hold already (see session.awaitReadBack).
+var errAwaitingReadBack = errors.New("the remote's deduplication record may cover this entry and the read-back failed: waiting for one that goes through")
 
 // errProducerGaveUp ends a session whose producer gave up for good while
 // its link was down (its reconnect refused with an error no retry
@@ -62,6 +94,14 @@ var errSteppedDown = errors.New("remote unreachable: stepped down")
 // producer at its next entry, whose refusal takes its usual route (a
 // terminated topic stops the partition there).
 var errProducerGaveUp = errors.New("the producer on the remote gave up")
+
+// errUnprovenDuplicate ends a session whose remote answered a send as a
+// duplicate. The answer means the broker recorded a sequence id at or
+// above the entry's for this producer name, which a later entry can
+// have set; so the entry is not acknowledged on its word. The next
+// session reads the remote back and acknowledges the entry only if it
+// finds the copy there (copiedSince), and sends it again otherwise.
+var errUnprovenDuplicate = errors.New("the remote answered a send as a duplicate; re-reading the remote before going on")
 
 // refusedError ends a session at a message the remote can never take
 // (over its size limit, refused by its broker for good, a schema the
@@ -135,19 +175,3 @@ func schemaVersionString(v []byte) string {
 	}
 	return hex.EncodeToString(v)
 }
-
-// errRedelivered ends a session whose cursor delivered an entry again
-// (the client reconnected, or the cursor became active again, and the
-// broker redelivered what was not acknowledged). Some of those entries
-// may be in flight or on the remote already; rather than track which,
-// Run starts the next session at once, and its read-back of the remote
-// (copiedSince) sorts them out.
-var errRedelivered = errors.New("cursor redelivered messages")
-
-// errUnprovenDuplicate ends a session whose remote answered a send as a
-// duplicate. The answer means the broker recorded a sequence id at or
-// above the entry's for this producer name, which a later entry can
-// have set; so the entry is not acknowledged on its word. The next
-// session reads the remote back and acknowledges the entry only if it
-// finds the copy there (copiedSince), and sends it again otherwise.
-var errUnprovenDuplicate = errors.New("the remote answered a send as a duplicate; re-reading the remote before going on")
