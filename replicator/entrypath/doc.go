@@ -4,20 +4,21 @@
 // acknowledges the local cursor only after the remote confirmed, in
 // order. Everything that loss, duplicates and stalls depend on is here.
 //
-// Files, from the top down (each imports only files below it):
+// Files, from the top down (each uses only files after it):
 // how sessions follow one another and Partition.Run (entrysessions.go);
 // one session of a partition (session.go); the step-down of a session
 // whose remote is out of reach (stepdown.go); the pipe's rules for each
 // entry (entrypipe.go) and why a session ends (sessionend.go); the
 // Partition and what it is built from (partition.go); its two ends over
 // the wire client (entryends.go, with their link's health in
-// linkhealth.go); the read-back of the remote that
-// proves which copies are there (entryreadback.go); the contracts with
-// the ends and the subscription sync (contracts.go); the sequence ids of
-// the copies and their epochs (seqid.go); the byte budgets that bound
-// what is held (budgets.go, receivepool.go, readbackpool.go). Which
-// entries are forwarded, which are markers and what a copy's origin
-// proves are the entry rules of replicator/entryrule, shared with verify.
+// linkhealth.go); the contracts with the ends and the subscription sync
+// (contracts.go); the read-back budget (readbackpool.go) and the
+// read-back of the remote that proves which copies are there
+// (entryreadback.go); the sequence ids of the copies and their epochs
+// (seqid.go); the receive and in-flight budgets (receivepool.go,
+// budgets.go). Which entries are forwarded, which are markers and what
+// a copy's origin proves are the entry rules of replicator/entryrule,
+// shared with verify.
 //
 // It exists apart from the pair lifecycle (replicator) and from
 // subscription sync (subsync) so that the rules that keep messages from
