@@ -164,58 +164,6 @@ func TestEntryPipeSameEntryAgain(t *testing.T) {
 	})
 }
 
-// entrySeq and recordReach at the edges of the packing: ledger 0 (a
-// fresh BookKeeper, or a test cluster, starts there), entry 0, an entry
-// id just past what fits, the floor itself (the epochs of ledger ids
-// from 2^31 on are TestEntrySeq's).
-//
-// Fails for: `pos.Ledger < 0` → `<= 0` in either, as the code was before
-// epochs (a ledger 0 entry sent under a counted id, or its record
-// ignored); `pos.Entry < 0` → `<= 0`; `record < 0` → `<= 0`.
-func TestEntrySeqEdges(t *testing.T) {
-	at := func(l, e int64) marker.Position { return marker.Position{Ledger: l, Entry: e, Batch: -1} }
-	for _, tt := range []struct {
-		name   string
-		pos    marker.Position
-		floor  uint64
-		want   uint64
-		packed bool
-	}{
-		{"ledger 0, fresh producer", at(0, 12), 0, 12, true},
-		{"ledger 0, entry 0", at(0, 0), 0, 0, true},
-		{"ledger 0, at the floor", at(0, 12), 12, 12, true},
-		{"ledger 0, below the floor", at(0, 12), 13, 13, false},
-		{"entry 2^32, fresh producer", at(10, 1<<32), 0, 0, false},
-		{"entry 2^32-1, fresh producer", at(10, 1<<32-1), 0, 10<<32 | (1<<32 - 1), true},
-		{"negative entry", at(10, -1), 7, 7, false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			got, packed := entrySeq(tt.pos, tt.floor)
-			if got != tt.want || packed != tt.packed {
-				t.Errorf("entrySeq(%v, %d) = %d, %v; want %d, %v", tt.pos, tt.floor, got, packed, tt.want, tt.packed)
-			}
-		})
-	}
-	for _, tt := range []struct {
-		name   string
-		record int64
-		pos    marker.Position
-		want   int64
-	}{
-		{"ledger 0", 0<<32 | 7, at(0, 3), 5},
-		{"ledger 0, the record is entry 0", 0, at(0, 0), 1},
-		{"ledger 0, a later ledger's entry", 0<<32 | 7, at(1, 3), 0},
-		{"negative ledger", 7, at(-1, 3), 0},
-		{"ledger 2^31-1", (1<<31-1)<<32 | 9, at(1<<31-1, 0), 10},
-	} {
-		t.Run("recordReach "+tt.name, func(t *testing.T) {
-			if got := recordReach(tt.record, tt.pos); got != tt.want {
-				t.Errorf("recordReach(%d, %v) = %d, want %d", tt.record, tt.pos, got, tt.want)
-			}
-		})
-	}
-}
-
 // The entry the sync saw last, delivered again, follows it (gremlins
 // survivor entrypipe.go:417, `< 0`: a redelivery of the last entry was
 // taken for a takeover, and the third origins' watermarks re-learned).
