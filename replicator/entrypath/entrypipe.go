@@ -22,12 +22,18 @@ import (
 // in order after the remote confirmed, end the session at the first
 // failure (the next one starts from the cursor: entrysessions.go), skip
 // only what is read back from the remote (entryreadback.go).
+//
+// This file holds the rules a session applies to the entries it reads:
+// what a copy carries (forwardMetadata), how long sessions go on without
+// the read-back's proof (maxReadBackRetries), whether an entry follows
+// the ones the sync saw (continues), where an active session starts
+// (startAt) and what a skip does (skip).
 
 // forwardMetadata is the metadata a copy of e carries to the remote: e's
 // own bytes (minus the transaction fields when dropTxn), replicated_from,
 // the remote's schema version when schema is set, and last the origin
-// (entryrule.OriginProps), whose signature covers everything before it and the
-// payload.
+// (entryrule.OriginProps), whose signature covers everything before it
+// and the payload.
 func (p *Partition) forwardMetadata(e wire.Entry, dropTxn bool, schema []byte) ([]byte, error) {
 	patch := wire.Patch{ReplicatedFrom: p.local, DropTxn: dropTxn, SchemaVersion: schema}
 	md, err := wire.PatchMetadata(make([]byte, 0, len(e.Metadata)+160), e.Metadata, patch)

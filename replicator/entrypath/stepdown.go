@@ -1,8 +1,10 @@
 package entrypath
 
 // The step-down: an active session whose remote has had no working link
-// for too long closes its cursor, so that another instance may copy the
-// partition, and the partition subscribes again once the remote answers.
+// for too long (stepDownAfter) closes its cursor, so that another
+// instance may copy the partition, and the partition subscribes again
+// once the remote answers. The partition's side is openTarget and
+// awaitTarget; stepDown is the watch.
 
 import (
 	"context"
