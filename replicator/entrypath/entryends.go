@@ -343,7 +343,7 @@ func (e *wireEndpoints) fetchAndRegisterSchema(ctx context.Context, version []by
 // (the schema deleted since the entry was written; Pulsar serves no
 // version of a deleted schema, and a schema registered again gets new
 // versions). Every later fetch is answered the same, so the entry takes
-// the on_refused route (refusal: skipSourceSchemaMissing).
+// the on_refused route (refusal: entryrule.SkipSourceSchemaMissing).
 var errSourceSchemaMissing = errors.New("the source no longer serves the entry's schema version")
 
 // getSchemaOp begins the Op of wire.Client.GetSchema's broker errors

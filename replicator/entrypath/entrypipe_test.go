@@ -22,6 +22,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
@@ -782,7 +783,7 @@ func TestEntryPipeForwardsAndSkips(t *testing.T) {
 		if want := []uint64{10<<32 | 0, 10<<32 | 1, 10<<32 | 4, 10<<32 | 8}; !slices.Equal(w.seqs, want) {
 			t.Errorf("sequence ids %v, want %v (the positions, ledger 10)", w.seqs, want)
 		}
-		for reason, n := range map[string]float64{skipRemoteOrigin: 4, skipReplicateTo: 2, skipMarker: 4} {
+		for reason, n := range map[string]float64{entryrule.SkipRemoteOrigin: 4, entryrule.SkipReplicateTo: 2, entryrule.SkipMarker: 4} {
 			if got := metricstest.Counter(p.m.Skipped, "east", "west", reason); got != n {
 				t.Errorf("skipped{reason=%q} = %v messages, want %v", reason, got, n)
 			}
@@ -835,7 +836,7 @@ func TestEntryPipeProof(t *testing.T) {
 			want = 6
 		}
 		w.mu.Unlock()
-		if got := metricstest.Counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != want {
+		if got := metricstest.Counter(p.m.Skipped, "east", "west", entryrule.SkipAlreadyCopied); got != want {
 			t.Errorf("skipped as already copied = %v messages, want %v (e1, e3, and e5 if the first session sent it)", got, want)
 		}
 		for _, v := range w.violations {
@@ -883,7 +884,7 @@ func TestEntryPipeReadBackRetried(t *testing.T) {
 				if tc.fails > maxReadBackRetries {
 					want = 0
 				}
-				if got := metricstest.Counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != want {
+				if got := metricstest.Counter(p.m.Skipped, "east", "west", entryrule.SkipAlreadyCopied); got != want {
 					t.Errorf("skipped as already copied = %v messages, want %v", got, want)
 				}
 			})
@@ -1024,7 +1025,7 @@ func TestEntryPipeReadBackFailsReset(t *testing.T) {
 		if want := []string{"e0", "e1", "e2", "e3", "e4", "e5", "e6", "e7"}; !slices.Equal(remote, want) {
 			t.Errorf("remote holds %v, want %v (each once: a read-back went through before e4 was sent)", remote, want)
 		}
-		if got := metricstest.Counter(p.m.Skipped, "east", "west", skipAlreadyCopied); got != 8 {
+		if got := metricstest.Counter(p.m.Skipped, "east", "west", entryrule.SkipAlreadyCopied); got != 8 {
 			t.Errorf("skipped as already copied = %v messages, want 8 (e0, e1, e4, e5)", got)
 		}
 		w.mu.Lock()
@@ -1052,7 +1053,7 @@ func TestEntryPipeRefusedEntry(t *testing.T) {
 					waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
 				} else {
 					waitFor(t, "the partition stopped", func() bool {
-						return metricstest.Gauge(p.m.PartitionsStopped, "east", "west", skipRejectedTooBig) == 1
+						return metricstest.Gauge(p.m.PartitionsStopped, "east", "west", entryrule.SkipRejectedTooBig) == 1
 					})
 					time.Sleep(time.Minute)
 					synctest.Wait()
@@ -1098,25 +1099,25 @@ func TestEntryPipeBrokerRefusals(t *testing.T) {
 		reason string
 		setup  func(w *fakeEntryWorld)
 	}{
-		{"NotAllowed on send", skipRejectedNotAllowed, func(w *fakeEntryWorld) {
+		{"NotAllowed on send", entryrule.SkipRejectedNotAllowed, func(w *fakeEntryWorld) {
 			w.add(2, nil)
 			w.add(1, nil)
 			w.add(1, nil)
 			w.receipt = refuseE2(&wire.BrokerError{Op: "send", Code: wire.NotAllowedError, Message: "maxMessageSize"})
 		}},
-		{"encryption required (MetadataError on send)", skipRejectedNotAllowed, func(w *fakeEntryWorld) {
+		{"encryption required (MetadataError on send)", entryrule.SkipRejectedNotAllowed, func(w *fakeEntryWorld) {
 			w.add(2, nil)
 			w.add(1, nil)
 			w.add(1, nil)
 			w.receipt = refuseE2(&wire.BrokerError{Op: "send to t", Code: wire.MetadataError, Message: "Messages must be encrypted"})
 		}},
-		{"IncompatibleSchema on the target", skipRejectedSchema, func(w *fakeEntryWorld) {
+		{"IncompatibleSchema on the target", entryrule.SkipRejectedSchema, func(w *fakeEntryWorld) {
 			w.add(2, nil)
 			w.add(1, nil, schemaVersion(v3))
 			w.add(1, nil)
 			w.schemaErr = &wire.BrokerError{Op: "get or create schema", Code: wire.IncompatibleSchema, Message: "incompatible"}
 		}},
-		{"a schema version the source no longer serves", skipSourceSchemaMissing, func(w *fakeEntryWorld) {
+		{"a schema version the source no longer serves", entryrule.SkipSourceSchemaMissing, func(w *fakeEntryWorld) {
 			w.add(2, nil)
 			w.add(1, nil, schemaVersion(v3))
 			w.add(1, nil)
@@ -1755,83 +1756,6 @@ func TestEntryPipeStepsDown(t *testing.T) {
 	}
 }
 
-func TestEntrySeq(t *testing.T) {
-	pos := func(l, e int64) marker.Position { return marker.Position{Ledger: l, Entry: e, Batch: -1} }
-	for _, tt := range []struct {
-		name   string
-		pos    marker.Position
-		floor  uint64
-		want   uint64
-		packed bool
-		epoch  uint64
-	}{
-		{"fresh producer", pos(10, 7), 0, 10<<32 | 7, true, 0},
-		{"above the record", pos(10, 7), 10<<32 | 5, 10<<32 | 7, true, 0},
-		{"right after the last id", pos(10, 7), 10<<32 | 7, 10<<32 | 7, true, 0},
-		{"a later ledger", pos(11, 0), 10<<32 | 50_000, 11 << 32, true, 0},
-		{"the largest that fits", pos(1<<31-1, 1<<32-1), 0, 1<<63 - 1, true, 0},
-		{"below the record: counted", pos(10, 3), 10<<32 | 5, 10<<32 | 5, false, 0},
-		{"record of an older version on ledger 0", pos(0, 12), 70_000, 70_000, false, 0},
-		{"entry id too large", pos(10, 1<<32), 10<<32 | 9, 10<<32 | 9, false, 0},
-		// Epochs past 0: the ledger's low 31 bits, under a name of their own.
-		{"2^31 - 1, the last ledger of epoch 0", pos(1<<31-1, 5), 0, (1<<31-1)<<32 | 5, true, 0},
-		{"2^31, the first ledger of epoch 1, fresh name", pos(1<<31, 0), 0, 0, true, 1},
-		{"2^31, above epoch 1's record", pos(1<<31, 9), 7, 9, true, 1},
-		{"2^31 + 1", pos(1<<31+1, 3), 1<<32 | 0, 1<<32 | 3, true, 1},
-		{"2^31 + 1, below the record: counted", pos(1<<31+1, 3), 1<<32 | 8, 1<<32 | 8, false, 1},
-		{"2^32 - 1, the last ledger of epoch 1", pos(1<<32-1, 1<<32-1), 0, 1<<63 - 1, true, 1},
-		{"2^32, epoch 2", pos(1<<32, 4), 0, 4, true, 2},
-		{"2^32 + 2^31, epoch 3", pos(1<<32+1<<31, 4), 0, 4, true, 3},
-		{"2^40", pos(1<<40, 6), 0, 6, true, 1 << 9},
-		{"2^40 + 77", pos(1<<40+77, 6), 76<<32 | 1, 77<<32 | 6, true, 1 << 9},
-		{"the largest ledger id", pos(math.MaxInt64, 1), 0, (1<<31-1)<<32 | 1, true, 1<<32 - 1},
-		{"epoch 1, entry id too large", pos(1<<31, 1<<32), 5, 5, false, 1},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			got, packed := entrySeq(tt.pos, tt.floor)
-			if got != tt.want || packed != tt.packed {
-				t.Errorf("entrySeq(%v, %d) = %d, %v; want %d, %v", tt.pos, tt.floor, got, packed, tt.want, tt.packed)
-			}
-			if got >= 1<<63 {
-				t.Errorf("entrySeq(%v, %d) = %d: outside the broker's signed range", tt.pos, tt.floor, got)
-			}
-			if e := seqEpoch(tt.pos.Ledger); e != tt.epoch {
-				t.Errorf("seqEpoch(%d) = %d, want %d", tt.pos.Ledger, e, tt.epoch)
-			}
-		})
-	}
-}
-
-// Each epoch of ledger ids has a producer name of its own, epoch 0 the
-// one of the versions before epochs; every one of them is a sidecar
-// producer and none a marker writer, so the local side skips what they
-// write (decideEntry) as before.
-func TestEpochProducerName(t *testing.T) {
-	const base = "geo-sidecar.east-->west"
-	for _, tt := range []struct {
-		epoch uint64
-		want  string
-	}{
-		{0, base},
-		{1, base + ".epoch1"},
-		{2, base + ".epoch2"},
-		{1 << 9, base + ".epoch512"},
-		{1<<32 - 1, base + ".epoch4294967295"},
-	} {
-		got := epochProducerName(base, tt.epoch)
-		if got != tt.want {
-			t.Errorf("epochProducerName(%q, %d) = %q, want %q", base, tt.epoch, got, tt.want)
-		}
-		md := wire.Metadata{ProducerName: got}
-		if r := decideEntry(&md, "west"); r != skipRemoteOrigin {
-			t.Errorf("an entry written under %q: decideEntry = %q, want %q", got, r, skipRemoteOrigin)
-		}
-		if _, ok := markerEntry(&md, nil); ok {
-			t.Errorf("an entry written under %q is taken for a marker", got)
-		}
-	}
-}
-
 // A session given up on can leave sends in the link that land after the
 // next session opened its producer, and after it sent the same entries
 // (the slow link of e2e TestWANSlowLink). With deduplication on the
@@ -2064,40 +1988,4 @@ func TestEntryPipeHaltsOnDuplicate(t *testing.T) {
 			t.Errorf("the session sent %d entries, want at most 5 (its window of 4, and the one waiting for a slot when the duplicate receipt came)", first)
 		}
 	})
-}
-
-func TestRecordReach(t *testing.T) {
-	pos := func(l, e int64) marker.Position { return marker.Position{Ledger: l, Entry: e, Batch: -1} }
-	at := pos(10, 199)
-	for _, tt := range []struct {
-		name   string
-		record int64
-		pos    marker.Position
-		want   int64
-	}{
-		{"no record", -1, at, 0},
-		{"the record is pos", 10<<32 | 199, at, 1},
-		{"1,135 entries on", 10<<32 | 1333, at, 1135},
-		{"before pos", 10<<32 | 100, at, 0},
-		{"an older ledger", 9<<32 | 5_000, at, 0},
-		{"a later ledger", 11<<32 | 3, at, 0},
-		{"a counted record", 41, at, 0},
-		{"2^31 - 1", (1<<31-1)<<32 | 20, pos(1<<31-1, 11), 10},
-		// Past epoch 0 the record is the epoch's name's, packed from the
-		// ledger's low 31 bits.
-		{"2^31", 0<<32 | 20, pos(1<<31, 11), 10},
-		{"2^31, the record before pos", 0<<32 | 10, pos(1<<31, 11), 0},
-		{"2^31 + 1, a record in 2^31", 0<<32 | 900, pos(1<<31+1, 0), 0},
-		{"2^31 + 1", 1<<32 | 900, pos(1<<31+1, 0), 901},
-		{"2^32", 0<<32 | 4, pos(1<<32, 0), 5},
-		{"2^32, a record in 2^32 + 1", 1<<32 | 4, pos(1<<32, 0), 0},
-		{"2^40 + 3", 3<<32 | 1_000, pos(1<<40+3, 1), 1_000},
-		{"2^40 + 3, a record in 2^40 + 4", 4<<32 | 1_000, pos(1<<40+3, 1), 0},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := recordReach(tt.record, tt.pos); got != tt.want {
-				t.Errorf("recordReach(%d, %v) = %d, want %d", tt.record, tt.pos, got, tt.want)
-			}
-		})
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -65,8 +66,8 @@ type origin struct {
 	// sig is the entry pipe's signature of the origin (marker.PropOriginSig).
 	sig string
 	// digest is the entry's digest as the signature covers it
-	// (copyDigest), computed from the bytes read; nil where they are not
-	// at hand, and then the signature proves nothing.
+	// (entryrule.CopyDigest), computed from the bytes read; nil where
+	// they are not at hand, and then the signature proves nothing.
 	digest *[sha256.Size]byte
 }
 
@@ -268,7 +269,8 @@ const readbackQuiet = time.Second
 
 func (w *wireTail) read(ctx context.Context, from, through marker.Position, fn func(marker.Position, entryCopy)) error {
 	// A batch index makes the start inclusive of its entry.
-	start := wire.MessageID{Ledger: uint64(from.Ledger), Entry: uint64(from.Entry), Partition: -1, BatchIndex: 0}
+	start := wire.EntryID(uint64(from.Ledger), uint64(from.Entry))
+	start.BatchIndex = 0
 	r, err := w.reader(ctx, &start)
 	if err != nil {
 		return fmt.Errorf("read back from %s: %w", from.String(), err)
@@ -337,7 +339,7 @@ func readWindow(ctx context.Context, r windowReader, from, through marker.Positi
 // origin the entry pipe put in the entry-level properties (the producer
 // name is the origin's, so it proves nothing here and is not kept), with
 // the digest of the bytes read that its signature must cover
-// (copyDigest).
+// (entryrule.CopyDigest).
 func readBackCopy(e wire.Entry) entryCopy {
 	md, err := wire.ParseMetadata(e.Metadata)
 	if err != nil {
@@ -349,7 +351,7 @@ func readBackCopy(e wire.Entry) entryCopy {
 	o.pos, o.ok = marker.ParsePosition(id)
 	o.sig, _ = md.Property(marker.PropOriginSig)
 	if o.ok && strings.HasPrefix(o.sig, marker.OriginSigV2) {
-		if d, ok := copyDigest(e.Metadata, e.Payload); ok {
+		if d, ok := entryrule.CopyDigest(e.Metadata, e.Payload); ok {
 			o.digest = &d
 		}
 	}

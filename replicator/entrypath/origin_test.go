@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
@@ -49,7 +50,7 @@ func transplant(t *testing.T, md, other []byte) []byte {
 }
 
 // What proves that an entry on the target is a copy of an origin entry
-// (the read-back, bySignature, and the snapshot machine, entryOrigin): a
+// (the read-back, bySignature, and the snapshot machine, entryrule.Origin): a
 // version 2 signature under an accepted key over this partition, the
 // origin, this target, the position, and the entry's bytes as read. Every
 // case but the genuine ones is the issue 20 attack or a variant of it: it
@@ -129,12 +130,12 @@ func TestOriginProof(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			o := entryOrigin(&md, e, tt.keys, tp, target)
+			o := entryrule.Origin(&md, e, tt.keys, tp, target)
 			if o.Signed != tt.want {
-				t.Errorf("entryOrigin signed = %v, want %v (%+v)", o.Signed, tt.want, o)
+				t.Errorf("entryrule.Origin signed = %v, want %v (%+v)", o.Signed, tt.want, o)
 			}
 			if tt.want && (o.Cluster != "east" || o.At != subsynctest.Pos(10, 5)) {
-				t.Errorf("entryOrigin = %+v, want east 10:5", o)
+				t.Errorf("entryrule.Origin = %+v, want east 10:5", o)
 			}
 		})
 	}
@@ -145,33 +146,6 @@ func cmpOr(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// entryOrigin on what is not a signed copy.
-func TestEntryOriginUnsigned(t *testing.T) {
-	keys, topic := marker.NewKeys([]byte("0123456789abcdef")), "persistent://t/ns/x"
-	raw := wire.MetadataBuilder{ProducerName: "p", SequenceID: 1, PublishTime: 2}.Append(nil)
-	tests := []struct {
-		name    string
-		md      []byte
-		cluster string
-	}{
-		{"local data", raw, ""},
-		{"Pulsar's own copy", wire.MetadataBuilder{ProducerName: "p", SequenceID: 1, PublishTime: 2, ReplicatedFrom: "north"}.Append(nil), "north"},
-		{"unreadable position", signedCopyMD(raw, nil, keys.Current(), topic, "north", "east", "x"), "north"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			md, err := wire.ParseMetadata(tt.md)
-			if err != nil {
-				t.Fatal(err)
-			}
-			o := entryOrigin(&md, wire.Entry{Metadata: tt.md}, keys, topic, "east")
-			if o.Signed || o.Cluster != tt.cluster {
-				t.Errorf("entryOrigin() = %+v, want unsigned from %q", o, tt.cluster)
-			}
-		})
-	}
 }
 
 // What the entry pipe forwards verifies on the target as read back, with
@@ -244,8 +218,8 @@ func FuzzOriginRoundTrip(f *testing.F) {
 		if err != nil {
 			t.Fatalf("forwarded metadata does not parse: %v", err)
 		}
-		if o := entryOrigin(&fmd, copied, keys, topic, "west"); !o.Signed || o.At != subsynctest.Pos(7, 9) || o.Cluster != "east" {
-			t.Fatalf("entryOrigin = %+v, want signed east 7:9", o)
+		if o := entryrule.Origin(&fmd, copied, keys, topic, "west"); !o.Signed || o.At != subsynctest.Pos(7, 9) || o.Cluster != "east" {
+			t.Fatalf("entryrule.Origin = %+v, want signed east 7:9", o)
 		}
 		longer := copied
 		longer.Payload = append(bytes.Clone(payload), 0)

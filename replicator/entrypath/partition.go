@@ -1,17 +1,78 @@
 package entrypath
 
-// A partition's replicator as the pair builds and runs it.
+// A partition's replicator, and how the pair builds it (its sessions run
+// in entrysessions.go).
 
 import (
-	"context"
 	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
-	"go.uber.org/zap"
 )
+
+// Partition replicates one local partition to one remote, entry by
+// entry: the unit of work. It owns its cursor and producer; one partition
+// failing never stops another.
+type Partition struct {
+	local, remote string
+	topic         string      // the partition, the same on both sides
+	keys          marker.Keys // sign the copies' origins; zero: none
+	ends          entryEndpoints
+	budget        *ByteBudget
+	maxPending    int              // the producer's window: entries sent and not confirmed
+	skipRefused   bool             // on_refused: skip (an entry the remote refuses for good), not stop
+	msgRate       *cluster.Limiter // shared by the pair's partitions; nil = unlimited
+	byteRate      *cluster.Limiter
+	m             *metrics.Metrics
+	log           *zap.Logger
+	// drainTimeout bounds how long a stopping session waits for in-flight
+	// sends, so that SIGTERM exits within 10 s even when the remote is down.
+	drainTimeout time.Duration
+	// stepDownAfter is how long an active session may go without a
+	// working link to the remote before it steps down (see
+	// stepDownAfter); 0: never.
+	stepDownAfter time.Duration
+
+	// closing is closed when the last producer has finished closing. A new
+	// producer waits for it: an abandoned producer that reconnected later
+	// could otherwise write old entries after the new one's (closeWithin).
+	closing chan struct{}
+
+	// sync keeps subscriptions in step; nil when none are configured. It
+	// sees every entry this pipe reads (entryrule.Marker, entryrule.Origin).
+	sync Sync
+	// linkUp is true while a producer to the remote is open.
+	linkUp atomic.Bool
+	// received, when set, is set on each entry read: the pair refreshes
+	// the stats of a quiet topic early once it has traffic.
+	received *atomic.Bool
+	// activeOut, when set, mirrors the open session's active (see
+	// Config.Active); false between sessions.
+	activeOut *atomic.Bool
+	// lastSeen is the last entry the sync saw (hasSeen): an entry that
+	// does not follow it was resumed past entries another instance
+	// processed (continues).
+	lastSeen marker.Position
+	hasSeen  bool
+	// steppedDown is when the last session stepped down (zero: it did
+	// not): the next one waits until the remote answers (awaitTarget).
+	steppedDown time.Time
+	// aheadAt is the entry the last sessions ended on with errStartAhead,
+	// aheadRuns how many in a row (see maxStartAhead).
+	aheadAt   marker.Position
+	aheadRuns int
+	// readBackFails counts the sessions in a row whose read-back of the
+	// remote failed on a link error (see maxReadBackRetries).
+	readBackFails int
+	// awaitingReadBack is set while the partition waits for a read-back
+	// that goes through (session.awaitReadBack).
+	awaitingReadBack bool
+}
 
 // Config is what a Partition is built from: the pair's two clusters and
 // cursor, its windows and budgets, and the subscription sync it feeds.
@@ -80,9 +141,14 @@ func New(c Config) *Partition {
 	}
 }
 
-// Run replicates until ctx is done; see runSessions.
-func (p *Partition) Run(ctx context.Context) error {
-	defer runSync(ctx, p.sync, p.linkUp.Load)()
-	defer p.readBackWorks()
-	return runSessions(ctx, p.log, p.m, p.local, p.remote, p.session)
-}
+// stepDownAfter is how long an active cursor may go without a working
+// link to the remote (its producer cannot be opened, or stays
+// reconnecting or silent) before the session steps down: twice the
+// remote's keep_alive. The wire client already takes up to 1.125
+// keep_alive to notice a half-open link and then reconnects within
+// seconds (backoff up to 5 s, a 10 s handshake timeout), so a link that
+// blips, a broker restart or a topic moving between brokers is over well
+// inside the bound and never moves the partition (a takeover costs a
+// read-back and the broker's failover delay); a link that stays cut is
+// handed to another instance within about one more keep_alive.
+func stepDownAfter(keepAlive time.Duration) time.Duration { return 2 * keepAlive }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
@@ -111,7 +112,7 @@ func TestEntryPipeTargetTerminated(t *testing.T) {
 					if slices.Contains(remote, "e2") || slices.Contains(remote, "e3") {
 						t.Errorf("remote holds %v, want neither e2 nor e3", remote)
 					}
-					for _, reason := range []string{stopTargetTerminated, skipRejectedNotAllowed, skipRejectedSchema, skipRejectedTooBig} {
+					for _, reason := range []string{stopTargetTerminated, entryrule.SkipRejectedNotAllowed, entryrule.SkipRejectedSchema, entryrule.SkipRejectedTooBig} {
 						if got := metricstest.Counter(p.m.Skipped, "east", "west", reason); got != 0 {
 							t.Errorf("skipped{reason=%s} = %v, want nothing skipped", reason, got)
 						}
@@ -164,7 +165,7 @@ func TestEntryPipeSourceSchemaMissing(t *testing.T) {
 					waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 4 })
 				} else {
 					waitFor(t, "the partition stopped", func() bool {
-						return metricstest.Gauge(p.m.PartitionsStopped, "east", "west", skipSourceSchemaMissing) == 1
+						return metricstest.Gauge(p.m.PartitionsStopped, "east", "west", entryrule.SkipSourceSchemaMissing) == 1
 					})
 					time.Sleep(time.Minute)
 					synctest.Wait()
@@ -172,7 +173,7 @@ func TestEntryPipeSourceSchemaMissing(t *testing.T) {
 				acks, remote, _ := w.snapshot()
 				stop()
 				if skip {
-					if got := metricstest.Counter(p.m.Skipped, "east", "west", skipSourceSchemaMissing); got != 4 {
+					if got := metricstest.Counter(p.m.Skipped, "east", "west", entryrule.SkipSourceSchemaMissing); got != 4 {
 						t.Errorf("skipped{reason=source-schema-missing} = %v messages, want e1's and e3's 4", got)
 					}
 					if !slices.Equal(remote, []string{"e0", "e2"}) {
@@ -193,7 +194,7 @@ func TestEntryPipeSourceSchemaMissing(t *testing.T) {
 				if !strings.Contains(lines[0].Message, "source no longer serves") {
 					t.Errorf("stop line %q, want it to say the source no longer serves the schema version", lines[0].Message)
 				}
-				if f := lines[0].ContextMap(); f["reason"] != skipSourceSchemaMissing || f["position"] != "10:1:-1" || f["schema_version"] != "3" {
+				if f := lines[0].ContextMap(); f["reason"] != entryrule.SkipSourceSchemaMissing || f["position"] != "10:1:-1" || f["schema_version"] != "3" {
 					t.Errorf("stop line fields %v, want reason source-schema-missing, position 10:1:-1, schema_version 3", f)
 				}
 			})
@@ -246,7 +247,7 @@ func TestEntryPipeSchemaFailuresRetried(t *testing.T) {
 				if asks < 3 {
 					t.Errorf("schema asked %d times in a minute, want it retried", asks)
 				}
-				for _, reason := range []string{skipSourceSchemaMissing, skipRejectedSchema, skipRejectedNotAllowed} {
+				for _, reason := range []string{entryrule.SkipSourceSchemaMissing, entryrule.SkipRejectedSchema, entryrule.SkipRejectedNotAllowed} {
 					if got := metricstest.Gauge(p.m.PartitionsStopped, "east", "west", reason); got != 0 {
 						t.Errorf("partitions_stopped{reason=%s} = %v, want 0", reason, got)
 					}

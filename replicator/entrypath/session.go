@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -68,9 +69,9 @@ type session struct {
 type verdict int
 
 const (
-	proceed   verdict = iota // go on with this entry
-	nextEntry                // this entry is dealt with: take the next
-	stop                     // the session ends (its cause is set)
+	proceed    verdict = iota // go on with this entry
+	nextEntry                 // this entry is dealt with: take the next
+	endSession                // the session ends (its cause is set)
 )
 
 func (p *Partition) session(ctx context.Context) (bool, error) {
@@ -166,7 +167,7 @@ func (s *session) receive() (wire.Entry, marker.Position, verdict) {
 		if s.sctx.Err() == nil {
 			s.cancel(fmt.Errorf("receive: %w", err))
 		}
-		return e, marker.Position{}, stop
+		return e, marker.Position{}, endSession
 	}
 	pos := entryPos(e.ID)
 	return e, pos, s.received(e, pos)
@@ -186,7 +187,7 @@ func (s *session) received(e wire.Entry, pos marker.Position) verdict {
 	}
 	if s.hasLast && pos.Compare(s.last) <= 0 {
 		s.cancel(errRedelivered)
-		return stop
+		return endSession
 	}
 	s.last, s.hasLast = pos, true
 	if !s.active.Load() {
@@ -207,15 +208,15 @@ func (s *session) received(e wire.Entry, pos marker.Position) verdict {
 		}
 		if s.sctx.Err() != nil {
 			_ = s.src.Release(e)
-			return stop
+			return endSession
 		}
 		s.started = true
 	}
 	return proceed
 }
 
-// route decides on the entry from its metadata (decideEntry), feeds it to
-// the subscription sync, and skips what is not forwarded.
+// route decides on the entry from its metadata (entryrule.SkipReason),
+// feeds it to the subscription sync, and skips what is not forwarded.
 func (s *session) route(e wire.Entry, pos marker.Position) (wire.Metadata, verdict) {
 	p := s.p
 	md, err := wire.ParseMetadata(e.Metadata)
@@ -223,9 +224,9 @@ func (s *session) route(e wire.Entry, pos marker.Position) (wire.Metadata, verdi
 		// The broker stored it, so it parsed there: a malformed entry
 		// here is a bug on our side. Stop rather than skip it.
 		s.cancel(fmt.Errorf("entry %s: %w", e.ID, err))
-		return md, stop
+		return md, endSession
 	}
-	reason := decideEntry(&md, p.remote)
+	reason := entryrule.SkipReason(&md, p.remote)
 	if p.sync != nil {
 		if !p.continues(pos) {
 			p.sync.Takeover()
@@ -233,9 +234,9 @@ func (s *session) route(e wire.Entry, pos marker.Position) (wire.Metadata, verdi
 		if !p.hasSeen || pos.Compare(p.lastSeen) > 0 {
 			p.lastSeen, p.hasSeen = pos, true
 		}
-		from := entryOrigin(&md, e, p.keys, p.topic, p.local)
-		if body, ok := markerEntry(&md, e.Payload); ok {
-			reason = skipMarker
+		from := entryrule.Origin(&md, e, p.keys, p.topic, p.local)
+		if body, ok := entryrule.Marker(&md, e.Payload); ok {
+			reason = entryrule.SkipMarker
 			if body == nil {
 				p.sync.BatchedMarker(pos)
 			} else if p.sync.MarkerAt(s.sctx, pos, body, from, md.ProducerName) {
@@ -270,16 +271,16 @@ func (s *session) target(e wire.Entry, pos marker.Position) verdict {
 			if s.sctx.Err() == nil {
 				s.cancel(fmt.Errorf("flush before the producer name changes: %w", err))
 			}
-			return stop
+			return endSession
 		}
 		if s.halted.Load() {
 			<-s.sctx.Done() // the acker ends the session on that receipt
-			return stop
+			return endSession
 		}
 		p.log.Info("ledger ids reached another sequence id epoch: the next session sends under its producer name",
 			zap.Stringer("id", e.ID), zap.Uint64("epoch", seqEpoch(pos.Ledger)), zap.Uint64("previous_epoch", s.epoch))
 		s.cancel(errEpochChanged)
-		return stop
+		return endSession
 	}
 	if s.dst != nil {
 		return proceed
@@ -290,7 +291,7 @@ func (s *session) target(e wire.Entry, pos marker.Position) verdict {
 		case <-s.sctx.Done():
 		}
 		if s.sctx.Err() != nil {
-			return stop
+			return endSession
 		}
 	}
 	s.epoch = seqEpoch(pos.Ledger)
@@ -300,10 +301,10 @@ func (s *session) target(e wire.Entry, pos marker.Position) verdict {
 			// The broker refuses every producer of a terminated topic:
 			// the entry at hand is where the partition stops.
 			s.cancel(&refusedError{pos: pos, reason: stopTargetTerminated, err: fmt.Errorf("open producer: %w", err)})
-			return stop
+			return endSession
 		}
 		s.cancel(fmt.Errorf("open producer: %w", err))
-		return stop
+		return endSession
 	}
 	s.dst = dst
 	s.down.watchProducer(dst)
@@ -312,7 +313,7 @@ func (s *session) target(e wire.Entry, pos marker.Position) verdict {
 	p.m.Connected.WithLabelValues(s.pair...).Inc()
 	if !s.active.Load() {
 		s.cancel(errStandby)
-		return stop
+		return endSession
 	}
 	// Sequence ids follow from positions (entrySeq), above the remote's
 	// record for the producer name (the epoch's): with deduplication on,
@@ -322,12 +323,12 @@ func (s *session) target(e wire.Entry, pos marker.Position) verdict {
 	s.unproven = nil
 	if s.copied, err = p.ends.copiedSince(s.sctx, pos, recordReach(dst.LastSequenceID(), pos)); err != nil {
 		if s.sctx.Err() != nil {
-			return stop
+			return endSession
 		}
 		if wire.IsRetryable(err) && p.readBackFails < maxReadBackRetries {
 			p.readBackFails++
 			s.cancel(fmt.Errorf("read back the remote: %w", err))
-			return stop
+			return endSession
 		}
 		// Sending on without the proof is safe under the entries' own
 		// (packed) sequence ids: a remote with deduplication drops what
@@ -352,13 +353,13 @@ func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) ver
 	p := s.p
 	if s.copied.has(pos) {
 		delete(s.copied, pos)
-		s.skip(e, skipAlreadyCopied)
+		s.skip(e, entryrule.SkipAlreadyCopied)
 		return nextEntry
 	}
 	if s.unproven != nil {
 		if _, packed := entrySeq(pos, s.seq); !packed {
 			s.awaitReadBack(pos)
-			return stop
+			return endSession
 		}
 	}
 	var schema []byte
@@ -375,24 +376,24 @@ func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) ver
 					return nextEntry
 				}
 				s.cancel(&refusedError{pos: pos, reason: reason, schema: bytes.Clone(md.SchemaVersion), err: fmt.Errorf("schema: %w", err)})
-				return stop
+				return endSession
 			}
 			s.cancel(fmt.Errorf("entry %s: schema: %w", e.ID, err))
-			return stop
+			return endSession
 		}
 	}
 	patched, err := p.forwardMetadata(e, md.HasTxnID, schema)
 	if err != nil {
 		s.cancel(fmt.Errorf("entry %s: patch metadata: %w", e.ID, err))
-		return stop
+		return endSession
 	}
 	if p.msgRate.Wait(s.sctx, float64(max(e.NumMessages, 1))) != nil || p.byteRate.Wait(s.sctx, float64(len(e.Payload))) != nil {
-		return stop
+		return endSession
 	}
 	published := time.UnixMilli(int64(md.PublishTime))
 	size := int64(len(patched) + len(e.Payload))
 	if err := p.budget.acquire(s.sctx, size); err != nil {
-		return stop
+		return endSession
 	}
 	if s.halted.Load() {
 		// A send failed or was answered as a duplicate: acks is ending
@@ -404,7 +405,7 @@ func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) ver
 		// oldest copies and sends them again.
 		p.budget.release(size)
 		<-s.sctx.Done()
-		return stop
+		return endSession
 	}
 	id, packed := entrySeq(pos, s.seq)
 	if !packed && !s.unpacked {
@@ -430,12 +431,12 @@ func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) ver
 				return nextEntry
 			}
 			s.cancel(&refusedError{pos: pos, reason: reason, err: err})
-			return stop
+			return endSession
 		}
 		if s.sctx.Err() == nil {
 			s.cancel(fmt.Errorf("send: %w", err))
 		}
-		return stop
+		return endSession
 	}
 	return nextEntry
 }
@@ -611,4 +612,24 @@ func (a *acks) receipt(e wire.Entry, published time.Time, r wire.Receipt, err er
 		_ = a.src.Release(e)
 		a.progress.Store(true)
 	}
+}
+
+// closeWithin runs closeProducer in its own goroutine and waits for it at
+// most timeout (so that SIGTERM exits in time even when the remote is
+// down). It returns a channel closed when closeProducer has returned: the
+// next producer of the partition waits for it, because an abandoned
+// producer that reconnected later could write old entries after the new
+// one's.
+func closeWithin(timeout time.Duration, log *zap.Logger, closeProducer func()) chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		closeProducer()
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		log.Warn("producer did not close in time; unconfirmed messages will be resent")
+	}
+	return done
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
@@ -292,7 +293,7 @@ func TestEntryPipeOverWireStops(t *testing.T) {
 			})
 			w.west.Unload(wireTopic) // the broker closes the producers of a topic it terminates
 		}, nil},
-		{"schema version deleted on the source", skipSourceSchemaMissing, true, func(w *wireWorld) {
+		{"schema version deleted on the source", entryrule.SkipSourceSchemaMissing, true, func(w *wireWorld) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			w.onEast = func(c *wiretest.Conn, cmd wire.Command, _ wire.Frame) bool {

@@ -9,8 +9,9 @@
 // It exists apart from the entry pipe because a proof must not share the
 // thing it checks: the pipe's read-back, cursors and metrics say what the
 // pipe believes it did; this package looks at what the two clusters hold.
-// It shares only the pipe's rules (which entries are forwarded,
-// entrypath.Decide) and marker's contract of a copy's signed origin.
+// It shares only the pipe's rules (replicator/entryrule: which entries
+// are forwarded, which are markers, what a copy's origin signature
+// covers) and marker's contract of a copy's signed origin.
 //
 // Layers: compare.go is the comparison, pure (no goroutines, no I/O): a
 // Partition fed source and target entries in position order, holding a
@@ -44,7 +45,7 @@ type Source struct {
 	// what is not proven is also counted in messages (Unproven).
 	Messages int32
 	// Skip is "" when the entry pipe forwards the entry to the target,
-	// else why it does not (entrypath.Decide's reasons, or "malformed").
+	// else why it does not (entryrule.SkipReason's reasons, or "malformed").
 	Skip   string
 	Digest Digest
 	// kept, instead of Digest, is the entry's content held (sourceOf

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
-	"github.com/geo-sidecar/geo-sidecar/replicator/entrypath"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -19,7 +19,7 @@ import (
 // digest of what a copy must keep.
 //
 // What a copy may change, and nothing else (the entry pipe's
-// forwardMetadata): it appends replicated_from (MessageMetadata field 5),
+// forwardMetadata, with entryrule.OriginProps): it appends replicated_from (MessageMetadata field 5),
 // the target's number for the entry's schema (schema_version, field 16,
 // appended after the source's), drops the source's transaction ids
 // (fields 22 and 23), and appends the origin properties last
@@ -132,7 +132,7 @@ func sourceOf(e wire.Entry, to string, hold bool) Source {
 		return s
 	}
 	s.PublishTime = int64(md.PublishTime)
-	if s.Skip = entrypath.Decide(&md, to); s.Skip != "" {
+	if s.Skip = entryrule.SkipReason(&md, to); s.Skip != "" {
 		return s
 	}
 	if hold {
@@ -188,8 +188,9 @@ func targetOf(e wire.Entry, keys marker.Keys, topic, from, to string, hold bool)
 		return t
 	}
 	cluster, _ := md.Property(marker.PropOriginCluster)
+	_, isMarker := entryrule.Marker(&md, e.Payload)
 	switch {
-	case entrypath.IsMarker(&md, e.Payload):
+	case isMarker:
 		t.Claim = MarkerCopy
 		return t
 	case cluster == "" && md.ReplicatedFrom == "":
@@ -230,7 +231,7 @@ func targetOf(e wire.Entry, keys marker.Keys, topic, from, to string, hold bool)
 	}
 	sig, _ := md.Property(marker.PropOriginSig)
 	if t.OriginOK && !keys.IsZero() && strings.HasPrefix(sig, marker.OriginSigV2) {
-		if d, ok := entrypath.CopyDigest(e.Metadata, e.Payload); ok {
+		if d, ok := entryrule.CopyDigest(e.Metadata, e.Payload); ok {
 			t.Signed = marker.VerifyOrigin(keys, topic, from, to, id, sig, &d)
 		}
 	}

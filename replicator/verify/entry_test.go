@@ -13,7 +13,7 @@ const part = "persistent://t/ns/orders-partition-0"
 var testKeys = marker.NewKeys([]byte("0123456789abcdef0123456789abcdef"))
 
 // forward makes the copy of e the entry pipe sends from east to west
-// (entrypath's forwardMetadata and originProps): replicated_from, the
+// (entrypath's forwardMetadata, entryrule.OriginProps): replicated_from, the
 // transaction dropped, the target's schema version when schema is set,
 // then the origin, signed with keys for topic.
 func forward(t testing.TB, e wire.Entry, keys marker.Keys, topic string, schema []byte) wire.Entry {
