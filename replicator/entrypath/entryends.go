@@ -21,7 +21,7 @@ import (
 // wireEndpoints opens a partition's cursor and producer for the entry
 // pipe over the clusters' wire clients.
 type wireEndpoints struct {
-	local, remote *cluster.Conn
+	local, remote *cluster.Clients
 	topic         string // full partition topic name, the same on both sides
 	subscription  string
 	producerName  string // epoch 0's; later epochs add a suffix (epochProducerName)

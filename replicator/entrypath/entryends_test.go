@@ -25,8 +25,8 @@ import (
 // bounds. The wire client itself is built (it connects only on use) and
 // never used.
 
-func testConn(name string) *cluster.Conn {
-	return &cluster.Conn{Name: name, Config: config.Cluster{Name: name, ServiceURL: "pulsar://127.0.0.1:6650"}, Log: zap.NewNop()}
+func testConn(name string) *cluster.Clients {
+	return &cluster.Clients{Name: name, Config: config.Cluster{Name: name, ServiceURL: "pulsar://127.0.0.1:6650"}, Log: zap.NewNop()}
 }
 
 // The replication cursor reserves from its target's receive pool before

@@ -77,7 +77,7 @@ type Partition struct {
 // Config is what a Partition is built from: the pair's two clusters and
 // cursor, its windows and budgets, and the subscription sync it feeds.
 type Config struct {
-	Local, Remote *cluster.Conn
+	Local, Remote *cluster.Clients
 	Topic         string // the partition, the same on both sides
 	// Subscription is the replication cursor's name; Start where a new
 	// one starts.

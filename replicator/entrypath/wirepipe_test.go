@@ -132,8 +132,8 @@ func (w *wireWorld) copiedAll(n int) {
 	}
 }
 
-func (w *wireWorld) cluster(name string, b *wiretest.Broker) *cluster.Conn {
-	c := &cluster.Conn{Name: name, Log: zaptest.NewLogger(w.t).Named(name),
+func (w *wireWorld) cluster(name string, b *wiretest.Broker) *cluster.Clients {
+	c := &cluster.Clients{Name: name, Log: zaptest.NewLogger(w.t).Named(name),
 		Config: config.Cluster{Name: name, ServiceURL: b.URL(), KeepAlive: config.Duration{Duration: 30 * time.Second}}}
 	if b == w.west {
 		c.Admin = wireAdmin{b: b}
