@@ -266,6 +266,9 @@ positions_conf() {
 # individually acknowledged ranges of many subscriptions.
 additionalServletDirectory=$state/servlets
 additionalServlets=geo-sidecar-positions
+# Message TTLs are applied every minute (default 5), so that the e2e test
+# of the servlet sees an expiry by TTL within its deadline.
+messageExpiryCheckIntervalInMinutes=1
 CONF
 }
 
