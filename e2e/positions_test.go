@@ -2,8 +2,12 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +15,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
+	"github.com/google/uuid"
 
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster/positions"
@@ -222,4 +227,88 @@ func TestPositionsServlet(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// bearer sets a token on every request (none when token is "").
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.token != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return b.next.RoundTrip(r)
+}
+
+// TestPositionsServletAuthorization: on south (TLS, token authentication,
+// authorization) the positions servlet answers only a caller who may read
+// the stats of every topic it names: no token is refused (401), a role
+// without permission on the namespace is refused (403) and learns nothing,
+// a role granted consume on it and the super-user get the subscription.
+func TestPositionsServletAuthorization(t *testing.T) {
+	UpSouth(t)
+	s := SouthAdmin(t)
+	tenant := "t" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	ns := tenant + "/ns"
+	if err := s.Tenants().Create(utils.TenantData{Name: tenant, AllowedClusters: []string{"south"}}); err != nil {
+		t.Fatalf("create tenant %s on south: %v", tenant, err)
+	}
+	if err := s.Namespaces().CreateNamespace(ns); err != nil {
+		t.Fatalf("create namespace %s on south: %v", ns, err)
+	}
+	topic := Topic(ns, "a")
+	cons, err := SouthClient(t, AdminToken(t)).Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: "app"})
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	defer cons.Close()
+	Grant(t, ns, "positions-reader", "consume")
+
+	pool := x509.NewCertPool()
+	ca, err := os.ReadFile(SouthFile("tls/ca.pem"))
+	if err != nil || !pool.AppendCertsFromPEM(ca) {
+		t.Fatalf("south's CA: %v", err)
+	}
+	tlsTransport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	q := positions.Query{Namespaces: []string{ns}, Subscriptions: []string{"app"}}
+	ask := func(token string) (positions.Answer, error) {
+		c := positions.New(&http.Client{Transport: bearer{token, tlsTransport}, Timeout: 30 * time.Second})
+		return c.Get(context.Background(), South.AdminURL, q)
+	}
+	for _, tt := range []struct {
+		who   string
+		token string
+	}{
+		{"no token", ""},
+		{"a role without permission", MintToken(t, "positions-stranger", time.Hour)},
+	} {
+		a, err := ask(tt.token)
+		if !errors.Is(err, positions.ErrRefused) {
+			t.Errorf("%s: answer %+v, error %v; want refused", tt.who, a, err)
+		}
+	}
+	for _, tt := range []struct {
+		who   string
+		token string
+	}{
+		{"a role granted consume", MintToken(t, "positions-reader", time.Hour)},
+		{"the super-user", AdminToken(t)},
+	} {
+		Eventually(t, 30*time.Second, func() error {
+			a, err := ask(tt.token)
+			if errors.Is(err, positions.ErrNoServlet) {
+				t.Fatalf("south has no positions servlet (restart it with this cluster.sh: cluster.sh down south; cluster.sh up south): %v", err)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", tt.who, err)
+			}
+			if len(a.States) != 1 || a.States[0].Topic != topic || a.States[0].Gone {
+				return fmt.Errorf("%s: answer %+v, want the state of %s", tt.who, a, topic)
+			}
+			return nil
+		})
+	}
 }

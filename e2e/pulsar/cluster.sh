@@ -52,7 +52,7 @@
 # entryFilterNames), so tests that read markers are unaffected. A new NAR is
 # loaded at the next start: cluster.sh down, then up.
 #
-# north's brokers also load geo-sidecar's subscription positions servlet
+# north's and south's brokers also load geo-sidecar's subscription positions servlet
 # ("geo-sidecar-positions", built by "positions" and "up" from
 # deploy/positions): GET /geo-sidecar/positions on the web port.
 set -euo pipefail
@@ -102,10 +102,11 @@ wan_ports() {
 secure() { [ "$1" = south ]; }
 transactions() { [ "$1" = north ]; }
 # Clusters whose brokers load geo-sidecar's positions servlet (deploy/positions,
-# positions_conf). North only for now: adding the lines to standalone.conf.in
-# would change east's and west's settings, and "up" restarts a cluster whose
-# settings changed, under the other tests that share them.
-positions_servlet() { [ "$1" = north ]; }
+# positions_conf): north, and south for its authorization. Not east and
+# west for now: adding the lines to standalone.conf.in would change their
+# settings, and "up" restarts a cluster whose settings changed, under the
+# other tests that share them.
+positions_servlet() { [ "$1" = north ] || [ "$1" = south ]; }
 broker_port() { set -- $(ports "$1"); echo "$1"; }
 web_port()    { set -- $(ports "$1"); echo "$2"; }
 bk_port()     { set -- $(ports "$1"); echo "$3"; }
