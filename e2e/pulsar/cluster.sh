@@ -15,6 +15,8 @@
 #   cluster.sh classpath          resolve Pulsar and print the classpath file
 #   cluster.sh entryfilter        build geo-sidecar's marker EntryFilter NAR
 #                                 (deploy/entryfilter) and print its path
+#   cluster.sh positions          build geo-sidecar's positions servlet NAR
+#                                 (deploy/positions) and print its path
 #   cluster.sh token ROLE [SECS]  mint a token for south (HS256; SECS: expiry)
 #
 # NAMEs default to $CLUSTERS, else "east west". Known names: east, west,
@@ -49,6 +51,10 @@
 # policy names it (allowOverrideEntryFilters=true, no broker-wide
 # entryFilterNames), so tests that read markers are unaffected. A new NAR is
 # loaded at the next start: cluster.sh down, then up.
+#
+# north's and south's brokers also load geo-sidecar's subscription positions servlet
+# ("geo-sidecar-positions", built by "positions" and "up" from
+# deploy/positions): GET /geo-sidecar/positions on the web port.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -95,6 +101,12 @@ wan_ports() {
 }
 secure() { [ "$1" = south ]; }
 transactions() { [ "$1" = north ]; }
+# Clusters whose brokers load geo-sidecar's positions servlet (deploy/positions,
+# positions_conf): north, and south for its authorization. Not east and
+# west for now: adding the lines to standalone.conf.in would change their
+# settings, and "up" restarts a cluster whose settings changed, under the
+# other tests that share them.
+positions_servlet() { [ "$1" = north ] || [ "$1" = south ]; }
 broker_port() { set -- $(ports "$1"); echo "$1"; }
 web_port()    { set -- $(ports "$1"); echo "$2"; }
 bk_port()     { set -- $(ports "$1"); echo "$3"; }
@@ -244,6 +256,23 @@ transactionCoordinatorEnabled=true
 CONF
 }
 
+# positions_conf NAME: the lines appended to the standalone.conf of a
+# cluster that loads the positions servlet (GET /geo-sidecar/positions on
+# its web port).
+positions_conf() {
+  cat <<CONF
+
+# geo-sidecar's subscription positions servlet (deploy/positions), built by
+# cluster.sh: one request per broker answers the mark-delete positions and
+# individually acknowledged ranges of many subscriptions.
+additionalServletDirectory=$state/servlets
+additionalServlets=geo-sidecar-positions
+# Message TTLs are applied every minute (default 5), so that the e2e test
+# of the servlet sees an expiry by TTL within its deadline.
+messageExpiryCheckIntervalInMinutes=1
+CONF
+}
+
 # write_conf NAME FILE: the standalone.conf NAME starts with.
 write_conf() {
   local name=$1 file=$2 dir="$state/$1"
@@ -260,6 +289,9 @@ write_conf() {
   fi
   if transactions "$name"; then
     txn_conf "$name" >>"$file"
+  fi
+  if positions_servlet "$name"; then
+    positions_conf "$name" >>"$file"
   fi
 }
 
@@ -311,32 +343,43 @@ classpath() {
 # sources (and the Maven settings), in a copy under $state so the git tree
 # gets no target/, and installs it as the only file of $state/entryfilters,
 # the brokers' entryFiltersDirectory. Prints the NAR's path.
-entryfilter() {
-  local src="$here/../../deploy/entryfilter" key
+entryfilter() { nar entryfilter entryfilters "entry filter"; }
+
+# positions builds the NAR of deploy/positions (geo-sidecar's subscription
+# positions servlet, an "additional servlet" plugin) the same way and
+# installs it as the only file of $state/servlets, the additionalServletDirectory
+# of the clusters that load it (positions_conf). Prints the NAR's path.
+positions() { nar positions servlets "positions servlet"; }
+
+# nar NAME OUTDIR WHAT: build deploy/NAME into $state/OUTDIR/geo-sidecar-NAME.nar
+# once per content of its sources, one build at a time across processes.
+nar() {
+  local name=$1 outdir=$2 what=$3 src="$here/../../deploy/$1" key
   [ -f "$src/pom.xml" ] || die "no $src/pom.xml"
   src=$(cd "$src" && pwd)
-  mkdir -p "$state/entryfilters"
+  mkdir -p "$state/$outdir"
   key=$(cd "$src" && find pom.xml src -type f | LC_ALL=C sort | xargs sha256sum | cat - "$here/settings.xml" | sha256sum | cut -c1-16)
-  if ! entryfilter_current "$key"; then
+  if ! nar_current "$name" "$outdir" "$key"; then
     # One build at a time across processes (e2e packages call "up" at once).
     if command -v flock >/dev/null; then
-      ( flock 8; entryfilter_build "$src" "$key" ) 8>"$state/entryfilter.lock" || exit 1
+      ( flock 8; nar_build "$name" "$outdir" "$what" "$src" "$key" ) 8>"$state/$name.lock" || exit 1
     else
-      entryfilter_build "$src" "$key"
+      nar_build "$name" "$outdir" "$what" "$src" "$key"
     fi
   fi
-  echo "$state/entryfilters/geo-sidecar-entryfilter.nar"
+  echo "$state/$outdir/geo-sidecar-$name.nar"
 }
 
-entryfilter_current() {
-  [ -s "$state/entryfilters/geo-sidecar-entryfilter.nar" ] && [ "$(cat "$state/entryfilters/.key" 2>/dev/null)" = "$1" ]
+nar_current() {
+  [ -s "$state/$2/geo-sidecar-$1.nar" ] && [ "$(cat "$state/$2/.key" 2>/dev/null)" = "$3" ]
 }
 
-entryfilter_build() {
-  local src=$1 key=$2 out="$state/entryfilters" build="$state/entryfilter-build" log="$state/entryfilter-maven.log"
-  entryfilter_current "$key" && return 0
+nar_build() {
+  local name=$1 outdir=$2 what=$3 src=$4 key=$5
+  local out="$state/$outdir" build="$state/$name-build" log="$state/$name-maven.log"
+  nar_current "$name" "$outdir" "$key" && return 0
   command -v mvn >/dev/null || die "mvn not found: Maven 3 and Java 17 are required"
-  say "building the geo-sidecar entry filter NAR from deploy/entryfilter (Maven; the first time downloads the NAR plugin and takes a few minutes; log: $log)"
+  say "building the geo-sidecar $what NAR from deploy/$name (Maven; the first time downloads the NAR plugin and takes a few minutes; log: $log)"
   rm -rf "$build"
   mkdir -p "$build"
   cp -R "$src/pom.xml" "$src/src" "$build/"
@@ -344,18 +387,18 @@ entryfilter_build() {
   # Progress: one line per build step, the test summary and the outcome.
   if ! mvn -B -s "$here/settings.xml" -f "$build/pom.xml" package 2>&1 | tee "$log" |
       { grep --line-buffered -E '^\[INFO\] --- |Tests run: [0-9]+, Failures: [0-9]+, Errors: [0-9]+, Skipped: [0-9]+$|BUILD (SUCCESS|FAILURE)' || true; } |
-      sed -u 's/^\[[A-Z]*\] /[testbed] entryfilter: /' >&2; then
+      sed -u "s/^\[[A-Z]*\] /[testbed] $name: /" >&2; then
     rc=1
   fi
-  set -- "$build"/target/geo-sidecar-entryfilter-*.nar
+  set -- "$build"/target/geo-sidecar-"$name"-*.nar
   if [ "$rc" != 0 ] || [ ! -s "$1" ]; then
     tail -30 "$log" >&2
-    die "the entry filter did not build (full log: $log)"
+    die "the $what did not build (full log: $log)"
   fi
-  cp "$1" "$out/geo-sidecar-entryfilter.nar.tmp"
-  mv "$out/geo-sidecar-entryfilter.nar.tmp" "$out/geo-sidecar-entryfilter.nar"
+  cp "$1" "$out/geo-sidecar-$name.nar.tmp"
+  mv "$out/geo-sidecar-$name.nar.tmp" "$out/geo-sidecar-$name.nar"
   echo "$key" >"$out/.key"
-  say "entry filter built in $((SECONDS - start))s: $out/geo-sidecar-entryfilter.nar"
+  say "$what built in $((SECONDS - start))s: $out/geo-sidecar-$name.nar"
   local running=""
   for n in east west north south far; do pid_of "$n" >/dev/null 2>&1 && running="$running $n"; done
   [ -z "$running" ] || say "running clusters ($running ) load the new NAR at their next start: cluster.sh down$running; cluster.sh up$running"
@@ -486,6 +529,7 @@ cmd_up() {
   list=$(names "$@")
   classpath >/dev/null
   entryfilter >/dev/null
+  positions >/dev/null
   mkdir -p "$state"
   for n in $list; do
     # One start at a time per cluster, across processes: e2e packages
@@ -649,9 +693,10 @@ main() {
     env) cmd_env "$@" ;;
     classpath) classpath ;;
     entryfilter) entryfilter ;;
+    positions) positions ;;
     token) cmd_token "$@" ;;
     -h|--help|help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//' ;;
-    *) die "unknown command '$cmd' (try: up down kill freeze thaw status wipe geo env classpath entryfilter token)" ;;
+    *) die "unknown command '$cmd' (try: up down kill freeze thaw status wipe geo env classpath entryfilter positions token)" ;;
   esac
 }
 
