@@ -1,8 +1,8 @@
 package subsync
 
-// The start-up re-read of a partition's history (Sync.rebuild, rebuild.go): which
-// entries it reads, the reader it reads them with, and the gate that
-// bounds the re-reads of the whole process.
+// The start-up re-read of a partition's history (Sync.rebuild,
+// rebuild.go): which entries it reads, the reader it reads them with, and
+// the gate that bounds the re-reads of the whole process.
 //
 // Snapshot markers are the snapshot cache's durable form, and the
 // responses this sidecar wrote in the partition are the third origins'

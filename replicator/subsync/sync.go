@@ -6,7 +6,7 @@
 // the markers the machine returns (MarkerSink), follows the tracked
 // subscriptions' positions and sends updates when they pass a snapshot,
 // applies the updates that arrive from the remote (over the binary
-// protocol, Follower, or with reset-cursor, subscription.Admin: mover.go),
+// protocol, Follower, or with reset-cursor, subscription.Admin: route.go),
 // and at start re-reads a bounded part of the partition's history to
 // rebuild the snapshot cache and the third origins' watermarks
 // (history.go).
@@ -57,7 +57,7 @@ type Config struct {
 	Follow     Follower
 	FollowName string
 	// SubStates reads the subscriptions' states here, RemoteStates on the
-	// remote, for the route an update takes (mover.go); nil: not read
+	// remote, for the route an update takes (route.go); nil: not read
 	// (the admin route reads its own).
 	SubStates, RemoteStates States
 	// RemoteSubs creates, on the remote, tracked subscriptions it lacks
@@ -128,7 +128,8 @@ type Sync struct {
 	// (follow.go); used by run alone.
 	fl followState
 	// targets are what the apply loop knows of the subscriptions it moves,
-	// wm its protocol mover (mover.go); used by the apply loop alone.
+	// wm its protocol mover (target.go, mover.go); used by the apply loop
+	// alone.
 	targets targets
 	wm      *wireMover
 	// entries counts what the entry path feeds, for reached.go.
