@@ -584,33 +584,6 @@ func backlogsOf(subs map[string]SubStat) map[string]int64 {
 	return out
 }
 
-// snapshotUseful reports whether a snapshot request could serve a tracked
-// subscription of the partition, given its positions mds: not when every
-// tracked subscription there sits where a remote's update put it with
-// nobody attached (a standby region's copy, moved only by updates, has no
-// use for snapshots of this direction: writing none there halves the
-// markers of a one-sided load). A partition without a tracked
-// subscription yet keeps its snapshots: one may be created at any moment
-// and consume at once. Fewer snapshots only mean more redelivered after a
-// failover, never a loss; the data waits in the machine, and the request
-// goes out as soon as a follow finds a use.
-func (s *Sync) snapshotUseful(mds map[string]marker.Position) bool {
-	tracked := 0
-	for name, md := range mds {
-		if !s.Tracked(name) {
-			continue
-		}
-		tracked++
-		if !s.movedByUpdate(name, md) {
-			return true
-		}
-		if st, ok := s.fl.reading[name]; ok && st.Consumers > 0 {
-			return true
-		}
-	}
-	return tracked == 0
-}
-
 // follow reads the tracked subscriptions' mark-delete positions on the
 // local partition and sends an update for each one that passed a newer
 // snapshot; it also sets the lag gauges.

@@ -141,36 +141,6 @@ func New(c Config) *Sync {
 	return &Sync{Config: c, relearn: make(chan struct{}, 1), pace: pacer{wake: make(chan struct{}, 1)}}
 }
 
-// Takeover tells the sync that the replicator resumed past messages it
-// did not read itself (another instance processed them): the third
-// origins' watermarks it knows may be too low, and a response naming
-// them could date a snapshot too early. They are dropped at once and
-// learned again from the partition's history (run, off the data path);
-// requests go unanswered meanwhile.
-func (s *Sync) Takeover() {
-	s.Machine.Forget()
-	if len(s.Machine.Unknown()) == 0 {
-		return // no third origins: no watermark to learn
-	}
-	s.Log.Info("resuming past messages another instance processed: re-learning third-origin watermarks")
-	select {
-	case s.relearn <- struct{}{}:
-	default:
-	}
-}
-
-// StartsAt reports whether pos, the first entry the replicator reads, is
-// where the sync assumes reading starts: any entry when the machine did
-// not start fresh; otherwise only the partition's first entry at start
-// (layoutAtStart), unknown without a layout.
-func (s *Sync) StartsAt(pos marker.Position) bool {
-	if !s.Machine.Fresh() {
-		return true
-	}
-	l := s.LayoutAtStart
-	return l != nil && pos.Ledger == l.Start().Ledger && pos.Entry == l.Start().Entry
-}
-
 // Admin is what follow and lag need of one cluster's admin API, for
 // one partition. Implementations must be safe for concurrent use.
 type Admin interface {
@@ -193,6 +163,12 @@ type MarkerSink interface {
 	// again.
 	Close()
 }
+
+// Wrote records mk as a marker this process wrote, as the sync does for
+// each marker it sends (before the write returns, since the replicator
+// may read it back first): read back from the partition, it is forwarded
+// once (MarkerAt).
+func (s *Sync) Wrote(mk marker.Marker) { s.gate.outbox.put(mk) }
 
 // write puts markers into the local partition.
 func (s *Sync) write(ctx context.Context, mks []marker.Marker) {
@@ -221,16 +197,6 @@ func (s *Sync) gauges() lagGauges {
 
 // lagKey names this sync among the reporters of subscription lag.
 func (s *Sync) lagKey() string { return s.gauges().key() }
-
-// movedByUpdate reports whether sub's mark-delete position md is still
-// where an update from the remote put it (not moved by consumers here):
-// at or before the highest position the last update applied left it at.
-// A protocol move leaves it at the update's target itself, a reset at the
-// entry before the one it positions at (Applied).
-func (s *Sync) movedByUpdate(sub string, md marker.Position) bool {
-	upTo, ok := s.Applied.get(s.Local, s.Topic, sub)
-	return ok && md.Compare(upTo) <= 0
-}
 
 // Pending returns the updates received and not applied yet, the newest
 // per subscription.
