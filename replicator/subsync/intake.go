@@ -56,7 +56,7 @@ func (s *Sync) DataAt(ctx context.Context, pos marker.Position, origin string, o
 }
 
 // completions notes the snapshots among mks, what the machine returned
-// for the entry just read: they completed at an entry counted (reached.go).
+// for the entry just read: they completed at an entry counted (count.go).
 func (s *Sync) completions(mks []marker.Marker) []marker.Marker {
 	for _, mk := range mks {
 		if mk.Kind == marker.KindSnapshot {

@@ -53,7 +53,7 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 		// snapshot (snapshotUseful); the data waits in the machine.
 		s.write(ctx, s.Machine.Tick(linkUp() && !s.useless.Load()))
 		s.countStats()
-		s.entries.sample() // for a reading another partition's follow asks for (reached.go)
+		s.entries.sample() // for a reading another partition's follow asks for (count.go)
 		if s.followDue(time.Now()) {
 			if err := s.follow(ctx); err != nil && ctx.Err() == nil {
 				s.pace.retry(s.Interval) // try again soon

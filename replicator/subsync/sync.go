@@ -125,14 +125,15 @@ type Sync struct {
 	// alone.
 	lags lagReport
 	// fl is what follow knows of the positions and readings it used
-	// (follow.go); used by run alone.
+	// (followstate.go); used by run alone.
 	fl followState
 	// targets are what the apply loop knows of the subscriptions it moves,
 	// wm its protocol mover (target.go, mover.go); used by the apply loop
 	// alone.
 	targets targets
 	wm      *wireMover
-	// entries counts what the entry path feeds, for reached.go.
+	// entries counts what the entry path feeds, for the proof that a
+	// stats reading shows positions past a snapshot (count.go).
 	entries entryCount
 }
 
