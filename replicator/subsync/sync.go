@@ -9,7 +9,15 @@
 // protocol, Follower, or with reset-cursor, subscription.Admin: route.go),
 // and at start re-reads a bounded part of the partition's history to
 // rebuild the snapshot cache and the third origins' watermarks
-// (history.go).
+// (rebuild.go, history.go).
+//
+// Its files stand in three layers. The parts own their state and know
+// nothing of Sync (gate.go, pace.go, lag.go, apply.go, fence.go,
+// count.go, followstate.go, target.go, mover.go, history.go, moved.go,
+// budget.go); sync.go composes them; the glue above it has a file per
+// job: run.go (Run), intake.go (what the entry path calls), follow.go
+// (one follow round, with the helpers it calls in the files below it),
+// route.go (applying one update), rebuild.go (the start-up re-read).
 //
 // It exists apart from the entry path so that the data path does not
 // depend on how subscriptions follow: the entry path knows only the
