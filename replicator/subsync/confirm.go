@@ -30,21 +30,17 @@ package subsync
 // position read, a second later, per new subscription that a snapshot
 // already covers (and per partition whose subscriptions passed a snapshot
 // when the sidecar starts).
+//
+// Here: whether a position waits (awaitingConfirmation, suspect). The
+// waiting positions are the follow's state (followstate.go:
+// unconfirmedPos); when the confirming read is due, the pacer's
+// (schedule.go: settleUnconfirmed).
 
 import (
-	"time"
-
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 )
-
-// unconfirmedPos is a position waiting for its confirming read, and when
-// the follow that read it began (before its read was sent).
-type unconfirmedPos struct {
-	md marker.Position // for the log and for debugging
-	at time.Time
-}
 
 // awaitingConfirmation reports whether sub's unconfirmed position still
 // waits: no read was sent an interval after it. Once one was, it is
@@ -78,21 +74,4 @@ func (s *Sync) suspect(sub string, md marker.Position, prev map[string]marker.Po
 	s.Log.Debug("a subscription's new position waits for a confirming read before an update",
 		zap.String("subscription", sub), zap.Stringer("mark_delete", md))
 	return true
-}
-
-// settleUnconfirmed drops the waiting positions of subscriptions gone
-// from mds, and has follow run again when the confirming read is due.
-func (s *Sync) settleUnconfirmed(mds map[string]marker.Position) {
-	f := &s.fl
-	var due time.Time
-	for sub, p := range f.unconfirmed {
-		if _, ok := mds[sub]; !ok || !s.Tracked(sub) {
-			delete(f.unconfirmed, sub)
-			continue
-		}
-		if at := p.at.Add(s.Interval); due.IsZero() || at.Before(due) {
-			due = at
-		}
-	}
-	s.pace.by(due)
 }

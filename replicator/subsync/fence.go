@@ -2,7 +2,7 @@ package subsync
 
 // The echo fence: where updates from the remotes put the subscriptions of
 // this cluster (Applied), so that follow does not send a position an
-// update set back as consumed here (sync.go: Sync.movedByUpdate).
+// update set back as consumed here (echo.go: Sync.movedByUpdate).
 
 import (
 	"math"

@@ -1,13 +1,21 @@
 package subsync
 
-// What a follow reads (sync.go's follow and lag): positions only for a
-// partition whose shared stats reading shows a tracked subscription moved
-// (moved.go), the backlogs from the same reading, every admin request in
-// the cluster's budget at the follow's priority (budget.go).
+// The follow, one round of it from reading to sending (Sync.follow, run
+// when the pacer says: schedule.go): the tracked subscriptions'
+// positions, read only for a partition whose shared stats reading shows
+// a tracked subscription moved (moved.go), or proven from that reading
+// (reached; count.go says how), every admin request in the cluster's
+// budget at the follow's priority (budget.go); then an update sent for
+// each position past a newer snapshot, and the lag. The helpers it calls
+// stand in the files below it: echo.go (a position an update put here is
+// not sent back), confirm.go (a position waits for its confirming read),
+// schedule.go (when the next follow runs), sync.go (send), backlogs.go
+// (the lag) and create.go.
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"go.uber.org/zap"
@@ -15,56 +23,100 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/marker"
 )
 
-type followState struct {
-	// mds are the tracked subscriptions' positions at the last follow.
-	mds map[string]marker.Position
-	// seen is each tracked subscription's stats at the last position
-	// read (Stats set), and readAt when positions were last read: a
-	// subscription whose stats did not change since is not read again
-	// before idleFollow (moved).
-	seen   map[string]SubStat
-	readAt time.Time
-	// seenAt is when the reading behind seen was sent, or a later one
-	// that showed nothing moved (resting).
-	seenAt time.Time
-	// readNewest is the newest snapshot when positions were last read.
-	readNewest string
-	// reading is the stats reading of the current follow (nil without
-	// Stats, or when it failed), prio its place in the budget.
-	reading map[string]SubStat
-	prio    float64
-	// maxAge is how old a shared reading this follow may use
-	// (readingAge); dataSinceRead whether data came since positions
-	// were last read.
-	maxAge        time.Duration
-	dataSinceRead bool
-	// waitingSince is when follows began putting a position read off
-	// for consumers not past a snapshot that just completed (zero: not
-	// now); positions read or proven end it (follow.go, mayWait).
-	waitingSince time.Time
-	// freshRead: this follow's positions were read by it (not kept from
-	// an earlier read, nor proven from a stats reading).
-	freshRead bool
-	// unconfirmed holds the positions that would have sent an update but
-	// are not trusted yet (confirm.go).
-	unconfirmed map[string]unconfirmedPos
-}
-
-// priority is the follow's place in the cluster's budget: the redelivery
-// a failover would cost now, as far as known without a request (the last
-// lag measured plus the entries read here since the last follow).
-func (s *Sync) priority() float64 {
-	return s.lags.largest + float64(s.pace.dataCount.Swap(0))
-}
-
-// aged is prio for a request of the follow under way made after its
-// first: raised by what the budget's ageing gave the follow for its wait
-// so far, so that it keeps its place in the queue instead of going to the
-// back. Under traffic on 1,000 topics a follow's position read queued
-// again behind every follow due meanwhile: two rounds of the budget per
-// follow instead of one.
-func (s *Sync) aged(prio float64) float64 {
-	return prio + agePerSecond*time.Since(s.pace.at).Seconds()
+// follow reads the tracked subscriptions' mark-delete positions on the
+// local partition and sends an update for each one that passed a newer
+// snapshot; it also sets the lag gauges.
+func (s *Sync) follow(ctx context.Context) error {
+	f := &s.fl
+	newest, hasNewest := s.Machine.Newest()
+	hadData := s.pace.dataSeen.Swap(false)
+	changed, prevAt := s.pace.begin(time.Now(), newest.ID)
+	f.prio, f.maxAge = s.priority(), min(s.readingAge(changed, hadData), s.pace.at.Sub(prevAt))
+	f.dataSinceRead = f.dataSinceRead || hadData
+	if s.resting(changed) {
+		s.pace.rest()
+		s.lagAged()
+		return nil
+	}
+	prevMDs := f.mds
+	mds, err := s.positions(ctx, f.prio)
+	if err != nil {
+		s.pace.retry(s.Interval)
+		return fmt.Errorf("local mark-delete positions: %w", err)
+	}
+	s.pace.behind = false
+	for name, md := range mds {
+		if s.Tracked(name) {
+			if last, ok := f.mds[name]; !ok || last != md {
+				changed = true
+			}
+			// A subscription still where a remote's update put it has no
+			// consumer moving it here (a standby region's copy): it is
+			// followed like an idle one, not polled for a move.
+			if hasNewest && md.Compare(newest.Local) < 0 && !s.movedByUpdate(name, md) {
+				s.pace.behind = true
+			}
+		}
+	}
+	if len(f.mds) != len(mds) {
+		changed = true
+	}
+	f.mds = mds
+	s.pace.paced(changed, s.Interval)
+	var slowest *marker.Position
+	for name, md := range mds {
+		if !s.Tracked(name) {
+			continue
+		}
+		if s.movedByUpdate(name, md) {
+			// The position came from a remote's update, not from consumers
+			// here: echoing it back (or on to a third cluster) would chain
+			// snapshots of different pairs, whose positions do not compose,
+			// and could move a subscription past unconsumed messages.
+			continue
+		}
+		if slowest == nil || md.Compare(*slowest) < 0 {
+			slowest = &md
+		}
+		waiting := s.awaitingConfirmation(name)
+		if _, would := s.Planner.Peek(name, md, s.Machine); would && (waiting || s.suspect(name, md, prevMDs)) {
+			continue
+		}
+		snap, ok := s.Planner.Next(name, md, s.Machine)
+		if !ok {
+			if changed {
+				// Why the remote does not follow: most often no snapshot
+				// covers md (it lies before the partition's first one).
+				_, covered := s.Machine.Covering(md)
+				s.Log.Debug("no update for a subscription", zap.String("subscription", name), zap.Stringer("mark_delete", md),
+					zap.Bool("covered", covered), zap.Stringer("newest_local", newest.Local), zap.Bool("has_newest", hasNewest))
+			}
+			continue
+		}
+		up := marker.Marker{Kind: marker.KindUpdate, From: s.Local, To: s.Remote, Topic: s.Topic,
+			Subscription: name, Local: snap.Local, Remote: snap.Remote, Time: time.Now().UnixMilli()}
+		if err := s.send(ctx, up); err != nil {
+			s.Planner.Forget(name) // send it again next time
+			return fmt.Errorf("write update: %w", err)
+		}
+		s.lags.sentUpdate(name, snap)
+		s.Log.Debug("subscription update sent", zap.String("subscription", name), zap.Stringer("mark_delete", md),
+			zap.Stringer("snapshot_local", snap.Local), zap.Stringer("snapshot_remote", snap.Remote))
+		s.Metrics.UpdatesSent.WithLabelValues(s.Local, s.Remote).Inc()
+		s.Metrics.MarkersWritten.WithLabelValues(s.Local, s.Remote, marker.KindUpdate.String()).Inc()
+	}
+	s.settleUnconfirmed(mds)
+	if slowest != nil && len(f.unconfirmed) == 0 {
+		// Not while a position waits: where it really is may be before
+		// every one read (the end of a creation), and needs its snapshot.
+		s.Machine.Prune(*slowest)
+	}
+	s.useless.Store(!s.snapshotUseful(mds))
+	if !changed && !hadData && s.lags.fresh(s.pace.at) {
+		s.lagAged() // the backlogs did not move here
+		return nil
+	}
+	return s.lag(ctx)
 }
 
 // readingAge is how old a shared stats reading a follow may use (never
@@ -104,7 +156,7 @@ func (s *Sync) positions(ctx context.Context, prio float64) (map[string]marker.P
 		// (confirm.go), which only a read now can be.
 		return s.readPositionsNow(ctx, prio)
 	}
-	s.entries.sample() // before the reading is sent (reached.go)
+	s.entries.sample() // before the reading is sent (count.go)
 	r, err := s.Stats.Read(ctx, f.maxAge, prio)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -447,6 +499,76 @@ func (s *Sync) reachedUnlessDue(r *Reading, subs map[string]SubStat) (map[string
 	return mds, true, false
 }
 
+// reached returns the partition's positions with every tracked
+// subscription of subs (its line in reading r) raised to the newest
+// snapshot's local position, when r proves each one at or past it (see
+// the top of count.go); ok is false when one is not proven, or is new, gone, or still
+// where a remote's update put it (a position read decides those).
+// notYet is set when the only thing missing is a backlog at most L: the
+// consumers have not acknowledged past a yet, as far as r shows.
+func (s *Sync) reached(r *Reading, subs map[string]SubStat) (mds map[string]marker.Position, ok, notYet bool) {
+	f := &s.fl
+	newest, ok := s.Machine.Newest()
+	if !ok || f.mds == nil {
+		return nil, false, false
+	}
+	l, ok := s.entries.after(newest.Local, r.At)
+	if !ok {
+		return nil, false, false
+	}
+	a := newest.Local
+	a.Batch = -1
+	out := maps.Clone(f.mds)
+	n := 0
+	for name, st := range subs {
+		if !s.Tracked(name) {
+			continue
+		}
+		n++
+		old, had := f.mds[name]
+		switch {
+		case !had || st.Ranges != 0 || s.movedByUpdate(name, a):
+			return nil, false, false
+		case st.Backlog > l:
+			notYet = true
+		case old.Compare(a) < 0:
+			out[name] = a
+		}
+	}
+	for name := range f.mds {
+		if _, ok := subs[name]; !ok && s.Tracked(name) {
+			return nil, false, false // gone
+		}
+	}
+	if notYet || n == 0 {
+		return nil, false, notYet
+	}
+	return out, true, false
+}
+
+// after returns how many entries after a were read before sent, the time
+// a reading was sent; ok is false when unknown (no completion recorded
+// at a, no sample that old). It is the count's (count.go), and stands
+// here beside reached, its one caller.
+func (c *entryCount) after(a marker.Position, sent time.Time) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a.Batch = -1
+	at, ok := c.at[a]
+	if !ok {
+		return 0, false
+	}
+	for i := len(c.samples) - 1; i >= 0; i-- {
+		if s := c.samples[i]; !s.t.After(sent) {
+			if s.n < at.n {
+				return 0, false // sampled before a was read
+			}
+			return s.n - at.n, true
+		}
+	}
+	return 0, false
+}
+
 // moved reports whether subs, the partition's stats now, may hide a move
 // of a tracked subscription since positions were last read: a
 // subscription new or gone, its lastMarkDeleteAdvancedTimestamp changed
@@ -538,234 +660,4 @@ func (s *Sync) readPositions(ctx context.Context, prio float64) (map[string]mark
 		return nil, err
 	}
 	return s.LocalAdmin.MarkDeletes(ctx, s.Topic)
-}
-
-// backlogs returns the tracked subscriptions' backlogs here, from the
-// follow's stats reading, and on the remote, from the remote's shared
-// reading; each read by itself when there is none.
-func (s *Sync) backlogs(ctx context.Context, prio float64) (local, remote map[string]int64, err error) {
-	if s.fl.reading != nil {
-		local = backlogsOf(s.fl.reading)
-	} else {
-		if err := s.Budget.Take(ctx, s.aged(prio)); err != nil {
-			return nil, nil, err
-		}
-		if local, err = s.LocalAdmin.Backlogs(ctx, s.Topic); err != nil {
-			return nil, nil, fmt.Errorf("local backlogs: %w", err)
-		}
-	}
-	if s.RemoteStats != nil {
-		if r, err := s.RemoteStats.Read(ctx, max(s.fl.maxAge, lagRemoteAge), s.aged(prio)); err == nil {
-			if subs, ok := r.Partitions[s.Topic]; ok {
-				return local, backlogsOf(subs), nil
-			}
-		} else if ctx.Err() != nil {
-			return nil, nil, err
-		}
-	}
-	if remote, err = s.RemoteAdmin.Backlogs(ctx, s.Topic); err != nil {
-		return nil, nil, fmt.Errorf("remote backlogs: %w", err)
-	}
-	return local, remote, nil
-}
-
-// lagRemoteAge is how old the remote's reading behind the lag gauges may
-// be at least: the follows of an active topic, each asking for one at
-// most half an interval old, made the remote's stats reading its largest
-// admin cost where only updates move the copy (issue 23's bench: about
-// two a second per topic). The gauge's remote half lags by as much.
-const lagRemoteAge = 5 * time.Second / 2
-
-func backlogsOf(subs map[string]SubStat) map[string]int64 {
-	out := make(map[string]int64, len(subs))
-	for name, st := range subs {
-		out[name] = st.Backlog
-	}
-	return out
-}
-
-// snapshotUseful reports whether a snapshot request could serve a tracked
-// subscription of the partition, given its positions mds: not when every
-// tracked subscription there sits where a remote's update put it with
-// nobody attached (a standby region's copy, moved only by updates, has no
-// use for snapshots of this direction: writing none there halves the
-// markers of a one-sided load). A partition without a tracked
-// subscription yet keeps its snapshots: one may be created at any moment
-// and consume at once. Fewer snapshots only mean more redelivered after a
-// failover, never a loss; the data waits in the machine, and the request
-// goes out as soon as a follow finds a use.
-func (s *Sync) snapshotUseful(mds map[string]marker.Position) bool {
-	tracked := 0
-	for name, md := range mds {
-		if !s.Tracked(name) {
-			continue
-		}
-		tracked++
-		if !s.movedByUpdate(name, md) {
-			return true
-		}
-		if st, ok := s.fl.reading[name]; ok && st.Consumers > 0 {
-			return true
-		}
-	}
-	return tracked == 0
-}
-
-// follow reads the tracked subscriptions' mark-delete positions on the
-// local partition and sends an update for each one that passed a newer
-// snapshot; it also sets the lag gauges.
-func (s *Sync) follow(ctx context.Context) error {
-	f := &s.fl
-	newest, hasNewest := s.Machine.Newest()
-	hadData := s.pace.dataSeen.Swap(false)
-	changed, prevAt := s.pace.begin(time.Now(), newest.ID)
-	f.prio, f.maxAge = s.priority(), min(s.readingAge(changed, hadData), s.pace.at.Sub(prevAt))
-	f.dataSinceRead = f.dataSinceRead || hadData
-	if s.resting(changed) {
-		s.pace.rest()
-		s.lagAged()
-		return nil
-	}
-	prevMDs := f.mds
-	mds, err := s.positions(ctx, f.prio)
-	if err != nil {
-		s.pace.retry(s.Interval)
-		return fmt.Errorf("local mark-delete positions: %w", err)
-	}
-	s.pace.behind = false
-	for name, md := range mds {
-		if s.Tracked(name) {
-			if last, ok := f.mds[name]; !ok || last != md {
-				changed = true
-			}
-			// A subscription still where a remote's update put it has no
-			// consumer moving it here (a standby region's copy): it is
-			// followed like an idle one, not polled for a move.
-			if hasNewest && md.Compare(newest.Local) < 0 && !s.movedByUpdate(name, md) {
-				s.pace.behind = true
-			}
-		}
-	}
-	if len(f.mds) != len(mds) {
-		changed = true
-	}
-	f.mds = mds
-	s.pace.paced(changed, s.Interval)
-	var slowest *marker.Position
-	for name, md := range mds {
-		if !s.Tracked(name) {
-			continue
-		}
-		if s.movedByUpdate(name, md) {
-			// The position came from a remote's update, not from consumers
-			// here: echoing it back (or on to a third cluster) would chain
-			// snapshots of different pairs, whose positions do not compose,
-			// and could move a subscription past unconsumed messages.
-			continue
-		}
-		if slowest == nil || md.Compare(*slowest) < 0 {
-			slowest = &md
-		}
-		waiting := s.awaitingConfirmation(name)
-		if _, would := s.Planner.Peek(name, md, s.Machine); would && (waiting || s.suspect(name, md, prevMDs)) {
-			continue
-		}
-		snap, ok := s.Planner.Next(name, md, s.Machine)
-		if !ok {
-			if changed {
-				// Why the remote does not follow: most often no snapshot
-				// covers md (it lies before the partition's first one).
-				_, covered := s.Machine.Covering(md)
-				s.Log.Debug("no update for a subscription", zap.String("subscription", name), zap.Stringer("mark_delete", md),
-					zap.Bool("covered", covered), zap.Stringer("newest_local", newest.Local), zap.Bool("has_newest", hasNewest))
-			}
-			continue
-		}
-		up := marker.Marker{Kind: marker.KindUpdate, From: s.Local, To: s.Remote, Topic: s.Topic,
-			Subscription: name, Local: snap.Local, Remote: snap.Remote, Time: time.Now().UnixMilli()}
-		if err := s.send(ctx, up); err != nil {
-			s.Planner.Forget(name) // send it again next time
-			return fmt.Errorf("write update: %w", err)
-		}
-		s.lags.sentUpdate(name, snap)
-		s.Log.Debug("subscription update sent", zap.String("subscription", name), zap.Stringer("mark_delete", md),
-			zap.Stringer("snapshot_local", snap.Local), zap.Stringer("snapshot_remote", snap.Remote))
-		s.Metrics.UpdatesSent.WithLabelValues(s.Local, s.Remote).Inc()
-		s.Metrics.MarkersWritten.WithLabelValues(s.Local, s.Remote, marker.KindUpdate.String()).Inc()
-	}
-	s.settleUnconfirmed(mds)
-	if slowest != nil && len(f.unconfirmed) == 0 {
-		// Not while a position waits: where it really is may be before
-		// every one read (the end of a creation), and needs its snapshot.
-		s.Machine.Prune(*slowest)
-	}
-	s.useless.Store(!s.snapshotUseful(mds))
-	if !changed && !hadData && s.lags.fresh(s.pace.at) {
-		s.lagAged() // the backlogs did not move here
-		return nil
-	}
-	return s.lag(ctx)
-}
-
-// lag sets, per tracked subscription, how many messages the remote copy of
-// the subscription would deliver again after a failover right now, and how
-// old the snapshot behind its last update is.
-func (s *Sync) lag(ctx context.Context) error {
-	s.lags.at = time.Time{}
-	local, remote, err := s.backlogs(ctx, s.fl.prio)
-	if err != nil {
-		return err
-	}
-	s.lags.report(s.gauges(), local, remote, s.Tracked, func(sub string) { s.createOnRemote(ctx, sub) }, s.pace.at)
-	return nil
-}
-
-// lagAged moves the age gauges on without reading the backlogs.
-func (s *Sync) lagAged() { s.lags.aged(s.gauges()) }
-
-// lastEntryReader is what the creation fence (createOnRemote) asks of the
-// remote's admin API besides subscription.Admin: the partition's newest
-// entry.
-type lastEntryReader interface {
-	LastEntry(ctx context.Context, topic string) (marker.Position, error)
-}
-
-// createOnRemote creates a tracked subscription that the remote lacks
-// there, at its earliest message: until a snapshot covers it no update
-// can say where it should be, and a consumer failing over to a missing
-// subscription would start at its initial position (Latest by default in
-// every client) and skip everything not consumed here. Earliest delivers
-// again instead. A subscription once seen on the remote is not created
-// again (its deletion there is the operator's).
-func (s *Sync) createOnRemote(ctx context.Context, sub string) {
-	if s.RemoteSubs == nil || s.lags.onRemote[sub] {
-		return
-	}
-	earliest := marker.Position{Ledger: -1, Entry: -1, Batch: -1}
-	// The broker makes it at the remote's newest entry first and resets it
-	// after (confirm.go): the other direction's follow must not take a
-	// position read meanwhile for its consumers'. Until the creation ends
-	// every position counts as put there by the sidecar; after, every
-	// position up to the remote's newest entry then, where the creation
-	// could have shown it.
-	begun := s.Applied.beginCreate(s.Remote, s.Topic, sub)
-	if err := s.RemoteSubs.Create(ctx, s.Topic, sub, earliest); err != nil {
-		s.Applied.end(begun, false, marker.Position{})
-		s.Log.Warn("creating a subscription on the remote failed", zap.String("subscription", sub), zap.Error(err))
-		return
-	}
-	upTo := fenceAll
-	if le, ok := s.RemoteSubs.(lastEntryReader); ok {
-		if p, err := le.LastEntry(ctx, s.Topic); err == nil {
-			upTo = p
-		} else {
-			s.Log.Warn("reading the remote's newest entry after creating a subscription there failed: its consumers' progress is not followed back until an update moves it",
-				zap.String("subscription", sub), zap.Error(err))
-		}
-	}
-	s.Applied.end(begun, true, upTo)
-	s.lags.seen(sub)
-	s.Metrics.SubsCreatedRemote.WithLabelValues(s.Local, s.Remote).Inc()
-	s.Log.Info("subscription created on the remote at its cluster.Earliest message: no snapshot covers it yet",
-		zap.String("subscription", sub))
 }

@@ -1,8 +1,10 @@
 package subsync
 
-// The intake: what the entry path reads from the local partition
-// (DataAt, MarkerAt, BatchedMarker) goes to the snapshot machine and the
-// apply queue only past the intake gate's checks (gate.go).
+// The intake: what the entry path calls (entrypath.Sync, but Run:
+// run.go). What it reads from the local partition (DataAt, MarkerAt,
+// BatchedMarker) goes to the snapshot machine and the apply queue only
+// past the intake gate's checks (gate.go); Takeover and StartsAt tell the
+// sync where the entry path's reading resumed.
 
 import (
 	"context"
@@ -14,11 +16,35 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/marker"
 )
 
-// Wrote records mk as a marker this process wrote, as the sync does for
-// each marker it sends (before the write returns, since the replicator
-// may read it back first): read back from the partition, it is forwarded
-// once (MarkerAt).
-func (s *Sync) Wrote(mk marker.Marker) { s.gate.outbox.put(mk) }
+// Takeover tells the sync that the replicator resumed past messages it
+// did not read itself (another instance processed them): the third
+// origins' watermarks it knows may be too low, and a response naming
+// them could date a snapshot too early. They are dropped at once and
+// learned again from the partition's history (run, off the data path);
+// requests go unanswered meanwhile.
+func (s *Sync) Takeover() {
+	s.Machine.Forget()
+	if len(s.Machine.Unknown()) == 0 {
+		return // no third origins: no watermark to learn
+	}
+	s.Log.Info("resuming past messages another instance processed: re-learning third-origin watermarks")
+	select {
+	case s.relearn <- struct{}{}:
+	default:
+	}
+}
+
+// StartsAt reports whether pos, the first entry the replicator reads, is
+// where the sync assumes reading starts: any entry when the machine did
+// not start fresh; otherwise only the partition's first entry at start
+// (layoutAtStart), unknown without a layout.
+func (s *Sync) StartsAt(pos marker.Position) bool {
+	if !s.Machine.Fresh() {
+		return true
+	}
+	l := s.LayoutAtStart
+	return l != nil && pos.Ledger == l.Start().Ledger && pos.Entry == l.Start().Entry
+}
 
 // DataAt feeds data read from the local partition at pos: a copy of
 // origin's message at opos, or local data when origin is "".
@@ -30,7 +56,7 @@ func (s *Sync) DataAt(ctx context.Context, pos marker.Position, origin string, o
 }
 
 // completions notes the snapshots among mks, what the machine returned
-// for the entry just read: they completed at an entry counted (reached.go).
+// for the entry just read: they completed at an entry counted (count.go).
 func (s *Sync) completions(mks []marker.Marker) []marker.Marker {
 	for _, mk := range mks {
 		if mk.Kind == marker.KindSnapshot {

@@ -5,8 +5,8 @@ package subsync
 // the snapshot behind its last update is (the subscription lag gauges).
 // The reading and what it last set are a lagReport, which knows nothing
 // of the sync; the follow reads the backlogs and creates on the remote
-// the tracked subscriptions a reading finds missing there (follow.go:
-// Sync.lag, Sync.createOnRemote).
+// the tracked subscriptions a reading finds missing there (backlogs.go:
+// Sync.lag; create.go: Sync.createOnRemote).
 
 import (
 	"time"

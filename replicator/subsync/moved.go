@@ -26,7 +26,7 @@ type SubStat struct {
 	// Consumers is how many consumers are attached.
 	Consumers int
 	// Ranges is the broker's nonContiguousDeletedMessagesRanges: ranges
-	// acknowledged one by one past the mark-delete position (reached.go).
+	// acknowledged one by one past the mark-delete position (count.go).
 	Ranges int
 }
 

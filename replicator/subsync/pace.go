@@ -5,7 +5,7 @@ package subsync
 // subscriptions have passed the newest snapshot and that receives nothing
 // costs no admin call but one every idleFollow. The pacer knows nothing
 // of the snapshot machine: the sync tells it the newest snapshot and
-// whether the machine is idle (sync.go: followDue, sleepFor).
+// whether the machine is idle (schedule.go: followDue, sleepFor).
 
 import (
 	"sync/atomic"

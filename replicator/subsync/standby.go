@@ -22,6 +22,10 @@ package subsync
 // snapshot interval it saved none (191) and still added 40 % (209).
 // Updates come about once an interval, so a hold trades requests for
 // redelivery one for one.
+//
+// The reading is standbyReading, here; what the rule keeps of our last
+// move (standby, noteMove) and its check (fresh) belong to the target,
+// what the apply loop knows of the subscription (target.go).
 
 import (
 	"context"
@@ -37,17 +41,6 @@ import (
 // the admin route's own reading and its reset would. The follows of an
 // active topic read it every half interval.
 const freshAge = time.Second
-
-// standby is what the apply loop knows of its own last move of a
-// subscription, for the rule above (a part of target).
-type standby struct {
-	// movedAt is when our last move (any route) returned; base is the
-	// lastMarkDeleteAdvancedTimestamp of the subscription in a reading
-	// sent before that move started (hasBase: there was one).
-	movedAt time.Time
-	base    int64
-	hasBase bool
-}
 
 // standbyReading is sub's line in the topic's shared stats reading, when
 // the update to `at` would take the admin route: sent after our last
@@ -76,27 +69,4 @@ func (s *Sync) standbyReading(ctx context.Context, tg *target, sub string, at ma
 		return SubStat{}, false
 	}
 	return st, true
-}
-
-// fresh reports whether tg's state holds now, given st, the reading
-// standbyReading returned: nobody attached, and the mark-delete position
-// the one our last move left (known, and no acknowledgement or expiry
-// moved it since: the timestamp is the one read before that move).
-func fresh(tg *target, st SubStat) bool {
-	return !tg.sb.movedAt.IsZero() && tg.sb.hasBase && tg.t.MarkDeleteKnown && tg.t.Exists &&
-		st.Consumers == 0 && st.MarkDeleteAdvanced == tg.sb.base
-}
-
-// noteMove records, after Apply returned res at now, what fresh needs:
-// st is the reading consulted before it (ok: there was one).
-func (tg *target) noteMove(res subscription.Result, st SubStat, ok bool, now time.Time) {
-	if res.Outcome == subscription.Failed {
-		// Where it stands is not known (a reset may have landed): read
-		// before the next reset.
-		tg.sb.movedAt, tg.sb.hasBase = time.Time{}, false
-	}
-	if !res.Moved {
-		return
-	}
-	tg.sb.movedAt, tg.sb.base, tg.sb.hasBase = now, st.MarkDeleteAdvanced, ok
 }

@@ -6,10 +6,18 @@
 // the markers the machine returns (MarkerSink), follows the tracked
 // subscriptions' positions and sends updates when they pass a snapshot,
 // applies the updates that arrive from the remote (over the binary
-// protocol, Follower, or with reset-cursor, subscription.Admin: mover.go),
+// protocol, Follower, or with reset-cursor, subscription.Admin: route.go),
 // and at start re-reads a bounded part of the partition's history to
 // rebuild the snapshot cache and the third origins' watermarks
-// (history.go).
+// (rebuild.go, history.go).
+//
+// Its files stand in three layers. The parts own their state and know
+// nothing of Sync (gate.go, pace.go, lag.go, apply.go, fence.go,
+// count.go, followstate.go, target.go, mover.go, history.go, moved.go,
+// budget.go); sync.go composes them; the glue above it has a file per
+// job: run.go (Run), intake.go (what the entry path calls), follow.go
+// (one follow round, with the helpers it calls in the files below it),
+// route.go (applying one update), rebuild.go (the start-up re-read).
 //
 // It exists apart from the entry path so that the data path does not
 // depend on how subscriptions follow: the entry path knows only the
@@ -57,7 +65,7 @@ type Config struct {
 	Follow     Follower
 	FollowName string
 	// SubStates reads the subscriptions' states here, RemoteStates on the
-	// remote, for the route an update takes (mover.go); nil: not read
+	// remote, for the route an update takes (route.go); nil: not read
 	// (the admin route reads its own).
 	SubStates, RemoteStates States
 	// RemoteSubs creates, on the remote, tracked subscriptions it lacks
@@ -125,49 +133,21 @@ type Sync struct {
 	// alone.
 	lags lagReport
 	// fl is what follow knows of the positions and readings it used
-	// (follow.go); used by run alone.
+	// (followstate.go); used by run alone.
 	fl followState
 	// targets are what the apply loop knows of the subscriptions it moves,
-	// wm its protocol mover (mover.go); used by the apply loop alone.
+	// wm its protocol mover (target.go, mover.go); used by the apply loop
+	// alone.
 	targets targets
 	wm      *wireMover
-	// entries counts what the entry path feeds, for reached.go.
+	// entries counts what the entry path feeds, for the proof that a
+	// stats reading shows positions past a snapshot (count.go).
 	entries entryCount
 }
 
 // New builds the sync of c; nothing runs until Run.
 func New(c Config) *Sync {
 	return &Sync{Config: c, relearn: make(chan struct{}, 1), pace: pacer{wake: make(chan struct{}, 1)}}
-}
-
-// Takeover tells the sync that the replicator resumed past messages it
-// did not read itself (another instance processed them): the third
-// origins' watermarks it knows may be too low, and a response naming
-// them could date a snapshot too early. They are dropped at once and
-// learned again from the partition's history (run, off the data path);
-// requests go unanswered meanwhile.
-func (s *Sync) Takeover() {
-	s.Machine.Forget()
-	if len(s.Machine.Unknown()) == 0 {
-		return // no third origins: no watermark to learn
-	}
-	s.Log.Info("resuming past messages another instance processed: re-learning third-origin watermarks")
-	select {
-	case s.relearn <- struct{}{}:
-	default:
-	}
-}
-
-// StartsAt reports whether pos, the first entry the replicator reads, is
-// where the sync assumes reading starts: any entry when the machine did
-// not start fresh; otherwise only the partition's first entry at start
-// (layoutAtStart), unknown without a layout.
-func (s *Sync) StartsAt(pos marker.Position) bool {
-	if !s.Machine.Fresh() {
-		return true
-	}
-	l := s.LayoutAtStart
-	return l != nil && pos.Ledger == l.Start().Ledger && pos.Entry == l.Start().Entry
 }
 
 // Admin is what follow and lag need of one cluster's admin API, for
@@ -193,6 +173,12 @@ type MarkerSink interface {
 	Close()
 }
 
+// Wrote records mk as a marker this process wrote, as the sync does for
+// each marker it sends (before the write returns, since the replicator
+// may read it back first): read back from the partition, it is forwarded
+// once (MarkerAt).
+func (s *Sync) Wrote(mk marker.Marker) { s.gate.outbox.put(mk) }
+
 // write puts markers into the local partition.
 func (s *Sync) write(ctx context.Context, mks []marker.Marker) {
 	for _, mk := range mks {
@@ -204,69 +190,6 @@ func (s *Sync) write(ctx context.Context, mks []marker.Marker) {
 	}
 }
 
-// Run ticks the snapshot machine, follows the tracked subscriptions and
-// applies received updates until ctx is done. It returns after the apply
-// worker it started ended: an update being applied when ctx ends is
-// finished (or cut by ctx) first.
-func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
-	defer s.Writer.Close()
-	defer s.Metrics.DropLag(s.lagKey())
-	if s.Release != nil {
-		defer s.Release()
-	}
-	// First of the deferred calls to run: an update being applied uses the
-	// admin clients, the pollers and the metrics released above.
-	defer s.stopApplying()
-	s.rebuild(ctx, s.LayoutAtStart)
-	s.startApplying(ctx)
-	// While the machine has work (data since the last request, or a
-	// request pending), it is ticked four times per interval, so a request
-	// goes out as soon as the interval has passed rather than up to a
-	// whole tick later. Otherwise run sleeps until the next follow is due
-	// or poke wakes it: 1,000 idle partitions ticked four times a second
-	// in both directions cost a tenth of a core (e2e/bench, subs row).
-	tick := max(s.Interval/4, 10*time.Millisecond)
-	t := time.NewTimer(tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.relearn:
-			s.rebuild(ctx, s.currentLayout(ctx))
-			continue
-		case <-s.pace.wake:
-		case <-t.C:
-		}
-		s.pace.sleeping.Store(false)
-		// A request only where a tracked subscription can use the
-		// snapshot (snapshotUseful); the data waits in the machine.
-		s.write(ctx, s.Machine.Tick(linkUp() && !s.useless.Load()))
-		s.countStats()
-		s.entries.sample() // for a reading another partition's follow asks for (reached.go)
-		if s.followDue(time.Now()) {
-			if err := s.follow(ctx); err != nil && ctx.Err() == nil {
-				s.pace.retry(s.Interval) // try again soon
-				s.Log.Debug("following subscriptions failed", zap.Error(err))
-			}
-		}
-		t.Reset(s.sleepFor(tick))
-	}
-}
-
-func (s *Sync) countStats() {
-	st := s.Machine.Stats()
-	pair := []string{s.Local, s.Remote}
-	s.Metrics.SnapshotsStarted.WithLabelValues(pair...).Add(float64(st.Started - s.last.Started))
-	s.Metrics.SnapshotsCompleted.WithLabelValues(pair...).Add(float64(st.Completed - s.last.Completed))
-	s.Metrics.SnapshotsTimedOut.WithLabelValues(pair...).Add(float64(st.TimedOut - s.last.TimedOut))
-	s.Metrics.SnapshotsUnanswered.WithLabelValues(pair...).Add(float64(st.Unanswered - s.last.Unanswered))
-	if st.Completed > s.last.Completed {
-		s.Metrics.SnapshotRTT.WithLabelValues(pair...).Observe(st.LastRTT.Seconds())
-	}
-	s.last = st
-}
-
 // send writes one marker, remembering it for forwarding (outbox) first:
 // the replicator may read it back before the write returns.
 func (s *Sync) send(ctx context.Context, mk marker.Marker) error {
@@ -274,61 +197,6 @@ func (s *Sync) send(ctx context.Context, mk marker.Marker) error {
 		s.Wrote(mk)
 	}
 	return s.Writer.Write(ctx, mk)
-}
-
-// currentLayout reads the partition's layout now; nil if it cannot.
-func (s *Sync) currentLayout(ctx context.Context) *cluster.Layout {
-	if s.LayoutNow == nil {
-		return nil
-	}
-	l, err := s.LayoutNow(ctx)
-	if err != nil {
-		s.Log.Debug("partition layout unknown; the re-read starts at the oldest entry", zap.Error(err))
-		return nil
-	}
-	return l
-}
-
-// followDue reports whether follow runs now.
-func (s *Sync) followDue(now time.Time) bool {
-	newest, _ := s.Machine.Newest()
-	return s.pace.due(now, s.Interval, newest.ID, s.Machine.Idle)
-}
-
-// followIn is how long until followDue turns true if nothing happens
-// meanwhile.
-func (s *Sync) followIn(now time.Time) time.Duration {
-	newest, _ := s.Machine.Newest()
-	return s.pace.in(now, s.Interval, newest.ID, s.Machine.Idle)
-}
-
-// sleepFor is how long run waits before its next round: a tick while the
-// machine has work, else until the next follow is due. A long sleep is
-// announced (sleeping) before the machine is asked again, so data that
-// arrives meanwhile either is seen here or pokes run awake.
-func (s *Sync) sleepFor(tick time.Duration) time.Duration {
-	if s.machineBusy() {
-		return tick
-	}
-	d := s.followIn(time.Now())
-	if d <= tick {
-		return tick
-	}
-	if !s.Machine.Idle() {
-		// Data waits for a subscription that can use a snapshot; only
-		// the next follow can tell, so data need not wake run.
-		return d
-	}
-	if !s.pace.sleep(s.machineBusy) {
-		return tick
-	}
-	return d
-}
-
-// machineBusy reports whether the snapshot machine wants ticks: a request
-// pending, or data to cover and a subscription that can use a snapshot.
-func (s *Sync) machineBusy() bool {
-	return !s.Machine.Idle() && (!s.useless.Load() || s.Machine.Pending())
 }
 
 // gauges are this sync's lag series.
@@ -339,24 +207,6 @@ func (s *Sync) gauges() lagGauges {
 // lagKey names this sync among the reporters of subscription lag.
 func (s *Sync) lagKey() string { return s.gauges().key() }
 
-// movedByUpdate reports whether sub's mark-delete position md is still
-// where an update from the remote put it (not moved by consumers here):
-// at or before the highest position the last update applied left it at.
-// A protocol move leaves it at the update's target itself, a reset at the
-// entry before the one it positions at (Applied).
-func (s *Sync) movedByUpdate(sub string, md marker.Position) bool {
-	upTo, ok := s.Applied.get(s.Local, s.Topic, sub)
-	return ok && md.Compare(upTo) <= 0
-}
-
 // Pending returns the updates received and not applied yet, the newest
 // per subscription.
 func (s *Sync) Pending() map[string]marker.Position { return s.queue.waiting() }
-
-// startApplying lets the queue start apply workers with ctx (Run's), and
-// starts one for updates that came before.
-func (s *Sync) startApplying(ctx context.Context) { s.queue.start(ctx, s.apply) }
-
-// stopApplying ends the apply side as Run returns: no worker starts after
-// it, and it waits for the one running.
-func (s *Sync) stopApplying() { s.queue.stop() }

@@ -23,9 +23,12 @@ package subsync
 // the proof holds. Entries this sync did not read (another instance's, a
 // restart's re-read) are not counted: L only gets smaller, the proof
 // rarer, never wrong.
+//
+// The count is here (entryCount); the proof is the follow's (follow.go:
+// Sync.reached, beside entryCount.after, the one question it asks of the
+// count).
 
 import (
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,73 +130,4 @@ func (c *entryCount) sample() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.addSample(countSample{t: now, n: n})
-}
-
-// after returns how many entries after a were read before sent, the time
-// a reading was sent; ok is false when unknown (no completion recorded
-// at a, no sample that old).
-func (c *entryCount) after(a marker.Position, sent time.Time) (int64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	a.Batch = -1
-	at, ok := c.at[a]
-	if !ok {
-		return 0, false
-	}
-	for i := len(c.samples) - 1; i >= 0; i-- {
-		if s := c.samples[i]; !s.t.After(sent) {
-			if s.n < at.n {
-				return 0, false // sampled before a was read
-			}
-			return s.n - at.n, true
-		}
-	}
-	return 0, false
-}
-
-// reached returns the partition's positions with every tracked
-// subscription of subs (its line in reading r) raised to the newest
-// snapshot's local position, when r proves each one at or past it (see
-// above); ok is false when one is not proven, or is new, gone, or still
-// where a remote's update put it (a position read decides those).
-// notYet is set when the only thing missing is a backlog at most L: the
-// consumers have not acknowledged past a yet, as far as r shows.
-func (s *Sync) reached(r *Reading, subs map[string]SubStat) (mds map[string]marker.Position, ok, notYet bool) {
-	f := &s.fl
-	newest, ok := s.Machine.Newest()
-	if !ok || f.mds == nil {
-		return nil, false, false
-	}
-	l, ok := s.entries.after(newest.Local, r.At)
-	if !ok {
-		return nil, false, false
-	}
-	a := newest.Local
-	a.Batch = -1
-	out := maps.Clone(f.mds)
-	n := 0
-	for name, st := range subs {
-		if !s.Tracked(name) {
-			continue
-		}
-		n++
-		old, had := f.mds[name]
-		switch {
-		case !had || st.Ranges != 0 || s.movedByUpdate(name, a):
-			return nil, false, false
-		case st.Backlog > l:
-			notYet = true
-		case old.Compare(a) < 0:
-			out[name] = a
-		}
-	}
-	for name := range f.mds {
-		if _, ok := subs[name]; !ok && s.Tracked(name) {
-			return nil, false, false // gone
-		}
-	}
-	if notYet || n == 0 {
-		return nil, false, notYet
-	}
-	return out, true, false
 }

@@ -1,0 +1,99 @@
+package subsync
+
+// The sync's own goroutine (Run): the start-up re-read (rebuild.go), the
+// apply queue's worker (apply.go, route.go), and the loop that ticks the
+// snapshot machine, writes what it returns and follows the tracked
+// subscriptions (follow.go) when the pacer says (schedule.go).
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+)
+
+// Run ticks the snapshot machine, follows the tracked subscriptions and
+// applies received updates until ctx is done. It returns after the apply
+// worker it started ended: an update being applied when ctx ends is
+// finished (or cut by ctx) first.
+func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
+	defer s.Writer.Close()
+	defer s.Metrics.DropLag(s.lagKey())
+	if s.Release != nil {
+		defer s.Release()
+	}
+	// First of the deferred calls to run: an update being applied uses the
+	// admin clients, the pollers and the metrics released above.
+	defer s.stopApplying()
+	s.rebuild(ctx, s.LayoutAtStart)
+	s.startApplying(ctx)
+	// While the machine has work (data since the last request, or a
+	// request pending), it is ticked four times per interval, so a request
+	// goes out as soon as the interval has passed rather than up to a
+	// whole tick later. Otherwise run sleeps until the next follow is due
+	// or poke wakes it: 1,000 idle partitions ticked four times a second
+	// in both directions cost a tenth of a core (e2e/bench, subs row).
+	tick := max(s.Interval/4, 10*time.Millisecond)
+	t := time.NewTimer(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.relearn:
+			s.rebuild(ctx, s.currentLayout(ctx))
+			continue
+		case <-s.pace.wake:
+		case <-t.C:
+		}
+		s.pace.sleeping.Store(false)
+		// A request only where a tracked subscription can use the
+		// snapshot (snapshotUseful); the data waits in the machine.
+		s.write(ctx, s.Machine.Tick(linkUp() && !s.useless.Load()))
+		s.countStats()
+		s.entries.sample() // for a reading another partition's follow asks for (count.go)
+		if s.followDue(time.Now()) {
+			if err := s.follow(ctx); err != nil && ctx.Err() == nil {
+				s.pace.retry(s.Interval) // try again soon
+				s.Log.Debug("following subscriptions failed", zap.Error(err))
+			}
+		}
+		t.Reset(s.sleepFor(tick))
+	}
+}
+
+func (s *Sync) countStats() {
+	st := s.Machine.Stats()
+	pair := []string{s.Local, s.Remote}
+	s.Metrics.SnapshotsStarted.WithLabelValues(pair...).Add(float64(st.Started - s.last.Started))
+	s.Metrics.SnapshotsCompleted.WithLabelValues(pair...).Add(float64(st.Completed - s.last.Completed))
+	s.Metrics.SnapshotsTimedOut.WithLabelValues(pair...).Add(float64(st.TimedOut - s.last.TimedOut))
+	s.Metrics.SnapshotsUnanswered.WithLabelValues(pair...).Add(float64(st.Unanswered - s.last.Unanswered))
+	if st.Completed > s.last.Completed {
+		s.Metrics.SnapshotRTT.WithLabelValues(pair...).Observe(st.LastRTT.Seconds())
+	}
+	s.last = st
+}
+
+// currentLayout reads the partition's layout now; nil if it cannot.
+func (s *Sync) currentLayout(ctx context.Context) *cluster.Layout {
+	if s.LayoutNow == nil {
+		return nil
+	}
+	l, err := s.LayoutNow(ctx)
+	if err != nil {
+		s.Log.Debug("partition layout unknown; the re-read starts at the oldest entry", zap.Error(err))
+		return nil
+	}
+	return l
+}
+
+// startApplying lets the queue start apply workers with ctx (Run's), and
+// starts one for updates that came before.
+func (s *Sync) startApplying(ctx context.Context) { s.queue.start(ctx, s.apply) }
+
+// stopApplying ends the apply side as Run returns: no worker starts after
+// it, and it waits for the one running.
+func (s *Sync) stopApplying() { s.queue.stop() }
