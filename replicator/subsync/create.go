@@ -56,6 +56,6 @@ func (s *Sync) createOnRemote(ctx context.Context, sub string) {
 	s.Applied.end(begun, true, upTo)
 	s.lags.seen(sub)
 	s.Metrics.SubsCreatedRemote.WithLabelValues(s.Local, s.Remote).Inc()
-	s.Log.Info("subscription created on the remote at its cluster.Earliest message: no snapshot covers it yet",
+	s.Log.Info("subscription created on the remote at its earliest message: no snapshot covers it yet",
 		zap.String("subscription", sub))
 }

@@ -292,7 +292,7 @@ func (r *wireHistoryReader) Next(ctx context.Context) (HistoryEntry, bool, error
 	md, err := wire.ParseMetadata(e.Metadata)
 	if err != nil || md.HasNumMessagesInBatch || md.Compression != 0 || md.Encrypted || md.HasChunk {
 		// Not one plain message: not a marker as the writer sends it
-		// (the entry pipe's markerEntry judges the same).
+		// (entryrule.Marker judges the same).
 		return out, true, nil
 	}
 	if v, ok := md.Property(marker.Property); ok {

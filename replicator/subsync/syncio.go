@@ -24,7 +24,7 @@ import (
 //
 // A Key_Shared subscription's mode is read when a also reads a topic's
 // subscriptions with it (subStatsReader: the *cluster.AdminClient a
-// cluster.Conn holds); with any other client (pulsaradmin's types have no
+// cluster.Clients holds); with any other client (pulsaradmin's types have no
 // field for it) it is never known, and no move attaches to a Key_Shared
 // subscription (subscription.Decide).
 func NewSubAdmin(a pulsaradmin.Client, followPrefix string) interface {

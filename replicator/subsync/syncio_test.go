@@ -66,7 +66,7 @@ func TestSubAdminStateOf(t *testing.T) {
 	}
 }
 
-// TestSubAdminStatesMode: over the admin client a cluster.Conn holds,
+// TestSubAdminStatesMode: over the admin client a cluster.Clients holds,
 // States and State read the Key_Shared mode from the stats answer (one
 // stats request for States, the stats and internal stats for State:
 // none added); over a plain pulsaradmin client, whose types drop the

@@ -119,7 +119,7 @@ type Answer struct {
 }
 
 // Doer sends a request: an *http.Client whose transport sets the
-// cluster's admin credentials and TLS settings (cluster.Conn's).
+// cluster's admin credentials and TLS settings (cluster.Clients').
 type Doer interface {
 	Do(*http.Request) (*http.Response, error)
 }

@@ -143,7 +143,7 @@ func CopyMsg(ledger, entry int64, origin string, opos marker.Position) *Msg {
 }
 
 // ReadOrigin is where msg says it was copied from, as the entry pipe hands
-// a copy's origin to the sync after checking it (entryOrigin): a copy
+// a copy's origin to the sync after checking it (entryrule.Origin): a copy
 // whose origin id parses counts as signed here, so that these tests judge
 // the sync's rules, not the signature (entrypath's entryguards_test.go
 // does that).
