@@ -269,10 +269,12 @@ func (e *env) drainArm(parts, r, try int, arm string, verify bool) (drainRound, 
 	if dr.Leaked, err = e.received(context.Background(), "west", topic); err != nil {
 		return dr, err
 	}
+	stopJFR := e.jfrStart(fmt.Sprintf("drain-p%d-r%d-%s", parts, r+1, arm))
 	lat0 := e.publishLatency()
 	m0 := e.meter.sample()
 	start, sc, err := e.releaseArm(arm, topic, short)
 	if err != nil {
+		stopJFR()
 		return dr, err
 	}
 	stopProf := func() {}
@@ -281,6 +283,7 @@ func (e *env) drainArm(parts, r, try int, arm string, verify bool) (drainRound, 
 	}
 	first, done, err := e.waitProgress("west", topic, dr.Leaked, int64(n), timeout, drainStall)
 	dr.Use = e.meter.since(m0)
+	stopJFR()
 	stopProf()
 	if err != nil {
 		logPath := ""
