@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,7 +17,8 @@ import (
 // east broker spends dispatching to the sidecar's cursor can be set
 // against what it spends feeding its own replicator, and west's cost of
 // the sidecar's producer against the built-in's. The recordings use the
-// JDK's "profile" settings (Java samples every 10 ms); read them with
+// JDK's "profile" settings (Java samples every 10 ms) unless -jfr-settings
+// names others; read them with
 // `jfr print --events jdk.ExecutionSample` or `jfr summary`.
 
 // jdkTool is a tool of the JDK that runs cluster's broker (jcmd, jfr):
@@ -54,7 +56,7 @@ func (e *env) jfrStart(name string) func() {
 			continue
 		}
 		rec := name + "-" + c
-		out, err := exec.Command(jcmd, strconv.Itoa(pid), "JFR.start", "name="+rec, "settings=profile").CombinedOutput()
+		out, err := exec.Command(jcmd, strconv.Itoa(pid), "JFR.start", "name="+rec, "settings="+cmp.Or(e.o.JFRSettings, "profile")).CombinedOutput()
 		if err != nil {
 			e.logf("jfr on %s: %v: %s", c, err, strings.TrimSpace(string(out)))
 			continue
