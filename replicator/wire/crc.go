@@ -7,8 +7,9 @@ import "hash/crc32"
 // the payload is the one the MESSAGE brought, whose checksum was verified
 // on the way in. Knowing the payload's own CRC (PayloadCRC), the SEND's
 // is the CRC of the few hundred bytes of metadata combined with it, in
-// about a microsecond, instead of a second pass over up to 5 MB of
-// payload (a fifth of the sidecar's CPU in a drain, half of it the SEND's).
+// about 0.2 µs (BenchmarkCRC32CCombine), instead of a pass over up to 5 MB of
+// payload (CRC-32C was a fifth of the sidecar's CPU in a drain, three
+// fifths of it the SEND's).
 //
 // The arithmetic is in GF(2)[x] modulo the Castagnoli polynomial, in the
 // reflected bit order hash/crc32 uses: the top bit of a uint32 is the
