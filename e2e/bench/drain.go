@@ -213,6 +213,30 @@ func (e *env) releaseArm(arm, topic, short string) (time.Time, *sidecar, error) 
 	return sc.started, sc, nil
 }
 
+// drainStall is how long a drain arm's count on west may stand still
+// (before the first message too) before the row fails: the start-up of
+// either replicator takes a few seconds, a copy moves every 50 ms poll.
+const drainStall = time.Minute
+
+// stallHint says where to look when an arm stopped copying (errStalled).
+// Pulsar 4.0.7's replicator never reads again after a read that failed:
+// the failed read leaves its in-flight task behind, and every later
+// attempt logs "Skip the reading because there is a pending read task".
+// On the test bed the four first reads of a 4-partition backlog of full
+// batches (1,000 entries of up to 128 KiB each) exhaust the standalone
+// JVM's 512 MiB of direct memory (east's log: OutOfDirectMemoryError in
+// PerChannelBookieClient, then "Bookie handle is not available" for
+// every read), which is how the first 4-partition drain hung.
+func stallHint(err error, arm, logPath string) string {
+	if !errors.Is(err, errStalled) {
+		return ""
+	}
+	if arm == armBuiltin {
+		return ` (Pulsar's replicator stopped reading: see east's pulsar.log for "Error reading entries" followed by "Skip the reading because there is a pending read task", which 4.0.7 never recovers from)`
+	}
+	return fmt.Sprintf(" (the sidecar's log: %s)", logPath)
+}
+
 // drainArm runs one arm of one drain round on a fresh topic: hold, build
 // the backlog, settle, release, and time until west has every message.
 func (e *env) drainArm(parts, r, try int, arm string, verify bool) (drainRound, error) {
@@ -245,24 +269,29 @@ func (e *env) drainArm(parts, r, try int, arm string, verify bool) (drainRound, 
 	if dr.Leaked, err = e.received(context.Background(), "west", topic); err != nil {
 		return dr, err
 	}
+	stopJFR := e.jfrStart(fmt.Sprintf("drain-p%d-r%d-%s", parts, r+1, arm))
 	lat0 := e.publishLatency()
 	m0 := e.meter.sample()
 	start, sc, err := e.releaseArm(arm, topic, short)
 	if err != nil {
+		stopJFR()
 		return dr, err
 	}
 	stopProf := func() {}
 	if sc != nil && r == 0 {
 		stopProf = sc.cpuProfile(e.o.ProfileSeconds, fmt.Sprintf("drain-p%d", parts))
 	}
-	first, done, err := e.waitReceived("west", topic, dr.Leaked, int64(n), timeout)
+	first, done, err := e.waitProgress("west", topic, dr.Leaked, int64(n), timeout, drainStall)
 	dr.Use = e.meter.since(m0)
+	stopJFR()
 	stopProf()
 	if err != nil {
+		logPath := ""
 		if sc != nil {
+			logPath = sc.logPath
 			sc.stop()
 		}
-		return dr, fmt.Errorf("drain %s: %w", arm, err)
+		return dr, fmt.Errorf("drain %s: %w%s", arm, err, stallHint(err, arm, logPath))
 	}
 	if first.IsZero() { // everything leaked while held: nothing to copy
 		first = done

@@ -103,6 +103,12 @@ type options struct {
 	Out     string
 	Page    string // docs/benchmark.md: its generated sections are replaced
 	Profile string // directory for pprof profiles; empty: no profiling
+	// JFR is the directory for the brokers' flight recordings of each
+	// drain arm (jfr.go); empty: none.
+	JFR string
+	// JFRSettings are the recordings' settings: a name the JDK knows
+	// (profile) or a .jfc file.
+	JFRSettings string
 	// ProfileSeconds is the length of each CPU profile.
 	ProfileSeconds time.Duration
 	Only           map[string]bool
@@ -141,6 +147,8 @@ func main() {
 	flag.StringVar(&o.Out, "out", defaultOut, "write the markdown report here (empty: print only)")
 	flag.StringVar(&o.Page, "page", "", "also replace the generated sections (the latest tables) of this page, e.g. docs/benchmark.md")
 	flag.StringVar(&o.Profile, "profile", "", "run the sidecar with --pprof and save CPU, allocation and blocking profiles of each workload here (perturbs the measurement)")
+	flag.StringVar(&o.JFR, "jfr", "", "record both brokers' JVMs with JDK Flight Recorder over each drain arm's copy, into this directory (perturbs the measurement)")
+	flag.StringVar(&o.JFRSettings, "jfr-settings", "profile", "the -jfr recordings' settings: profile (Java samples every 10 ms) or a .jfc file, e.g. one with a 1 ms jdk.ExecutionSample period")
 	flag.DurationVar(&o.ProfileSeconds, "profile-seconds", 15*time.Second, "length of each CPU profile")
 	flag.BoolVar(&o.Quick, "quick", false, "small sizes, one round (a minute or two)")
 	flag.BoolVar(&o.Keep, "keep", false, "keep the bench tenant's topics and namespaces afterwards")

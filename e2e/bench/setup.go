@@ -349,9 +349,18 @@ func (e *env) partitionedStats(ctx context.Context, cluster, topic string, out a
 // returns when it first did (and when the count first moved past from, for
 // drains). It gives up after timeout.
 func (e *env) waitReceived(cluster, topic string, from, want int64, timeout time.Duration) (first, done time.Time, err error) {
+	return e.waitProgress(cluster, topic, from, want, timeout, 0)
+}
+
+// waitProgress is waitReceived that also gives up, with errStalled, when
+// the count has not moved for stall (from the call, and from every move
+// after): a replicator that stopped copying fails its row in a minute
+// instead of holding the run for the whole timeout. stall 0: no such check.
+func (e *env) waitProgress(cluster, topic string, from, want int64, timeout, stall time.Duration) (first, done time.Time, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var last int64
+	w := newWatch(from, stall, time.Now())
 	for i := 0; ; i++ {
 		if i%20 == 0 && e.restarted() {
 			return first, time.Now(), errRestarted
@@ -367,6 +376,9 @@ func (e *env) waitReceived(cluster, topic string, from, want int64, timeout time
 			if n >= want {
 				return first, now, nil
 			}
+			if still := w.observe(n, now); still > 0 {
+				return first, now, fmt.Errorf("%w: %s on %s has %d of %d messages and took none for %s", errStalled, topic, cluster, n, want, still.Round(time.Second))
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -374,6 +386,36 @@ func (e *env) waitReceived(cluster, topic string, from, want int64, timeout time
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// errStalled reports that a replicator stopped copying: the target's
+// count did not move for the stall limit. Not transient: taking the
+// measurement again would only wait again.
+var errStalled = errors.New("no progress")
+
+// watch tells a count that stopped moving: observe returns how long the
+// count has stood still once that reaches the limit, else 0. Counts read
+// while the broker was unreachable are not observed, so they neither move
+// nor stall it.
+type watch struct {
+	last  int64
+	since time.Time
+	limit time.Duration
+}
+
+func newWatch(from int64, limit time.Duration, now time.Time) *watch {
+	return &watch{last: from, since: now, limit: limit}
+}
+
+func (w *watch) observe(n int64, now time.Time) time.Duration {
+	if n != w.last {
+		w.last, w.since = n, now
+		return 0
+	}
+	if still := now.Sub(w.since); w.limit > 0 && still >= w.limit {
+		return still
+	}
+	return 0
 }
 
 // errRestarted reports that a test-bed cluster restarted during a

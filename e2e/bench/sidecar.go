@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -284,6 +285,12 @@ func (s *sidecar) profile(kind, query, label string) {
 	}
 	c := &http.Client{Timeout: 10 * time.Minute}
 	resp, err := c.Get(u)
+	// A drain's profile starts with the process: its pprof listener may
+	// not be up yet.
+	for wait := time.Now().Add(10 * time.Second); err != nil && errors.Is(err, syscall.ECONNREFUSED) && time.Now().Before(wait); {
+		time.Sleep(50 * time.Millisecond)
+		resp, err = c.Get(u)
+	}
 	if err != nil {
 		s.e.logf("profile %s of %s: %v", kind, s.name, err)
 		return

@@ -216,23 +216,85 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	go app.run(ctx, cons)
 
 	prods := map[string][]pulsar.Producer{}
-	defer func() {
-		var wg sync.WaitGroup
-		for _, ps := range prods {
-			for _, p := range ps {
-				if p != nil {
-					wg.Add(1)
-					go func() { defer wg.Done(); closeSoon(p) }()
-				}
+	defer closeProducers(prods)
+	if err := e.subsFirstMessages(ctx, topics, prods); err != nil {
+		return nil, err
+	}
+	prox := map[string]*countingProxy{}
+	for _, c := range []string{"east", "west"} {
+		if prox[c], err = newCountingProxy(e2e.Get(c).AdminURL); err != nil {
+			return nil, err
+		}
+		defer prox[c].close()
+	}
+	sc, err := e.subsStart(prox)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.stop()
+	// Where start-up goes (when profiling): its first minute from ready.
+	defer sc.cpuProfile(time.Minute, fmt.Sprintf("subs-startup-%d", n))()
+	res.Ready = time.Since(sc.started)
+	if err := e.subsStartup(sc, n, res); err != nil {
+		return nil, err
+	}
+
+	time.Sleep(z.Settle)
+	idle := z.Idle
+	if startOnly {
+		idle = z.GrowthIdle
+	}
+	ph, err := e.subsWindow(sc, prox, "idle", idle, nil)
+	if err != nil {
+		return nil, err
+	}
+	res.Phases = append(res.Phases, ph)
+	if startOnly {
+		e.subsStop(sc, res, false)
+		return res, nil
+	}
+	res.Probes = append(res.Probes, e.subsProbes(ctx, "idle", app, prods["east"], 0))
+	if err := e.subsTraffic(ctx, sc, prox, app, prods, res); err != nil {
+		return nil, err
+	}
+	// Idle again: the steady state of a deployment that had traffic
+	// (snapshots exist, west's subscription sits where updates put it).
+	time.Sleep(z.Settle)
+	idleAfter := z.IdleAfter
+	if idleAfter == 0 {
+		idleAfter = z.Idle
+	}
+	if ph, err = e.subsWindow(sc, prox, "idle after traffic", idleAfter, nil); err != nil {
+		return nil, err
+	}
+	res.Phases = append(res.Phases, ph)
+	e.subsStop(sc, res, true)
+	return res, nil
+}
+
+// closeProducers closes every producer of prods, at once.
+func closeProducers(prods map[string][]pulsar.Producer) {
+	var wg sync.WaitGroup
+	for _, ps := range prods {
+		for _, p := range ps {
+			if p != nil {
+				wg.Add(1)
+				go func() { defer wg.Done(); closeSoon(p) }()
 			}
 		}
-		wg.Wait()
-	}()
+	}
+	wg.Wait()
+}
+
+// subsFirstMessages opens a producer per topic on each cluster (into
+// prods, to be closed by the caller even on an error) and sends one
+// message through each.
+func (e *env) subsFirstMessages(ctx context.Context, topics []string, prods map[string][]pulsar.Producer) error {
 	for _, c := range []string{"east", "west"} {
 		ps, err := e.subsProducers(c, topics)
 		prods[c] = ps
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// One new message per topic on east, so that start-up includes a
@@ -243,17 +305,15 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	// out, and those partitions had nothing to send until new data came.
 	for _, c := range []string{"east", "west"} {
 		if err := sendAll(ctx, prods[c], func(int) []byte { return payload(time.Now(), 0) }); err != nil {
-			return nil, fmt.Errorf("subs: first messages on %s: %w", c, err)
+			return fmt.Errorf("subs: first messages on %s: %w", c, err)
 		}
 	}
+	return nil
+}
 
-	prox := map[string]*countingProxy{}
-	for _, c := range []string{"east", "west"} {
-		if prox[c], err = newCountingProxy(e2e.Get(c).AdminURL); err != nil {
-			return nil, err
-		}
-		defer prox[c].close()
-	}
+// subsStart starts the subs run's sidecar, its admin calls through the
+// counting proxies, and waits until it is ready.
+func (e *env) subsStart(prox map[string]*countingProxy) (*sidecar, error) {
 	listen, err := e2e.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
@@ -266,25 +326,29 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer sc.stop()
 	if err := sc.waitReady(5 * time.Minute); err != nil {
+		sc.stop()
 		return nil, err
 	}
-	// Where start-up goes (when profiling): its first minute from ready.
-	defer sc.cpuProfile(time.Minute, fmt.Sprintf("subs-startup-%d", n))()
-	res.Ready = time.Since(sc.started)
+	return sc, nil
+}
+
+// subsStartup waits until every partition of n topics is connected both
+// ways, has replicated its first message and settled its first snapshot,
+// and records when (res).
+func (e *env) subsStartup(sc *sidecar, n int, res *subsResult) error {
 	// Start-up grows with the topics (about 40 ms a partition and
 	// direction on this bed, the brokers being busy: 10,000 topics both
 	// ways took 13 minutes): 10 minutes, or 120 ms a topic past 5,000.
 	startup := max(10*time.Minute, time.Duration(n)*120*time.Millisecond)
 	done, err := sc.waitMetric("geo_sidecar_connected_partitions", float64(2*n), startup)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res.Connected = done.Sub(sc.started)
 	done, err = sc.waitPairMetric("east", float64(n), startup, "geo_sidecar_replicated_messages_total")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res.Replicated = done.Sub(sc.started)
 	// A first snapshot either completes or times out (and is not tried
@@ -305,29 +369,14 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	e.logf("subs: ready after %s, every partition connected after %s, replicated after %s, first snapshots settled after %s (%d completed, %d timed out)",
 		res.Ready.Round(time.Millisecond), res.Connected.Round(time.Millisecond), res.Replicated.Round(time.Millisecond), res.FirstSnap.Round(time.Millisecond),
 		res.SnapDone, res.SnapTimedOut)
+	return nil
+}
 
-	time.Sleep(z.Settle)
-	idle := z.Idle
-	if startOnly {
-		idle = z.GrowthIdle
-	}
-	ph, err := e.subsWindow(sc, prox, "idle", idle, nil)
-	if err != nil {
-		return nil, err
-	}
-	res.Phases = append(res.Phases, ph)
-	if startOnly {
-		u, _ := sc.usage()
-		res.HWM, res.Threads = u.HWM, u.Threads
-		res.Stop = sc.stop()
-		res.StopKilled = sc.killed
-		e.logf("subs: SIGTERM to exit %s", stopText(res.Stop, res.StopKilled))
-		return res, nil
-	}
-	res.Probes = append(res.Probes, e.subsProbes(ctx, "idle", app, prods["east"], 0))
-
-	// Spread traffic: half published on each cluster, round-robin over
-	// the topics.
+// subsTraffic runs the spread traffic (half published on each cluster,
+// round-robin over the topics) through one measured window, with the
+// probes after it.
+func (e *env) subsTraffic(ctx context.Context, sc *sidecar, prox map[string]*countingProxy, app *subsApp, prods map[string][]pulsar.Producer, res *subsResult) error {
+	z := e.o.Sizes.Subs
 	var sent, failed atomic.Int64
 	tctx, tstop := context.WithCancel(ctx)
 	tdone := make(chan struct{})
@@ -336,37 +385,34 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 		spread(tctx, prods, z.Rate, &sent, &failed)
 	}()
 	time.Sleep(z.Warm)
-	ph, err = e.subsWindow(sc, prox, fmt.Sprintf("spread traffic, %s msg/s", num(float64(z.Rate))), z.Traffic, &sent)
+	ph, err := e.subsWindow(sc, prox, fmt.Sprintf("spread traffic, %s msg/s", num(float64(z.Rate))), z.Traffic, &sent)
 	if err == nil {
 		res.Phases = append(res.Phases, ph)
-		res.Probes = append(res.Probes, e.subsProbes(ctx, "spread traffic", app, prods["east"], n/2))
+		res.Probes = append(res.Probes, e.subsProbes(ctx, "spread traffic", app, prods["east"], res.Topics/2))
 	}
 	tstop()
 	<-tdone
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if f := failed.Load(); f > 0 {
-		return nil, fmt.Errorf("subs: %d sends failed", f)
+		return fmt.Errorf("subs: %d sends failed", f)
 	}
-	// Idle again: the steady state of a deployment that had traffic
-	// (snapshots exist, west's subscription sits where updates put it).
-	time.Sleep(z.Settle)
-	idleAfter := z.IdleAfter
-	if idleAfter == 0 {
-		idleAfter = z.Idle
-	}
-	if ph, err = e.subsWindow(sc, prox, "idle after traffic", idleAfter, nil); err != nil {
-		return nil, err
-	}
-	res.Phases = append(res.Phases, ph)
+	return nil
+}
+
+// subsStop takes the sidecar's peak RSS and threads (and, with
+// goroutines, its goroutine profile when profiling), then stops it and
+// times its exit.
+func (e *env) subsStop(sc *sidecar, res *subsResult, goroutines bool) {
 	u, _ := sc.usage()
 	res.HWM, res.Threads = u.HWM, u.Threads
-	sc.profile("goroutine", "", "subs")
+	if goroutines {
+		sc.profile("goroutine", "", "subs")
+	}
 	res.Stop = sc.stop()
 	res.StopKilled = sc.killed
 	e.logf("subs: SIGTERM to exit %s", stopText(res.Stop, res.StopKilled))
-	return res, nil
 }
 
 // subsSetup creates the tenant, the namespace (replicated nowhere: the

@@ -184,38 +184,11 @@ func (e *env) subsvsOnce(typ string) (*subsvsResult, error) {
 		{Name: armSidecar, topic: e.topic(svNS(nsSVSidecar, typ), svTopic), app: newSubsApp()},
 	}
 	res.Arms = arms
-	for _, a := range arms {
-		// The application: one consumer of type typ on east
-		// acknowledging all it gets; the built-in's asks for its state to
-		// be replicated.
-		cons, err := e.east.Subscribe(pulsar.ConsumerOptions{
-			Topic: a.topic, SubscriptionName: subsSub, Type: svTypes[typ],
-			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
-			ReplicateSubscriptionState:  a.Name == armBuiltin,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("subsvs: consumer on east %s: %w", a.topic, err)
-		}
-		defer cons.Close()
-		go a.app.run(ctx, cons)
-		if a.prod, err = e.east.CreateProducer(pulsar.ProducerOptions{Topic: a.topic, DisableBatching: true}); err != nil {
-			return nil, fmt.Errorf("subsvs: producer on east %s: %w", a.topic, err)
-		}
-		defer closeSoon(a.prod)
+	closeApps, err := e.subsvsApps(ctx, typ, arms)
+	defer closeApps()
+	if err != nil {
+		return nil, err
 	}
-
-	// One message per partition of each arm before the sidecar starts:
-	// a partition's link opens with its first entry, and start-up then
-	// includes a first snapshot on every partition, as in the subs row.
-	body := payload(time.Now(), 0)
-	for _, a := range arms {
-		for range z.Partitions {
-			if _, err := a.prod.Send(ctx, &pulsar.ProducerMessage{Payload: body}); err != nil {
-				return nil, fmt.Errorf("subsvs: first messages on %s: %w", a.topic, err)
-			}
-		}
-	}
-
 	prox := map[string]*countingProxy{}
 	for _, c := range []string{"east", "west"} {
 		var err error
@@ -224,6 +197,75 @@ func (e *env) subsvsOnce(typ string) (*subsvsResult, error) {
 		}
 		defer prox[c].close()
 	}
+	sc, err := e.subsvsStart(typ, prox)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.stop()
+	time.Sleep(e.o.Sizes.Settle)
+
+	w, err := e.subsvsOpen(ctx, sc, prox, arms, res)
+	if err != nil {
+		return nil, err
+	}
+	e.subsvsRun(ctx, arms, res, w.start)
+	if err := e.subsvsClose(ctx, sc, prox, arms, res, w); err != nil {
+		return nil, err
+	}
+	e.subsvsLog(arms, res)
+	if res.Failed > 0 {
+		return nil, fmt.Errorf("subsvs: %d sends failed", res.Failed)
+	}
+	return res, nil
+}
+
+// subsvsApps opens each arm's application on east (one consumer of type
+// typ acknowledging all it gets; the built-in's asks for its state to be
+// replicated) and producer, then sends one message per partition of each
+// arm before the sidecar starts: a partition's link opens with its first
+// entry, and start-up then includes a first snapshot on every partition,
+// as in the subs row. The returned func closes what was opened, also
+// after an error.
+func (e *env) subsvsApps(ctx context.Context, typ string, arms []*svArm) (func(), error) {
+	var closers []func()
+	closeApps := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	for _, a := range arms {
+		cons, err := e.east.Subscribe(pulsar.ConsumerOptions{
+			Topic: a.topic, SubscriptionName: subsSub, Type: svTypes[typ],
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+			ReplicateSubscriptionState:  a.Name == armBuiltin,
+		})
+		if err != nil {
+			return closeApps, fmt.Errorf("subsvs: consumer on east %s: %w", a.topic, err)
+		}
+		closers = append(closers, cons.Close)
+		go a.app.run(ctx, cons)
+		if a.prod, err = e.east.CreateProducer(pulsar.ProducerOptions{Topic: a.topic, DisableBatching: true}); err != nil {
+			return closeApps, fmt.Errorf("subsvs: producer on east %s: %w", a.topic, err)
+		}
+		p := a.prod
+		closers = append(closers, func() { closeSoon(p) })
+	}
+	body := payload(time.Now(), 0)
+	for _, a := range arms {
+		for range e.o.Sizes.SubsVs.Partitions {
+			if _, err := a.prod.Send(ctx, &pulsar.ProducerMessage{Payload: body}); err != nil {
+				return closeApps, fmt.Errorf("subsvs: first messages on %s: %w", a.topic, err)
+			}
+		}
+	}
+	return closeApps, nil
+}
+
+// subsvsStart starts the sidecar of the subsvs row (its admin calls
+// through the counting proxies) and waits until it copied every
+// partition's first message and connected both ways.
+func (e *env) subsvsStart(typ string, prox map[string]*countingProxy) (*sidecar, error) {
+	parts := e.o.Sizes.SubsVs.Partitions
 	listen, err := e2e.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
@@ -237,39 +279,60 @@ func (e *env) subsvsOnce(typ string) (*subsvsResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer sc.stop()
 	if err := sc.waitReady(5 * time.Minute); err != nil {
+		sc.stop()
 		return nil, err
 	}
-	if _, err := sc.waitPairMetric("east", float64(z.Partitions), 3*time.Minute, "geo_sidecar_replicated_messages_total"); err != nil {
+	if _, err := sc.waitPairMetric("east", float64(parts), 3*time.Minute, "geo_sidecar_replicated_messages_total"); err != nil {
+		sc.stop()
 		return nil, err
 	}
-	if _, err := sc.waitMetric("geo_sidecar_connected_partitions", float64(2*z.Partitions), 30*time.Second); err != nil {
+	if _, err := sc.waitMetric("geo_sidecar_connected_partitions", float64(2*parts), 30*time.Second); err != nil {
 		e.logf("subsvs: %v (measured all the same)", err)
 	}
-	time.Sleep(e.o.Sizes.Settle)
+	return sc, nil
+}
 
-	// The window opens.
-	in0 := e.subsvsIn(ctx, arms)
-	p0 := map[string]map[string]int64{"east": prox["east"].snapshot(), "west": prox["west"].snapshot()}
-	a0, err := sc.metricBy("geo_sidecar_admin_requests_total", "cluster")
-	if err != nil {
+// svWindow is what the subsvs row reads when its window opens, to
+// subtract when it closes.
+type svWindow struct {
+	start time.Time
+	in    []map[string]int64          // each arm's entries in, by cluster
+	proxy map[string]map[string]int64 // admin requests by cluster and path
+	admin map[string]float64          // the sidecar's own count, by cluster
+	app   [][2]int64                  // each arm's application: data, markers
+}
+
+// subsvsOpen opens the window: the counters it starts from, and the
+// sidecar's start-up admin requests (res.Startup).
+func (e *env) subsvsOpen(ctx context.Context, sc *sidecar, prox map[string]*countingProxy, arms []*svArm, res *subsvsResult) (*svWindow, error) {
+	z := e.o.Sizes.SubsVs
+	w := &svWindow{in: e.subsvsIn(ctx, arms)}
+	w.proxy = map[string]map[string]int64{"east": prox["east"].snapshot(), "west": prox["west"].snapshot()}
+	var err error
+	if w.admin, err = sc.metricBy("geo_sidecar_admin_requests_total", "cluster"); err != nil {
 		return nil, err
 	}
 	res.Startup = map[string]int64{}
-	for c, m := range p0 {
+	for c, m := range w.proxy {
 		for _, v := range m {
 			res.Startup[c] += v
 		}
 	}
-	app0 := make([][2]int64, len(arms))
+	w.app = make([][2]int64, len(arms))
 	for i, a := range arms {
-		app0[i] = [2]int64{a.app.data.Load(), a.app.markers.Load()}
+		w.app[i] = [2]int64{a.app.data.Load(), a.app.markers.Load()}
 	}
 	e.logf("subsvs: %s application, %d partitions per arm, %d msg/s per arm on east for %s, then %s of tail (sidecar start-up: %d admin requests to east, %d to west)",
-		typ, z.Partitions, z.Rate, z.Load, z.Tail, res.Startup["east"], res.Startup["west"])
-	start := time.Now()
+		res.Type, z.Partitions, z.Rate, z.Load, z.Tail, res.Startup["east"], res.Startup["west"])
+	w.start = time.Now()
+	return w, nil
+}
 
+// subsvsRun loads both arms for Load, probes them, and samples them
+// every svEvery until the tail is over (res.Samples, res.Failed).
+func (e *env) subsvsRun(ctx context.Context, arms []*svArm, res *subsvsResult, start time.Time) {
+	z := e.o.Sizes.SubsVs
 	var failed atomic.Int64
 	lctx, lstop := context.WithTimeout(ctx, z.Load)
 	defer lstop()
@@ -295,20 +358,23 @@ func (e *env) subsvsOnce(typ string) (*subsvsResult, error) {
 	wg.Wait()
 	pwg.Wait()
 	res.Failed = failed.Load()
+}
 
-	// The window closes.
+// subsvsClose closes the window: what each arm and the sidecar's admin
+// calls did since it opened.
+func (e *env) subsvsClose(ctx context.Context, sc *sidecar, prox map[string]*countingProxy, arms []*svArm, res *subsvsResult, w *svWindow) error {
 	in1 := e.subsvsIn(ctx, arms)
 	a1, err := sc.metricBy("geo_sidecar_admin_requests_total", "cluster")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	res.Window = time.Since(start)
+	res.Window = time.Since(w.start)
 	res.Admin, res.Self, res.Paths = map[string]int64{}, map[string]float64{}, map[string]map[string]int64{}
 	for _, c := range []string{"east", "west"} {
-		res.Self[c] = a1[c] - a0[c]
+		res.Self[c] = a1[c] - w.admin[c]
 		res.Paths[c] = map[string]int64{}
 		for k, v := range prox[c].snapshot() {
-			if v -= p0[c][k]; v > 0 {
+			if v -= w.proxy[c][k]; v > 0 {
 				res.Paths[c][k] = v
 				res.Admin[c] += v
 			}
@@ -318,10 +384,16 @@ func (e *env) subsvsOnce(typ string) (*subsvsResult, error) {
 		a.Data = a.sent.Load()
 		a.In = map[string]int64{}
 		for _, c := range []string{"east", "west"} {
-			a.In[c] = in1[i][c] - in0[i][c]
+			a.In[c] = in1[i][c] - w.in[i][c]
 		}
-		a.AppData, a.AppMark = a.app.data.Load()-app0[i][0], a.app.markers.Load()-app0[i][1]
+		a.AppData, a.AppMark = a.app.data.Load()-w.app[i][0], a.app.markers.Load()-w.app[i][1]
 	}
+	return nil
+}
+
+// subsvsLog logs each arm's figures and the sidecar's admin requests.
+func (e *env) subsvsLog(arms []*svArm, res *subsvsResult) {
+	z := e.o.Sizes.SubsVs
 	for _, a := range arms {
 		during, _ := res.excessDuring(a.Name)
 		after, _ := res.excessAt(a.Name, svAfter)
@@ -337,10 +409,6 @@ func (e *env) subsvsOnce(typ string) (*subsvsResult, error) {
 			e.logf("subsvs:   %s %6d  %s", c, res.Paths[c][k], k)
 		}
 	}
-	if res.Failed > 0 {
-		return nil, fmt.Errorf("subsvs: %d sends failed", res.Failed)
-	}
-	return res, nil
 }
 
 // load publishes rate messages per second on a's topic (round-robin over

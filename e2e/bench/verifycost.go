@@ -149,33 +149,16 @@ func (e *env) verifyCost() (*verifyResult, error) {
 		}
 	}
 	scs := map[string]*sidecar{}
-	for _, arm := range []string{armVerifyOn, armVerifyOff} {
-		listen, err := e2e.FreeLoopbackAddr()
-		if err != nil {
-			return nil, err
-		}
-		short := []string{"vfoff"}
-		if arm == armVerifyOn {
-			short = []string{"vfon", "vfage"}
-		}
-		cfg := sidecarConfig(listen, e.ns(nsSidecar), "", false, short...)
-		if arm == armVerifyOn {
-			cfg = strings.Replace(cfg, "sidecar:\n", "sidecar:\n  verify: {}\n", 1)
-		}
-		if s.Signed {
-			keyFile := filepath.Join(e.dir, "verify-marker.key")
-			if err := os.WriteFile(keyFile, []byte("bench-marker-key-0123456789abcdef"), 0o600); err != nil {
-				return nil, err
+	defer func() {
+		for _, arm := range []string{armVerifyOff, armVerifyOn} { // in reverse order of start
+			if sc := scs[arm]; sc != nil {
+				sc.stop()
 			}
-			cfg = strings.Replace(cfg, "sidecar:\n", "sidecar:\n  marker_key_file: "+keyFile+"\n", 1)
 		}
-		name := strings.ReplaceAll(arm, " ", "-")
-		sc, err := e.startSidecar(e.o.Binary, name, listen, cfg)
+	}()
+	for _, arm := range []string{armVerifyOn, armVerifyOff} {
+		sc, err := e.verifySidecar(arm)
 		if err != nil {
-			return nil, err
-		}
-		defer sc.stop()
-		if err := sc.waitReady(60 * time.Second); err != nil {
 			return nil, err
 		}
 		scs[arm] = sc
@@ -189,70 +172,19 @@ func (e *env) verifyCost() (*verifyResult, error) {
 	}
 	e.logf("verify age at %d msg/s: max %.1f s over %d samples (%d sent)", s.AgeRate, res.ageMax(), len(res.Ages), res.Sent)
 
-	for _, arm := range []string{armVerifyOn, armVerifyOff} { // connections and producers up before anything is measured
-		base, err := e.received(context.Background(), "west", topics[arm])
-		if err != nil {
-			return nil, err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		err = e.produce(ctx, "east", topics[arm], e.o.Sizes.WarmMessages)
-		cancel()
-		if err == nil {
-			_, _, err = e.waitReceived("west", topics[arm], base, base+int64(e.o.Sizes.WarmMessages), 2*time.Minute)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("warm-up %s: %w", arm, err)
-		}
-	}
-	// The baseline of the verifier's own cost: both sidecars idle, the
-	// verifier caught up (its reads stopped), over a window as long as
-	// the catch-up window after the rounds. The sidecars differ (the one
-	// with the verifier has its probes and a second topic): the catch-up
-	// window's difference less this one is what reading costs.
-	if err := e.verifyCaughtUp(scs[armVerifyOn], time.Minute); err != nil {
+	if err := e.verifyWarm(topics); err != nil {
 		return nil, err
 	}
-	on0, off0 := cpuTime(scs[armVerifyOn]), cpuTime(scs[armVerifyOff])
-	read0, _ := scs[armVerifyOn].metric("geo_sidecar_verify_read_messages_total")
-	time.Sleep(s.CatchUp)
-	on1, off1 := cpuTime(scs[armVerifyOn]), cpuTime(scs[armVerifyOff])
-	read1, _ := scs[armVerifyOn].metric("geo_sidecar_verify_read_messages_total")
-	res.IdleCPU, res.IdleRead = (on1-on0)-(off1-off0), read1-read0
-	e.logf("verifier caught up, both idle: %.3f s CPU over the other sidecar's in %s (%.0f read)", res.IdleCPU.Seconds(), s.CatchUp, res.IdleRead)
-	timeout := max(2*time.Minute, time.Duration(s.Messages/500)*time.Second)
+	if err := e.verifyIdle(scs, res); err != nil {
+		return nil, err
+	}
 	for r := range s.Rounds {
 		for _, arm := range order(r, armVerifyOn, armVerifyOff) {
-			sc, topic := scs[arm], topics[arm]
 			var vr verifyRound
 			err := e.attempt("verify "+arm, func() error {
-				time.Sleep(e.o.Sizes.Settle)
-				base, err := e.received(context.Background(), "west", topic)
-				if err != nil {
-					return err
-				}
-				c0 := cpuTime(sc)
-				read0, _ := sc.metric("geo_sidecar_verify_read_messages_total")
-				m0 := e.meter.sample()
-				ctx, cancel := context.WithTimeout(context.Background(), timeout)
-				defer cancel()
-				t0 := time.Now()
-				pubErr := make(chan error, 1)
-				go func() { pubErr <- e.produce(ctx, "east", topic, s.Messages) }()
-				_, done, werr := e.waitReceived("west", topic, base, base+int64(s.Messages), timeout)
-				if werr != nil {
-					cancel()
-				}
-				if perr := <-pubErr; perr != nil {
-					return fmt.Errorf("publish: %w", perr)
-				}
-				if werr != nil {
-					return werr
-				}
-				c1 := cpuTime(sc)
-				read1, _ := sc.metric("geo_sidecar_verify_read_messages_total")
-				vr = verifyRound{Arm: arm, Round: r, Msgs: s.Messages, Dur: done.Sub(t0), CPU: c1 - c0,
-					Read: read1 - read0, Busy: e.meter.since(m0).Busy}
-				return nil
+				var err error
+				vr, err = e.verifyRoundOnce(scs[arm], arm, topics[arm], r)
+				return err
 			})
 			if err != nil {
 				return nil, fmt.Errorf("verify %s: %w", arm, err)
@@ -262,25 +194,140 @@ func (e *env) verifyCost() (*verifyResult, error) {
 				r+1, arm, float64(vr.Msgs)/vr.Dur.Seconds(), vr.CPU.Seconds(), vr.CPU.Seconds()*1e6/float64(vr.Msgs), vr.Read, 100*vr.Busy)
 		}
 	}
-	// The verifier's own cost: after the rounds it is behind (it read at
-	// most its rate during them) and reads at its limit with nothing
-	// else to do; both sidecars are idle but for that, so the difference
-	// of their CPU over one window, per message read, is its cost.
-	on0, off0 = cpuTime(scs[armVerifyOn]), cpuTime(scs[armVerifyOff])
-	read0, _ = scs[armVerifyOn].metric("geo_sidecar_verify_read_messages_total")
-	saved := scs[armVerifyOn].cpuProfile(s.CatchUp-time.Second, "verify-catchup")
-	time.Sleep(s.CatchUp)
-	saved()
-	on1, off1 = cpuTime(scs[armVerifyOn]), cpuTime(scs[armVerifyOff])
-	read1, _ = scs[armVerifyOn].metric("geo_sidecar_verify_read_messages_total")
-	res.CatchUpRead, res.CatchUpCPU, res.CatchUp = read1-read0, (on1-on0)-(off1-off0)-res.IdleCPU, s.CatchUp
-	e.logf("verifier catching up: %.0f messages read in %s, %.3f s CPU over the idle sidecar's (%.2f µs / message read)",
-		res.CatchUpRead, s.CatchUp, res.CatchUpCPU.Seconds(), res.perRead())
+	e.verifyCatchUp(scs, res)
 	if n, _ := scs[armVerifyOn].metric("geo_sidecar_verify_found_total"); n != 0 {
 		return res, fmt.Errorf("the verifier found %v faults on a clean copy", n)
 	}
 	e.dropWorkload(topics[armVerifyOn], topics[armVerifyOff], ageTopic)
 	return res, nil
+}
+
+// verifySidecar starts arm's sidecar of the verifier row: with the
+// continuous verifier (on vfon and vfage) or without it (on vfoff), and
+// with a marker key under -verify-signed; it waits until it is ready.
+func (e *env) verifySidecar(arm string) (*sidecar, error) {
+	listen, err := e2e.FreeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	short := []string{"vfoff"}
+	if arm == armVerifyOn {
+		short = []string{"vfon", "vfage"}
+	}
+	cfg := sidecarConfig(listen, e.ns(nsSidecar), "", false, short...)
+	if arm == armVerifyOn {
+		cfg = strings.Replace(cfg, "sidecar:\n", "sidecar:\n  verify: {}\n", 1)
+	}
+	if e.o.Sizes.Verify.Signed {
+		keyFile := filepath.Join(e.dir, "verify-marker.key")
+		if err := os.WriteFile(keyFile, []byte("bench-marker-key-0123456789abcdef"), 0o600); err != nil {
+			return nil, err
+		}
+		cfg = strings.Replace(cfg, "sidecar:\n", "sidecar:\n  marker_key_file: "+keyFile+"\n", 1)
+	}
+	name := strings.ReplaceAll(arm, " ", "-")
+	sc, err := e.startSidecar(e.o.Binary, name, listen, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := sc.waitReady(60 * time.Second); err != nil {
+		sc.stop()
+		return nil, err
+	}
+	return sc, nil
+}
+
+// verifyWarm sends WarmMessages through each arm's topic, so that
+// connections and producers are up before anything is measured.
+func (e *env) verifyWarm(topics map[string]string) error {
+	for _, arm := range []string{armVerifyOn, armVerifyOff} {
+		base, err := e.received(context.Background(), "west", topics[arm])
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err = e.produce(ctx, "east", topics[arm], e.o.Sizes.WarmMessages)
+		cancel()
+		if err == nil {
+			_, _, err = e.waitReceived("west", topics[arm], base, base+int64(e.o.Sizes.WarmMessages), 2*time.Minute)
+		}
+		if err != nil {
+			return fmt.Errorf("warm-up %s: %w", arm, err)
+		}
+	}
+	return nil
+}
+
+// verifyIdle measures the baseline of the verifier's own cost: both
+// sidecars idle, the verifier caught up (its reads stopped), over a
+// window as long as the catch-up window after the rounds. The sidecars
+// differ (the one with the verifier has its probes and a second topic):
+// the catch-up window's difference less this one is what reading costs.
+func (e *env) verifyIdle(scs map[string]*sidecar, res *verifyResult) error {
+	if err := e.verifyCaughtUp(scs[armVerifyOn], time.Minute); err != nil {
+		return err
+	}
+	catchUp := e.o.Sizes.Verify.CatchUp
+	on0, off0 := cpuTime(scs[armVerifyOn]), cpuTime(scs[armVerifyOff])
+	read0, _ := scs[armVerifyOn].metric("geo_sidecar_verify_read_messages_total")
+	time.Sleep(catchUp)
+	on1, off1 := cpuTime(scs[armVerifyOn]), cpuTime(scs[armVerifyOff])
+	read1, _ := scs[armVerifyOn].metric("geo_sidecar_verify_read_messages_total")
+	res.IdleCPU, res.IdleRead = (on1-on0)-(off1-off0), read1-read0
+	e.logf("verifier caught up, both idle: %.3f s CPU over the other sidecar's in %s (%.0f read)", res.IdleCPU.Seconds(), catchUp, res.IdleRead)
+	return nil
+}
+
+// verifyRoundOnce publishes Messages on arm's topic and times its
+// sidecar copying them, with the sidecar's CPU and the verifier's reads.
+func (e *env) verifyRoundOnce(sc *sidecar, arm, topic string, r int) (verifyRound, error) {
+	s := e.o.Sizes.Verify
+	timeout := max(2*time.Minute, time.Duration(s.Messages/500)*time.Second)
+	time.Sleep(e.o.Sizes.Settle)
+	base, err := e.received(context.Background(), "west", topic)
+	if err != nil {
+		return verifyRound{}, err
+	}
+	c0 := cpuTime(sc)
+	read0, _ := sc.metric("geo_sidecar_verify_read_messages_total")
+	m0 := e.meter.sample()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	t0 := time.Now()
+	pubErr := make(chan error, 1)
+	go func() { pubErr <- e.produce(ctx, "east", topic, s.Messages) }()
+	_, done, werr := e.waitReceived("west", topic, base, base+int64(s.Messages), timeout)
+	if werr != nil {
+		cancel()
+	}
+	if perr := <-pubErr; perr != nil {
+		return verifyRound{}, fmt.Errorf("publish: %w", perr)
+	}
+	if werr != nil {
+		return verifyRound{}, werr
+	}
+	c1 := cpuTime(sc)
+	read1, _ := sc.metric("geo_sidecar_verify_read_messages_total")
+	return verifyRound{Arm: arm, Round: r, Msgs: s.Messages, Dur: done.Sub(t0), CPU: c1 - c0,
+		Read: read1 - read0, Busy: e.meter.since(m0).Busy}, nil
+}
+
+// verifyCatchUp measures the verifier's own cost: after the rounds it is
+// behind (it read at most its rate during them) and reads at its limit
+// with nothing else to do; both sidecars are idle but for that, so the
+// difference of their CPU over one window, per message read, is its cost.
+func (e *env) verifyCatchUp(scs map[string]*sidecar, res *verifyResult) {
+	catchUp := e.o.Sizes.Verify.CatchUp
+	on0, off0 := cpuTime(scs[armVerifyOn]), cpuTime(scs[armVerifyOff])
+	read0, _ := scs[armVerifyOn].metric("geo_sidecar_verify_read_messages_total")
+	saved := scs[armVerifyOn].cpuProfile(catchUp-time.Second, "verify-catchup")
+	time.Sleep(catchUp)
+	saved()
+	on1, off1 := cpuTime(scs[armVerifyOn]), cpuTime(scs[armVerifyOff])
+	read1, _ := scs[armVerifyOn].metric("geo_sidecar_verify_read_messages_total")
+	res.CatchUpRead, res.CatchUpCPU, res.CatchUp = read1-read0, (on1-on0)-(off1-off0)-res.IdleCPU, catchUp
+	e.logf("verifier catching up: %.0f messages read in %s, %.3f s CPU over the idle sidecar's (%.2f µs / message read)",
+		res.CatchUpRead, catchUp, res.CatchUpCPU.Seconds(), res.perRead())
 }
 
 // verifyCaughtUp waits until sc's verifier has read nothing for two of

@@ -282,16 +282,9 @@ func (e *env) wanRows() (*wanResult, error) {
 	if os.Getenv("BENCH_WAN_UNBATCHED") != "" {
 		res.Settings = strings.TrimPrefix(res.Settings+"; throughput rows unbatched (BENCH_WAN_UNBATCHED)", "; ")
 	}
-	topics := map[string]map[string]string{}
-	for arm, ns := range map[string]string{armBuiltin: nsWANBuiltin, armSidecar: nsWANSidecar} {
-		topics[arm] = map[string]string{}
-		for _, short := range []string{"tp", "zs", "lat"} {
-			t := e.wanTopic(ns, short)
-			topics[arm][short] = t
-			if err := e.createTopic(t, 1, "east", "far"); err != nil {
-				return nil, err
-			}
-		}
+	topics, err := e.wanTopics()
+	if err != nil {
+		return nil, err
 	}
 	listen, err := e2e.FreeLoopbackAddr()
 	if err != nil {
@@ -308,80 +301,29 @@ func (e *env) wanRows() (*wanResult, error) {
 	tpArms := []string{armBuiltin, armSidecar}
 	scs := map[string]*sidecar{armBuiltin: sc, armSidecar: sc}
 	if e.o.Versus != "" {
-		// -versus: a second binary on a topic of its own, throughput
-		// rows only (an A/B test of a tuning change on the same link).
-		topics[armVersus] = map[string]string{"tp": e.wanTopic(nsWANSidecar, "tpb")}
-		if err := e.createTopic(topics[armVersus]["tp"], 1, "east", "far"); err != nil {
-			return nil, err
+		scb, err := e.wanVersus(b, topics)
+		if scb != nil {
+			defer scb.stop()
 		}
-		listen, err := e2e.FreeLoopbackAddr()
 		if err != nil {
-			return nil, err
-		}
-		scb, err := e.startSidecar(e.o.Versus, "wan-b", listen, wanSidecarConfig(listen, e.wanNS(nsWANSidecar), b.svc, b.adm, os.Getenv("BENCH_VERSUS_MAX_PENDING"), "tpb"))
-		if err != nil {
-			return nil, err
-		}
-		defer scb.stop()
-		if err := scb.waitReady(60 * time.Second); err != nil {
 			return nil, err
 		}
 		scs[armVersus] = scb
 		tpArms = append(tpArms, armVersus)
 		res.Versus = cmp.Or(os.Getenv("BENCH_VERSUS_LABEL"), e.o.Versus)
 	}
-	// Warm-up on the plain link: connections, both replicators' producers
-	// on far, JIT-compiled broker paths.
-	b.set(0, 0)
-	for _, arm := range tpArms {
-		for short, t := range topics[arm] {
-			if short == "lat" {
-				continue
-			}
-			if _, err := e.wanCopy(b, scs[arm], arm, t, e.o.Sizes.WarmMessages, short == "zs", 0, 0, -1); err != nil {
-				return nil, fmt.Errorf("warm-up %s %s: %w", arm, short, err)
-			}
-		}
+	if err := e.wanWarm(b, scs, tpArms, topics); err != nil {
+		return nil, err
 	}
-
 	rows := wanRowsWanted()
 	for r := range e.o.Sizes.Rounds {
-		for _, rtt := range wanRTTs {
-			if !rows["tp"] {
-				break
-			}
-			b.set(rtt, 0)
-			for _, arm := range order(r, tpArms...) {
-				var wr wanRound
-				err := e.attempt(fmt.Sprintf("wan %s rtt %s", arm, rtt), func() (err error) {
-					wr, err = e.wanCopy(b, scs[arm], arm, topics[arm]["tp"], n, false, rtt, 0, r)
-					return err
-				})
-				if err != nil {
-					return nil, fmt.Errorf("wan throughput %s at %s: %w", arm, rtt, err)
-				}
-				res.TP = append(res.TP, wr)
-				e.logf("wan round %d rtt %3d ms %-8s %7.0f msg/s (%d messages in %s; link %.1f MB up)", r+1, rtt.Milliseconds(), arm,
-					wr.rate(), n, wr.Dur.Round(time.Millisecond), float64(wr.LinkUp)/1e6)
+		if rows["tp"] {
+			if err := e.wanTPRound(b, scs, tpArms, topics, r, res); err != nil {
+				return nil, err
 			}
 		}
-		b.set(wanBWRTT, wanBandwidth)
-		for _, arm := range order(r, armBuiltin, armSidecar) {
-			if !rows["bw"] {
-				break
-			}
-			var wr wanRound
-			err := e.attempt(fmt.Sprintf("wan %s 10 MB/s", arm), func() (err error) {
-				wr, err = e.wanCopy(b, sc, arm, topics[arm]["zs"], zn, true, wanBWRTT, wanBandwidth, r)
-				return err
-			})
-			if err != nil {
-				return nil, fmt.Errorf("wan bandwidth %s: %w", arm, err)
-			}
-			res.BW = append(res.BW, wr)
-			e.logf("wan round %d %.0f MB/s link %-8s %.1f MB/s of payload, %.1f MB/s stored; %.3f link bytes per stored byte (%s)", r+1,
-				float64(wanBandwidth)/1e6, arm, float64(wr.Payload)/1e6/wr.Dur.Seconds(), float64(wr.Stored)/1e6/wr.Dur.Seconds(),
-				wr.linkPerStored(), wr.Dur.Round(time.Millisecond))
+		if err := e.wanBWRound(b, sc, topics, r, rows["bw"], res); err != nil {
+			return nil, err
 		}
 	}
 	b.set(wanLatRTT, 0)
@@ -390,13 +332,7 @@ func (e *env) wanRows() (*wanResult, error) {
 			return nil, err
 		}
 	}
-	for _, r := range res.TP {
-		if r.Arm == armSidecar {
-			res.Sidecar.CPU += r.CPU
-			res.Sidecar.Messages += r.Msgs
-		}
-	}
-	for _, r := range res.BW {
+	for _, r := range append(slices.Clone(res.TP), res.BW...) {
 		if r.Arm == armSidecar {
 			res.Sidecar.CPU += r.CPU
 			res.Sidecar.Messages += r.Msgs
@@ -406,6 +342,107 @@ func (e *env) wanRows() (*wanResult, error) {
 	run.CPU, run.Messages = res.Sidecar.CPU, res.Sidecar.Messages
 	res.Sidecar = run
 	return res, nil
+}
+
+// wanTopics creates each arm's topics of the WAN rows on east and far:
+// tp (throughput), zs (ZSTD over the limited link) and lat (latency).
+func (e *env) wanTopics() (map[string]map[string]string, error) {
+	topics := map[string]map[string]string{}
+	for arm, ns := range map[string]string{armBuiltin: nsWANBuiltin, armSidecar: nsWANSidecar} {
+		topics[arm] = map[string]string{}
+		for _, short := range []string{"tp", "zs", "lat"} {
+			t := e.wanTopic(ns, short)
+			topics[arm][short] = t
+			if err := e.createTopic(t, 1, "east", "far"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return topics, nil
+}
+
+// wanVersus starts -versus: a second binary on a topic of its own,
+// throughput rows only (an A/B test of a tuning change on the same
+// link). A sidecar it returns is the caller's to stop, also with an error.
+func (e *env) wanVersus(b *wanBed, topics map[string]map[string]string) (*sidecar, error) {
+	topics[armVersus] = map[string]string{"tp": e.wanTopic(nsWANSidecar, "tpb")}
+	if err := e.createTopic(topics[armVersus]["tp"], 1, "east", "far"); err != nil {
+		return nil, err
+	}
+	listen, err := e2e.FreeLoopbackAddr()
+	if err != nil {
+		return nil, err
+	}
+	scb, err := e.startSidecar(e.o.Versus, "wan-b", listen, wanSidecarConfig(listen, e.wanNS(nsWANSidecar), b.svc, b.adm, os.Getenv("BENCH_VERSUS_MAX_PENDING"), "tpb"))
+	if err != nil {
+		return nil, err
+	}
+	return scb, scb.waitReady(60 * time.Second)
+}
+
+// wanWarm warms up on the plain link: connections, both replicators'
+// producers on far, JIT-compiled broker paths.
+func (e *env) wanWarm(b *wanBed, scs map[string]*sidecar, tpArms []string, topics map[string]map[string]string) error {
+	b.set(0, 0)
+	for _, arm := range tpArms {
+		for short, t := range topics[arm] {
+			if short == "lat" {
+				continue
+			}
+			if _, err := e.wanCopy(b, scs[arm], arm, t, e.o.Sizes.WarmMessages, short == "zs", 0, 0, -1); err != nil {
+				return fmt.Errorf("warm-up %s %s: %w", arm, short, err)
+			}
+		}
+	}
+	return nil
+}
+
+// wanTPRound is round r of the throughput rows: every arm at each of
+// wanRTTs.
+func (e *env) wanTPRound(b *wanBed, scs map[string]*sidecar, tpArms []string, topics map[string]map[string]string, r int, res *wanResult) error {
+	n := res.Messages
+	for _, rtt := range wanRTTs {
+		b.set(rtt, 0)
+		for _, arm := range order(r, tpArms...) {
+			var wr wanRound
+			err := e.attempt(fmt.Sprintf("wan %s rtt %s", arm, rtt), func() (err error) {
+				wr, err = e.wanCopy(b, scs[arm], arm, topics[arm]["tp"], n, false, rtt, 0, r)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("wan throughput %s at %s: %w", arm, rtt, err)
+			}
+			res.TP = append(res.TP, wr)
+			e.logf("wan round %d rtt %3d ms %-8s %7.0f msg/s (%d messages in %s; link %.1f MB up)", r+1, rtt.Milliseconds(), arm,
+				wr.rate(), n, wr.Dur.Round(time.Millisecond), float64(wr.LinkUp)/1e6)
+		}
+	}
+	return nil
+}
+
+// wanBWRound is round r of the bandwidth row: the link set to
+// wanBandwidth at wanBWRTT (also when the row is not wanted, as the
+// latency row has always followed it), then, if wanted, both arms.
+func (e *env) wanBWRound(b *wanBed, sc *sidecar, topics map[string]map[string]string, r int, wanted bool, res *wanResult) error {
+	b.set(wanBWRTT, wanBandwidth)
+	if !wanted {
+		return nil
+	}
+	for _, arm := range order(r, armBuiltin, armSidecar) {
+		var wr wanRound
+		err := e.attempt(fmt.Sprintf("wan %s 10 MB/s", arm), func() (err error) {
+			wr, err = e.wanCopy(b, sc, arm, topics[arm]["zs"], res.ZstdMessages, true, wanBWRTT, wanBandwidth, r)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("wan bandwidth %s: %w", arm, err)
+		}
+		res.BW = append(res.BW, wr)
+		e.logf("wan round %d %.0f MB/s link %-8s %.1f MB/s of payload, %.1f MB/s stored; %.3f link bytes per stored byte (%s)", r+1,
+			float64(wanBandwidth)/1e6, arm, float64(wr.Payload)/1e6/wr.Dur.Seconds(), float64(wr.Stored)/1e6/wr.Dur.Seconds(),
+			wr.linkPerStored(), wr.Dur.Round(time.Millisecond))
+	}
+	return nil
 }
 
 // wanRowsWanted is BENCH_WAN_ROWS (a comma-separated subset of tp, bw,

@@ -481,6 +481,7 @@ type scaleResult struct {
 	HWMAfter     int64
 	GoroutinesTr int // during traffic (after)
 	Stop         time.Duration
+	idleEnd      time.Duration // the sidecar's CPU when the idle window ended
 }
 
 // scaleInFlight bounds the scale run's sends outstanding at once.
@@ -509,6 +510,36 @@ func (e *env) scaleOnce(try int) (*scaleResult, error) {
 	prefix := fmt.Sprintf("s%d-", try)
 	res := &scaleResult{Topics: k, Messages: m, IdleWindow: e.o.Sizes.IdleWindow}
 	e.logf("scale: creating %d topics on east, one message each", k)
+	t0 := time.Now()
+	producers, err := e.scaleTopics(prefix, k)
+	defer closeAll(producers)
+	if err != nil {
+		return nil, fmt.Errorf("scale topics: %w", err)
+	}
+	e.logf("scale: %d topics created in %s; starting one sidecar for all of them", k, time.Since(t0).Round(time.Millisecond))
+	sc, err := e.scaleStart(prefix, res)
+	if err != nil {
+		return nil, err
+	}
+	defer sc.stop()
+	e.scaleIdle(sc, res)
+	if err := e.scaleTraffic(sc, producers, res); err != nil {
+		return nil, err
+	}
+	sc.profile("allocs", "", "scale")
+	res.Stop = sc.stop()
+	for _, c := range []string{"east", "west"} {
+		if failed := e.dropTopics(c, nsScale); len(failed) > 0 {
+			e.logf("scale: %d topic(s) not deleted on %s: %s", len(failed), c, failed[0])
+		}
+	}
+	return res, nil
+}
+
+// scaleTopics creates the scale run's k topics on east (prefix and a
+// number), with a producer each that has sent one message; 16 at a time.
+// The producers it made are returned even with an error, to be closed.
+func (e *env) scaleTopics(prefix string, k int) ([]pulsar.Producer, error) {
 	producers := make([]pulsar.Producer, k)
 	var mu sync.Mutex
 	var firstErr error
@@ -539,27 +570,30 @@ func (e *env) scaleOnce(try int) (*scaleResult, error) {
 			}
 		}()
 	}
-	t0 := time.Now()
 	for i := range k {
 		work <- i
 	}
 	close(work)
 	wg.Wait()
-	defer func() {
-		var cw sync.WaitGroup
-		for _, p := range producers {
-			if p != nil {
-				cw.Add(1)
-				go func() { defer cw.Done(); closeSoon(p) }()
-			}
-		}
-		cw.Wait()
-	}()
-	if firstErr != nil {
-		return nil, fmt.Errorf("scale topics: %w", firstErr)
-	}
-	e.logf("scale: %d topics created in %s; starting one sidecar for all of them", k, time.Since(t0).Round(time.Millisecond))
+	return producers, firstErr
+}
 
+// closeAll closes every producer made, at once.
+func closeAll(producers []pulsar.Producer) {
+	var cw sync.WaitGroup
+	for _, p := range producers {
+		if p != nil {
+			cw.Add(1)
+			go func() { defer cw.Done(); closeSoon(p) }()
+		}
+	}
+	cw.Wait()
+}
+
+// scaleStart starts the one sidecar of the scale run on the topics named
+// prefix.* and waits until it has copied each topic's message: res.Ready
+// and res.Startup.
+func (e *env) scaleStart(prefix string, res *scaleResult) (*sidecar, error) {
 	listen, err := e2e.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
@@ -568,18 +602,24 @@ func (e *env) scaleOnce(try int) (*scaleResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer sc.stop()
 	if err := sc.waitReady(5 * time.Minute); err != nil {
+		sc.stop()
 		return nil, err
 	}
 	res.Ready = time.Since(sc.started)
-	done, err := sc.waitMetric("geo_sidecar_replicated_messages_total", float64(k), 10*time.Minute)
+	done, err := sc.waitMetric("geo_sidecar_replicated_messages_total", float64(res.Topics), 10*time.Minute)
 	if err != nil {
+		sc.stop()
 		return nil, err
 	}
 	res.Startup = done.Sub(sc.started)
 	e.logf("scale: ready after %s, every topic replicated after %s", res.Ready.Round(time.Millisecond), res.Startup.Round(time.Millisecond))
+	return sc, nil
+}
 
+// scaleIdle measures the sidecar at rest: RSS, goroutines and threads
+// after ScaleSettle, then its CPU over the idle window.
+func (e *env) scaleIdle(sc *sidecar, res *scaleResult) {
 	// Idle is measured once start-up work is over: the first stats
 	// refreshes find the topics connected and caught up.
 	time.Sleep(e.o.Sizes.ScaleSettle)
@@ -592,18 +632,24 @@ func (e *env) scaleOnce(try int) (*scaleResult, error) {
 	stopProf()
 	res.IdleCPU = u1.CPU - u0.CPU
 	res.HWM = u1.HWM
+	res.idleEnd = u1.CPU
 	sc.profile("goroutine", "", "scale-idle")
 	sc.profile("heap", "", "scale-idle")
 	e.logf("scale: idle RSS %s MiB, %d goroutines, %d threads, idle CPU %.2f%% of a core",
 		mib(res.RSS), res.Goroutines, res.Threads, 100*res.IdleCPU.Seconds()/res.IdleWindow.Seconds())
+}
 
+// scaleTraffic spreads ScaleMessages round-robin over the topics'
+// producers and times the sidecar until it counted them confirmed.
+func (e *env) scaleTraffic(sc *sidecar, producers []pulsar.Producer, res *scaleResult) error {
+	k, m := len(producers), res.Messages
 	base, err := sc.metric("geo_sidecar_replicated_messages_total")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	body := payload(time.Now(), 0)
 	var failed atomic.Int64
-	stopProf = sc.cpuProfile(e.o.ProfileSeconds, "scale-traffic")
+	stopProf := sc.cpuProfile(e.o.ProfileSeconds, "scale-traffic")
 	trafficTimeout := max(5*time.Minute, time.Duration(m/200)*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), trafficTimeout)
 	defer cancel()
@@ -630,28 +676,21 @@ func (e *env) scaleOnce(try int) (*scaleResult, error) {
 	}
 	fw.Wait()
 	if f := failed.Load(); f > 0 {
-		return nil, fmt.Errorf("scale traffic: %d sends failed", f)
+		return fmt.Errorf("scale traffic: %d sends failed", f)
 	}
-	done, err = sc.waitMetric("geo_sidecar_replicated_messages_total", base+float64(m), trafficTimeout)
+	done, err := sc.waitMetric("geo_sidecar_replicated_messages_total", base+float64(m), trafficTimeout)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res.Dur = done.Sub(t1)
 	u2, _ := sc.usage()
 	stopProf()
-	res.CPU = u2.CPU - u1.CPU
+	res.CPU = u2.CPU - res.idleEnd
 	res.HWMAfter = u2.HWM
-	g, _ = sc.metric("go_goroutines")
+	g, _ := sc.metric("go_goroutines")
 	res.GoroutinesTr = int(g)
 	e.logf("scale: %d messages over %d topics in %s (%.0f msg/s)", m, k, res.Dur.Round(time.Millisecond), float64(m)/res.Dur.Seconds())
-	sc.profile("allocs", "", "scale")
-	res.Stop = sc.stop()
-	for _, c := range []string{"east", "west"} {
-		if failed := e.dropTopics(c, nsScale); len(failed) > 0 {
-			e.logf("scale: %d topic(s) not deleted on %s: %s", len(failed), c, failed[0])
-		}
-	}
-	return res, nil
+	return nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }

@@ -139,7 +139,7 @@ type consumerSink interface {
 	// are valid only during the call, unless they lie in fb (a frame buffer
 	// of their own): then the sink may keep them, and says so (kept), and
 	// recycles fb or lets it go. A buffer not kept is recycled at once.
-	handleMessage(m *Message, md, payload []byte, fb *frameBuf) (kept bool)
+	handleMessage(m *Message, md, payload []byte, pc PayloadCRC, fb *frameBuf) (kept bool)
 	handleActive(active bool)
 	// handleClose is called once when the consumer is gone from this
 	// connection: closed by the broker (err wraps errBrokerClosed) or the
@@ -560,7 +560,7 @@ func (c *Conn) writeCommand(body Body) error {
 // writePayload queues a payload command (SEND). A large payload is not
 // copied: it is written from where it lies, so it must stay unchanged
 // until confirmed (Outgoing says so).
-func (c *Conn) writePayload(body Body, md, payload []byte) error {
+func (c *Conn) writePayload(body Body, md, payload []byte, pc PayloadCRC) error {
 	if err := checkSize(md, payload, c.maxFrame); err != nil {
 		return err
 	}
@@ -571,7 +571,7 @@ func (c *Conn) writePayload(body Body, md, payload []byte) error {
 	}
 	var scratch [128]byte
 	cmd := AppendCommand(scratch[:0], body)
-	crc := payloadChecksum(md, payload) // outside the lock: it reads every byte
+	crc := payloadChecksumFrom(md, payload, pc) // outside the lock: without pc it reads every byte
 	c.wmu.Lock()
 	c.wq.buf = appendPayloadHead(c.wq.buf, cmd, md, len(payload), crc)
 	if len(payload) > refAbove {
@@ -776,7 +776,7 @@ func (c *Conn) dispatch(cmd Command, f Frame, fb *frameBuf) (kept bool, _ error)
 			return false, malformed("MESSAGE without payload")
 		}
 		if s := c.consumer(b.ConsumerID); s != nil {
-			return s.handleMessage(b, f.Metadata, f.Payload, fb), nil
+			return s.handleMessage(b, f.Metadata, f.Payload, f.PayloadCRC, fb), nil
 		}
 	case *SendReceipt:
 		if s := c.producer(b.ProducerID); s != nil {

@@ -90,10 +90,14 @@ type ConsumerOptions struct {
 // Metadata and Payload are owned by the caller (until Release, with
 // RecycleOnRelease).
 type Entry struct {
-	ID              MessageID
-	Metadata        []byte
-	Payload         []byte
-	NumMessages     int32 // messages in the entry; permits it took
+	ID          MessageID
+	Metadata    []byte
+	Payload     []byte
+	NumMessages int32 // messages in the entry; permits it took
+	// PayloadCRC is Payload's own CRC-32C when the frame's check learnt it
+	// (a checksummed frame, a payload above splitCRCAbove): pass it on in
+	// Outgoing.PayloadCRC when sending Payload unchanged.
+	PayloadCRC      PayloadCRC
 	RedeliveryCount uint32
 	epoch           uint64    // subscription session that delivered it
 	fb              *frameBuf // the buffer Metadata and Payload lie in, when a large frame's own
@@ -312,7 +316,7 @@ func (c *Consumer) dropSession(s *consumerSession) {
 	c.mu.Unlock()
 }
 
-func (s *consumerSession) handleMessage(m *Message, md, payload []byte, fb *frameBuf) (kept bool) {
+func (s *consumerSession) handleMessage(m *Message, md, payload []byte, pc PayloadCRC, fb *frameBuf) (kept bool) {
 	var gen uint64
 	if fb == nil {
 		buf := make([]byte, 0, len(md)+len(payload))
@@ -326,6 +330,7 @@ func (s *consumerSession) handleMessage(m *Message, md, payload []byte, fb *fram
 		Metadata:        md[:len(md):len(md)],
 		Payload:         payload,
 		NumMessages:     numMessages(md),
+		PayloadCRC:      pc,
 		RedeliveryCount: m.RedeliveryCount,
 		epoch:           s.epoch,
 		fb:              fb,

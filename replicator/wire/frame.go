@@ -53,8 +53,13 @@ type Frame struct {
 	// Checksummed reports that the payload section carried a CRC-32C, which
 	// was verified.
 	Checksummed bool
-	Metadata    []byte
-	Payload     []byte
+	// PayloadCRC is the CRC-32C of Payload alone, when Checksummed and the
+	// payload is large enough to be worth it (splitCRCAbove): learnt
+	// checking the checksum, for a producer forwarding the payload
+	// (Outgoing.PayloadCRC).
+	PayloadCRC PayloadCRC
+	Metadata   []byte
+	Payload    []byte
 	// BrokerEntryMetadata is the raw broker entry metadata when the broker
 	// sent one; it is skipped, never interpreted.
 	BrokerEntryMetadata []byte
@@ -146,10 +151,11 @@ func ParseFrame(b []byte) (Frame, error) {
 		}
 		want := binary.BigEndian.Uint32(rest[2:])
 		rest = rest[6:]
-		if got := crc32.Checksum(rest, castagnoli); got != want {
+		got, pc := sectionChecksum(rest)
+		if got != want {
 			return f, fmt.Errorf("%w: %w: computed %08x, frame says %08x", ErrMalformed, ErrChecksum, got, want)
 		}
-		f.Checksummed = true
+		f.Checksummed, f.PayloadCRC = true, pc
 	}
 	if len(rest) < 4 {
 		return f, malformed("payload section of %d bytes has no metadata size", len(rest))
@@ -186,6 +192,43 @@ func payloadChecksum(metadata, payload []byte) uint32 {
 	crc := crc32.Update(0, castagnoli, n[:])
 	crc = crc32.Update(crc, castagnoli, metadata)
 	return crc32.Update(crc, castagnoli, payload)
+}
+
+// payloadChecksumFrom is payloadChecksum given the payload's own CRC
+// (pc, when Known), which it does not read again.
+func payloadChecksumFrom(metadata, payload []byte, pc PayloadCRC) uint32 {
+	if !pc.Known {
+		return payloadChecksum(metadata, payload)
+	}
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(metadata)))
+	crc := crc32.Update(0, castagnoli, n[:])
+	crc = crc32.Update(crc, castagnoli, metadata)
+	return crc32cCombine(crc, pc.Sum, len(payload))
+}
+
+// splitCRCAbove is the payload size from which a frame's check learns the
+// payload's own CRC: combining two CRCs costs about what a CRC of 2 KiB
+// does, and a forwarded payload's SEND then needs one more combination
+// instead of a pass over the payload.
+const splitCRCAbove = 8 << 10
+
+// sectionChecksum is the CRC-32C of a payload section as it arrived
+// (metadata size, metadata, payload) and, for a payload above
+// splitCRCAbove, the payload's own CRC: the same one pass over the
+// bytes. A section whose metadata size does not fit is checksummed whole
+// (ParseFrame refuses it).
+func sectionChecksum(section []byte) (uint32, PayloadCRC) {
+	if len(section) < 4 {
+		return crc32.Checksum(section, castagnoli), PayloadCRC{}
+	}
+	mdEnd := 4 + uint64(binary.BigEndian.Uint32(section))
+	if mdEnd > uint64(len(section)) || uint64(len(section))-mdEnd <= splitCRCAbove {
+		return crc32.Checksum(section, castagnoli), PayloadCRC{}
+	}
+	payload := section[mdEnd:]
+	pc := PayloadCRC{Sum: crc32.Checksum(payload, castagnoli), Known: true}
+	return crc32cCombine(crc32.Checksum(section[:mdEnd], castagnoli), pc.Sum, len(payload)), pc
 }
 
 // appendPayloadHead appends a payload frame up to its payload: sizes,

@@ -339,7 +339,7 @@ type moveSink struct {
 	activeTold, active bool
 }
 
-func (s *moveSink) handleMessage(*Message, []byte, []byte, *frameBuf) bool { return false }
+func (s *moveSink) handleMessage(*Message, []byte, []byte, PayloadCRC, *frameBuf) bool { return false }
 
 func (s *moveSink) handleActive(active bool) {
 	s.mu.Lock()

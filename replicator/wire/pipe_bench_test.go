@@ -240,10 +240,12 @@ func BenchmarkPipe(b *testing.B) {
 		msgs    int32 // messages per entry
 		size    int   // payload bytes
 		recycle bool  // ConsumerOptions.RecycleOnRelease
+		crc     bool  // Outgoing.PayloadCRC from Entry.PayloadCRC
 	}{
-		{"1KiB", 0, 1 << 10, false},
-		{"batch127x1KiB", 127, 127 << 10, false},
-		{"batch127x1KiB-recycle", 127, 127 << 10, true},
+		{"1KiB", 0, 1 << 10, false, false},
+		{"batch127x1KiB", 127, 127 << 10, false, false},
+		{"batch127x1KiB-crc", 127, 127 << 10, false, true},
+		{"batch127x1KiB-recycle", 127, 127 << 10, true, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			srcURL, dstURL := startPipeBrokers(b, tc.msgs, tc.size)
@@ -306,7 +308,11 @@ func BenchmarkPipe(b *testing.B) {
 				}
 				f := &inflight{e: e}
 				seq++
-				if err := prod.Send(ctx, Outgoing{Metadata: patched, Payload: e.Payload, NumMessages: e.NumMessages, SequenceID: seq}, func(_ Receipt, err error) {
+				out := Outgoing{Metadata: patched, Payload: e.Payload, NumMessages: e.NumMessages, SequenceID: seq}
+				if tc.crc {
+					out.PayloadCRC = e.PayloadCRC
+				}
+				if err := prod.Send(ctx, out, func(_ Receipt, err error) {
 					f.err = err
 					results <- f
 				}); err != nil {

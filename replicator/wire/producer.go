@@ -59,6 +59,19 @@ type Outgoing struct {
 	// IsChunk marks one chunk of a chunked message (the metadata has
 	// chunk_id): the broker then deduplicates by chunk.
 	IsChunk bool
+	// PayloadCRC, when Known, is the CRC-32C of Payload alone: an entry
+	// forwarded with its payload unchanged passes Entry.PayloadCRC, and
+	// the SEND's checksum is then built without reading the payload again.
+	// A value that is not Payload's makes the broker refuse the entry as
+	// corrupt (ChecksumError).
+	PayloadCRC PayloadCRC
+}
+
+// PayloadCRC is the CRC-32C (Castagnoli) of an entry's payload alone, as
+// crc32.Checksum computes it; Known says it was.
+type PayloadCRC struct {
+	Sum   uint32
+	Known bool
 }
 
 // Receipt is the broker's confirmation of one entry. A duplicate dropped by
@@ -248,7 +261,7 @@ func (p *Producer) writeSend(s *producerSession, out Outgoing) error {
 		NumMessages:       max(out.NumMessages, 1),
 		HighestSequenceID: out.HighestSequenceID,
 		IsChunk:           out.IsChunk,
-	}, out.Metadata, out.Payload)
+	}, out.Metadata, out.Payload, out.PayloadCRC)
 }
 
 // LastSequenceID is the last_sequence_id of the latest PRODUCER_SUCCESS:
