@@ -46,9 +46,9 @@ deploycheck:
 
 e2e:
 	@echo "== e2e tests against real Pulsar clusters (started if not up; first run resolves Pulsar from Maven Central)"
-	@# Two lanes at once, the tests that need cluster far beside the others
-	@# (.ci/e2e.sh says how they keep out of each other's way);
-	@# E2E_LANES=1 runs one test at a time.
+	@# Three lanes at once (.ci/e2e.sh says which tests run where and how
+	@# they keep out of each other's way); E2E_LANES=1 runs one test at a
+	@# time.
 	.ci/e2e.sh
 
 demo: build

@@ -7,11 +7,14 @@
 #     built, the east and west JVMs started) comes up in the background from
 #     the start: mostly downloads and waiting, ready by the time the unit
 #     tests end;
-#   - what only the last steps need (the deploy tools helm, promtool and
-#     the others, and the instrumented fuzz binaries) builds in the
-#     background at the lowest CPU priority (nice 19), so it takes only the
-#     CPU the unit tests and the e2e tests leave idle (e2e spends most of its
-#     time waiting on brokers and fault windows);
+#   - the e2e test binaries and the sidecar build in the background at the
+#     lowest CPU priority (nice 19, taking only the CPU the unit tests
+#     leave idle) into the build cache, so e2e starts by linking, not
+#     compiling;
+#   - then, in the same way, what only the last steps need (the deploy
+#     tools helm, promtool and the others, and the instrumented fuzz
+#     binaries), which also takes the CPU the e2e tests leave idle (e2e
+#     spends most of its time waiting on brokers and fault windows);
 #   - then the fuzz smoke and the deploy check run on what is built.
 #
 # Each step prints its start with the seconds since the start; the
@@ -38,8 +41,13 @@ waitfor() {
 step "in the background: the test bed (east, west), log $logs/testbed.log"
 e2e/pulsar/cluster.sh up east west >"$logs/testbed.log" 2>&1 &
 bed=$!
-step "in the background at nice 19: the deploy tools and the fuzz binaries, log $logs/prebuild.log"
+step "in the background at nice 19: the e2e test binaries, log $logs/e2ebuild.log; then the deploy tools and the fuzz binaries, log $logs/prebuild.log"
+nice -n 19 .ci/e2e.sh -build >"$logs/e2ebuild.log" 2>&1 &
+e2eb=$!
 (
+	# After the e2e build (e2e needs it first): kill -0 polls a sibling,
+	# which wait cannot.
+	while kill -0 $e2eb 2>/dev/null; do sleep 1; done
 	for tool in promqlnames imagecheck kubecheck promtool helm; do
 		nice -n 19 deploy/tools/tool.sh "$tool" >/dev/null
 	done
@@ -47,7 +55,7 @@ step "in the background at nice 19: the deploy tools and the fuzz binaries, log 
 ) >"$logs/prebuild.log" 2>&1 &
 pre=$!
 # Leave no background step running if this script stops early.
-trap 'kill $bed $pre 2>/dev/null || true' EXIT
+trap 'kill $bed $e2eb $pre 2>/dev/null || true' EXIT
 
 step "unit tests (-race)"
 make --no-print-directory unit
@@ -55,6 +63,9 @@ make --no-print-directory unit
 step "waiting for the test bed"
 waitfor "$bed" "starting the test bed" "$logs/testbed.log"
 tail -n 3 "$logs/testbed.log"
+
+step "waiting for the e2e test binaries"
+waitfor "$e2eb" "building the e2e test binaries" "$logs/e2ebuild.log"
 
 step "e2e"
 make --no-print-directory e2e

@@ -18,6 +18,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -135,8 +137,17 @@ func Client(t testing.TB, name string) pulsar.Client {
 // every named cluster, each tenant allowing only its own cluster (the
 // clusters know nothing of each other: that is the sidecar's setting). It
 // returns "tenant/ns".
+//
+// With GEO_E2E_SHARE_CLUSTERS set (.ci/e2e.sh sets it in the lanes that
+// do not disrupt clusters), a test that holds no cluster lock yet holds
+// the named clusters shared from here until it ends (UseClusters), so
+// tests that create their namespace first need no call of their own to
+// run beside the lane whose tests disrupt east or west.
 func NewNamespace(t testing.TB, names ...string) string {
 	t.Helper()
+	if os.Getenv("GEO_E2E_SHARE_CLUSTERS") != "" && holding.Load() == 0 {
+		UseClusters(t, names...)
+	}
 	id := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	tenant := "t" + id
 	ns := tenant + "/ns"
@@ -313,19 +324,21 @@ func mustTopicName(t testing.TB, topic string) *utils.TopicName {
 	return tn
 }
 
-// The suite runs in two processes at once (lanes; .ci/e2e.sh): the tests
-// that need cluster far beside all the others. A test that kills, freezes
-// or restarts a cluster holds that cluster exclusively (DisruptClusters),
-// and a test of one lane that uses a cluster the other lane disrupts
-// holds it shared (UseClusters), so neither sees the other's fault. The
-// locks are flock(2) on files in the temporary directory, one per
-// cluster and test bed, released when the test ends (or its process dies).
+// The suite runs in three processes at once (lanes; .ci/e2e.sh): the
+// tests that need cluster far and some of the others, a third lane of
+// others, and the rest (with every test that disrupts east or west). A
+// test that kills, freezes or restarts a cluster holds that cluster
+// exclusively (DisruptClusters), and a test of another lane that uses a
+// cluster some lane disrupts holds it shared (UseClusters), so neither
+// sees the other's fault. The locks are flock(2) on files in the
+// temporary directory, one per cluster and test bed, released when the
+// test ends (or its process dies).
 
 // UseClusters holds the named clusters' locks shared until t ends.
 func UseClusters(t testing.TB, names ...string) { lockClusters(t, syscall.LOCK_SH, names) }
 
 // DisruptClusters holds the named clusters' locks exclusively until t
-// ends: no test of the other lane uses them meanwhile.
+// ends: no test of the other lanes uses them meanwhile.
 func DisruptClusters(t testing.TB, names ...string) { lockClusters(t, syscall.LOCK_EX, names) }
 
 func lockClusters(t testing.TB, how int, names []string) {
@@ -335,16 +348,47 @@ func lockClusters(t testing.TB, how int, names []string) {
 		t.Fatal(err)
 	}
 	for n, d := range waited {
-		t.Logf("waited %s for cluster %s (the other lane's test held it)", d.Round(time.Second), n)
+		t.Logf("waited %s for cluster %s (another lane's test held it)", d.Round(time.Second), n)
 	}
 	t.Cleanup(release)
 }
+
+// holding counts this process's holders of cluster locks: a test takes
+// all its clusters in one UseClusters or DisruptClusters call.
+var holding atomic.Int32
 
 // holdClusters takes the named clusters' locks (how: LOCK_SH or LOCK_EX)
 // in one order for every caller, so no two lanes deadlock. It returns
 // the waits over a second, by cluster, and the function that releases
 // them (closing the files releases the locks).
+//
+// Each cluster's lock is taken through a gate of its own (an exclusive
+// lock held only while the request waits for that cluster): flock(2)
+// grants a shared lock next to other shared ones even while an exclusive
+// request waits, so with two lanes taking turns holding west shared, a
+// test waiting to disrupt it could wait for their whole run. Behind the
+// gate, a waiting exclusive request keeps later requests for the cluster
+// out and gets it once the tests holding it end. Gates and locks are
+// taken in one order (each cluster's gate, then its lock, by name), so
+// requests cannot wait for each other in a circle; a process that holds
+// cluster locks already must not ask for more, as it could wait at a gate
+// for a request that waits for it.
 func holdClusters(how int, names []string) (release func(), waited map[string]time.Duration, err error) {
+	if holding.Load() != 0 {
+		return nil, nil, errors.New("lock clusters: this process holds cluster locks already " +
+			"(take every cluster in one UseClusters or DisruptClusters call)")
+	}
+	closeAll, waited, err := takeClusters(how, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	holding.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { closeAll(); holding.Add(-1) }) }, waited, nil
+}
+
+// takeClusters is holdClusters without the check for locks held already.
+func takeClusters(how int, names []string) (release func(), waited map[string]time.Duration, err error) {
 	names = append([]string(nil), names...)
 	sort.Strings(names)
 	var files []*os.File
@@ -354,20 +398,19 @@ func holdClusters(how int, names []string) (release func(), waited map[string]ti
 		}
 	}
 	for _, n := range names {
-		path := filepath.Join(os.TempDir(), fmt.Sprintf("geo-sidecar-testbed%d-%s.lock", portOffset, n))
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		gate, dg, err := flockFile(n+"-gate", syscall.LOCK_EX)
 		if err != nil {
 			release()
-			return nil, nil, fmt.Errorf("lock cluster %s: %w", n, err)
+			return nil, nil, err
 		}
-		start := time.Now()
-		if err := syscall.Flock(int(f.Fd()), how); err != nil {
-			f.Close()
+		f, d, err := flockFile(n, how)
+		gate.Close()
+		if err != nil {
 			release()
-			return nil, nil, fmt.Errorf("lock cluster %s: %w", n, err)
+			return nil, nil, err
 		}
 		files = append(files, f)
-		if d := time.Since(start); d > time.Second {
+		if d += dg; d > time.Second {
 			if waited == nil {
 				waited = map[string]time.Duration{}
 			}
@@ -375,6 +418,22 @@ func holdClusters(how int, names []string) (release func(), waited map[string]ti
 		}
 	}
 	return release, waited, nil
+}
+
+// flockFile opens the lock file called name (of this test bed) and locks
+// it (how: LOCK_SH or LOCK_EX), returning it and how long the lock took.
+func flockFile(name string, how int) (*os.File, time.Duration, error) {
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("geo-sidecar-testbed%d-%s.lock", portOffset, name))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, 0, fmt.Errorf("lock cluster %s: %w", name, err)
+	}
+	start := time.Now()
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("lock cluster %s: %w", name, err)
+	}
+	return f, time.Since(start), nil
 }
 
 // UpShared brings up the named clusters while holding their locks shared:
