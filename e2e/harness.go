@@ -160,7 +160,59 @@ func NewNamespace(t testing.TB, names ...string) string {
 			t.Fatalf("create namespace %s on %s: %v", ns, n, err)
 		}
 	}
+	t.Cleanup(func() { dropNamespace(t, tenant, names) })
 	return ns
+}
+
+// dropNamespace deletes a passed test's tenant (its topics first) from each
+// cluster, so that a developer's test bed does not grow with every run
+// until the bookies' disk fills and they turn read-only (it did: 64 GB of
+// test tenants on 2026-12-07). A failed test's tenant is kept to be looked
+// at. Best effort: what cannot be deleted is logged, not failed. It runs
+// before the test's cluster locks are released (NewNamespace takes them
+// first, and cleanups run last-in first-out), so no other lane's fault
+// window is open on these clusters meanwhile.
+func dropNamespace(t testing.TB, tenant string, names []string) {
+	if t.Failed() || os.Getenv("GEO_E2E_KEEP") != "" {
+		t.Logf("keeping tenant %s", tenant)
+		return
+	}
+	ns := tenant + "/ns"
+	nsn, err := utils.GetNamespaceName(ns)
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		a, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: Get(n).AdminURL})
+		if err != nil {
+			continue
+		}
+		// A namespace replicated by Pulsar itself cannot be deleted.
+		_ = a.Namespaces().SetNamespaceReplicationClusters(ns, []string{n})
+		partitioned, plain, err := a.Topics().List(*nsn)
+		if err != nil {
+			t.Logf("keeping tenant %s on %s: %v", tenant, n, err)
+			continue
+		}
+		for _, list := range []struct {
+			topics         []string
+			nonPartitioned bool
+		}{{partitioned, false}, {plain, true}} {
+			for _, name := range list.topics {
+				if list.nonPartitioned && strings.Contains(name, "-partition-") {
+					continue // deleted with its partitioned topic
+				}
+				if tn, err := utils.GetTopicName(name); err == nil {
+					_ = a.Topics().Delete(*tn, true, list.nonPartitioned)
+				}
+			}
+		}
+		if err := a.Namespaces().DeleteNamespace(ns); err != nil {
+			t.Logf("keeping tenant %s on %s: %v", tenant, n, err)
+			continue
+		}
+		_ = a.Tenants().Delete(tenant)
+	}
 }
 
 // Topic is the full persistent topic name of short in namespace ns.

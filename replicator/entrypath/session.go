@@ -413,7 +413,7 @@ func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) ver
 		p.log.Warn("entry sent under a counted sequence id, not its position's: should an earlier session's copy of it still arrive, the remote stores it twice",
 			zap.Stringer("id", e.ID), zap.Uint64("floor", s.seq))
 	}
-	out := wire.Outgoing{Metadata: patched, Payload: e.Payload, NumMessages: max(e.NumMessages, 1), SequenceID: id}
+	out := wire.Outgoing{Metadata: patched, Payload: e.Payload, NumMessages: max(e.NumMessages, 1), SequenceID: id, PayloadCRC: e.PayloadCRC}
 	s.seq = id + 1
 	err = s.dst.Send(s.sctx, out, func(r wire.Receipt, err error) {
 		p.budget.release(size)
