@@ -399,7 +399,7 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string, latest
 		partitioned := partitionTopic != topic
 		local, releaseLocal := p.pollers.Acquire(p.local.Name, subsync.NewStatsSource(p.local.Admin, followPrefix(p.cfg.Sidecar)), topic, partitioned)
 		remote, releaseRemote := p.pollers.Acquire(p.remote.Name, subsync.NewStatsSource(p.remote.Admin, followPrefix(p.cfg.Sidecar)), topic, partitioned)
-		s.Stats, s.RemoteStats, s.Budget = local, remote, p.pollers.Budget(p.local.Name)
+		s.Stats, s.RemoteStats, s.AdminRate = local, remote, p.pollers.AdminRate(p.local.Name)
 		s.Release = func() { releaseLocal(); releaseRemote() }
 	}
 	return s

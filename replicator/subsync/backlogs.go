@@ -34,7 +34,7 @@ func (s *Sync) backlogs(ctx context.Context, prio float64) (local, remote map[st
 	if s.fl.reading != nil {
 		local = backlogsOf(s.fl.reading)
 	} else {
-		if err := s.Budget.Take(ctx, s.aged(prio)); err != nil {
+		if err := s.AdminRate.Take(ctx, s.aged(prio)); err != nil {
 			return nil, nil, err
 		}
 		if local, err = s.LocalAdmin.Backlogs(ctx, s.Topic); err != nil {

@@ -5,7 +5,7 @@ package subsync
 // positions, read only for a partition whose shared stats reading shows
 // a tracked subscription moved (moved.go), or proven from that reading
 // (reached; count.go says how), every admin request in the cluster's
-// budget at the follow's priority (budget.go); then an update sent for
+// budget at the follow's priority (adminrate.go); then an update sent for
 // each position past a newer snapshot, and the lag. The helpers it calls
 // stand in the files below it: echo.go (a position an update put here is
 // not sent back), confirm.go (a position waits for its confirming read),
@@ -656,7 +656,7 @@ func (s *Sync) couldUpdate() bool {
 
 // readPositions reads the mark-delete positions, in the budget.
 func (s *Sync) readPositions(ctx context.Context, prio float64) (map[string]marker.Position, error) {
-	if err := s.Budget.Take(ctx, s.aged(prio)); err != nil {
+	if err := s.AdminRate.Take(ctx, s.aged(prio)); err != nil {
 		return nil, err
 	}
 	return s.LocalAdmin.MarkDeletes(ctx, s.Topic)

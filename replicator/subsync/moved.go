@@ -53,7 +53,7 @@ type Poller struct {
 	src         StatsSource
 	topic       string
 	partitioned bool
-	budget      *Budget
+	budget      *AdminRate
 
 	mu       sync.Mutex
 	last     *Reading
@@ -69,7 +69,7 @@ type pollCall struct {
 
 // NewPoller returns the poller of topic over src, whose requests take
 // tokens from budget (nil: none).
-func NewPoller(src StatsSource, topic string, partitioned bool, budget *Budget) *Poller {
+func NewPoller(src StatsSource, topic string, partitioned bool, budget *AdminRate) *Poller {
 	return &Poller{src: src, topic: topic, partitioned: partitioned, budget: budget}
 }
 
@@ -131,7 +131,7 @@ func (p *Poller) fetch(ctx context.Context, c *pollCall, priority float64) {
 	c.r = &Reading{At: at, Partitions: parts}
 }
 
-// Pollers holds one Poller per (cluster, topic) and one Budget per
+// Pollers holds one Poller per (cluster, topic) and one AdminRate per
 // cluster, shared by every pair of a sidecar: the east→west and east→far
 // syncs of a partition share east's reading, and west→east's reading of
 // the same topic is east→west's remote half of the lag. Safe for
@@ -143,7 +143,7 @@ type Pollers struct {
 	waiting func(cluster string, n int)
 
 	mu      sync.Mutex
-	budgets map[string]*Budget
+	budgets map[string]*AdminRate
 	pollers map[string]*pollerRef
 }
 
@@ -156,11 +156,11 @@ type pollerRef struct {
 // admin requests a second, burst at once.
 func NewPollers(rate float64, burst int, waiting func(cluster string, n int)) *Pollers {
 	return &Pollers{rate: rate, burst: burst, waiting: waiting,
-		budgets: map[string]*Budget{}, pollers: map[string]*pollerRef{}}
+		budgets: map[string]*AdminRate{}, pollers: map[string]*pollerRef{}}
 }
 
-// Budget returns cluster's budget; nil for a nil registry.
-func (ps *Pollers) Budget(cluster string) *Budget {
+// AdminRate returns cluster's admin rate; nil for a nil registry.
+func (ps *Pollers) AdminRate(cluster string) *AdminRate {
 	if ps == nil {
 		return nil
 	}
@@ -169,14 +169,14 @@ func (ps *Pollers) Budget(cluster string) *Budget {
 	return ps.budgetLocked(cluster)
 }
 
-func (ps *Pollers) budgetLocked(cluster string) *Budget {
+func (ps *Pollers) budgetLocked(cluster string) *AdminRate {
 	b, ok := ps.budgets[cluster]
 	if !ok {
 		var waiting func(int)
 		if ps.waiting != nil {
 			waiting = func(n int) { ps.waiting(cluster, n) }
 		}
-		b = NewBudget(ps.rate, ps.burst, waiting)
+		b = NewAdminRate(ps.rate, ps.burst, waiting)
 		ps.budgets[cluster] = b
 	}
 	return b

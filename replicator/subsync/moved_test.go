@@ -175,7 +175,7 @@ func TestPollersShareAndRelease(t *testing.T) {
 	if a != b || a == c {
 		t.Fatalf("pollers: east %p %p, west %p: want east shared, west its own", a, b, c)
 	}
-	if a.budget != ps.Budget("east") || c.budget != ps.Budget("west") || ps.Budget("east") == ps.Budget("west") {
+	if a.budget != ps.AdminRate("east") || c.budget != ps.AdminRate("west") || ps.AdminRate("east") == ps.AdminRate("west") {
 		t.Error("each cluster's pollers take from that cluster's budget")
 	}
 	ra()
@@ -191,16 +191,16 @@ func TestPollersShareAndRelease(t *testing.T) {
 	}
 	rc()
 	var nilPs *Pollers
-	if p, release := nilPs.Acquire("east", src, "t", true); p != nil || nilPs.Budget("east") != nil {
+	if p, release := nilPs.Acquire("east", src, "t", true); p != nil || nilPs.AdminRate("east") != nil {
 		t.Error("a nil registry has pollers")
 	} else {
 		release()
 	}
 }
 
-// TestBudget: the bucket grants burst requests at once, then rate a
+// TestAdminRate: the bucket grants burst requests at once, then rate a
 // second; a nil budget never waits.
-func TestBudget(t *testing.T) {
+func TestAdminRate(t *testing.T) {
 	for _, tt := range []struct {
 		name         string
 		rate         float64
@@ -215,7 +215,7 @@ func TestBudget(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := NewBudget(tt.rate, tt.burst, nil)
+				b := NewAdminRate(tt.rate, tt.burst, nil)
 				start := time.Now()
 				var mu sync.Mutex
 				var at []time.Duration
@@ -249,19 +249,19 @@ func TestBudget(t *testing.T) {
 			})
 		})
 	}
-	var nilBudget *Budget
-	if err := nilBudget.Take(context.Background(), 0); err != nil {
+	var nilRate *AdminRate
+	if err := nilRate.Take(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TestBudgetAgeing: a waiter is not starved by later ones of a higher
+// TestAdminRateAgeing: a waiter is not starved by later ones of a higher
 // priority that keep coming: it gains priority as it waits (issue 23's
 // bench saw partitions not followed for over a minute while recently
 // followed ones, with their larger measured lag, kept winning).
-func TestBudgetAgeing(t *testing.T) {
+func TestAdminRateAgeing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget(1, 1, nil)
+		b := NewAdminRate(1, 1, nil)
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
 		if err := b.Take(ctx, 0); err != nil { // the burst
@@ -301,7 +301,7 @@ func TestBudgetOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var wmu sync.Mutex
 		var waiting []int
-		b := NewBudget(1, 1, func(n int) { wmu.Lock(); waiting = append(waiting, n); wmu.Unlock() })
+		b := NewAdminRate(1, 1, func(n int) { wmu.Lock(); waiting = append(waiting, n); wmu.Unlock() })
 		ctx := context.Background()
 		if err := b.Take(ctx, 0); err != nil { // the burst
 			t.Fatal(err)

@@ -4,7 +4,7 @@ package subsync
 // machine: when the next follow is due and how long run sleeps meanwhile,
 // told the machine's state; when a position awaiting its confirming read
 // (confirm.go) has follow run again; and a follow's place in the
-// cluster's admin budget (budget.go).
+// cluster's admin rate (adminrate.go).
 
 import (
 	"time"

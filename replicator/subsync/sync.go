@@ -14,7 +14,7 @@
 // Its files stand in three layers. The parts own their state and know
 // nothing of Sync (gate.go, pace.go, lag.go, apply.go, fence.go,
 // count.go, followstate.go, target.go, mover.go, history.go, moved.go,
-// budget.go); sync.go composes them; the glue above it has a file per
+// adminrate.go); sync.go composes them; the glue above it has a file per
 // job: run.go (Run), intake.go (what the entry path calls), follow.go
 // (one follow round, with the helpers it calls in the files below it),
 // route.go (applying one update), rebuild.go (the start-up re-read).
@@ -94,9 +94,9 @@ type Config struct {
 	// follow reads positions (LocalAdmin.MarkDeletes) and the lag reads
 	// both backlogs (LocalAdmin, RemoteAdmin).
 	Stats, RemoteStats *Poller
-	// Budget is this cluster's admin request budget, shared by its syncs
-	// (budget.go); nil: unbounded.
-	Budget *Budget
+	// AdminRate is this cluster's admin request rate (sidecar.admin_rate), shared by its syncs
+	// (adminrate.go); nil: unbounded.
+	AdminRate *AdminRate
 	// Release, if set, is called when Run returns (gives back the
 	// pollers).
 	Release func()

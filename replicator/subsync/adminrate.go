@@ -14,12 +14,12 @@ import (
 	"time"
 )
 
-// Budget is a token bucket of admin requests. Take waits for a token; the
+// AdminRate is a token bucket of admin requests (sidecar.admin_rate). Take waits for a token; the
 // waiter with the highest priority gets the next one (the oldest on
 // ties), a waiter's priority growing by agePerSecond for every second it
-// waited. A nil *Budget never waits. Safe for concurrent use; it runs no
+// waited. A nil *AdminRate never waits. Safe for concurrent use; it runs no
 // goroutine of its own (a timer wakes the queue while someone waits).
-type Budget struct {
+type AdminRate struct {
 	rate  float64 // tokens per second
 	burst float64
 	// waiting, if set, is told how many wait (a gauge).
@@ -35,11 +35,11 @@ type Budget struct {
 	started bool
 }
 
-// NewBudget returns a bucket of rate requests a second holding at most
+// NewAdminRate returns a bucket of rate requests a second holding at most
 // burst, full at first. waiting, if not nil, is called with the number of
 // waiters whenever it changes.
-func NewBudget(rate float64, burst int, waiting func(n int)) *Budget {
-	return &Budget{rate: rate, burst: float64(max(burst, 1)), waiting: waiting}
+func NewAdminRate(rate float64, burst int, waiting func(n int)) *AdminRate {
+	return &AdminRate{rate: rate, burst: float64(max(burst, 1)), waiting: waiting}
 }
 
 // agePerSecond is the priority a waiter gains per second of waiting.
@@ -96,7 +96,7 @@ func (w *waiters) Pop() any {
 }
 
 // refill adds the tokens earned since the last call (b.mu held).
-func (b *Budget) refill(now time.Time) {
+func (b *AdminRate) refill(now time.Time) {
 	if !b.started {
 		b.tokens, b.at, b.started = b.burst, now, true
 		return
@@ -108,7 +108,7 @@ func (b *Budget) refill(now time.Time) {
 // Take waits for one token: at once when one is left and nobody waits,
 // else in the queue by priority (the redelivery a failover would cost
 // now: higher first). It returns ctx's error if ctx ends first.
-func (b *Budget) Take(ctx context.Context, priority float64) error {
+func (b *AdminRate) Take(ctx context.Context, priority float64) error {
 	if b == nil {
 		return nil
 	}
@@ -148,7 +148,7 @@ func (b *Budget) Take(ctx context.Context, priority float64) error {
 }
 
 // arm sets the timer for the next token (b.mu held).
-func (b *Budget) arm() {
+func (b *AdminRate) arm() {
 	if b.armed {
 		return
 	}
@@ -158,7 +158,7 @@ func (b *Budget) arm() {
 }
 
 // dispatch hands the tokens earned to the waiters, best first.
-func (b *Budget) dispatch() {
+func (b *AdminRate) dispatch() {
 	b.mu.Lock()
 	b.armed = false
 	b.refill(time.Now())
@@ -176,7 +176,7 @@ func (b *Budget) dispatch() {
 	b.tell(n)
 }
 
-func (b *Budget) tell(n int) {
+func (b *AdminRate) tell(n int) {
 	if b.waiting != nil {
 		b.waiting(n)
 	}
