@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/verify"
@@ -89,8 +90,8 @@ func cmdSwitchover(args []string, stdout, stderr io.Writer) int {
 		return usageErr("%v", err)
 	}
 	for _, n := range names {
-		if strings.HasPrefix(n, cfg.Sidecar.CursorPrefix) {
-			return usageErr("--subscription %q: the sidecar's own (cursor prefix %q)", n, cfg.Sidecar.CursorPrefix)
+		if cfg.Sidecar.IsOwnCursor(n) || config.IsPulsarCursor(n) {
+			return usageErr("--subscription %q: the sidecar's own or Pulsar's cursor, not an application's", n)
 		}
 	}
 
