@@ -71,12 +71,12 @@ func switchoverIndex(payload []byte, prefix string) int {
 	return i
 }
 
-// switchoverSubscribe attaches a Shared consumer of sub on c, acknowledging
+// switchoverSubscribe attaches a consumer of sub on c, acknowledging
 // with the broker's response, so that an acknowledgement returned is one
 // the broker holds.
-func switchoverSubscribe(t *testing.T, c pulsar.Client, topic, sub string) pulsar.Consumer {
+func switchoverSubscribe(t *testing.T, c pulsar.Client, topic, sub string, typ pulsar.SubscriptionType) pulsar.Consumer {
 	t.Helper()
-	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Type: pulsar.Shared,
+	cons, err := c.Subscribe(pulsar.ConsumerOptions{Topic: topic, SubscriptionName: sub, Type: typ,
 		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest, AckWithResponse: true})
 	if err != nil {
 		t.Fatalf("subscribe %s to %s: %v", sub, topic, err)
@@ -100,7 +100,17 @@ func switchoverPrecise(t *testing.T, cluster, topic string) (map[string]int64, e
 }
 
 // TestSwitchoverSharedHoles: the first row.
-func TestSwitchoverSharedHoles(t *testing.T) {
+func TestSwitchoverSharedHoles(t *testing.T) { testSwitchover(t, pulsar.Shared) }
+
+// TestSwitchoverFailover, TestSwitchoverExclusive, TestSwitchoverKeyShared:
+// the same with the other types (an application of theirs may acknowledge
+// individually too). The move attaches as Shared: nothing is attached on
+// west, so the broker admits any type.
+func TestSwitchoverFailover(t *testing.T)  { testSwitchover(t, pulsar.Failover) }
+func TestSwitchoverExclusive(t *testing.T) { testSwitchover(t, pulsar.Exclusive) }
+func TestSwitchoverKeyShared(t *testing.T) { testSwitchover(t, pulsar.KeyShared) }
+
+func testSwitchover(t *testing.T, typ pulsar.SubscriptionType) {
 	UseClusters(t, "east", "west")
 	ns := NewNamespace(t, "east", "west")
 	// Applications run with the marker entry filter (deploy/entryfilter);
@@ -121,7 +131,7 @@ func TestSwitchoverSharedHoles(t *testing.T) {
 
 	// The subscription on both sides before anything is published.
 	for _, c := range []pulsar.Client{east, west} {
-		switchoverSubscribe(t, c, topic, sub).Close()
+		switchoverSubscribe(t, c, topic, sub, typ).Close()
 	}
 	s := StartSidecar(t, []string{"east", "west"},
 		fmt.Sprintf("  - source: east\n    namespace: %s\n    %s\n    targets: [west]\n    subscriptions: [%s]\n", ns, all, sub))
@@ -140,7 +150,7 @@ func TestSwitchoverSharedHoles(t *testing.T) {
 
 	// The application on east: every message received, all but every
 	// 7th acknowledged.
-	app := switchoverSubscribe(t, east, topic, sub)
+	app := switchoverSubscribe(t, east, topic, sub, typ)
 	var held []int
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	for got := 0; got < switchoverMessages; got++ {
@@ -165,6 +175,11 @@ func TestSwitchoverSharedHoles(t *testing.T) {
 		}
 	}
 	cancel()
+	// While it is attached, its state may change: the switchover refuses
+	// before it reads anything (exit 2, nothing moved).
+	if code, rep, errOut := runSwitchover(t, s.ConfigPath, topic, sub); code != 2 || len(rep.Results) != 0 || !strings.Contains(errOut, "consumers attached") {
+		t.Errorf("switchover with the application attached on east: exit %d, %d results, want 2 and none\n%s", code, len(rep.Results), errOut)
+	}
 	app.Close() // the application stops on east
 	slices.Sort(held)
 	if len(held) != switchoverMessages/switchoverHoldEvery {
@@ -197,8 +212,19 @@ func TestSwitchoverSharedHoles(t *testing.T) {
 		t.Errorf("west's subscription was in step with east's before the switchover: the test proves nothing")
 	}
 
+	// Again: nothing left to move, the same verdict.
+	code, rep, errOut = runSwitchover(t, s.ConfigPath, topic, sub)
+	if code != 0 || rep.Again != 0 || rep.Missed != 0 {
+		t.Errorf("switchover again: exit %d, report %+v\n%s", code, rep, errOut)
+	}
+	for _, r := range rep.Results {
+		if r.Outcome != switchover.InStep {
+			t.Errorf("switchover again: %s %s: %s, want %s", r.Partition, r.Subscription, r.Outcome, switchover.InStep)
+		}
+	}
+
 	// A consumer on west receives exactly the held-back messages.
-	cons := switchoverSubscribe(t, west, topic, sub)
+	cons := switchoverSubscribe(t, west, topic, sub, typ)
 	defer cons.Close()
 	count, markers := map[int]int{}, 0
 	Eventually(t, 60*time.Second, func() error {
