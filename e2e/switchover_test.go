@@ -31,6 +31,7 @@ import (
 // deliver everything after the mark-delete position again.
 
 const (
+	switchoverPrefix    = "order"
 	switchoverMessages  = 140
 	switchoverHoldEvery = 7
 )
@@ -100,17 +101,36 @@ func switchoverPrecise(t *testing.T, cluster, topic string) (map[string]int64, e
 }
 
 // TestSwitchoverSharedHoles: the first row.
-func TestSwitchoverSharedHoles(t *testing.T) { testSwitchover(t, pulsar.Shared) }
+func TestSwitchoverSharedHoles(t *testing.T) { testSwitchover(t, pulsar.Shared, nil) }
 
 // TestSwitchoverFailover, TestSwitchoverExclusive, TestSwitchoverKeyShared:
 // the same with the other types (an application of theirs may acknowledge
 // individually too). The move attaches as Shared: nothing is attached on
 // west, so the broker admits any type.
-func TestSwitchoverFailover(t *testing.T)  { testSwitchover(t, pulsar.Failover) }
-func TestSwitchoverExclusive(t *testing.T) { testSwitchover(t, pulsar.Exclusive) }
-func TestSwitchoverKeyShared(t *testing.T) { testSwitchover(t, pulsar.KeyShared) }
+func TestSwitchoverFailover(t *testing.T)  { testSwitchover(t, pulsar.Failover, nil) }
+func TestSwitchoverExclusive(t *testing.T) { testSwitchover(t, pulsar.Exclusive, nil) }
+func TestSwitchoverKeyShared(t *testing.T) { testSwitchover(t, pulsar.KeyShared, nil) }
 
-func testSwitchover(t *testing.T, typ pulsar.SubscriptionType) {
+// TestSwitchoverJava: the application is written with Pulsar's Java
+// client (e2e/pulsar/Switchover.java), Shared.
+func TestSwitchoverJava(t *testing.T) {
+	testSwitchover(t, pulsar.Shared, func() switchoverApp {
+		return javaSwitchoverApp{j: newJavaProgram(t, "Switchover.java"), typ: "Shared"}
+	})
+}
+
+// switchoverApp is the application: it consumes on east holding every
+// 7th message back, and drains what west delivers.
+type switchoverApp interface {
+	// consume returns the indexes held back, and a func that stops the
+	// application when it is still attached (nil when it stopped).
+	consume(t *testing.T, topic, sub string) (held []int, stop func())
+	// drain receives and acknowledges what west delivers now: the
+	// messages' indexes, and how many copies of markers came.
+	drain(t *testing.T, topic, sub string) (got []int, markers int, err error)
+}
+
+func testSwitchover(t *testing.T, typ pulsar.SubscriptionType, newApp func() switchoverApp) {
 	UseClusters(t, "east", "west")
 	ns := NewNamespace(t, "east", "west")
 	// Applications run with the marker entry filter (deploy/entryfilter);
@@ -136,13 +156,16 @@ func testSwitchover(t *testing.T, typ pulsar.SubscriptionType) {
 	s := StartSidecar(t, []string{"east", "west"},
 		fmt.Sprintf("  - source: east\n    namespace: %s\n    %s\n    targets: [west]\n    subscriptions: [%s]\n", ns, all, sub))
 
-	const prefix = "order"
+	var app switchoverApp = &goSwitchoverApp{east: east, west: west, typ: typ}
+	if newApp != nil {
+		app = newApp()
+	}
 	p, err := east.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range switchoverMessages {
-		if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("%s-%d", prefix, i))}); err != nil {
+		if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("%s-%d", switchoverPrefix, i))}); err != nil {
 			t.Fatalf("send: %v", err)
 		}
 	}
@@ -150,37 +173,15 @@ func testSwitchover(t *testing.T, typ pulsar.SubscriptionType) {
 
 	// The application on east: every message received, all but every
 	// 7th acknowledged.
-	app := switchoverSubscribe(t, east, topic, sub, typ)
-	var held []int
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	for got := 0; got < switchoverMessages; got++ {
-		m, err := app.Receive(ctx)
-		if err != nil {
-			t.Fatalf("application on east after %d messages: %v", got, err)
+	held, stop := app.consume(t, topic, sub)
+	if stop != nil {
+		// While it is attached, its state may change: the switchover
+		// refuses before it reads anything (exit 2, nothing moved).
+		if code, rep, errOut := runSwitchover(t, s.ConfigPath, topic, sub); code != 2 || len(rep.Results) != 0 || !strings.Contains(errOut, "consumers attached") {
+			t.Errorf("switchover with the application attached on east: exit %d, %d results, want 2 and none\n%s", code, len(rep.Results), errOut)
 		}
-		if _, ok := m.Properties()[marker.Property]; ok {
-			got--
-			continue
-		}
-		i := switchoverIndex(m.Payload(), prefix)
-		if i < 0 {
-			t.Fatalf("application on east received %q", m.Payload())
-		}
-		if i%switchoverHoldEvery == 0 {
-			held = append(held, i)
-			continue
-		}
-		if err := app.Ack(m); err != nil {
-			t.Fatalf("ack: %v", err)
-		}
+		stop() // the application stops on east
 	}
-	cancel()
-	// While it is attached, its state may change: the switchover refuses
-	// before it reads anything (exit 2, nothing moved).
-	if code, rep, errOut := runSwitchover(t, s.ConfigPath, topic, sub); code != 2 || len(rep.Results) != 0 || !strings.Contains(errOut, "consumers attached") {
-		t.Errorf("switchover with the application attached on east: exit %d, %d results, want 2 and none\n%s", code, len(rep.Results), errOut)
-	}
-	app.Close() // the application stops on east
 	slices.Sort(held)
 	if len(held) != switchoverMessages/switchoverHoldEvery {
 		t.Fatalf("held back %d messages, want %d", len(held), switchoverMessages/switchoverHoldEvery)
@@ -224,26 +225,16 @@ func testSwitchover(t *testing.T, typ pulsar.SubscriptionType) {
 	}
 
 	// A consumer on west receives exactly the held-back messages.
-	cons := switchoverSubscribe(t, west, topic, sub, typ)
-	defer cons.Close()
 	count, markers := map[int]int{}, 0
 	Eventually(t, 60*time.Second, func() error {
-		for {
-			rctx, rcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-			m, err := cons.Receive(rctx)
-			rcancel()
-			if err != nil {
-				break
-			}
-			if err := cons.Ack(m); err != nil {
-				return fmt.Errorf("ack on west: %v", err)
-			}
-			if _, ok := m.Properties()[marker.Property]; ok {
-				markers++
-				continue
-			}
-			count[switchoverIndex(m.Payload(), prefix)]++
+		got, m, err := app.drain(t, topic, sub)
+		if err != nil {
+			return err
 		}
+		for _, i := range got {
+			count[i]++
+		}
+		markers += m
 		backlogs, err := switchoverPrecise(t, "west", topic)
 		if err != nil {
 			return err
@@ -273,4 +264,102 @@ func testSwitchover(t *testing.T, typ pulsar.SubscriptionType) {
 	if len(again) > 0 || len(lost) > 0 {
 		t.Errorf("delivered again %v, lost %v; received %v, held back %v", again, lost, got, held)
 	}
+}
+
+// goSwitchoverApp is the application written with pulsar-client-go.
+type goSwitchoverApp struct {
+	east, west pulsar.Client
+	typ        pulsar.SubscriptionType
+	cons       pulsar.Consumer // on west, kept across drains
+}
+
+func (a *goSwitchoverApp) consume(t *testing.T, topic, sub string) ([]int, func()) {
+	t.Helper()
+	app := switchoverSubscribe(t, a.east, topic, sub, a.typ)
+	var held []int
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for got := 0; got < switchoverMessages; {
+		m, err := app.Receive(ctx)
+		if err != nil {
+			t.Fatalf("application on east after %d messages: %v", got, err)
+		}
+		if _, ok := m.Properties()[marker.Property]; ok {
+			continue
+		}
+		got++
+		i := switchoverIndex(m.Payload(), switchoverPrefix)
+		if i < 0 {
+			t.Fatalf("application on east received %q", m.Payload())
+		}
+		if i%switchoverHoldEvery == 0 {
+			held = append(held, i)
+			continue
+		}
+		if err := app.Ack(m); err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+	}
+	return held, app.Close
+}
+
+func (a *goSwitchoverApp) drain(t *testing.T, topic, sub string) ([]int, int, error) {
+	t.Helper()
+	if a.cons == nil {
+		a.cons = switchoverSubscribe(t, a.west, topic, sub, a.typ)
+		t.Cleanup(a.cons.Close)
+	}
+	var got []int
+	markers := 0
+	for {
+		rctx, rcancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		m, err := a.cons.Receive(rctx)
+		rcancel()
+		if err != nil {
+			return got, markers, nil
+		}
+		if err := a.cons.Ack(m); err != nil {
+			return got, markers, fmt.Errorf("ack on west: %v", err)
+		}
+		if _, ok := m.Properties()[marker.Property]; ok {
+			markers++
+			continue
+		}
+		got = append(got, switchoverIndex(m.Payload(), switchoverPrefix))
+	}
+}
+
+// javaSwitchoverApp is the application written with Pulsar's Java client.
+type javaSwitchoverApp struct {
+	j   *javaProgram
+	typ string
+}
+
+func (a javaSwitchoverApp) consume(t *testing.T, topic, sub string) ([]int, func()) {
+	t.Helper()
+	lines, err := a.j.run("consume", Get("east").ServiceURL, topic, sub, a.typ, fmt.Sprint(switchoverMessages), fmt.Sprint(switchoverHoldEvery))
+	if err != nil || len(lines) != 1 {
+		t.Fatalf("Switchover.java consume: %v, %q", err, lines)
+	}
+	var out struct{ Held []int }
+	if err := json.Unmarshal(lines[0], &out); err != nil {
+		t.Fatalf("Switchover.java consume printed %s: %v", lines[0], err)
+	}
+	return out.Held, nil
+}
+
+func (a javaSwitchoverApp) drain(t *testing.T, topic, sub string) ([]int, int, error) {
+	t.Helper()
+	lines, err := a.j.run("drain", Get("west").ServiceURL, topic, sub, a.typ, "3")
+	if err != nil || len(lines) != 1 {
+		return nil, 0, fmt.Errorf("Switchover.java drain: %v, %q", err, lines)
+	}
+	var out struct {
+		Received []int
+		Markers  int
+	}
+	if err := json.Unmarshal(lines[0], &out); err != nil {
+		return nil, 0, fmt.Errorf("Switchover.java drain printed %s: %w", lines[0], err)
+	}
+	return out.Received, out.Markers, nil
 }
