@@ -196,7 +196,14 @@ func testSwitchover(t *testing.T, typ pulsar.SubscriptionType, newApp func() swi
 		return nil
 	})
 
-	code, rep, errOut := runSwitchover(t, s.ConfigPath, topic, sub)
+	// A dry run plans the same and moves nothing (the run after it
+	// still finds west behind: before.again below).
+	code, rep, errOut := runSwitchover(t, s.ConfigPath, topic, sub, "--dry-run")
+	if code != 0 || !rep.DryRun || rep.Again != 0 || rep.Missed != 0 || len(rep.Results) != 2 || rep.Results[0].Outcome != switchover.Planned {
+		t.Errorf("switchover --dry-run: exit %d, report %+v\n%s", code, rep, errOut)
+	}
+
+	code, rep, errOut = runSwitchover(t, s.ConfigPath, topic, sub)
 	t.Logf("switchover exit %d in %.1f s: again %d, missed %d, refused %d; next: %s", code, rep.Seconds, rep.Again, rep.Missed, rep.Refused, rep.Next)
 	for _, r := range rep.Results {
 		t.Logf("  %s %s: %s; source %s; target before %s (again %d) after %s; moved mark-delete %q, %d individually",
