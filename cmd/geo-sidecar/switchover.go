@@ -165,7 +165,12 @@ func (p verifyProof) Prove(ctx context.Context, copied func(partition string, or
 		return switchover.Proof{}, err
 	}
 	o := p.o
-	o.Ends, o.Copied = ends, copied
+	passed := map[string]int64{}
+	o.Ends = ends
+	o.Copied = func(part string, origin, at marker.Position) {
+		passed[part]++
+		copied(part, origin, at)
+	}
 	rep, err := verify.Run(ctx, o)
 	if err != nil {
 		return switchover.Proof{}, err
@@ -173,6 +178,14 @@ func (p verifyProof) Prove(ctx context.Context, copied func(partition string, or
 	faults, behind := rep.Faults(), notYetCopied(rep)
 	if faults > 0 || behind > 0 {
 		return switchover.Proof{Detail: fmt.Sprintf("%d faults (missing, duplicated, divergent, out of order, unproven), %d entries not yet copied: run geo-sidecar verify for the positions", faults, behind)}, nil
+	}
+	// Every entry proven present was passed on as a copy: else the map
+	// from source to target positions is short, and the comparison would
+	// find nothing to compare (an empty map compares as in step).
+	for _, pr := range rep.Partitions {
+		if passed[pr.Partition] < pr.Present {
+			return switchover.Proof{Detail: fmt.Sprintf("%s: %d entries proven present, %d copies mapped", pr.Partition, pr.Present, passed[pr.Partition])}, nil
+		}
 	}
 	return switchover.Proof{Complete: true}, nil
 }
