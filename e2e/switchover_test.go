@@ -128,6 +128,8 @@ type switchoverApp interface {
 	// drain receives and acknowledges what west delivers now: the
 	// messages' indexes, and how many copies of markers came.
 	drain(t *testing.T, topic, sub string) (got []int, markers int, err error)
+	// detach stops the application on west.
+	detach()
 }
 
 func testSwitchover(t *testing.T, typ pulsar.SubscriptionType, newApp func() switchoverApp) {
@@ -271,6 +273,20 @@ func testSwitchover(t *testing.T, typ pulsar.SubscriptionType, newApp func() swi
 	if len(again) > 0 || len(lost) > 0 {
 		t.Errorf("delivered again %v, lost %v; received %v, held back %v", again, lost, got, held)
 	}
+
+	// West has now consumed the held-back messages, east has not: a
+	// switchover east to west now would take west's position back. It
+	// refuses, says what would be missed, exit 1, and moves nothing.
+	app.detach()
+	code, rep, errOut = runSwitchover(t, s.ConfigPath, topic, sub)
+	if code != 1 || rep.Missed != len(held) || rep.Refused != 2 {
+		t.Errorf("switchover once west consumed more: exit %d, missed %d, refused %d; want 1, %d, 2\n%+v\n%s", code, rep.Missed, rep.Refused, len(held), rep, errOut)
+	}
+	for _, r := range rep.Results {
+		if r.Outcome != switchover.Refused || r.TargetAfter != r.TargetBefore {
+			t.Errorf("%s: %s, target %s then %s: want refused and unchanged", r.Partition, r.Outcome, r.TargetBefore, r.TargetAfter)
+		}
+	}
 }
 
 // goSwitchoverApp is the application written with pulsar-client-go.
@@ -308,6 +324,12 @@ func (a *goSwitchoverApp) consume(t *testing.T, topic, sub string) ([]int, func(
 		}
 	}
 	return held, app.Close
+}
+
+func (a *goSwitchoverApp) detach() {
+	if a.cons != nil {
+		a.cons.Close()
+	}
 }
 
 func (a *goSwitchoverApp) drain(t *testing.T, topic, sub string) ([]int, int, error) {
@@ -354,6 +376,8 @@ func (a javaSwitchoverApp) consume(t *testing.T, topic, sub string) ([]int, func
 	}
 	return out.Held, nil
 }
+
+func (javaSwitchoverApp) detach() {} // each run closes its consumer
 
 func (a javaSwitchoverApp) drain(t *testing.T, topic, sub string) ([]int, int, error) {
 	t.Helper()
