@@ -128,7 +128,9 @@ type Report struct {
 	// Again and Missed total After over the results: the goal is 0 and 0.
 	Again  int `json:"again"`
 	Missed int `json:"missed"`
-	// Refused counts the subscriptions (per partition) left as they were.
+	// Refused counts the subscriptions (per partition) not brought in
+	// step: refused, whose move failed, or missing on the source (a name
+	// mistyped is not a switchover done).
 	Refused int `json:"refused"`
 	// Next says what to do next.
 	Next    string  `json:"next"`
@@ -227,7 +229,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (rep Report, err er
 			rep.Results = append(rep.Results, r)
 			rep.Again += r.After.Again
 			rep.Missed += r.After.Missed
-			if r.Outcome == Refused || r.Outcome == MoveFailed {
+			if r.Outcome == Refused || r.Outcome == MoveFailed || r.Outcome == NoSource {
 				rep.Refused++
 			}
 		}
@@ -236,7 +238,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (rep Report, err er
 	case rep.Missed > 0:
 		rep.Next = fmt.Sprintf("DO NOT switch: consumers on %s would miss %d entries (see the results)", o.To, rep.Missed)
 	case rep.Refused > 0:
-		rep.Next = "see the refused subscriptions; the others are in step"
+		rep.Next = "see the results not brought in step (refused, move-failed, no-source: their detail says why); the others are in step on " + o.To
 	case o.DryRun:
 		rep.Next = "run again without --dry-run to move the subscriptions on " + o.To
 	case rep.Again > 0:

@@ -235,6 +235,7 @@ func TestRun(t *testing.T) {
 		{name: "dry run", src: src(0), tgt: tgt(), prover: complete, dry: true, ok: true, outcome: Planned},
 		{name: "holes left out", src: src(0), tgt: func() *fakeCluster { f := tgt(); f.noHoles = true; return f }(),
 			prover: complete, moves: 1, again: 5, outcome: Moved},
+		{name: "no such subscription on the source", src: &fakeCluster{subs: map[string]Sub{}}, tgt: tgt(), prover: complete, outcome: NoSource},
 		{name: "producer attached", src: src(0), tgt: tgt(), prover: complete, producers: []string{"orders-app"}, err: ErrNotQuiet},
 		{name: "consumer attached on the source", src: src(1), tgt: tgt(), prover: complete, err: ErrConsumers},
 		{name: "copy not complete", src: src(0), tgt: tgt(), prover: fakeProver{proof: Proof{Detail: "3 not yet copied"}}, err: ErrNotProven},
