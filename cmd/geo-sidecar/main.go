@@ -40,6 +40,8 @@ Usage:
                                                  a failover drill against live clusters
   geo-sidecar verify   --config FILE --topic T --from A --to B [--since D|TIME] [--json]
                                                  prove the copy: missing, duplicated, divergent, out of order
+  geo-sidecar switchover --config FILE --topic T --from A --to B --subscription S[,S] [--dry-run] [--json]
+                                                 planned move of consumers: the subscriptions' exact state, ack holes included
   geo-sidecar version
 
 Without --config: $GEO_SIDECAR_CONFIG, else ./geo-sidecar.yaml, else
@@ -73,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdDrill(rest, stdout, stderr)
 	case "verify":
 		return cmdVerify(rest, stdout, stderr)
+	case "switchover":
+		return cmdSwitchover(rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "geo-sidecar", version)
 		return exitOK

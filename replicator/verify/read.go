@@ -54,6 +54,14 @@ type Options struct {
 	// Progress, when set, is called from Run's goroutine after each
 	// entry read; it must return quickly.
 	Progress func(Progress)
+	// Copied, when set, is called from Run's goroutine for every target
+	// entry read that is a proven copy of a source entry (its origin
+	// parses, and its signature is valid, or there is no marker key):
+	// origin is the source entry's position, at the copy's. A second copy
+	// of the same origin is passed too (and counted duplicated). The
+	// switchover maps the source's subscription state onto the target
+	// with it (subscription/switchover).
+	Copied func(partition string, origin, at marker.Position)
 	// Ends, when set (from Ends), are where Run stops on each partition,
 	// instead of the ends the two sides have when it gets there.
 	Ends []End
@@ -281,6 +289,9 @@ func (w *walker) partition(ctx context.Context, end End) (Result, error) {
 		}
 		w.prog.TargetEntries++
 		t := TargetOf(e, w.o.Keys, part, w.o.From.Name, w.o.To.Name)
+		if w.o.Copied != nil && t.Claim == FromSource && t.OriginOK && cmp.proof(t) {
+			w.o.Copied(part, t.Origin, t.Pos)
+		}
 		if err := w.took(ctx, tgt, e); err != nil {
 			return Result{}, err
 		}

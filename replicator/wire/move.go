@@ -112,6 +112,15 @@ type Move struct {
 	// ErrLedgersUnknown. The Failover move needs no list: one cumulative
 	// acknowledgement crosses ledgers.
 	Ledgers []Ledger
+	// Individually, for Shared and KeyShared, are entries after To that
+	// were consumed as well: the acknowledgement holes a subscription
+	// keeps past its mark-delete position, which a switchover copies
+	// (subscription/switchover). They are acknowledged individually after
+	// the entries up to To, in the order given; those at or before the
+	// mark-delete position or past the topic's last entry are left out
+	// (the broker would ignore them). They do not count against MaxAcks:
+	// each was consumed, wherever the move stops.
+	Individually []MessageID
 	// MaxAcks bounds the entries a Shared or KeyShared move
 	// acknowledges (the first ones after the mark-delete position, so it
 	// follows them at once). Default DefaultMoveMaxAcks.
@@ -224,6 +233,9 @@ func (m *Move) check() error {
 	case Failover, Shared, KeyShared:
 	default:
 		return fmt.Errorf("wire: move %s of %s: subscription type %d: want Failover, Shared or KeyShared", m.Subscription, m.Topic, m.Type)
+	}
+	if len(m.Individually) > 0 && m.Type == Failover {
+		return fmt.Errorf("wire: move %s of %s: individual acknowledgements past the target need Shared or KeyShared", m.Subscription, m.Topic)
 	}
 	if int64(m.To.Ledger) < 0 || int64(m.To.Entry) < 0 {
 		return fmt.Errorf("wire: move %s of %s: target %v is not an entry", m.Subscription, m.Topic, m.To)
@@ -494,6 +506,7 @@ func (mv *move) acknowledge() error {
 		if err != nil {
 			return err
 		}
+		ids = append(ids, holesAfter(mv.m.Individually, md, last)...)
 		if len(ids) == 0 {
 			mv.res.MarkDelete = md
 			return nil

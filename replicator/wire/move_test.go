@@ -307,6 +307,19 @@ func TestMoveSubscription(t *testing.T) {
 			wantAcks: entryRange(5, 0, 39_999), wantMD: EntryID(5, 39_999), reached: true,
 		},
 		{
+			name: "shared with holes past the target", md: EntryID(5, 49), last: EntryID(5, 99),
+			move: Move{Type: Shared, To: EntryID(5, 59),
+				Individually: []MessageID{EntryID(5, 40), EntryID(5, 62), {Ledger: 5, Entry: 65, Partition: 1, BatchIndex: 2}, EntryID(5, 120)}},
+			wantSeq: []string{subscribed, readMD, acked, readMD, closedByUs}, wantType: AckIndividual,
+			wantAcks: append(entryRange(5, 50, 59), EntryID(5, 62), EntryID(5, 65)), wantMD: EntryID(5, 59), reached: true,
+		},
+		{
+			name: "shared, only the holes", md: EntryID(5, 59), last: EntryID(5, 99),
+			move:    Move{Type: Shared, To: EntryID(5, 59), Individually: []MessageID{EntryID(5, 61), EntryID(5, 60)}},
+			wantSeq: []string{subscribed, readMD, acked, readMD, closedByUs}, wantType: AckIndividual,
+			wantAcks: []MessageID{EntryID(5, 61), EntryID(5, 60)}, wantMD: EntryID(5, 61), reached: true,
+		},
+		{
 			name: "key shared", md: EntryID(5, 49), last: EntryID(5, 99),
 			move:    Move{Type: KeyShared, KeySharedAllowOutOfOrder: true, To: EntryID(5, 52)},
 			wantSeq: []string{subscribed, readMD, acked, readMD, closedByUs}, wantType: AckIndividual,
@@ -588,6 +601,7 @@ func TestMoveSubscriptionInvalid(t *testing.T) {
 	}{
 		{"exclusive", Move{Topic: "t", Subscription: "s", Type: Exclusive, To: EntryID(1, 1)}, "want Failover, Shared or KeyShared"},
 		{"unknown type", Move{Topic: "t", Subscription: "s", Type: 9, To: EntryID(1, 1)}, "want Failover, Shared or KeyShared"},
+		{"failover with holes", Move{Topic: "t", Subscription: "s", Type: Failover, To: EntryID(1, 1), Individually: []MessageID{EntryID(1, 3)}}, "need Shared or KeyShared"},
 		{"no topic", Move{Subscription: "s", Type: Failover, To: EntryID(1, 1)}, "required"},
 		{"no subscription", Move{Topic: "t", Type: Failover, To: EntryID(1, 1)}, "required"},
 		{"no entry", Move{Topic: "t", Subscription: "s", Type: Failover, To: EntryID(1, math.MaxUint64)}, "not an entry"},
