@@ -26,8 +26,8 @@ import (
 // topic, above that record, and the broker stored them twice.
 //
 // One-way east to west, deduplication on west, a batching producer at
-// about 300 msg/s on east, and the west topic unloaded every 2 s while
-// the load runs. A consumer on west then counts each message.
+// about 500 msg/s on east, and the west topic unloaded every second or
+// so (30 times) while the load runs. A consumer on west then counts each message.
 func TestTargetUnloadUnderLoadWithDedup(t *testing.T) {
 	UseClusters(t, "east", "west")
 	ns := NewNamespace(t, "east", "west")
@@ -45,7 +45,7 @@ func TestTargetUnloadUnderLoadWithDedup(t *testing.T) {
 	east, west := Client(t, "east"), Client(t, "west")
 	s := StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west"))
 
-	const n, rate, unloads = 12_000, 300, 16
+	const n, rate, unloads = 20_000, 500, 30
 	load := startLoad(t, east, topic, "u", n, rate)
 	load.waitSent(t, 300)
 	// The copy is under way (the west topic exists, the sidecar's
@@ -65,7 +65,7 @@ func TestTargetUnloadUnderLoadWithDedup(t *testing.T) {
 		if err := Admin(t, "west").Topics().Unload(*tn); err != nil {
 			t.Fatalf("unload %d of west's topic: %v", done+1, err)
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(time.Second)
 	}
 	load.wait(t)
 	if done < unloads/2 {
