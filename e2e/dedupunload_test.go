@@ -27,7 +27,8 @@ import (
 //
 // One-way east to west, deduplication on west, a batching producer at
 // about 500 msg/s on east, and the west topic unloaded every second or
-// so (30 times) while the load runs. A consumer on west then counts each message.
+// so (30 times) while the load runs. A consumer on west then counts
+// each message.
 func TestTargetUnloadUnderLoadWithDedup(t *testing.T) {
 	UseClusters(t, "east", "west")
 	ns := NewNamespace(t, "east", "west")
