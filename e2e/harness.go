@@ -393,6 +393,14 @@ func UseClusters(t testing.TB, names ...string) { lockClusters(t, syscall.LOCK_S
 // ends: no test of the other lanes uses them meanwhile.
 func DisruptClusters(t testing.TB, names ...string) { lockClusters(t, syscall.LOCK_EX, names) }
 
+// HoldClustersExclusive takes the named clusters' locks exclusively, as
+// DisruptClusters does for a test, for a program that is not a test (the
+// soak's broker restarts); release gives them back.
+func HoldClustersExclusive(names ...string) (release func(), err error) {
+	release, _, err = holdClusters(syscall.LOCK_EX, names)
+	return release, err
+}
+
 func lockClusters(t testing.TB, how int, names []string) {
 	t.Helper()
 	release, waited, err := holdClusters(how, names)

@@ -91,7 +91,34 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 		for _, a := range fs {
 			fmt.Fprintf(w, "      after %s\n", a.Event)
 		}
+		if gap := knownGap(f, fs); gap != "" {
+			fmt.Fprintf(w, "      known gap: %s\n", gap)
+		}
 	}
+}
+
+// knownGap names the broker behaviour docs/guarantees.md (Duplicates)
+// gives for a finding, when one of the faults before it is that
+// behaviour's trigger; "" when none is. The finding still counts: a
+// known gap is a cause, not an excuse.
+//
+// A duplicate on a cluster whose broker was restarted (kill -9): the
+// broker stored entries whose receipts died with it, and the reloaded
+// topic's deduplication record for the sidecar's producer name, rebuilt
+// from the last snapshot and from the stored entries' metadata (the
+// origin's producer names), is below them, so the producer's resends
+// are stored again (Pulsar's MessageDeduplication.replayCursor and
+// recoverProducerSequenceIdFromMetadata).
+func knownGap(f Finding, faults []applied) string {
+	if f.Kind != Duplicate {
+		return ""
+	}
+	for _, a := range faults {
+		if a.Kind == KindRestart && a.Target == f.Cluster {
+			return "target broker restart with copies in flight: receipts lost with the broker, and its rebuilt deduplication record for the sidecar's producer name is below the stored entries (docs/guarantees.md, Duplicates)"
+		}
+	}
+	return ""
 }
 
 func offset(start, t time.Time) string {

@@ -56,10 +56,35 @@ func TestWriteReport(t *testing.T) {
 		"+20s  kill-9    east-a for 5s  applied +20s..+26s",
 		"duplicate: 1 duplicate on west, plain, producer east-plain; first at +30s, seqs [7]",
 		"      after     +20s  kill-9    east-a for 5s",
-		"not wired restart of a source or target broker",
+		"not wired WAN proxy link cut between a sidecar and a cluster",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestKnownGap: a duplicate on a cluster whose broker was restarted in
+// the 30 s before it names that gap; a duplicate elsewhere, or another
+// finding, does not.
+func TestKnownGap(t *testing.T) {
+	restart := applied{Event: Event{Kind: KindRestart, Target: "west"}}
+	unload := applied{Event: Event{Kind: KindUnload, Target: "west plain"}}
+	onWest := Stream{Cluster: "west", Origin: "east"}
+	onEast := Stream{Cluster: "east", Origin: "west"}
+	for _, tc := range []struct {
+		name   string
+		f      Finding
+		faults []applied
+		gap    bool
+	}{
+		{"duplicate on the restarted target", Finding{Stream: onWest, Kind: Duplicate}, []applied{unload, restart}, true},
+		{"duplicate on the other cluster", Finding{Stream: onEast, Kind: Duplicate}, []applied{restart}, false},
+		{"duplicate after an unload only", Finding{Stream: onWest, Kind: Duplicate}, []applied{unload}, false},
+		{"loss on the restarted target", Finding{Stream: onWest, Kind: Lost}, []applied{restart}, false},
+	} {
+		if got := knownGap(tc.f, tc.faults) != ""; got != tc.gap {
+			t.Errorf("%s: known gap %v, want %v", tc.name, got, tc.gap)
 		}
 	}
 }

@@ -251,7 +251,8 @@ func errOrOK(err error) string {
 }
 
 // apply applies one fault and, for the faults that last, waits For and
-// undoes it (a restart, deduplication on, the burst's end); the undo
+// undoes it (a sidecar's or broker's start, deduplication on, the
+// burst's end); the undo
 // happens even when ctx ends meanwhile, so that nothing stays broken.
 func apply(ctx context.Context, ev Event, byName map[string]*instance, admins map[string]pulsaradmin.Client, loads map[string]*Load, ns string) error {
 	wait := func() {
@@ -288,6 +289,24 @@ func apply(ctx context.Context, ev Event, byName map[string]*instance, admins ma
 	case KindBurst:
 		loads[ev.Target].Burst(time.Now().Add(ev.For))
 		wait()
+		return nil
+	case KindRestart:
+		// The lock waits for the other lane's test on the cluster (the
+		// fault then comes late; the timeline shows when it was
+		// applied). The broker starts again even when ctx ended
+		// meanwhile: the drain and the check need it.
+		release, err := e2e.HoldClustersExclusive(ev.Target)
+		if err != nil {
+			return err
+		}
+		defer release()
+		if err := e2e.Kill(ev.Target); err != nil {
+			return errors.Join(fmt.Errorf("kill %s: %w", ev.Target, err), e2e.Up(ev.Target))
+		}
+		wait()
+		if err := e2e.Up(ev.Target); err != nil {
+			return fmt.Errorf("start %s again: %w", ev.Target, err)
+		}
 		return nil
 	}
 	return fmt.Errorf("fault %s not wired", ev.Kind)

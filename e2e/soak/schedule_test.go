@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -77,7 +79,11 @@ func TestPlanCoversAndOverlaps(t *testing.T) {
 				}
 			}
 		}
-		for _, k := range kinds {
+		for _, k := range append(kinds, struct {
+			kind     Kind
+			weight   int
+			min, max time.Duration
+		}{kind: KindRestart}) {
 			if !kindsSeen[k.kind] {
 				t.Errorf("seed %d: no %s in 30 minutes", seed, k.kind)
 			}
@@ -108,5 +114,65 @@ func TestPlanFixed(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Plan(38, 1m) changed:\n%v", got)
+	}
+}
+
+// TestPlanRestarts: broker restarts come one at a time, each ready again
+// (restartTakes after its down time) before the end's cool-down, none in
+// a run too short for one; and they leave the other faults of a seed
+// where they were (drawn from a stream of their own).
+func TestPlanRestarts(t *testing.T) {
+	for _, tc := range []struct {
+		seed int64
+		d    time.Duration
+		some bool
+	}{
+		{1, 30 * time.Minute, true},
+		{6491954228745623628, 3 * time.Minute, true},
+		{2, 2 * time.Minute, true},
+		{3, time.Minute, false},
+	} {
+		evs := Plan(tc.seed, tc.d, testTargets)
+		var restarts []Event
+		for _, e := range evs {
+			if e.Kind == KindRestart {
+				restarts = append(restarts, e)
+			}
+		}
+		if (len(restarts) > 0) != tc.some {
+			t.Errorf("seed %d over %s: %d restarts", tc.seed, tc.d, len(restarts))
+		}
+		for i, e := range restarts {
+			if e.At < restartFirst || e.End()+restartTakes > tc.d-coolDown || e.For < restartMin || e.For > restartMax {
+				t.Errorf("seed %d: restart %v out of bounds", tc.seed, e)
+			}
+			if i > 0 && restarts[i-1].End()+restartTakes > e.At {
+				t.Errorf("seed %d: restart %v while %v may still be starting", tc.seed, e, restarts[i-1])
+			}
+		}
+		if len(planRestarts(tc.seed, tc.d, nil)) != 0 {
+			t.Errorf("seed %d: restarts without clusters", tc.seed)
+		}
+	}
+}
+
+// TestPlanReportedSeedKept: wiring restarts left the other faults of a
+// reported seed where they were: seed 6491954228745623628's 3-minute
+// schedule (issue 38's first duplicates) as its report printed it.
+func TestPlanReportedSeedKept(t *testing.T) {
+	want := []string{
+		"+23.9s kill-9 west-b 10.288s", "+36.4s burst west 7.845s", "+47.3s unload east parted 0s",
+		"+58.7s kill-9 east-a 6.119s", "+1m10.6s kill-9 east-b 11.393s", "+1m26s kill-9 east-a 13.998s",
+		"+1m49.1s unload west plain 0s", "+1m56s unload east plain 0s", "+2m16s kill-9 east-b 7.868s",
+		"+2m21s kill-9 west-a 12.292s", "+2m40.8s burst west 5.29s", "+2m47.3s unload east plain 0s",
+	}
+	var got []string
+	for _, e := range Plan(6491954228745623628, 3*time.Minute, testTargets) {
+		if e.Kind != KindRestart {
+			got = append(got, fmt.Sprintf("%s %s %s %s", fmtOffset(e.At), e.Kind, e.Target, e.For))
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the seed's faults moved:\n%s", strings.Join(got, "\n"))
 	}
 }

@@ -152,6 +152,11 @@ type consumerSink interface {
 type producerSink interface {
 	handleReceipt(r *SendReceipt)
 	handleSendError(e *SendError)
+	// handleClose is told that the producer is gone from this connection:
+	// the connection was lost (the sink is no longer registered), or the
+	// broker closed it (err wraps errBrokerClosed): the sink then stays
+	// registered, for the receipts that follow the close, until it
+	// removes itself (removeProducer).
 	handleClose(err error)
 	// checkStalled is called at every keep-alive tick (from the keep-alive
 	// goroutine), so that producers need no timer of their own.
@@ -795,7 +800,11 @@ func (c *Conn) dispatch(cmd Command, f Frame, fb *frameBuf) (kept bool, _ error)
 			s.handleClose(fmt.Errorf("consumer %d: %w", b.ConsumerID, errBrokerClosed))
 		}
 	case *CloseProducer:
-		if s := c.removeProducer(b.ProducerID); s != nil {
+		// The sink stays registered: the broker answers the sends it
+		// persisted before the close with receipts under this id after
+		// the CLOSE_PRODUCER, and the producer takes them (see
+		// Producer.lingering); it removes the sink itself.
+		if s := c.producer(b.ProducerID); s != nil {
 			s.handleClose(fmt.Errorf("producer %d: %w", b.ProducerID, errBrokerClosed))
 		}
 	case *TopicMigrated:

@@ -37,6 +37,13 @@
 //     twice. Patch.Identity stores the sidecar's name and sequence ids in
 //     the metadata and makes LastSequenceID authoritative across reloads
 //     (consumers then see the sidecar's producer name).
+//   - At a topic unload the broker sends CLOSE_PRODUCER first and then,
+//     under the closed producer's id, the receipts of the sends it had
+//     handed to storage. The Producer takes them (until the broker closes
+//     a later session of it), so the next session resends only what was
+//     not stored: the reloaded topic's deduplication record for the
+//     sidecar's name can be below those entries (see the item above) and
+//     would store them twice.
 //   - A duplicate dropped by deduplication is confirmed with message id and
 //     highest sequence id -1 (all ones as uint64).
 //   - Batch-level properties (Patch.Properties) are visible to clients only

@@ -103,6 +103,20 @@ type Producer struct {
 	waiting bool          // someone waits on changed (else signal is free)
 	closed  bool
 	err     error // terminal
+	// lingering is the last session the broker closed (CLOSE_PRODUCER),
+	// still registered on its connection: its receipts still confirm.
+	// The broker sends CLOSE_PRODUCER at an unload before it answers the
+	// sends it has handed to storage, and answers those under the closed
+	// producer's id once they are stored. Dropped, those entries were
+	// sent again on the reloaded topic, whose deduplication record can
+	// be below them (rebuilt from a snapshot and from the stored
+	// entries' metadata, which for forwarded entries names the origin's
+	// producer): they were then stored twice. Taken, they leave pending
+	// before the next session resends it, as the reloaded topic on the
+	// same connection answers PRODUCER_SUCCESS only after the old one
+	// closed. It stays until the broker closes a later session or the
+	// producer closes.
+	lingering *producerSession
 	// rc re-creates the producer after a session is lost.
 	rc reconnector
 	// linkUp is what OnLinkChange was last told.
@@ -361,7 +375,8 @@ func (p *Producer) signal() {
 func (s *producerSession) handleReceipt(r *SendReceipt) {
 	p := s.p
 	p.mu.Lock()
-	if p.session != s || len(p.pending) == 0 {
+	current := p.session == s
+	if !current && p.lingering != s || len(p.pending) == 0 {
 		p.mu.Unlock()
 		return
 	}
@@ -370,6 +385,12 @@ func (s *producerSession) handleReceipt(r *SendReceipt) {
 	case r.SequenceID < head.out.SequenceID:
 		p.mu.Unlock()
 		return // a late receipt for an entry already confirmed
+	case r.SequenceID > head.out.SequenceID && !current:
+		// A closed session's receipt does not match: the broker stores
+		// a producer's sends in order, so the head was not stored by it
+		// either; the current session's sends will tell.
+		p.mu.Unlock()
+		return
 	case r.SequenceID > head.out.SequenceID:
 		p.mu.Unlock()
 		s.restart(fmt.Errorf("receipt for sequence id %d while %d is unconfirmed", r.SequenceID, head.out.SequenceID))
@@ -377,7 +398,9 @@ func (s *producerSession) handleReceipt(r *SendReceipt) {
 	}
 	p.pending[0] = nil
 	p.pending = p.pending[1:]
-	s.confirmed = true
+	if current {
+		s.confirmed = true
+	}
 	done := append([]*pendingSend{head}, p.popRefused()...)
 	p.complete(done, Receipt{SequenceID: r.SequenceID, HighestSequenceID: r.HighestSequenceID, MessageID: r.MessageID}, nil)
 }
@@ -519,6 +542,9 @@ func (s *producerSession) handleClose(err error) {
 		return
 	}
 	p.session = nil
+	if errors.Is(err, errBrokerClosed) {
+		p.linger(s)
+	}
 	if p.closed {
 		p.mu.Unlock()
 		return
@@ -528,6 +554,16 @@ func (s *producerSession) handleClose(err error) {
 	p.mu.Unlock()
 	p.rc.disconnected(err, churn)
 	p.rc.start()
+}
+
+// linger keeps s, which the broker closed, taking its receipts (see
+// Producer.lingering), and removes the one before it from its
+// connection. p.mu held.
+func (p *Producer) linger(s *producerSession) {
+	if old := p.lingering; old != nil && old != s {
+		old.conn.removeProducer(old.id)
+	}
+	p.lingering = s
 }
 
 func (s *producerSession) handleSilent(silent bool) {
@@ -586,6 +622,10 @@ func (p *Producer) Close() error {
 	p.closed = true
 	s := p.session
 	p.session = nil
+	if l := p.lingering; l != nil {
+		l.conn.removeProducer(l.id)
+		p.lingering = nil
+	}
 	close(p.rc.stop)
 	p.mu.Unlock()
 	p.client.track(p, false)

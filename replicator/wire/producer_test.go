@@ -609,3 +609,99 @@ func TestProducerCreateTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestProducerTakesReceiptsAfterBrokerClose: the receipts the broker sends
+// under a producer's id after it closed the producer (CLOSE_PRODUCER at a
+// topic unload comes before the answers to the sends it had handed to
+// storage) confirm those sends: the next session resends only what is
+// still unconfirmed. Dropped, the stored entries were sent again on the
+// reloaded topic, whose deduplication record can be below them, and
+// stored twice (issue 38's soak finding). A receipt of the closed session
+// that does not match the oldest unconfirmed send restarts nothing, and a
+// later session's close leaves only that session taking receipts.
+func TestProducerTakesReceiptsAfterBrokerClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+		p, fc, first := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+		var refusing atomic.Bool
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				switch x := cmd.Body.(type) {
+				case *ProducerCommand:
+					if refusing.Load() {
+						fc.send(&Error{RequestID: x.RequestID, Error: ServiceNotReady, Message: "unloading"})
+						return true
+					}
+				case *Send:
+					if x.ProducerID != first {
+						fc.send(&SendReceipt{ProducerID: x.ProducerID, SequenceID: x.SequenceID, MessageID: EntryID(2, x.SequenceID)})
+					}
+					return true // the first session's are answered by the test
+				}
+				return false
+			}
+		})
+		var log sendLog
+		ctx := context.Background()
+		for seq := uint64(1); seq <= 4; seq++ {
+			if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: seq}, log.done(seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		// The unload: the close first, then the receipts of what was
+		// stored (1 and 2) under the closed producer's id, and a stray one
+		// past the oldest unconfirmed send (which restarts nothing).
+		refusing.Store(true)
+		fc.send(&CloseProducer{ProducerID: first})
+		fc.send(&SendReceipt{ProducerID: first, SequenceID: 1, MessageID: EntryID(1, 1)})
+		fc.send(&SendReceipt{ProducerID: first, SequenceID: 2, MessageID: EntryID(1, 2)})
+		fc.send(&SendReceipt{ProducerID: first, SequenceID: 4, MessageID: EntryID(1, 4)})
+		synctest.Wait()
+		refusing.Store(false)
+		fctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := p.Flush(fctx); err != nil {
+			t.Fatal(err)
+		}
+		if seqs, errs := log.snapshot(); !slices.Equal(seqs, []uint64{1, 2, 3, 4}) || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+			t.Fatalf("callbacks for %v with %v, want 1 to 4 confirmed", seqs, errs)
+		}
+		var resent []uint64
+		for _, body := range b.commands(TypeSend) {
+			if s := body.(*Send); s.ProducerID != first {
+				resent = append(resent, s.SequenceID)
+			}
+		}
+		if !slices.Equal(resent, []uint64{3, 4}) {
+			t.Errorf("the next session sent %v, want [3 4] (1 and 2 were confirmed after the close)", resent)
+		}
+
+		// A second unload: the first session no longer takes receipts.
+		creates := b.commands(TypeProducer)
+		second := creates[len(creates)-1].(*ProducerCommand).ProducerID
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				_, ok := cmd.Body.(*Send)
+				return ok // never confirmed
+			}
+		})
+		if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 5}, log.done(5)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		fc.send(&CloseProducer{ProducerID: second})
+		synctest.Wait()
+		fc.send(&SendReceipt{ProducerID: first, SequenceID: 5, MessageID: EntryID(1, 5)})
+		synctest.Wait()
+		if seqs, _ := log.snapshot(); len(seqs) != 4 {
+			t.Errorf("callbacks for %v: the first session's receipt confirmed 5 after a later session was closed", seqs)
+		}
+		fc.send(&SendReceipt{ProducerID: second, SequenceID: 5, MessageID: EntryID(2, 5)})
+		synctest.Wait()
+		if seqs, errs := log.snapshot(); len(seqs) != 5 || errs[4] != nil {
+			t.Errorf("callbacks for %v with %v, want 5 confirmed by the second session's receipt after its close", seqs, errs)
+		}
+	})
+}
