@@ -499,8 +499,13 @@ func flockFile(name string, how int) (*os.File, time.Duration, error) {
 // UpShared brings up the named clusters while holding their locks shared:
 // a cluster that a test of another process has killed on purpose (held
 // exclusively) is not started behind that test's back, which once
-// restarted west in the middle of TestTargetOutage's outage.
+// restarted west in the middle of TestTargetOutage's outage. A test that
+// holds its clusters already (UseClusters, then UpShared, as the
+// benchmark's smoke tests do) brings them up under its own locks.
 func UpShared(names ...string) error {
+	if holding.Load() != 0 {
+		return Up(names...)
+	}
 	release, _, err := holdClusters(syscall.LOCK_SH, names)
 	if err != nil {
 		return err
