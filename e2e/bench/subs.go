@@ -57,7 +57,7 @@ type subsSizes struct {
 	Growth     []int
 	GrowthIdle time.Duration
 	// AdminRate, when more than 0, is the sidecar's
-	// sidecar.admin_budget.requests_per_second (else its default): what
+	// sidecar.admin_rate.requests_per_second (else its default): what
 	// the follow latency under traffic gets for more admin requests.
 	AdminRate float64
 }
@@ -552,7 +552,7 @@ func subsConfigFor(listen, keyFile, ns, topics string, adminRate float64, prox m
 	var b strings.Builder
 	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  marker_key_file: %s\n", listen, keyFile)
 	if adminRate > 0 {
-		fmt.Fprintf(&b, "  admin_budget:\n    requests_per_second: %g\n", adminRate)
+		fmt.Fprintf(&b, "  admin_rate:\n    requests_per_second: %g\n", adminRate)
 	}
 	b.WriteString("clusters:\n")
 	for _, n := range []string{"east", "west"} {

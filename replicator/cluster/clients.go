@@ -74,12 +74,6 @@ type Clients struct {
 	m *metrics.Metrics
 }
 
-// Conn is the old name of Clients.
-//
-// Deprecated: use Clients. Kept only while call sites in
-// replicator/entrypath and replicator/subsync still name it (issue 35);
-// remove it once they say Clients.
-type Conn = Clients
 
 // Dial builds the clients for c. Neither keeps a copy of the token: both
 // ask for it when they need it (the binary client at each connection and
