@@ -74,7 +74,6 @@ type Clients struct {
 	m *metrics.Metrics
 }
 
-
 // Dial builds the clients for c. Neither keeps a copy of the token: both
 // ask for it when they need it (the binary client at each connection and
 // when the broker challenges an expiring token, the admin client before
