@@ -74,18 +74,7 @@ func cmdSwitchover(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	fc, ok := cfg.Cluster(from)
-	if !ok {
-		return usageErr("--from %q: no such cluster in the config", from)
-	}
-	tc, ok := cfg.Cluster(to)
-	if !ok {
-		return usageErr("--to %q: no such cluster in the config", to)
-	}
-	if !cfg.Copies(parts[0]+"/"+parts[1], parts[2], from, to) {
-		return usageErr("the config does not copy %s from %s to %s", short, from, to)
-	}
-	keys, err := markerKeys(cfg)
+	fc, tc, keys, err := copyEnds(cfg, from, to, short, parts)
 	if err != nil {
 		return usageErr("%v", err)
 	}

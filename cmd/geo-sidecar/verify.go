@@ -68,19 +68,7 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	fc, ok := cfg.Cluster(from)
-	if !ok {
-		return usageErr("--from %q: no such cluster in the config", from)
-	}
-	tc, ok := cfg.Cluster(to)
-	if !ok {
-		return usageErr("--to %q: no such cluster in the config", to)
-	}
-	ns := parts[0] + "/" + parts[1]
-	if !cfg.Copies(ns, parts[2], from, to) {
-		return usageErr("the config does not copy %s from %s to %s", short, from, to)
-	}
-	keys, err := markerKeys(cfg)
+	fc, tc, keys, err := copyEnds(cfg, from, to, short, parts)
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -122,6 +110,25 @@ func cmdVerify(args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// copyEnds looks up the two clusters of a copy that --from and --to name
+// (parts: --topic's tenant, namespace and topic), checks that the config
+// copies the topic from one to the other, and reads the marker keys that
+// prove its copies: what verify and switchover both start from.
+func copyEnds(cfg *config.Config, from, to, short string, parts []string) (fc, tc config.Cluster, keys marker.Keys, err error) {
+	fc, ok := cfg.Cluster(from)
+	if !ok {
+		return fc, tc, keys, fmt.Errorf("--from %q: no such cluster in the config", from)
+	}
+	if tc, ok = cfg.Cluster(to); !ok {
+		return fc, tc, keys, fmt.Errorf("--to %q: no such cluster in the config", to)
+	}
+	if !cfg.Copies(parts[0]+"/"+parts[1], parts[2], from, to) {
+		return fc, tc, keys, fmt.Errorf("the config does not copy %s from %s to %s", short, from, to)
+	}
+	keys, err = markerKeys(cfg)
+	return fc, tc, keys, err
 }
 
 // verifyTopicAndSince parses --topic (tenant/namespace/topic, with or
