@@ -94,6 +94,15 @@ var ErrClosed = errors.New("wire: closed")
 // with it in its done callback, in its turn.
 var ErrTooLarge = errors.New("wire: entry exceeds the broker's message size limit")
 
+// ErrInDoubt fails a producer's unconfirmed entries, and the producer,
+// when a reconnect finds that the broker's deduplication record for its
+// name went back (a broker that crashed rebuilt it without them; see
+// Producer.inDoubt): the entries may be stored already, and sent again
+// they would be stored twice. It is retryable: the caller reads the
+// topic back to find which are there, and opens a new producer for the
+// rest.
+var ErrInDoubt = errors.New("wire: unconfirmed entries in doubt: the broker's deduplication record went back")
+
 // ErrSilent is why the keep-alive closed a connection: nothing arrived
 // from the broker within ConnOptions.KeepAlive, pings included. On a
 // half-open link (packets dropped, no close ever arriving) it is the only

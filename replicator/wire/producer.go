@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -124,12 +125,24 @@ type Producer struct {
 	// maxFrame is the frame size limit of the latest session's
 	// connection: Send checks entries against it also while reconnecting.
 	maxFrame int
+	// recorded is the highest sequence id the broker has shown it
+	// recorded for this producer name: the last_sequence_id of a
+	// PRODUCER_SUCCESS, or a receipt's (highest) sequence id; -1 while
+	// none. A reconnect whose PRODUCER_SUCCESS reports less lost the
+	// record (see inDoubt).
+	recorded int64
+	// brokerClosed: the last session lost was closed by the broker
+	// (CLOSE_PRODUCER, an unload), and so lingers (see inDoubt).
+	brokerClosed bool
 }
 
 type pendingSend struct {
-	out      Outgoing
-	done     func(Receipt, error)
-	sentAt   time.Time // last written to a connection; zero while not
+	out    Outgoing
+	done   func(Receipt, error)
+	sentAt time.Time // last written to a connection; zero while not
+	// written: it was written to a connection at least once, so the
+	// broker may have stored it (see inDoubt).
+	written  bool
 	queuedAt time.Time // Send called
 	// refused is why the current session's connection cannot take it
 	// (ErrTooLarge: its broker's limit is lower than the one it was sent
@@ -174,11 +187,12 @@ func CreateProducer(ctx context.Context, client *Client, opts ProducerOptions) (
 		opts.Logger = client.log
 	}
 	p := &Producer{
-		client:  client,
-		opts:    opts,
-		log:     opts.Logger.WithLazy(zap.String("topic", opts.Topic), zap.String("producer", opts.Name)),
-		lastSeq: -1,
-		changed: make(chan struct{}),
+		client:   client,
+		opts:     opts,
+		log:      opts.Logger.WithLazy(zap.String("topic", opts.Topic), zap.String("producer", opts.Name)),
+		lastSeq:  -1,
+		recorded: -1,
+		changed:  make(chan struct{}),
 	}
 	p.rc = newReconnector("producer", client, opts.Topic, p.log, &p.mu, p)
 	if err := p.connect(ctx); err != nil {
@@ -224,6 +238,22 @@ func (p *Producer) connect(ctx context.Context) error {
 				return ErrClosed
 			}
 			p.lastSeq = ps.LastSequenceID
+			if err := p.inDoubt(ps.LastSequenceID); err != nil {
+				// Resent, the entries the lost record no longer covers
+				// and the broker stored before it lost it would be
+				// stored twice: fail them all, and the producer, for
+				// the caller to find out what the topic holds.
+				p.log.Warn("the broker's deduplication record for the producer went back: in-flight entries fail as in doubt instead of being sent again",
+					zap.Int64("last_sequence_id", ps.LastSequenceID), zap.Int64("recorded", p.recorded), zap.Int("pending", len(p.pending)))
+				failed := p.pending
+				p.pending = nil
+				p.err = err
+				p.complete(failed, Receipt{}, err)
+				conn.removeProducer(s.id)
+				_ = conn.writeCommand(&CloseProducer{ProducerID: s.id, RequestID: conn.newRequestID()})
+				return nil
+			}
+			p.recorded = max(p.recorded, ps.LastSequenceID)
 			p.maxFrame = conn.maxFrame
 			s.since = time.Now()
 			s.silent = conn.Silent()
@@ -249,6 +279,7 @@ func (p *Producer) connect(ctx context.Context) error {
 					continue
 				}
 				ps.sentAt = now
+				ps.written = true
 			}
 			if failed := p.popRefused(); failed != nil {
 				p.complete(failed, Receipt{}, nil)
@@ -264,6 +295,48 @@ func (p *Producer) connect(ctx context.Context) error {
 	conn.removeProducer(s.id)
 	p.rc.openFailed(ctx, conn, err, func(reqID uint64) Body { return &CloseProducer{ProducerID: s.id, RequestID: reqID} })
 	return err
+}
+
+// inDoubt returns an ErrInDoubt when a reconnect's PRODUCER_SUCCESS
+// reports last (its last_sequence_id) below what the broker had shown it
+// recorded for the producer name (recorded) while entries written to an
+// earlier session are unconfirmed: the broker lost the record that would
+// drop the ones it stored. p.mu held.
+//
+// A broker that crashed rebuilds its record from its last snapshot and
+// from the stored entries' metadata, whose producer_name is the origin's
+// for forwarded copies: the producer's record comes back unknown (-1) or
+// behind. The entries stored before the crash, whose receipts were lost
+// with the broker, are then not recognized as duplicates, and a resend
+// stored them twice, behind later ones. A connection lost with the broker
+// alive keeps the record (last is at least recorded), and the resend
+// stays transparent. A broker without deduplication reports -1 always,
+// below any receipt's sequence id: there every reconnect with written
+// entries unconfirmed is in doubt, and the caller's read-back spares it
+// the duplicates a resend would store.
+//
+// What it cannot tell: a record that comes back at or above recorded but
+// below entries stored before the crash (a snapshot taken after the last
+// receipt), and a crash before the producer's first receipt (nothing to
+// compare with; a record at the first report is also what a plain drop
+// shows). Those are resent, as before.
+//
+// A session the broker closed (an unload) is not in doubt while its
+// connection is open: the broker answers the sends it stored under the
+// closed producer's id before the reloaded topic answers PRODUCER_SUCCESS
+// (see lingering), so what is pending was not stored, and the reloaded
+// topic's record, rebuilt, may well be lower.
+func (p *Producer) inDoubt(last int64) error {
+	if last >= p.recorded {
+		return nil
+	}
+	if p.brokerClosed && p.lingering != nil && p.lingering.conn.Err() == nil {
+		return nil
+	}
+	if !slices.ContainsFunc(p.pending, func(ps *pendingSend) bool { return ps.written }) {
+		return nil // nothing was written: nothing can be stored twice
+	}
+	return fmt.Errorf("%w: %s: the broker's record for %s is at %d, below the %d it had recorded", ErrInDoubt, p.opts.Topic, p.opts.Name, last, p.recorded)
 }
 
 // writeSend queues one SEND on s. p.mu must be held, so that SENDs go out
@@ -337,6 +410,7 @@ func (p *Producer) Send(ctx context.Context, out Outgoing, done func(Receipt, er
 	p.pending = append(p.pending, ps)
 	if s != nil && p.writeSend(s, out) == nil {
 		ps.sentAt = now
+		ps.written = true
 	} // else queued: the connection closed, and the reconnect resends it
 	p.mu.Unlock()
 	return nil
@@ -400,6 +474,9 @@ func (s *producerSession) handleReceipt(r *SendReceipt) {
 	p.pending = p.pending[1:]
 	if current {
 		s.confirmed = true
+	}
+	if seq := max(r.SequenceID, r.HighestSequenceID); seq <= math.MaxInt64 {
+		p.recorded = max(p.recorded, int64(seq))
 	}
 	done := append([]*pendingSend{head}, p.popRefused()...)
 	p.complete(done, Receipt{SequenceID: r.SequenceID, HighestSequenceID: r.HighestSequenceID, MessageID: r.MessageID}, nil)
@@ -542,7 +619,8 @@ func (s *producerSession) handleClose(err error) {
 		return
 	}
 	p.session = nil
-	if errors.Is(err, errBrokerClosed) {
+	p.brokerClosed = errors.Is(err, errBrokerClosed)
+	if p.brokerClosed {
 		p.linger(s)
 	}
 	if p.closed {

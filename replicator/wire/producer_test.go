@@ -450,6 +450,10 @@ func TestProducerReceiptOrder(t *testing.T) {
 		var mu sync.Mutex
 		sessions := 0
 		b.set(func() {
+			// A broker with deduplication, its record intact across the
+			// re-creation (a record that went back fails the entries in
+			// doubt: TestProducerInDoubtAfterLostRecord).
+			b.lastSeq = 1
 			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
 				switch x := cmd.Body.(type) {
 				case *ProducerCommand:
@@ -704,4 +708,107 @@ func TestProducerTakesReceiptsAfterBrokerClose(t *testing.T) {
 			t.Errorf("callbacks for %v with %v, want 5 confirmed by the second session's receipt after its close", seqs, errs)
 		}
 	})
+}
+
+// TestProducerInDoubtAfterLostRecord: the first session's connection is
+// lost with 12 and 13 sent and unconfirmed (11 confirmed). When the
+// reconnect's PRODUCER_SUCCESS reports a record below the 11 confirmed or
+// the first report (a
+// broker that crashed and rebuilt its deduplication record without the
+// producer's name), 12 and 13 may be stored already: they fail with
+// ErrInDoubt, nothing is sent again, and the producer gives up with it.
+// With the record intact (at both or above), they are sent again as
+// before.
+func TestProducerInDoubtAfterLostRecord(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		initial int64 // the first PRODUCER_SUCCESS's last_sequence_id
+		after   int64 // the reconnect's
+		inDoubt bool
+	}{
+		{"record lost", -1, -1, true},
+		{"record behind the receipts", 0, 10, true},
+		{"record behind the first report", 20, 19, true},
+		{"record intact", -1, 11, false},
+		{"record intact, some stored", -1, 12, false},
+		{"record at the first report", 20, 20, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newFakeMemBroker(t)
+				var mu sync.Mutex
+				sessions := 0
+				b.set(func() {
+					b.lastSeq = tt.initial
+					b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+						switch x := cmd.Body.(type) {
+						case *ProducerCommand:
+							mu.Lock()
+							sessions++
+							mu.Unlock()
+						case *Send:
+							mu.Lock()
+							first := sessions == 1
+							mu.Unlock()
+							if !first {
+								return false // confirmed in order
+							}
+							switch x.SequenceID {
+							case 11:
+								return false // confirmed
+							case 13:
+								// The broker goes, the receipts of 2 and 3
+								// with it; it comes back with tt.after.
+								b.set(func() { b.lastSeq = tt.after })
+								go fc.Close()
+							}
+							return true
+						}
+						return false
+					}
+				})
+				c := newTestClient(t, b.url(), ConnOptions{dial: b.dial})
+				p, _, _ := memProducer(t, b, c, ProducerOptions{Topic: "t", Name: "n"})
+				var log sendLog
+				ctx := context.Background()
+				for seq := uint64(1); seq <= 3; seq++ {
+					if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 10 + seq}, log.done(seq)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				fctx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				err := p.Flush(fctx)
+				seqs, errs := log.snapshot()
+				if !slices.Equal(seqs, []uint64{1, 2, 3}) || errs[0] != nil {
+					t.Fatalf("callbacks for %v with %v, want 11, 12, 13 called, 11 confirmed", seqs, errs)
+				}
+				var sent []uint64
+				for _, s := range b.commands(TypeSend) {
+					sent = append(sent, s.(*Send).SequenceID)
+				}
+				if !tt.inDoubt {
+					if err != nil || errs[1] != nil || errs[2] != nil {
+						t.Fatalf("flush %v, callbacks %v: want 12 and 13 sent again and confirmed", err, errs)
+					}
+					if want := []uint64{11, 12, 13, 12, 13}; !slices.Equal(sent, want) {
+						t.Fatalf("SENDs %v, want %v", sent, want)
+					}
+					return
+				}
+				if !errors.Is(err, ErrInDoubt) || !errors.Is(errs[1], ErrInDoubt) || !errors.Is(errs[2], ErrInDoubt) {
+					t.Fatalf("flush %v, callbacks %v: want 12 and 13 failed with ErrInDoubt", err, errs)
+				}
+				if !IsRetryable(errs[1]) {
+					t.Fatalf("%v is not retryable", errs[1])
+				}
+				if want := []uint64{11, 12, 13}; !slices.Equal(sent, want) {
+					t.Fatalf("SENDs %v, want %v (nothing sent again)", sent, want)
+				}
+				if err := p.Send(ctx, Outgoing{Metadata: testMetadata(1), Payload: []byte("x"), SequenceID: 14}, log.done(4)); !errors.Is(err, ErrInDoubt) {
+					t.Fatalf("send after the doubt: %v, want ErrInDoubt", err)
+				}
+			})
+		})
+	}
 }
