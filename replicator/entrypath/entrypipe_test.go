@@ -17,7 +17,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
@@ -1986,6 +1988,65 @@ func TestEntryPipeHaltsOnDuplicate(t *testing.T) {
 		w.mu.Unlock()
 		if first > 5 {
 			t.Errorf("the session sent %d entries, want at most 5 (its window of 4, and the one waiting for a slot when the duplicate receipt came)", first)
+		}
+	})
+}
+
+// A producer whose reconnect found the remote's deduplication record gone
+// back fails what was in flight with wire.ErrInDoubt (e2 and e3 here,
+// stored on the remote, their receipts lost with its broker). Neither is
+// acknowledged on the cursor by that session; the next one starts at
+// once (no backoff, no warning), reads the remote back, finds e2 and e3
+// (and e4, e5 if the first session sent them) and skips them: every entry
+// is on the remote once, in order, and acknowledged.
+//
+// Fails for: wire.ErrInDoubt taken as an ordinary send error (a backoff
+// and a warning), or the in-doubt entries acknowledged.
+func TestEntryPipeInDoubt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newFakeEntryWorld()
+		w.add(6, nil)
+		w.receipt = func(name string) (bool, error) {
+			if name == "e2" || name == "e3" {
+				w.store(0, name, 0) // stored; the receipt lost
+				return false, fmt.Errorf("wire: %w", wire.ErrInDoubt)
+			}
+			return false, nil
+		}
+		w.beforeReadBack = func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if w.opens == 2 { // the second session's go through
+				w.receipt = nil
+			}
+		}
+		core, logs := observer.New(zap.WarnLevel)
+		p := newTestEntryPartition(t, w)
+		p.log = zap.New(core)
+		stop := runEntryPartition(t, p)
+		waitFor(t, "every entry acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 6 })
+		stop()
+		w.mu.Lock()
+		atOpen := slices.Clone(w.ackedAtOpen)
+		w.mu.Unlock()
+		if len(atOpen) < 2 || atOpen[1] != 2 {
+			t.Errorf("acknowledged when each producer opened: %v, want [0 2] (e0, e1; nothing from e2 on)", atOpen)
+		}
+		_, remote, _ := w.snapshot()
+		if want := []string{"e0", "e1", "e2", "e3", "e4", "e5"}; !slices.Equal(remote, want) {
+			t.Errorf("remote holds %v, want %v (once each, in order)", remote, want)
+		}
+		w.mu.Lock()
+		opens := w.opens
+		w.mu.Unlock()
+		if opens != 2 {
+			t.Errorf("%d producers opened, want 2 (the in-doubt session and the next)", opens)
+		}
+		for _, e := range logs.All() {
+			t.Errorf("logged %s %q: want none (a restart at once, no failure)", e.Level, e.Message)
+		}
+		for _, v := range w.violations {
+			t.Error(v)
 		}
 	})
 }

@@ -269,7 +269,7 @@ func (s *session) target(e wire.Entry, pos marker.Position) verdict {
 		_ = s.src.Release(e)
 		if err := s.dst.Flush(s.sctx); err != nil {
 			if s.sctx.Err() == nil {
-				s.cancel(fmt.Errorf("flush before the producer name changes: %w", err))
+				s.cancel(inDoubt("flush before the producer name changes", err))
 			}
 			return endSession
 		}
@@ -434,7 +434,7 @@ func (s *session) send(e wire.Entry, pos marker.Position, md *wire.Metadata) ver
 			return endSession
 		}
 		if s.sctx.Err() == nil {
-			s.cancel(fmt.Errorf("send: %w", err))
+			s.cancel(inDoubt("send", err))
 		}
 		return endSession
 	}
@@ -580,6 +580,12 @@ func (a *acks) receipt(e wire.Entry, published time.Time, r wire.Receipt, err er
 	defer a.mu.Unlock()
 	switch {
 	case a.stopped || a.failed:
+	case errors.Is(err, wire.ErrInDoubt):
+		// The producer lost the remote's deduplication record with this
+		// entry and the ones behind it unconfirmed: not acknowledged, and
+		// not a failure; the next session reads the remote back.
+		a.failed = true
+		a.fail(inDoubt("send", err))
 	case err != nil:
 		a.failed = true
 		p.m.SendErrors.WithLabelValues(p.local, p.remote).Inc()

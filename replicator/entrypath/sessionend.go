@@ -80,6 +80,26 @@ var errEpochChanged error = &restartNow{"ledger ids reached another sequence id 
 // with the refusal, so the next session (at once) sends what follows.
 var errRefusedSkipped error = &restartNow{"an entry the remote refuses for good was skipped (on_refused: skip)"}
 
+// errInDoubt ends a session whose producer found, reconnecting, that the
+// remote's deduplication record for its name went back (a broker that
+// crashed rebuilt it without the pair's copies; wire.ErrInDoubt): the
+// entries in flight may be on the remote, and the wire producer failed
+// them rather than send them again (stored twice, behind later ones).
+// None of them is acknowledged; the next session starts at once from the
+// cursor, reads the remote back (copiedSince: its window covers the
+// producer's max_pending_messages in flight) and skips the copies it
+// finds there, sending the rest.
+var errInDoubt error = &restartNow{"entries in flight in doubt: the remote's deduplication record went back"}
+
+// inDoubt wraps err, which ends the session while doing what, in
+// errInDoubt when the producer failed with wire.ErrInDoubt.
+func inDoubt(what string, err error) error {
+	if errors.Is(err, wire.ErrInDoubt) {
+		return fmt.Errorf("%w: %s: %w", errInDoubt, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
 // Other errors that end a session, retried after a backoff.
 
 // errAwaitingReadBack ends a session without the read-back's proof at an
