@@ -249,13 +249,15 @@ func TestKillNineUnderLoad(t *testing.T) {
 }
 
 // TestTargetOutage: west killed (-9) under load and started again 30 s
-// later. Deduplication is on on west: the producer resends what was
-// unconfirmed when west died, and some of it may have been stored (a
-// receipt lost with the broker); without deduplication those come twice,
-// as docs/guarantees.md allows for a broken connection (one run had 5).
-// With it, every message must arrive once and in order. The read-back with
-// deduplication off is TestKillNineUnderLoad's and the HA tests' (a new
-// session reads back; this one's producer reconnects within its session).
+// later, deduplication on on west. Some of what was unconfirmed when west
+// died was stored (a receipt lost with the broker), and the restarted
+// broker's record for the sidecar's producer name comes back behind it
+// (rebuilt from a snapshot and from the copies' metadata, which name the
+// origin's producer): resent, those were stored twice, out of order (one
+// run had 5). The producer sees the record went back and resends nothing
+// (wire.ErrInDoubt); the next session reads west back and skips them.
+// Every message must arrive once and in order. The read-back with
+// deduplication off is TestKillNineUnderLoad's and the HA tests'.
 func TestTargetOutage(t *testing.T) {
 	DisruptClusters(t, "west")
 	ns := NewNamespace(t, "east", "west")
