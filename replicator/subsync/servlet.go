@@ -141,6 +141,9 @@ func (s *Servlet) Watch(namespace string, subs ...string) {
 // passed since the last one, so that the brokers are asked at most once
 // every Every however many follows ask.
 func (s *Servlet) Positions(ctx context.Context, topic, cursor string, maxAge time.Duration, after time.Time) (states map[string]positions.State, at time.Time, ok bool) {
+	if s.noServletAnywhere() {
+		return nil, time.Time{}, false // no poll to wait for
+	}
 	if err := s.poll(ctx, maxAge, after); err != nil {
 		return nil, time.Time{}, false
 	}
@@ -165,6 +168,24 @@ func (s *Servlet) Positions(ctx context.Context, topic, cursor string, maxAge ti
 		return out, s.at, true
 	}
 	return nil, time.Time{}, false
+}
+
+// noServletAnywhere reports whether every broker of the last poll
+// answered 404 less than noServletRetry ago: a cluster without the
+// plugin, whose follows then take the admin path at once instead of
+// waiting for polls that cannot help.
+func (s *Servlet) noServletAnywhere() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.polled || len(s.views) == 0 {
+		return false
+	}
+	for _, b := range s.views {
+		if b.noServletAt.IsZero() || time.Since(b.noServletAt) >= noServletRetry {
+			return false
+		}
+	}
+	return true
 }
 
 // errNoScope: nothing to ask yet.

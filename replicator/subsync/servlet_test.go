@@ -309,3 +309,33 @@ func TestServletNewPositionConfirmed(t *testing.T) {
 		}
 	})
 }
+
+// TestServletNoPluginAnywhere: a cluster whose brokers all answer 404 is
+// asked once; its follows then take the admin path at once, without a
+// request or a wait, until noServletRetry passes.
+func TestServletNoPluginAnywhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const b1 = "http://b1:8080"
+		f := newFakeBrokers()
+		f.noPlugin[b1] = true
+		s := newTestServlet(t, f, metrics.New(nil))
+		ctx := context.Background()
+		for i := range 5 {
+			start := time.Now()
+			if _, _, ok := s.Positions(ctx, syncTopic, servletCursor, 0, time.Now()); ok {
+				t.Fatal("a broker without the servlet reported positions")
+			}
+			if i > 0 && time.Since(start) > 0 {
+				t.Errorf("follow %d waited %s for a poll", i, time.Since(start))
+			}
+		}
+		if f.requests(b1) != 1 {
+			t.Errorf("b1 asked %d times, want 1", f.requests(b1))
+		}
+		time.Sleep(noServletRetry)
+		s.Positions(ctx, syncTopic, servletCursor, 0, time.Now())
+		if f.requests(b1) != 2 {
+			t.Errorf("b1 asked %d times after noServletRetry, want 2", f.requests(b1))
+		}
+	})
+}
