@@ -88,6 +88,9 @@ type Servlet struct {
 	// at is when the last poll began (its requests were sent after it).
 	at     time.Time
 	polled bool
+	// polledScope is the scope the last poll asked for: a poll of an
+	// older one is not reused.
+	polledScope int
 }
 
 // brokerView is one broker's view and what the last poll of it found.
@@ -203,7 +206,7 @@ func (s *Servlet) poll(ctx context.Context, maxAge time.Duration, after time.Tim
 	defer func() { <-s.turn }()
 	s.mu.Lock()
 	since := time.Since(s.at)
-	if s.polled && since < max(maxAge, s.Every) && !s.at.Before(after) {
+	if s.polled && since < max(maxAge, s.Every) && !s.at.Before(after) && s.polledScope == s.scope {
 		s.mu.Unlock()
 		return nil
 	}
@@ -247,7 +250,7 @@ func (s *Servlet) poll(ctx context.Context, maxAge time.Duration, after time.Tim
 			delete(s.views, broker)
 		}
 	}
-	s.at, s.polled = at, true
+	s.at, s.polled, s.polledScope = at, true, scope
 	s.countBrokers()
 	s.mu.Unlock()
 	return nil

@@ -339,3 +339,28 @@ func TestServletNoPluginAnywhere(t *testing.T) {
 		}
 	})
 }
+
+// TestServletScopeGrows: a name put in scope after a poll (a pattern's
+// subscription an admin read found) is asked for at the next follow, not
+// after maxAge: the brokers are asked again in full.
+func TestServletScopeGrows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const b1 = "http://b1:8080"
+		f := newFakeBrokers()
+		f.set(b1, syncTopic, servletCursor, subsynctest.Pos(1, 40))
+		f.set(b1, syncTopic, "ledger", subsynctest.Pos(1, 7))
+		s := newTestServlet(t, f, metrics.New(nil))
+		ctx := context.Background()
+		if states, _, ok := s.Positions(ctx, syncTopic, servletCursor, time.Minute, time.Time{}); !ok || len(states) != 0 {
+			t.Fatalf("before ledger is in scope: %v, %v; want the partition with nothing in scope", states, ok)
+		}
+		s.Watch("shop/orders", "ledger")
+		states, _, ok := s.Positions(ctx, syncTopic, servletCursor, time.Minute, time.Time{})
+		if !ok || states["ledger"].MarkDelete != subsynctest.Pos(1, 7) {
+			t.Fatalf("after ledger joined the scope: %v, %v; want ledger at 1:7", states, ok)
+		}
+		if f.requests(b1) != 2 {
+			t.Errorf("b1 asked %d times, want 2", f.requests(b1))
+		}
+	})
+}
