@@ -138,8 +138,12 @@ const servletLagRefresh = 30 * time.Second
 
 // servletPositions returns the partition's positions from the cluster's
 // positions servlet (servlet.go) when a broker reports the partition
-// (ok), from a poll begun at most half an interval ago, shared with the
-// other partitions. The poll began after the newest snapshot completed:
+// (ok), from a poll shared with the other partitions, as old as the
+// shared stats reading may be on the admin path (maxAge, readingAge:
+// half an interval while snapshots complete or data comes, half of
+// idleFollow at rest, so that idle partitions' follows cost the brokers
+// about a request each idleFollow/2). The poll began after the newest
+// snapshot completed:
 // after this follow began when that snapshot is new since the last one
 // (newSnapshot) or the last one did not use the servlet, so that a
 // position from before an operator's rewind never plans the update of a
@@ -164,7 +168,7 @@ func (s *Sync) servletPositions(ctx context.Context, newSnapshot bool) (map[stri
 	if newSnapshot || !last {
 		after = s.pace.at
 	}
-	states, at, ok := s.Servlet.Positions(ctx, s.Topic, s.Cursor, s.Interval/2, after)
+	states, at, ok := s.Servlet.Positions(ctx, s.Topic, s.Cursor, f.maxAge, after)
 	if !ok {
 		return nil, false
 	}
