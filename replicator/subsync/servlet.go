@@ -85,6 +85,10 @@ type Servlet struct {
 	brokers    []string
 	brokersAt  time.Time
 	views      map[string]*brokerView
+	// wakers are the follows to wake when a poll sees a change on their
+	// partition, by topic (Register).
+	wakers map[string]map[int]func()
+	nextID int
 	// at is when the last poll began (its requests were sent after it).
 	at     time.Time
 	polled bool
@@ -112,7 +116,33 @@ type brokerView struct {
 // before a follow asks (Positions).
 func NewServlet(c ServletConfig) *Servlet {
 	return &Servlet{ServletConfig: c, turn: make(chan struct{}, 1),
-		namespaces: map[string]bool{}, subs: map[string]bool{}, views: map[string]*brokerView{}}
+		namespaces: map[string]bool{}, subs: map[string]bool{}, views: map[string]*brokerView{},
+		wakers: map[string]map[int]func(){}}
+}
+
+// Register has wake called (it must not block) whenever a poll, made for
+// any follow, sees a subscription of topic change: the partition's
+// follow then runs at once instead of at its pace, so a move on a
+// partition with no data and no new snapshot (the acknowledgements that
+// pass the last snapshot, a rewind) is followed within a poll of the
+// busy partitions' follows. The returned func unregisters it.
+func (s *Servlet) Register(topic string, wake func()) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.nextID
+	s.nextID++
+	if s.wakers[topic] == nil {
+		s.wakers[topic] = map[int]func(){}
+	}
+	s.wakers[topic][id] = wake
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.wakers[topic], id)
+		if len(s.wakers[topic]) == 0 {
+			delete(s.wakers, topic)
+		}
+	}
 }
 
 // Watch puts subscriptions named subs on the topics of namespace
@@ -277,6 +307,12 @@ func (s *Servlet) pollBroker(ctx context.Context, broker string, at time.Time, s
 
 	changed, err := v.Poll(ctx)
 
+	var wake []func()
+	defer func() {
+		for _, w := range wake {
+			w()
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -301,12 +337,19 @@ func (s *Servlet) pollBroker(ctx context.Context, broker string, at time.Time, s
 		s.Log.Info("a broker's positions servlet answers again", zap.String("cluster", s.Cluster), zap.String("broker", broker))
 	}
 	b.ok, b.lastErr, b.noServletAt = true, "", time.Time{}
+	woken := map[string]bool{}
 	for _, st := range changed {
 		k := positions.Key{Topic: st.Topic, Subscription: st.Subscription}
 		if st.Gone {
 			delete(b.known, k)
 		} else {
 			b.known[k] = st
+		}
+		if !woken[st.Topic] {
+			woken[st.Topic] = true
+			for _, w := range s.wakers[st.Topic] {
+				wake = append(wake, w)
+			}
 		}
 	}
 }

@@ -364,3 +364,50 @@ func TestServletScopeGrows(t *testing.T) {
 		}
 	})
 }
+
+// TestServletWakes: a poll made for any follow wakes the follows of the
+// partitions whose subscriptions it saw change, and only those; a nudged
+// pacer has its follow due at once.
+func TestServletWakes(t *testing.T) {
+	const b1 = "http://b1:8080"
+	other := "persistent://shop/orders/orders-partition-1"
+	f := newFakeBrokers()
+	f.set(b1, syncTopic, servletCursor, subsynctest.Pos(1, 40))
+	f.set(b1, syncTopic, "billing", subsynctest.Pos(1, 5))
+	f.set(b1, other, servletCursor, subsynctest.Pos(2, 40))
+	f.set(b1, other, "billing", subsynctest.Pos(2, 5))
+	s := newTestServlet(t, f, metrics.New(nil))
+	woken := map[string]int{}
+	var mu sync.Mutex
+	for _, topic := range []string{syncTopic, other} {
+		release := s.Register(topic, func() { mu.Lock(); woken[topic]++; mu.Unlock() })
+		defer release()
+	}
+	ctx := context.Background()
+	s.Positions(ctx, other, servletCursor, 0, time.Now()) // first poll: both appear
+	f.set(b1, syncTopic, "billing", subsynctest.Pos(1, 9))
+	s.Positions(ctx, other, servletCursor, 0, time.Now()) // asked for other, syncTopic moved
+	mu.Lock()
+	got := fmt.Sprint(woken)
+	mu.Unlock()
+	if want := fmt.Sprint(map[string]int{syncTopic: 2, other: 1}); got != want {
+		t.Errorf("woken %s, want %s", got, want)
+	}
+
+	p := pacer{wake: make(chan struct{}, 1)}
+	now := time.Now()
+	p.begin(now, "s1")
+	p.paced(false, time.Second)
+	if p.due(now.Add(time.Millisecond), time.Second, "s1", func() bool { return true }) {
+		t.Fatal("due right after a follow")
+	}
+	p.sleeping.Store(true)
+	p.nudge()
+	if !p.due(now.Add(time.Millisecond), time.Second, "s1", func() bool { return true }) || len(p.wake) != 1 {
+		t.Errorf("a nudge did not make the follow due and wake run")
+	}
+	p.begin(now.Add(time.Millisecond), "s1")
+	if p.due(now.Add(2*time.Millisecond), time.Second, "s1", func() bool { return true }) {
+		t.Error("still due after the nudged follow began")
+	}
+}
