@@ -143,9 +143,9 @@ const servletLagRefresh = 30 * time.Second
 // half an interval while snapshots complete or data comes, half of
 // idleFollow at rest, so that idle partitions' follows cost the brokers
 // about a request each idleFollow/2). The poll began after the newest
-// snapshot completed:
-// after this follow began when that snapshot is new since the last one
-// (newSnapshot) or the last one did not use the servlet, so that a
+// snapshot completed: after this follow began when that snapshot is new
+// since the last one (newSnapshot) or the last one did not use the
+// servlet (a follow that did saw every newer snapshot so), so that a
 // position from before an operator's rewind never plans the update of a
 // snapshot that completed after it (what keptMaySend guards on the
 // admin path). No admin request, and none of the admin path's
