@@ -95,6 +95,8 @@ type Servlet struct {
 	// polledScope is the scope the last poll asked for: a poll of an
 	// older one is not reused.
 	polledScope int
+	// overLimits: the scope went over the servlet's limits (logged once).
+	overLimits bool
 }
 
 // brokerView is one broker's view and what the last poll of it found.
@@ -256,6 +258,11 @@ func (s *Servlet) poll(ctx context.Context, maxAge time.Duration, after time.Tim
 		return errNoScope
 	}
 	if len(s.namespaces) > positions.MaxNamespaces || len(s.subs) > positions.MaxSubscriptions {
+		if !s.overLimits {
+			s.overLimits = true
+			s.Log.Warn("the positions servlet's scope is over its limits: every follow of the cluster reads positions from the admin API",
+				zap.String("cluster", s.Cluster), zap.Int("namespaces", len(s.namespaces)), zap.Int("subscriptions", len(s.subs)))
+		}
 		s.mu.Unlock()
 		return fmt.Errorf("positions: scope of %d namespaces and %d subscriptions is over the servlet's limits", len(s.namespaces), len(s.subs))
 	}
