@@ -47,6 +47,21 @@ const (
 	DefaultStart              = StartEarliest
 	DefaultDataPath           = DataPathEntries
 	DefaultOnRefused          = OnRefusedStop
+	DefaultPositions          = PositionsAdmin
+)
+
+// Values of [Sidecar.Positions]: where subscription sync learns the local
+// subscriptions' positions.
+const (
+	// PositionsAdmin reads them from the admin API (stats readings, and an
+	// internal-stats call per partition that moved), in the cluster's
+	// admin_rate: the default, and what every broker serves.
+	PositionsAdmin = "admin"
+	// PositionsServlet asks each broker of the cluster for all of them at
+	// once, from geo-sidecar's positions servlet (deploy/positions, a
+	// broker plugin); a broker without it (404) keeps the admin path for
+	// its topics.
+	PositionsServlet = "servlet"
 )
 
 // Defaults of sidecar.verify, the continuous verifier, for the keys a
@@ -172,6 +187,10 @@ type Sidecar struct {
 	// nil unless AdminRate was set too, which [Config.Validate] refuses.
 	// Accepted until the next release.
 	AdminBudget *AdminRate `yaml:"admin_budget"`
+	// Positions is [PositionsAdmin] (the default) or [PositionsServlet]:
+	// where subscription sync reads the local subscriptions' positions.
+	// Empty (a Sidecar built in code) is read as PositionsAdmin.
+	Positions string `yaml:"positions"`
 	// adminRateKey is the key AdminRate was read from ("admin_rate" when
 	// empty), so that errors name the key the file holds.
 	adminRateKey string
@@ -597,6 +616,7 @@ func Parse(data []byte) (*Config, error) {
 			HistoryEntries: DefaultHistoryEntries,
 		},
 		AdminRate: AdminRate{RequestsPerSecond: DefaultAdminRate, Burst: DefaultAdminBurst},
+		Positions: DefaultPositions,
 	}}
 	strict := yaml.NewDecoder(bytes.NewReader(data))
 	strict.KnownFields(true)

@@ -88,6 +88,7 @@ func TestParseFull(t *testing.T) {
 			SendBudget:            384 << 20,
 			ReadBackBudget:        24 << 20,
 			Verify:                &Verify{Interval: Duration{10 * time.Second}, MaxMessagesPerSecond: DefaultVerifyRate},
+			Positions:             PositionsServlet,
 		},
 		Clusters: []Cluster{
 			{
@@ -196,6 +197,7 @@ func TestParseDefaults(t *testing.T) {
 		{"snapshot.history_entries", s.Snapshot.HistoryEntries, int64(10000)},
 		{"admin_rate.requests_per_second", s.AdminRate.RequestsPerSecond, 50.0},
 		{"admin_rate.burst", s.AdminRate.Burst, 100},
+		{"positions", s.Positions, PositionsAdmin},
 		{"receive_budget", s.ReceiveBudget, ByteSize(512 << 20)},
 		{"send_budget", s.SendBudget, ByteSize(256 << 20)},
 		{"readback_budget", s.ReadBackBudget, ByteSize(64 << 20)},

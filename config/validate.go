@@ -130,6 +130,9 @@ func (c *Config) validateSidecar(p *problems) {
 	if ar.Burst < 1 || ar.Burst > 100000 {
 		p.add(arKey+".burst", "%d must be from 1 to 100000", ar.Burst)
 	}
+	if s.Positions != PositionsAdmin && s.Positions != PositionsServlet && s.Positions != "" {
+		p.add("sidecar.positions", "%q must be %q or %q", s.Positions, PositionsAdmin, PositionsServlet)
+	}
 	if s.AdminBudget != nil {
 		p.add("sidecar.admin_budget", "the old name of sidecar.admin_rate, which is set too: keep admin_rate only")
 	}

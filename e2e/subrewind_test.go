@@ -135,13 +135,22 @@ func consumeAllCumulative(t *testing.T, c pulsar.Client, topic, sub string) []st
 func TestSubscriptionRewindNotOverridden(t *testing.T) {
 	UseClusters(t, "east", "west")
 	awaitClusters(t, "east", "west")
+	rewindNotOverridden(t, func(replication string) *Sidecar {
+		return StartSidecar(t, []string{"east", "west"}, replication)
+	})
+}
+
+// rewindNotOverridden is TestSubscriptionRewindNotOverridden's scenario,
+// with sidecars started by start (TestServletRewindNotOverridden starts
+// them with sidecar.positions: servlet).
+func rewindNotOverridden(t *testing.T, start func(replication string) *Sidecar) {
 	const sub = "billing"
 	ns := NewNamespace(t, "east", "west")
 	topic := Topic(ns, "ledger")
 	eastC, westC := Client(t, "east"), Client(t, "west")
 	app := subscribeApp(t, eastC, topic, sub, "east-app", pulsar.Failover, true)
-	a := StartSidecar(t, []string{"east", "west"}, oneWay(ns, sub, "east", "west"))
-	StartSidecar(t, []string{"east", "west"}, oneWay(ns, sub, "west", "east"))
+	a := start(oneWay(ns, sub, "east", "west"))
+	start(oneWay(ns, sub, "west", "east"))
 
 	// In step: the application consumed 20 messages on east, west's copy
 	// followed.

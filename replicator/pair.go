@@ -401,8 +401,30 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string, latest
 		remote, releaseRemote := p.pollers.Acquire(p.remote.Name, subsync.NewStatsSource(p.remote.Admin, followPrefix(p.cfg.Sidecar)), topic, partitioned)
 		s.Stats, s.RemoteStats, s.AdminRate = local, remote, p.pollers.AdminRate(p.local.Name)
 		s.Release = func() { releaseLocal(); releaseRemote() }
+		p.useServlet(s)
 	}
 	return s
+}
+
+// useServlet has s take positions from the local cluster's positions
+// servlet (sidecar.positions: servlet), shared by every sync of that
+// cluster in the process: the entry's namespace, its named subscriptions
+// and the pair's cursor (which tells the broker owning the partition)
+// are put in its scope.
+func (p *pair) useServlet(s *subsync.Sync) {
+	if p.cfg.Sidecar.Positions != config.PositionsServlet || p.local.Positions() == nil {
+		return
+	}
+	local := p.local
+	sv := p.pollers.Servlet(local.Name, func() *subsync.Servlet {
+		return subsync.NewServlet(subsync.ServletConfig{
+			Cluster: local.Name, Client: local.Positions(), Brokers: local.Brokers,
+			Every: p.cfg.Sidecar.Snapshot.Interval.Duration / 2,
+			Log:   p.log.Named("positions"), Metrics: p.m,
+		})
+	})
+	sv.Watch(p.rep.Namespace, append(slices.Clone(p.rep.Subscriptions), p.subscription)...)
+	s.Servlet, s.Cursor, s.ServletNamesKnown = sv, p.subscription, len(p.rep.SubscriptionPatterns) == 0
 }
 
 // followPrefix starts the names of the consumers of subscription moves

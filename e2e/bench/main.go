@@ -135,6 +135,7 @@ func main() {
 	var subIdle, subIdleAfter time.Duration
 	var subRate int
 	var subAdminRate float64
+	var subPositions string
 	var subSettle time.Duration
 	var verifySigned bool
 	var subGrowth string
@@ -167,6 +168,7 @@ func main() {
 	flag.BoolVar(&verifySigned, "verify-signed", false, "run the continuous verifier's row with a marker key on both sidecars (signed origins, checked)")
 	flag.DurationVar(&subSettle, "subs-settle", 0, "the subs run's pause after start-up (and after the traffic) before each idle window (default 30s; past 5m the windows see partitions at rest, after their first idle follow)")
 	flag.Float64Var(&subAdminRate, "subs-admin-rate", 0, "the subs run sidecar's admin budget, requests per second per cluster (default: the sidecar's, 50)")
+	flag.StringVar(&subPositions, "subs-positions", "", "the subs run sidecar's sidecar.positions: admin or servlet (default: the sidecar's, admin)")
 	flag.IntVar(&subRate, "subs-rate", 0, "messages per second of the subs run's spread traffic (default 1000, quick 100)")
 	flag.StringVar(&subGrowth, "subs-growth", "", "comma-separated larger topic counts the subs run measures after its row, start-up and idle only (default 2500,5000; \"none\" for none)")
 	flag.StringVar(&svTypesFlag, "subsvs-types", "", "comma-separated application types of the subsvs row, one run each (exclusive,failover,shared; default all)")
@@ -208,6 +210,7 @@ func main() {
 		o.Sizes.Subs.Rate = subRate
 	}
 	o.Sizes.Subs.AdminRate = subAdminRate
+	o.Sizes.Subs.Positions = subPositions
 	if err := parseLists(&o.Sizes, subGrowth, svTypesFlag, drainShapes); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(2)

@@ -60,6 +60,9 @@ type subsSizes struct {
 	// sidecar.admin_rate.requests_per_second (else its default): what
 	// the follow latency under traffic gets for more admin requests.
 	AdminRate float64
+	// Positions, when set, is the sidecar's sidecar.positions (admin or
+	// servlet; else its default, admin).
+	Positions string
 }
 
 // Where the row works. A tenant of its own, not the run's, so that a run
@@ -143,6 +146,9 @@ type subsResult struct {
 	// AdminRate is the sidecar's admin budget when the run set one
 	// (-subs-admin-rate), else 0 (the default).
 	AdminRate float64
+	// Positions is the sidecar's sidecar.positions when the run set one
+	// (-subs-positions).
+	Positions string
 	Reused    int           // topics found on both clusters from an earlier run
 	Setup     time.Duration // topics and subscriptions created
 	Ready     time.Duration // process start to /readyz
@@ -185,7 +191,7 @@ func (e *env) subs(n int, startOnly bool) (*subsResult, error) {
 
 func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	z := e.o.Sizes.Subs
-	res := &subsResult{Topics: n, StartOnly: startOnly, AdminRate: e.o.Sizes.Subs.AdminRate}
+	res := &subsResult{Topics: n, StartOnly: startOnly, AdminRate: e.o.Sizes.Subs.AdminRate, Positions: e.o.Sizes.Subs.Positions}
 	t0 := time.Now()
 	reused, err := e.subsSetup(n)
 	if err != nil {
@@ -322,7 +328,11 @@ func (e *env) subsStart(prox map[string]*countingProxy) (*sidecar, error) {
 	if err := os.WriteFile(keyFile, []byte("bench-marker-key-0123456789abcdef"), 0o600); err != nil {
 		return nil, err
 	}
-	sc, err := e.startSidecar(e.o.Binary, "subs", listen, subsConfig(listen, keyFile, e.subsNS(), e.o.Sizes.Subs.AdminRate, prox))
+	cfg := subsConfig(listen, keyFile, e.subsNS(), e.o.Sizes.Subs.AdminRate, prox)
+	if p := e.o.Sizes.Subs.Positions; p != "" {
+		cfg = strings.Replace(cfg, "sidecar:\n", "sidecar:\n  positions: "+p+"\n", 1)
+	}
+	sc, err := e.startSidecar(e.o.Binary, "subs", listen, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -1066,6 +1076,9 @@ func (s *subsResult) markdown() string {
 	settings := "default settings: 30 s discovery, 1 s snapshots"
 	if s.AdminRate > 0 {
 		settings += fmt.Sprintf("; admin budget %g requests/s per cluster (default 50)", s.AdminRate)
+	}
+	if s.Positions != "" {
+		settings += "; sidecar.positions: " + s.Positions
 	}
 	fmt.Fprintf(&b, "\nScale with replicated subscriptions: one sidecar replicating %s non-partitioned topics east↔west (%s partitions per direction), one replicated subscription each, acknowledged by an application on east (%s):\n\n",
 		num(float64(s.Topics)), num(float64(s.Topics)), settings)

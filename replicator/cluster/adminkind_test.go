@@ -29,6 +29,8 @@ func TestAdminKind(t *testing.T) {
 		{http.MethodGet, "/admin/v2/namespaces/t/ns/retention", "namespace"},
 		{http.MethodGet, "/admin/v2/persistent/t/ns/orders/whatever/else", "other"},
 		{http.MethodGet, "/admin/v2/brokers/health", "other"},
+		{http.MethodGet, "/admin/v2/brokers", "brokers"},
+		{http.MethodGet, "/geo-sidecar/positions", "positions"},
 		{http.MethodGet, "/", "other"},
 	} {
 		if got := AdminKind(tt.method, tt.path); got != tt.want {

@@ -19,6 +19,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -33,6 +34,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster/positions"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
@@ -53,6 +55,7 @@ type Clients struct {
 	// Control is Admin as discovery and subscription sync use it.
 	Control ControlPlane
 	admin   *adminTransport // Admin's transport
+	web     *http.Client    // over admin, for requests pulsaradmin has no call for
 
 	// Config and Log are the cluster's, for the entry path's binary-
 	// protocol client, built on first use (WireClient).
@@ -122,7 +125,38 @@ func Dial(c config.Cluster, log *zap.Logger, ev SecurityEvents) (*Clients, error
 		return nil, fmt.Errorf("cluster %s: admin client: %w", c.Name, err)
 	}
 	web := &http.Client{Transport: rt, Timeout: pulsaradminpkg.DefaultHTTPTimeOutDuration}
-	return &Clients{Name: c.Name, Client: client, Admin: NewAdminClient(admin, web, c.AdminURL), Control: pulsarControl{a: admin, lists: topicLister{web: web, base: strings.TrimRight(c.AdminURL, "/")}}, Config: c, watch: w, Log: log, admin: rt}, nil
+	return &Clients{Name: c.Name, Client: client, Admin: NewAdminClient(admin, web, c.AdminURL), Control: pulsarControl{a: admin, lists: topicLister{web: web, base: strings.TrimRight(c.AdminURL, "/")}}, Config: c, watch: w, Log: log, admin: rt, web: web}, nil
+}
+
+// Positions is the cluster's client of the brokers' positions servlet
+// (sidecar.positions: servlet), over the admin transport: the same TLS
+// settings, credentials, refusal reports and request counting
+// (admin_requests_total kind "positions") as the admin calls it
+// replaces. Nil for Clients not built by Dial.
+func (c *Clients) Positions() *positions.Client {
+	if c.web == nil {
+		return nil
+	}
+	return positions.New(c.web)
+}
+
+// Brokers returns the web service URLs of the cluster's active brokers
+// (GET /admin/v2/brokers: "host:port" each), with the admin URL's
+// scheme.
+func (c *Clients) Brokers(ctx context.Context) ([]string, error) {
+	ids, err := c.Admin.Brokers().GetListActiveBrokersWithContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: list the active brokers: %w", c.Name, err)
+	}
+	scheme := "http"
+	if strings.HasPrefix(c.Config.AdminURL, "https://") {
+		scheme = "https"
+	}
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, scheme+"://"+id)
+	}
+	return out, nil
 }
 
 // CountAdmin counts this cluster's admin calls in m, and its links'

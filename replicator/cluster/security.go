@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/config"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster/positions"
 )
 
 // Security events. Each is logged once when a condition starts and once
@@ -512,6 +513,12 @@ func AdminKind(method, path string) string {
 	}
 	if strings.HasPrefix(p, "namespaces/") {
 		return "namespace"
+	}
+	switch {
+	case p == "brokers" && method == http.MethodGet:
+		return "brokers"
+	case path == positions.Path:
+		return "positions"
 	}
 	return "other"
 }

@@ -74,6 +74,8 @@ type Metrics struct {
 	SubscriptionLag        *prometheus.GaugeVec
 	SubscriptionLagSeconds *prometheus.GaugeVec
 	AdminBudgetWaiting     *prometheus.GaugeVec
+	PositionsBrokers       *prometheus.GaugeVec
+	PositionsFromServlet   *prometheus.CounterVec
 
 	// lag combines the partitions' subscription lags into their topic's
 	// series: every partition's sync reports its own.
@@ -162,7 +164,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.UpdatesSent = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "subscription_updates_sent_total", Help: "Subscription updates written for a remote."}, pair)
 	m.AdminRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
-		Name: "admin_requests_total", Help: "Calls to a cluster's admin API (discovery, stats, subscription sync, the read-back of copies), by kind (list-topics, topic-metadata, create-topic, grow-topic, stats, partitioned-stats, internal-stats, reset-cursor, create-subscription, list-subscriptions, last-message-id, read-message, namespace, other)."}, []string{"cluster", "kind"})
+		Name: "admin_requests_total", Help: "Calls to a cluster's admin API (discovery, stats, subscription sync, the read-back of copies), by kind (list-topics, topic-metadata, create-topic, grow-topic, stats, partitioned-stats, internal-stats, reset-cursor, create-subscription, list-subscriptions, last-message-id, read-message, namespace, brokers, positions: the positions servlet, other)."}, []string{"cluster", "kind"})
 	m.PositionsProven = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "positions_proven_total", Help: "Follows of a partition whose tracked subscriptions the topic's stats reading proved at or past the newest snapshot, so that their positions were not read (an internal-stats call saved)."}, []string{"cluster"})
 	m.HistoryEntriesRead = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
@@ -178,7 +180,12 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "subscription_lag_seconds", Help: "Age of the snapshot behind the remote copy of a subscription, while it trails the local one; the oldest over the topic's partitions."}, sub)
 	m.AdminBudgetWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 		Name: "admin_budget_waiting", Help: "Subscription-sync admin requests waiting for a token of the cluster's admin budget (sidecar.admin_rate); always above 0 means follows run late."}, []string{"cluster"})
+	m.PositionsBrokers = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
+		Name: "positions_brokers", Help: "With sidecar.positions: servlet, a cluster's brokers by where the follows of their topics learn positions (servlet: the positions servlet answered; admin: it answered 404, or its last request failed)."}, []string{"cluster", "source"})
+	m.PositionsFromServlet = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "positions_from_servlet_total", Help: "Follows of a partition whose positions came from the brokers' positions servlet (no admin read)."}, []string{"cluster"})
 	if reg != nil {
+		reg.MustRegister(m.PositionsBrokers, m.PositionsFromServlet)
 		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsUnproven,
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused, m.PairProblems,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,

@@ -31,7 +31,15 @@ func (s *Sync) lagAged() { s.lags.aged(s.gauges()) }
 // follow's stats reading, and on the remote, from the remote's shared
 // reading; each read by itself when there is none.
 func (s *Sync) backlogs(ctx context.Context, prio float64) (local, remote map[string]int64, err error) {
-	if s.fl.reading != nil {
+	if s.fl.servlet && s.Stats != nil {
+		// The topic's shared reading (positions came from the servlet,
+		// with no reading of this follow's own).
+		r, err := s.Stats.Read(ctx, max(s.fl.maxAge, lagRemoteAge), s.aged(prio))
+		if err != nil {
+			return nil, nil, fmt.Errorf("local backlogs: %w", err)
+		}
+		local = backlogsOf(r.Partitions[s.Topic])
+	} else if s.fl.reading != nil {
 		local = backlogsOf(s.fl.reading)
 	} else {
 		if err := s.AdminRate.Take(ctx, s.aged(prio)); err != nil {

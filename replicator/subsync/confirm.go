@@ -52,7 +52,7 @@ func (s *Sync) awaitingConfirmation(sub string) bool {
 	switch {
 	case !ok:
 		return false
-	case !f.freshRead || s.pace.at.Sub(p.at) < s.Interval:
+	case !f.freshRead || f.readSent.Sub(p.at) < s.Interval:
 		return true
 	}
 	delete(f.unconfirmed, sub)
@@ -70,7 +70,7 @@ func (s *Sync) suspect(sub string, md marker.Position, prev map[string]marker.Po
 	if f.unconfirmed == nil {
 		f.unconfirmed = map[string]unconfirmedPos{}
 	}
-	f.unconfirmed[sub] = unconfirmedPos{md: md, at: s.pace.at}
+	f.unconfirmed[sub] = unconfirmedPos{md: md, at: f.readSent}
 	s.Log.Debug("a subscription's new position waits for a confirming read before an update",
 		zap.String("subscription", sub), zap.Stringer("mark_delete", md))
 	return true

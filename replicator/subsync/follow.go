@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster/positions"
 )
 
 // follow reads the tracked subscriptions' mark-delete positions on the
@@ -33,16 +34,20 @@ func (s *Sync) follow(ctx context.Context) error {
 	changed, prevAt := s.pace.begin(time.Now(), newest.ID)
 	f.prio, f.maxAge = s.priority(), min(s.readingAge(changed, hadData), s.pace.at.Sub(prevAt))
 	f.dataSinceRead = f.dataSinceRead || hadData
-	if s.resting(changed) {
+	f.readSent = s.pace.at
+	mds, fromServlet := s.servletPositions(ctx, changed)
+	if !fromServlet && s.resting(changed) {
 		s.pace.rest()
 		s.lagAged()
 		return nil
 	}
 	prevMDs := f.mds
-	mds, err := s.positions(ctx, f.prio)
-	if err != nil {
-		s.pace.retry(s.Interval)
-		return fmt.Errorf("local mark-delete positions: %w", err)
+	if !fromServlet {
+		var err error
+		if mds, err = s.positions(ctx, f.prio); err != nil {
+			s.pace.retry(s.Interval)
+			return fmt.Errorf("local mark-delete positions: %w", err)
+		}
 	}
 	s.pace.behind = false
 	for name, md := range mds {
@@ -112,11 +117,81 @@ func (s *Sync) follow(ctx context.Context) error {
 		s.Machine.Prune(*slowest)
 	}
 	s.useless.Store(!s.snapshotUseful(mds))
+	if fromServlet && s.lags.freshWithin(s.pace.at, servletLagRefresh) {
+		s.lagAged() // the lag costs a stats request; positions cost none
+		return nil
+	}
 	if !changed && !hadData && s.lags.fresh(s.pace.at) {
 		s.lagAged() // the backlogs did not move here
 		return nil
 	}
 	return s.lag(ctx)
+}
+
+// servletLagRefresh is how often a follow whose positions come from the
+// positions servlet reads the lag (a shared stats reading of the topic):
+// under traffic every follow read it, and at 1,000 busy topics those
+// readings alone would fill the cluster's admin rate the servlet frees.
+// The lag gauges and the follow's priority in the budget lag by as
+// much; no position depends on them.
+const servletLagRefresh = 30 * time.Second
+
+// servletPositions returns the partition's positions from the cluster's
+// positions servlet (servlet.go) when a broker reports the partition
+// (ok), from a poll shared with the other partitions, as old as the
+// shared stats reading may be on the admin path (maxAge, readingAge:
+// half an interval while snapshots complete or data comes, half of
+// idleFollow at rest, so that idle partitions' follows cost the brokers
+// about a request each idleFollow/2). The poll began after the newest
+// snapshot completed: after this follow began when that snapshot is new
+// since the last one (newSnapshot) or the last one did not use the
+// servlet (a follow that did saw every newer snapshot so), so that a
+// position from before an operator's rewind never plans the update of a
+// snapshot that completed after it (what keptMaySend guards on the
+// admin path). No admin request, and none of the admin path's
+// stats-reading heuristics (resting, keptMaySend, reached, ourMove). A
+// state there is the broker's in-memory cursor, as internalStats reads
+// it (docs/design/subscription-follow.md §12.3), so it is used as a
+// position read is: the echo rule and the confirming read (its poll an
+// interval later) apply. Without ServletNamesKnown, positions are read
+// from the admin API every idleFollow (readPositionsNow puts the names
+// found in the servlet's scope). ok is false without a Servlet, or when
+// no broker reports the partition: the admin path follows it.
+func (s *Sync) servletPositions(ctx context.Context, newSnapshot bool) (map[string]marker.Position, bool) {
+	f := &s.fl
+	last := f.servlet
+	f.servlet = false
+	if s.Servlet == nil || (!s.ServletNamesKnown && (f.mds == nil || s.pace.at.Sub(f.readAt) >= idleFollow)) {
+		return nil, false
+	}
+	var after time.Time
+	if newSnapshot || !last {
+		after = s.pace.at
+	}
+	states, at, ok := s.Servlet.Positions(ctx, s.Topic, s.Cursor, f.maxAge, after)
+	if !ok {
+		return nil, false
+	}
+	mds := make(map[string]marker.Position, len(states))
+	acked := make(map[string][]positions.Range, len(states))
+	for name, st := range states {
+		mds[name] = st.MarkDelete
+		if len(st.Acked) > 0 {
+			acked[name] = st.Acked
+		}
+	}
+	// What the admin path's heuristics keep is void: a later follow by
+	// the admin path (the broker lost its servlet) reads first.
+	f.reading, f.seen, f.seenAt = nil, nil, time.Time{}
+	f.freshRead, f.readSent, f.waitingSince = true, at, time.Time{}
+	f.servlet, f.acked = true, acked
+	f.dataSinceRead = false
+	f.readNewest = ""
+	if newest, ok := s.Machine.Newest(); ok {
+		f.readNewest = newest.ID
+	}
+	s.Metrics.PositionsFromServlet.WithLabelValues(s.Local).Inc()
+	return mds, true
 }
 
 // readingAge is how old a shared stats reading a follow may use (never
@@ -313,6 +388,16 @@ func (s *Sync) readPositionsNow(ctx context.Context, prio float64) (map[string]m
 	mds, err := s.readPositions(ctx, prio)
 	if err != nil {
 		return nil, err
+	}
+	if s.Servlet != nil {
+		// The names found, in the servlet's scope for the next polls.
+		var names []string
+		for name := range mds {
+			if s.Tracked(name) {
+				names = append(names, name)
+			}
+		}
+		s.Servlet.Watch(TopicNamespace(s.Topic), names...)
 	}
 	f.waitingSince = time.Time{}
 	f.freshRead = true

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster/positions"
 )
 
 type followState struct {
@@ -40,13 +41,22 @@ type followState struct {
 	// freshRead: this follow's positions were read by it (not kept from
 	// an earlier read, nor proven from a stats reading).
 	freshRead bool
+	// readSent is when the positions of this follow were asked for: the
+	// follow's start for an admin read (or positions kept), the poll's
+	// for the servlet's (confirm.go).
+	readSent time.Time
+	// servlet: this follow's positions came from the positions servlet
+	// (servletPositions); acked are their individually acknowledged
+	// ranges, kept for a later use (issue 39).
+	servlet bool
+	acked   map[string][]positions.Range
 	// unconfirmed holds the positions that would have sent an update but
 	// are not trusted yet (confirm.go).
 	unconfirmed map[string]unconfirmedPos
 }
 
 // unconfirmedPos is a position waiting for its confirming read, and when
-// the follow that read it began (before its read was sent).
+// its read was asked for (followState.readSent).
 type unconfirmedPos struct {
 	md marker.Position // for the log and for debugging
 	at time.Time

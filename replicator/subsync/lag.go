@@ -73,8 +73,12 @@ func (l *lagReport) sentUpdate(sub string, snap snapshot.Snapshot) {
 
 // fresh reports whether the last complete reading is recent enough at
 // `at` to stand when nothing moved on the partition (lagRefresh).
-func (l *lagReport) fresh(at time.Time) bool {
-	return !l.at.IsZero() && at.Sub(l.at) < lagRefresh
+func (l *lagReport) fresh(at time.Time) bool { return l.freshWithin(at, lagRefresh) }
+
+// freshWithin reports whether the last complete reading is younger than
+// d at `at`.
+func (l *lagReport) freshWithin(at time.Time, d time.Duration) bool {
+	return !l.at.IsZero() && at.Sub(l.at) < d
 }
 
 // report sets the gauges of the tracked subscriptions of local from the

@@ -142,9 +142,10 @@ type Pollers struct {
 	// waiting, if set, receives each cluster's number of waiters.
 	waiting func(cluster string, n int)
 
-	mu      sync.Mutex
-	budgets map[string]*AdminRate
-	pollers map[string]*pollerRef
+	mu       sync.Mutex
+	budgets  map[string]*AdminRate
+	pollers  map[string]*pollerRef
+	servlets map[string]*Servlet
 }
 
 type pollerRef struct {
@@ -180,6 +181,26 @@ func (ps *Pollers) budgetLocked(cluster string) *AdminRate {
 		ps.budgets[cluster] = b
 	}
 	return b
+}
+
+// Servlet returns cluster's positions servlet follower (servlet.go),
+// built by mk on first use: one per cluster, shared by the syncs of all
+// its partitions. Nil for a nil registry.
+func (ps *Pollers) Servlet(cluster string, mk func() *Servlet) *Servlet {
+	if ps == nil {
+		return nil
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	s, ok := ps.servlets[cluster]
+	if !ok {
+		if ps.servlets == nil {
+			ps.servlets = map[string]*Servlet{}
+		}
+		s = mk()
+		ps.servlets[cluster] = s
+	}
+	return s
 }
 
 // Acquire returns the poller of topic on cluster (built over src on first

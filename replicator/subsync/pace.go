@@ -63,6 +63,10 @@ type pacer struct {
 	// while run sleeps longer than a tick.
 	wake     chan struct{}
 	sleeping atomic.Bool
+	// nudged is set by the positions servlet's follower when a poll saw
+	// a tracked subscription of the partition change (Sync.nudge): the
+	// next follow is due at once.
+	nudged atomic.Bool
 }
 
 // due reports whether follow runs at now, the newest snapshot being
@@ -73,6 +77,8 @@ func (p *pacer) due(now time.Time, interval time.Duration, newest string, idle f
 	}
 	since := now.Sub(p.at)
 	switch {
+	case p.nudged.Load():
+		return true
 	case !p.soon.IsZero() && !now.Before(p.soon):
 		return true
 	case since < min(p.every, interval/2) && newest == p.newestID:
@@ -90,7 +96,7 @@ func (p *pacer) due(now time.Time, interval time.Duration, newest string, idle f
 // in is how long until due turns true if nothing happens meanwhile (no
 // data, no new snapshot: those poke run).
 func (p *pacer) in(now time.Time, interval time.Duration, newest string, idle func() bool) time.Duration {
-	if !p.once {
+	if !p.once || p.nudged.Load() {
 		return 0
 	}
 	d := p.at.Add(idleFollow).Sub(now)
@@ -112,6 +118,7 @@ func (p *pacer) in(now time.Time, interval time.Duration, newest string, idle fu
 func (p *pacer) begin(now time.Time, newest string) (changed bool, prev time.Time) {
 	changed = !p.once || newest != p.newestID
 	prev = p.at
+	p.nudged.Store(false)
 	p.once, p.at, p.newestID, p.soon = true, now, newest, time.Time{}
 	return changed, prev
 }
@@ -147,6 +154,12 @@ func (p *pacer) by(t time.Time) {
 func (p *pacer) data() {
 	p.dataSeen.Store(true)
 	p.dataCount.Add(1)
+}
+
+// nudge has the next follow come at once, waking run if it sleeps.
+func (p *pacer) nudge() {
+	p.nudged.Store(true)
+	p.poke()
 }
 
 // poke wakes run if it sleeps: the machine has something to do (data

@@ -24,6 +24,9 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 	if s.Release != nil {
 		defer s.Release()
 	}
+	if s.Servlet != nil {
+		defer s.Servlet.Register(s.Topic, s.pace.nudge)()
+	}
 	// First of the deferred calls to run: an update being applied uses the
 	// admin clients, the pollers and the metrics released above.
 	defer s.stopApplying()

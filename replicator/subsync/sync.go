@@ -94,6 +94,18 @@ type Config struct {
 	// follow reads positions (LocalAdmin.MarkDeletes) and the lag reads
 	// both backlogs (LocalAdmin, RemoteAdmin).
 	Stats, RemoteStats *Poller
+	// Servlet, if set, is this cluster's positions servlet follower
+	// (servlet.go, sidecar.positions: servlet): a follow takes the
+	// partition's positions from it when a broker reports the partition,
+	// with no admin request. Cursor is the pair's own replication cursor
+	// on the partition, in the servlet's scope: a broker that lists it
+	// has the partition. ServletNamesKnown: every tracked subscription's
+	// name is in the servlet's scope (the entry names them, no patterns);
+	// otherwise positions are also read from the admin API every
+	// idleFollow, which puts new names in scope.
+	Servlet           *Servlet
+	Cursor            string
+	ServletNamesKnown bool
 	// AdminRate is this cluster's admin request rate (sidecar.admin_rate), shared by its syncs
 	// (adminrate.go); nil: unbounded.
 	AdminRate *AdminRate

@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+)
+
+// The follow with sidecar.positions: servlet on east and west, whose
+// brokers load the positions servlet (cluster.sh positions_servlet): the
+// local subscriptions' positions come from one request per broker,
+// shared by every partition of the cluster, instead of a position read
+// (internal stats) per partition.
+
+// startServletSidecar starts a sidecar on east and west with
+// sidecar.positions: servlet.
+func startServletSidecar(t *testing.T, replication string) *Sidecar {
+	t.Helper()
+	requireServlet(t, "east", "west")
+	listen := FreeAddr(t)
+	cfg := strings.Replace(Config(listen, []string{"east", "west"}, replication), "sidecar:\n", "sidecar:\n  positions: servlet\n", 1)
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return StartSidecarFile(t, path, listen)
+}
+
+// requireServlet fails t unless the named clusters' brokers answer the
+// positions servlet.
+func requireServlet(t *testing.T, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		resp, err := http.Get(Get(n).AdminURL + "/geo-sidecar/positions?namespace=public/default&subscription=probe")
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s's broker has no positions servlet (%d): restart it with this cluster.sh (cluster.sh up %s restarts a cluster whose settings changed)", n, resp.StatusCode, n)
+		}
+	}
+}
+
+// adminCounts are a sidecar's admin requests to cluster, by kind.
+func adminCounts(s *Sidecar, cluster string) map[string]float64 {
+	out := map[string]float64{}
+	for _, kind := range []string{"internal-stats", "stats", "partitioned-stats", "positions", "brokers", "reset-cursor", "list-subscriptions", "other"} {
+		out[kind] = s.Metric("geo_sidecar_admin_requests_total", `cluster="`+cluster+`"`, `kind="`+kind+`"`)
+	}
+	return out
+}
+
+func countsSince(now, before map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range now {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// TestServletFollowAcknowledged: an application acknowledges on east, on
+// a topic of 4 partitions; west's copy follows to the end, while the
+// east→west sidecar learns east's positions from the servlet: no
+// internal-stats request to east once the follow runs (the admin path
+// made one per partition that moved, each round), and its follows count
+// in positions_from_servlet_total.
+func TestServletFollowAcknowledged(t *testing.T) {
+	UseClusters(t, "east", "west")
+	awaitClusters(t, "east", "west")
+	const sub, parts = "billing", 4
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "orders")
+	CreatePartitioned(t, topic, parts, "east", "west")
+	eastC, westC := Client(t, "east"), Client(t, "west")
+	app := subscribeApp(t, eastC, topic, sub, "east-app", pulsar.Shared, true)
+	a := startServletSidecar(t, oneWay(ns, sub, "east", "west"))
+	b := startServletSidecar(t, oneWay(ns, sub, "west", "east"))
+
+	inStep := func(n int64) func() error {
+		return func() error {
+			app.mu.Lock()
+			got := app.got
+			app.mu.Unlock()
+			if int64(got) < n {
+				return fmt.Errorf("east's application got %d of %d", got, n)
+			}
+			w := countTail(t, westC, "west", topic, parts, sub)
+			if w.data < n || w.dataAfter != 0 {
+				return fmt.Errorf("west: %d of %d copied, its %s would deliver %d again", w.data, n, sub, w.dataAfter)
+			}
+			return nil
+		}
+	}
+	ProduceN(t, eastC, topic, "a", 200)
+	Eventually(t, 90*time.Second, inStep(200))
+
+	aEast, bWest := adminCounts(a, "east"), adminCounts(b, "west")
+	fromServlet := a.Metric("geo_sidecar_positions_from_servlet_total")
+	start := time.Now()
+	ProduceN(t, eastC, topic, "b", 400)
+	Eventually(t, 90*time.Second, inStep(600))
+	took := time.Since(start)
+	aDelta, bDelta := countsSince(adminCounts(a, "east"), aEast), countsSince(adminCounts(b, "west"), bWest)
+	t.Logf("400 messages over %d partitions followed in %s; A's admin requests to east: %v; B's to west: %v; follows from the servlet: %v",
+		parts, took.Round(time.Millisecond), aDelta, bDelta, a.Metric("geo_sidecar_positions_from_servlet_total")-fromServlet)
+	if aDelta["internal-stats"] != 0 {
+		t.Errorf("A read east's positions %v times from the admin API (internal stats) while the servlet reported them", aDelta["internal-stats"])
+	}
+	if a.Metric("geo_sidecar_positions_from_servlet_total") <= fromServlet {
+		t.Error("no follow took its positions from the servlet")
+	}
+	if got := a.Metric("geo_sidecar_positions_brokers", `cluster="east"`, `source="servlet"`); got != 1 {
+		t.Errorf("positions_brokers{cluster=east,source=servlet} = %v, want 1", got)
+	}
+}
+
+// TestServletRewindNotOverridden: TestSubscriptionRewindNotOverridden's
+// operator rewind on east, with both sidecars taking positions from the
+// servlet: the rewind is not overridden, and west's copy still delivers
+// the range the operator rewound to after a failover.
+func TestServletRewindNotOverridden(t *testing.T) {
+	UseClusters(t, "east", "west")
+	awaitClusters(t, "east", "west")
+	rewindNotOverridden(t, func(replication string) *Sidecar { return startServletSidecar(t, replication) })
+}

@@ -1,0 +1,413 @@
+package subsync
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster/positions"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
+	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
+	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
+)
+
+// The positions servlet's side of the follow (servlet.go): the brokers'
+// servlet faked in memory behind positions.Client's Doer.
+
+const servletCursor = "geo.west"
+
+// fakeBrokers is a cluster's brokers as the servlet shows them: each
+// broker's subscriptions (by topic, then name) and whether it runs the
+// servlet. Every answer is full (the servlet's first answer's form),
+// which View turns into changes.
+type fakeBrokers struct {
+	mu       sync.Mutex
+	subs     map[string]map[string]map[string]marker.Position // broker, topic, sub
+	acked    map[positions.Key][]positions.Range
+	noPlugin map[string]bool
+	asked    map[string]int // requests per broker
+	seq      int64
+}
+
+func newFakeBrokers() *fakeBrokers {
+	return &fakeBrokers{subs: map[string]map[string]map[string]marker.Position{}, acked: map[positions.Key][]positions.Range{},
+		noPlugin: map[string]bool{}, asked: map[string]int{}}
+}
+
+// set puts sub of topic on broker at md.
+func (f *fakeBrokers) set(broker, topic, sub string, md marker.Position) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.subs[broker] == nil {
+		f.subs[broker] = map[string]map[string]marker.Position{}
+	}
+	if f.subs[broker][topic] == nil {
+		f.subs[broker][topic] = map[string]marker.Position{}
+	}
+	f.subs[broker][topic][sub] = md
+}
+
+func (f *fakeBrokers) requests(broker string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.asked[broker]
+}
+
+func (f *fakeBrokers) list(context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for b := range f.subs {
+		out = append(out, b)
+	}
+	for b := range f.noPlugin {
+		out = append(out, b)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (f *fakeBrokers) Do(req *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	broker := req.URL.Scheme + "://" + req.URL.Host
+	f.asked[broker]++
+	if f.noPlugin[broker] {
+		return &http.Response{StatusCode: http.StatusNotFound, Body: io.NopCloser(strings.NewReader("not found"))}, nil
+	}
+	q := req.URL.Query()
+	f.seq++
+	type item struct {
+		Topic        string    `json:"topic"`
+		Subscription string    `json:"subscription"`
+		Seq          int64     `json:"seq"`
+		MarkDelete   []int64   `json:"markDelete"`
+		Acked        [][]int64 `json:"acked"`
+	}
+	items := []item{}
+	for topic, subs := range f.subs[broker] {
+		if !slices.Contains(q["namespace"], TopicNamespace(topic)) {
+			continue
+		}
+		for sub, md := range subs {
+			if !slices.Contains(q["subscription"], sub) {
+				continue
+			}
+			acked := [][]int64{}
+			for _, r := range f.acked[positions.Key{Topic: topic, Subscription: sub}] {
+				acked = append(acked, []int64{r.From.Ledger, r.From.Entry, r.To.Ledger, r.To.Entry})
+			}
+			items = append(items, item{topic, sub, f.seq, []int64{md.Ledger, md.Entry}, acked})
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"v": 1, "epoch": "e1", "seq": f.seq, "full": true, "subscriptions": items})
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader(string(body)))}, nil
+}
+
+func newTestServlet(t *testing.T, f *fakeBrokers, m *metrics.Metrics) *Servlet {
+	s := NewServlet(ServletConfig{Cluster: "east", Client: positions.New(f), Brokers: f.list,
+		Every: 100 * time.Millisecond, Log: zaptest.NewLogger(t), Metrics: m})
+	s.Watch("shop/orders", "billing", "audit", servletCursor)
+	return s
+}
+
+// TestServletPositions: a partition is reported by the broker that lists
+// the pair's cursor on it, with its subscriptions in scope; one on a
+// broker without the servlet (404), or on none, is not (the admin path
+// follows it). Follows asking within Every share one request per broker,
+// however many ask at once.
+func TestServletPositions(t *testing.T) {
+	const b1, b2 = "http://b1:8080", "http://b2:8080"
+	onB2 := "persistent://shop/orders/orders-partition-1"
+	f := newFakeBrokers()
+	f.set(b1, syncTopic, servletCursor, subsynctest.Pos(1, 40))
+	f.set(b1, syncTopic, "billing", subsynctest.Pos(1, 12))
+	f.set(b1, syncTopic, "adhoc", subsynctest.Pos(1, 3)) // not in scope
+	f.set(b1, "persistent://shop/orders/bare", "billing", subsynctest.Pos(2, 1))
+	f.noPlugin[b2] = true
+	m := metrics.New(nil)
+	s := newTestServlet(t, f, m)
+	ctx := context.Background()
+
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() { s.Positions(ctx, syncTopic, servletCursor, time.Minute, time.Time{}) })
+	}
+	wg.Wait()
+	if f.requests(b1) != 1 || f.requests(b2) != 1 {
+		t.Fatalf("requests b1 %d, b2 %d; want one each for 20 follows", f.requests(b1), f.requests(b2))
+	}
+
+	tests := []struct {
+		name  string
+		topic string
+		want  map[string]marker.Position // nil: not reported
+	}{
+		{"on b1", syncTopic, map[string]marker.Position{"billing": subsynctest.Pos(1, 12)}},
+		{"on b1 without the cursor", "persistent://shop/orders/bare", nil},
+		{"on b2 (no servlet)", onB2, nil},
+		{"nowhere", "persistent://shop/orders/gone", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			states, at, ok := s.Positions(ctx, tt.topic, servletCursor, time.Minute, time.Time{})
+			if ok != (tt.want != nil) {
+				t.Fatalf("ok = %v, want %v", ok, tt.want != nil)
+			}
+			if !ok {
+				return
+			}
+			if at.IsZero() {
+				t.Error("no poll time")
+			}
+			got := map[string]marker.Position{}
+			for name, st := range states {
+				got[name] = st.MarkDelete
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("positions %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if f.requests(b1) != 1 {
+		t.Errorf("b1 asked %d times within maxAge, want 1", f.requests(b1))
+	}
+	if got := metricstest.Gauge(m.PositionsBrokers, "east", "servlet"); got != 1 {
+		t.Errorf("positions_brokers{servlet} = %v, want 1", got)
+	}
+	if got := metricstest.Gauge(m.PositionsBrokers, "east", "admin"); got != 1 {
+		t.Errorf("positions_brokers{admin} = %v, want 1", got)
+	}
+
+	// A change, seen by the next poll once maxAge passed; b2 is not asked
+	// again before noServletRetry.
+	f.set(b1, syncTopic, "billing", subsynctest.Pos(1, 5))
+	time.Sleep(150 * time.Millisecond)
+	states, _, ok := s.Positions(ctx, syncTopic, servletCursor, 0, time.Time{})
+	if !ok || states["billing"].MarkDelete != subsynctest.Pos(1, 5) {
+		t.Errorf("after a rewind: %v, %v; want billing at 1:5", states, ok)
+	}
+	if f.requests(b1) != 2 || f.requests(b2) != 1 {
+		t.Errorf("requests b1 %d, b2 %d; want 2 and 1", f.requests(b1), f.requests(b2))
+	}
+}
+
+// newServletRig is a sync rig whose positions come from a servlet on one
+// broker, b1, which has the partition.
+func newServletRig(t *testing.T) (*syncRig, *fakeBrokers) {
+	r := newSyncRig(t, rigConfig{})
+	f := newFakeBrokers()
+	f.set("http://b1:8080", syncTopic, servletCursor, subsynctest.Pos(1, 99))
+	r.s.Servlet = newTestServlet(t, f, r.m)
+	r.s.Cursor, r.s.ServletNamesKnown = servletCursor, true
+	return r, f
+}
+
+// TestFollowFromServlet: with the servlet reporting the partition, a
+// follow sends updates from its positions with no position read from the
+// admin API; a rewind there is seen at the next poll, and a snapshot
+// completing behind the position before the rewind sends no update past
+// it (the stale position the admin path's heuristics guarded against).
+// A partition the servlet stops reporting is followed by the admin path.
+func TestFollowFromServlet(t *testing.T) {
+	const b1 = "http://b1:8080"
+	r, f := newServletRig(t)
+	ctx := context.Background()
+	cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
+	f.set(b1, syncTopic, "billing", subsynctest.Pos(1, 12))
+	r.local.MD = map[string]marker.Position{"billing": subsynctest.Pos(1, 12)}
+	r.readBefore(map[string]marker.Position{"billing": subsynctest.Pos(1, 11)})
+	if err := r.s.follow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := updatesWritten(r.sink.Take()); len(got) != 1 || got["billing"].Remote != subsynctest.Pos(7, 20) {
+		t.Fatalf("updates %v, want billing to 7:20", got)
+	}
+	if r.local.MDCalls != 0 {
+		t.Errorf("%d position reads from the admin API, want 0", r.local.MDCalls)
+	}
+	if got := metricstest.Counter(r.m.PositionsFromServlet, "east"); got != 1 {
+		t.Errorf("positions_from_servlet_total = %v, want 1", got)
+	}
+
+	// The operator rewinds billing to 1:5; a snapshot completes at 1:11,
+	// behind where billing was.
+	f.set(b1, syncTopic, "billing", subsynctest.Pos(1, 5))
+	cacheSnapshot(t, r, "s2", subsynctest.Pos(1, 11), subsynctest.Pos(7, 30))
+	time.Sleep(150 * time.Millisecond) // past Every: the next follow polls
+	for range 3 {
+		if err := r.s.follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := updatesWritten(r.sink.Take()); len(got) != 0 {
+			t.Fatalf("after the rewind to 1:5 an update %v went out: the remote skips what the operator rewound to", got)
+		}
+	}
+	if got := r.s.fl.mds["billing"]; got != subsynctest.Pos(1, 5) {
+		t.Errorf("billing at %v, want 1:5", got)
+	}
+
+	// The partition moved to a broker without the servlet: admin path.
+	f.mu.Lock()
+	delete(f.subs[b1], syncTopic)
+	f.mu.Unlock()
+	time.Sleep(600 * time.Millisecond) // past maxAge: the next follow polls
+	r.local.SetMD("billing", subsynctest.Pos(1, 6))
+	if err := r.s.follow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r.local.MDCalls == 0 {
+		t.Error("a partition no broker reports was not read from the admin API")
+	}
+}
+
+// TestServletNewPositionConfirmed: a position that would send an update
+// and was not held at the previous read (a subscription created there:
+// confirm.go) waits for a poll begun an interval later, as it waits for a
+// read by the admin path.
+func TestServletNewPositionConfirmed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const b1 = "http://b1:8080"
+		r, f := newServletRig(t)
+		ctx := context.Background()
+		cacheSnapshot(t, r, "s1", subsynctest.Pos(1, 10), subsynctest.Pos(7, 20))
+		f.set(b1, syncTopic, "billing", subsynctest.Pos(1, 12))
+		r.readBefore(map[string]marker.Position{})
+		if err := r.s.follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := updatesWritten(r.sink.Take()); len(got) != 0 {
+			t.Fatalf("a new position sent %v before its confirming poll", got)
+		}
+		time.Sleep(600 * time.Millisecond) // a new poll, less than an interval later
+		if err := r.s.follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := updatesWritten(r.sink.Take()); len(got) != 0 {
+			t.Fatalf("sent %v on a poll less than an interval after", got)
+		}
+		time.Sleep(600 * time.Millisecond)
+		if err := r.s.follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := updatesWritten(r.sink.Take()); len(got) != 1 {
+			t.Fatalf("updates %v after the confirming poll, want billing's", got)
+		}
+		if r.local.MDCalls != 0 {
+			t.Errorf("%d admin position reads, want 0", r.local.MDCalls)
+		}
+	})
+}
+
+// TestServletNoPluginAnywhere: a cluster whose brokers all answer 404 is
+// asked once; its follows then take the admin path at once, without a
+// request or a wait, until noServletRetry passes.
+func TestServletNoPluginAnywhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const b1 = "http://b1:8080"
+		f := newFakeBrokers()
+		f.noPlugin[b1] = true
+		s := newTestServlet(t, f, metrics.New(nil))
+		ctx := context.Background()
+		for i := range 5 {
+			start := time.Now()
+			if _, _, ok := s.Positions(ctx, syncTopic, servletCursor, 0, time.Now()); ok {
+				t.Fatal("a broker without the servlet reported positions")
+			}
+			if i > 0 && time.Since(start) > 0 {
+				t.Errorf("follow %d waited %s for a poll", i, time.Since(start))
+			}
+		}
+		if f.requests(b1) != 1 {
+			t.Errorf("b1 asked %d times, want 1", f.requests(b1))
+		}
+		time.Sleep(noServletRetry)
+		s.Positions(ctx, syncTopic, servletCursor, 0, time.Now())
+		if f.requests(b1) != 2 {
+			t.Errorf("b1 asked %d times after noServletRetry, want 2", f.requests(b1))
+		}
+	})
+}
+
+// TestServletScopeGrows: a name put in scope after a poll (a pattern's
+// subscription an admin read found) is asked for at the next follow, not
+// after maxAge: the brokers are asked again in full.
+func TestServletScopeGrows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const b1 = "http://b1:8080"
+		f := newFakeBrokers()
+		f.set(b1, syncTopic, servletCursor, subsynctest.Pos(1, 40))
+		f.set(b1, syncTopic, "ledger", subsynctest.Pos(1, 7))
+		s := newTestServlet(t, f, metrics.New(nil))
+		ctx := context.Background()
+		if states, _, ok := s.Positions(ctx, syncTopic, servletCursor, time.Minute, time.Time{}); !ok || len(states) != 0 {
+			t.Fatalf("before ledger is in scope: %v, %v; want the partition with nothing in scope", states, ok)
+		}
+		s.Watch("shop/orders", "ledger")
+		states, _, ok := s.Positions(ctx, syncTopic, servletCursor, time.Minute, time.Time{})
+		if !ok || states["ledger"].MarkDelete != subsynctest.Pos(1, 7) {
+			t.Fatalf("after ledger joined the scope: %v, %v; want ledger at 1:7", states, ok)
+		}
+		if f.requests(b1) != 2 {
+			t.Errorf("b1 asked %d times, want 2", f.requests(b1))
+		}
+	})
+}
+
+// TestServletWakes: a poll made for any follow wakes the follows of the
+// partitions whose subscriptions it saw change, and only those; a nudged
+// pacer has its follow due at once.
+func TestServletWakes(t *testing.T) {
+	const b1 = "http://b1:8080"
+	other := "persistent://shop/orders/orders-partition-1"
+	f := newFakeBrokers()
+	f.set(b1, syncTopic, servletCursor, subsynctest.Pos(1, 40))
+	f.set(b1, syncTopic, "billing", subsynctest.Pos(1, 5))
+	f.set(b1, other, servletCursor, subsynctest.Pos(2, 40))
+	f.set(b1, other, "billing", subsynctest.Pos(2, 5))
+	s := newTestServlet(t, f, metrics.New(nil))
+	woken := map[string]int{}
+	var mu sync.Mutex
+	for _, topic := range []string{syncTopic, other} {
+		release := s.Register(topic, func() { mu.Lock(); woken[topic]++; mu.Unlock() })
+		defer release()
+	}
+	ctx := context.Background()
+	s.Positions(ctx, other, servletCursor, 0, time.Now()) // first poll: both appear
+	f.set(b1, syncTopic, "billing", subsynctest.Pos(1, 9))
+	s.Positions(ctx, other, servletCursor, 0, time.Now()) // asked for other, syncTopic moved
+	mu.Lock()
+	got := fmt.Sprint(woken)
+	mu.Unlock()
+	if want := fmt.Sprint(map[string]int{syncTopic: 2, other: 1}); got != want {
+		t.Errorf("woken %s, want %s", got, want)
+	}
+
+	p := pacer{wake: make(chan struct{}, 1)}
+	now := time.Now()
+	p.begin(now, "s1")
+	p.paced(false, time.Second)
+	if p.due(now.Add(time.Millisecond), time.Second, "s1", func() bool { return true }) {
+		t.Fatal("due right after a follow")
+	}
+	p.sleeping.Store(true)
+	p.nudge()
+	if !p.due(now.Add(time.Millisecond), time.Second, "s1", func() bool { return true }) || len(p.wake) != 1 {
+		t.Errorf("a nudge did not make the follow due and wake run")
+	}
+	p.begin(now.Add(time.Millisecond), "s1")
+	if p.due(now.Add(2*time.Millisecond), time.Second, "s1", func() bool { return true }) {
+		t.Error("still due after the nudged follow began")
+	}
+}
