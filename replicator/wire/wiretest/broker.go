@@ -264,7 +264,8 @@ func (c *Conn) serve() {
 			if !f.HasPayload || !f.Checksummed {
 				b.t.Errorf("fake broker: SEND without checksummed payload")
 			}
-			c.Send(&wire.SendReceipt{ProducerID: x.ProducerID, SequenceID: x.SequenceID, MessageID: wire.EntryID(1, x.SequenceID)})
+			c.Send(&wire.SendReceipt{ProducerID: x.ProducerID, SequenceID: x.SequenceID, HighestSequenceID: receiptHighest(x, f.Metadata),
+				MessageID: wire.EntryID(1, x.SequenceID)})
 		case *wire.Ping:
 			if !silent {
 				c.Send(&wire.Pong{})

@@ -270,7 +270,7 @@ func (st *store) serve(c *Conn, cmd wire.Command, f wire.Frame) bool {
 		if st.lose != nil && st.lose(c, p.topic.entries[len(p.topic.entries)-1]) {
 			return true
 		}
-		c.Send(&wire.SendReceipt{ProducerID: x.ProducerID, SequenceID: x.SequenceID, HighestSequenceID: x.HighestSequenceID, MessageID: id})
+		c.Send(&wire.SendReceipt{ProducerID: x.ProducerID, SequenceID: x.SequenceID, HighestSequenceID: receiptHighest(x, f.Metadata), MessageID: id})
 	case *wire.CloseProducer:
 		delete(st.producers, handle{c, x.ProducerID})
 		c.Send(&wire.Success{RequestID: x.RequestID})
@@ -370,4 +370,20 @@ func (st *store) dropConn(c *Conn) {
 			delete(st.consumers, h)
 		}
 	}
+}
+
+// receiptHighest is the highest_sequence_id Pulsar's broker (4.0) puts in
+// the receipt of a stored SEND: the SEND's own when it named one, and -1
+// (2^64-1 on the wire) for a batched entry (its metadata has
+// num_messages_in_batch) that named none; absent otherwise. Seen on the
+// test bed; a client that took the 2^64-1 for a sequence id lost track of
+// the broker's deduplication record (wire.Producer's receiptRecorded).
+func receiptHighest(x *wire.Send, metadata []byte) uint64 {
+	if x.HighestSequenceID != 0 {
+		return x.HighestSequenceID
+	}
+	if md, err := wire.ParseMetadata(metadata); err == nil && md.HasNumMessagesInBatch {
+		return math.MaxUint64
+	}
+	return 0
 }
