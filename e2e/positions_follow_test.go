@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,11 @@ func TestServletFollowAcknowledged(t *testing.T) {
 			if int64(got) < n {
 				return fmt.Errorf("east's application got %d of %d", got, n)
 			}
+			// The sidecar creates west's subscription once it copied
+			// a snapshot: countTail fails the test where there is none.
+			if err := subscribedEverywhere(t, "west", topic, parts, sub); err != nil {
+				return err
+			}
 			w := countTail(t, westC, "west", topic, parts, sub)
 			if w.data < n || w.dataAfter != 0 {
 				return fmt.Errorf("west: %d of %d copied, its %s would deliver %d again", w.data, n, sub, w.dataAfter)
@@ -121,6 +127,22 @@ func TestServletFollowAcknowledged(t *testing.T) {
 	if got := a.Metric("geo_sidecar_positions_brokers", `cluster="east"`, `source="servlet"`); got != 1 {
 		t.Errorf("positions_brokers{cluster=east,source=servlet} = %v, want 1", got)
 	}
+}
+
+// subscribedEverywhere says which partition of topic on cluster has no
+// subscription sub yet.
+func subscribedEverywhere(t *testing.T, cluster, topic string, parts int, sub string) error {
+	for i := range parts {
+		pt := fmt.Sprintf("%s-partition-%d", topic, i)
+		subs, err := Admin(t, cluster).Subscriptions().List(*mustTopicName(t, pt))
+		if err != nil {
+			return fmt.Errorf("subscriptions of %s on %s: %w", pt, cluster, err)
+		}
+		if !slices.Contains(subs, sub) {
+			return fmt.Errorf("%s on %s has no %s yet", pt, cluster, sub)
+		}
+	}
+	return nil
 }
 
 // TestServletRewindNotOverridden: TestSubscriptionRewindNotOverridden's
