@@ -418,6 +418,13 @@ type stream struct {
 	drain bool
 }
 
+// Last returns part's last entry on side (ok false: it has none, or no
+// such topic), asked as a walk asks it: the failback reads a park topic
+// to its end this way (SourceEntries).
+func Last(ctx context.Context, side Side, part, readerPrefix string) (marker.Position, bool, error) {
+	return lastEntry(ctx, side.Client, part, readerPrefix)
+}
+
 // lastEntry returns part's last entry on c; ok is false when it has none
 // or no such topic.
 func lastEntry(ctx context.Context, c *wire.Client, part, prefix string) (pos marker.Position, ok bool, err error) {
