@@ -35,9 +35,74 @@ import (
 // application left unacknowledged (plus the tail, under --replay and
 // --leave), nothing again.
 
-func TestFailbackReplay(t *testing.T) { testFailback(t, failback.Replay) }
-func TestFailbackPark(t *testing.T)   { testFailback(t, failback.Park) }
-func TestFailbackLeave(t *testing.T)  { testFailback(t, failback.Leave) }
+func TestFailbackReplay(t *testing.T) { testFailback(t, failback.Replay, goFailbackApp{}, false) }
+func TestFailbackPark(t *testing.T)   { testFailback(t, failback.Park, goFailbackApp{}, false) }
+func TestFailbackLeave(t *testing.T)  { testFailback(t, failback.Leave, goFailbackApp{}, false) }
+
+// TestFailbackJava: the application is written with Pulsar's Java client
+// (e2e/pulsar/Failback.java). The tail is replayed first on its own while
+// the application still runs on west: it receives exactly the stranded
+// messages, each carrying geo-sidecar.replayed-late=true, and consumes
+// them; then the subscription comes home, and on east the tail is
+// consumed too (it was on west).
+func TestFailbackJava(t *testing.T) {
+	testFailback(t, failback.Replay, javaFailbackApp{j: newJavaProgram(t, "Failback.java")}, true)
+}
+
+// failbackApp is the application.
+type failbackApp interface {
+	// consume receives every message of sub on cluster until none came
+	// for a few seconds, acknowledging each but west's own "w-<i>" whose
+	// i is a multiple of holdEvery (0: none held back): the payloads
+	// received, those held back, and those flagged replayed late.
+	consume(t *testing.T, cluster, topic, sub string, holdEvery int) (received, held, late []string)
+}
+
+type goFailbackApp struct{}
+
+func (goFailbackApp) consume(t *testing.T, cluster, topic, sub string, holdEvery int) (received, held, late []string) {
+	t.Helper()
+	c := switchoverSubscribe(t, Client(t, cluster), topic, sub, pulsar.Shared)
+	defer c.Close()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		m, err := c.Receive(ctx)
+		cancel()
+		if err != nil {
+			return received, held, late
+		}
+		if _, ok := m.Properties()[marker.Property]; ok {
+			_ = c.Ack(m)
+			continue
+		}
+		received = append(received, string(m.Payload()))
+		if m.Properties()[marker.PropReplayedLate] == "true" {
+			late = append(late, string(m.Payload()))
+		}
+		if i := switchoverIndex(m.Payload(), "w"); holdEvery > 0 && i >= 0 && i%holdEvery == 0 {
+			held = append(held, string(m.Payload()))
+			continue
+		}
+		if err := c.Ack(m); err != nil {
+			t.Fatalf("ack on %s: %v", cluster, err)
+		}
+	}
+}
+
+type javaFailbackApp struct{ j *javaProgram }
+
+func (a javaFailbackApp) consume(t *testing.T, cluster, topic, sub string, holdEvery int) (received, held, late []string) {
+	t.Helper()
+	lines, err := a.j.run("consume", Get(cluster).ServiceURL, topic, sub, "3", fmt.Sprint(holdEvery))
+	if err != nil || len(lines) != 1 {
+		t.Fatalf("Failback.java consume on %s: %v, %q", cluster, err, lines)
+	}
+	var out struct{ Received, Held, Late []string }
+	if err := json.Unmarshal(lines[0], &out); err != nil {
+		t.Fatalf("Failback.java printed %s: %v", lines[0], err)
+	}
+	return out.Received, out.Held, out.Late
+}
 
 const (
 	failbackBefore   = 100 // east's messages copied before the outage
@@ -104,7 +169,7 @@ func readOutside(t *testing.T, c pulsar.Client, partitions []string) []outsideMs
 	return out
 }
 
-func testFailback(t *testing.T, choice string) {
+func testFailback(t *testing.T, choice string, app failbackApp, lateFirst bool) {
 	DisruptClusters(t, "east", "west")
 	ns := NewNamespace(t, "east", "west")
 	topic := Topic(ns, "orders")
@@ -138,22 +203,9 @@ func testFailback(t *testing.T, choice string) {
 			t.Fatalf("send: %v", err)
 		}
 	}
-	app := switchoverSubscribe(t, east, topic, sub, pulsar.Shared)
-	for got := 0; got < failbackBefore; {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		m, err := app.Receive(ctx)
-		cancel()
-		if err != nil {
-			t.Fatalf("application on east after %d: %v", got, err)
-		}
-		if _, ok := m.Properties()[marker.Property]; !ok {
-			got++
-		}
-		if err := app.Ack(m); err != nil {
-			t.Fatal(err)
-		}
+	if got, _, _ := app.consume(t, "east", topic, sub, 0); len(got) != failbackBefore {
+		t.Fatalf("the application on east received %d of %d", len(got), failbackBefore)
 	}
-	app.Close()
 	Eventually(t, 60*time.Second, func() error {
 		if code, _, errOut := runVerify(t, sEast.ConfigPath, topic, "--from", "east", "--to", "west", "--complete"); code != 0 {
 			return fmt.Errorf("verify --complete exit %d: %s", code, errOut)
@@ -223,31 +275,18 @@ func testFailback(t *testing.T, choice string) {
 		}
 	}
 	wp.Close()
-	wapp := switchoverSubscribe(t, west, topic, sub, pulsar.Shared)
-	var held []string
+	received, held, _ := app.consume(t, "west", topic, sub, failbackHoldEach)
 	westOwn := 0
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		m, err := wapp.Receive(ctx)
-		cancel()
-		if err != nil {
-			if westOwn < failbackWest {
-				t.Fatalf("application on west received %d of west's %d: %v", westOwn, failbackWest, err)
-			}
-			break
-		}
-		if i := switchoverIndex(m.Payload(), "w"); i >= 0 {
+	for _, r := range received {
+		if strings.HasPrefix(r, "w-") {
 			westOwn++
-			if i%failbackHoldEach == 0 {
-				held = append(held, string(m.Payload()))
-				continue
-			}
-		}
-		if err := wapp.Ack(m); err != nil {
-			t.Fatal(err)
 		}
 	}
-	wapp.Close() // west's applications stop: the failback's precondition
+	if westOwn != failbackWest {
+		t.Fatalf("the application on west received %d of west's %d", westOwn, failbackWest)
+	}
+	// West's applications stop (the application above closed): the
+	// failback's precondition.
 
 	// East comes back; the pair west→east copies west's traffic home.
 	if err := Up("east"); err != nil {
@@ -318,6 +357,30 @@ func testFailback(t *testing.T, choice string) {
 		t.Errorf("failback without a choice: exit %d, copied %d, subscriptions %v; want 2, 0, none\n%s", code, rep.Copied, rep.Subscriptions, errOut)
 	}
 
+	var stranded []string
+	for _, w := range want {
+		stranded = append(stranded, w.payloads...)
+	}
+	slices.Sort(stranded)
+	tailDone := 0 // stranded entries dealt with before the run with the subscription
+	if lateFirst {
+		// The tail alone, while the application still runs on west: it
+		// receives the stranded messages, flagged, and nothing else.
+		code, rep, errOut := runFailback(t, sWest.ConfigPath, topic, "--replay")
+		checkTail(rep)
+		if code != 0 || rep.Copied != int64(total) || rep.Subscriptions != nil {
+			t.Fatalf("failback --replay alone: exit %d, copied %d\n%s", code, rep.Copied, errOut)
+		}
+		got, _, late := app.consume(t, "west", topic, sub, failbackHoldEach)
+		slices.Sort(got)
+		slices.Sort(late)
+		if !slices.Equal(got, stranded) || !slices.Equal(late, stranded) {
+			t.Errorf("the application on west received %d %v, %d flagged late; want the %d stranded, all flagged", len(got), got, len(late), total)
+		}
+		t.Logf("the application on west received the %d stranded messages, %d flagged %s=true", len(got), len(late), marker.PropReplayedLate)
+		tailDone = total
+	}
+
 	args := []string{"--subscription", sub}
 	parkTopic := Topic(ns, "orders-stranded")
 	switch choice {
@@ -343,11 +406,15 @@ func testFailback(t *testing.T, choice string) {
 				r.Outcome, r.Source, r.TargetBefore, r.TargetAfter, r.MovedMarkDelete, r.Individually)
 		}
 	}
-	checkTail(rep)
+	if tailDone == 0 {
+		checkTail(rep)
+	} else if rep.RPO.Entries != 0 {
+		t.Errorf("after the tail was replayed, %d stranded", rep.RPO.Entries)
+	}
 	if code != 0 || !rep.OK() || rep.Subscriptions == nil || rep.Subscriptions.Again != 0 || rep.Subscriptions.Missed != 0 {
 		t.Fatalf("failback --%s: exit %d, report %+v\n%s", choice, code, rep, errOut)
 	}
-	wantCopied := int64(total)
+	wantCopied := int64(total - tailDone)
 	if choice == failback.Leave {
 		wantCopied = 0
 	}
@@ -357,11 +424,6 @@ func testFailback(t *testing.T, choice string) {
 
 	// What became of the tail: on west or in the park topic, each once,
 	// flagged; nothing of east's lost.
-	var stranded []string
-	for _, w := range want {
-		stranded = append(stranded, w.payloads...)
-	}
-	slices.Sort(stranded)
 	westAfter := readOutside(t, west, partitions)
 	var late []string
 	westHas := map[string]bool{}
@@ -424,28 +486,13 @@ func testFailback(t *testing.T, choice string) {
 
 	// East's subscription at west's state: a consumer on east receives
 	// exactly what west's application left unacknowledged, and the tail
-	// unless parked; nothing twice.
+	// unless parked or consumed on west; nothing twice.
 	expect := append([]string(nil), held...)
-	if choice != failback.Park {
+	if choice != failback.Park && !lateFirst {
 		expect = append(expect, stranded...)
 	}
 	slices.Sort(expect)
-	cons := switchoverSubscribe(t, east, topic, sub, pulsar.Shared)
-	defer cons.Close()
-	var got []string
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		m, err := cons.Receive(ctx)
-		cancel()
-		if err != nil {
-			break
-		}
-		_ = cons.Ack(m)
-		if _, ok := m.Properties()[marker.Property]; ok {
-			continue
-		}
-		got = append(got, string(m.Payload()))
-	}
+	got, _, _ := app.consume(t, "east", topic, sub, 0)
 	slices.Sort(got)
 	t.Logf("a consumer on east receives %d messages (west held back %d, stranded %d)", len(got), len(held), total)
 	if !slices.Equal(got, expect) {
