@@ -343,12 +343,16 @@ func Run(ctx context.Context, o Options, progress io.Writer) (rep Report, err er
 		so.Leave, so.Consume = map[string][]marker.Position{}, map[string][]marker.Position{}
 		for _, s := range rep.Stranded {
 			switch rep.Choice {
-			case Leave:
+			case Leave, Replay:
+				// Replay: the late copies map the tail (the Prover's walk
+				// east→west), consumed on east where consumed on west;
+				// left too, so that a copy the walk does not map (or a
+				// dry run's, not made) keeps its entry unconsumed
+				// rather than passed by the mark-delete position.
 				so.Leave[s.Partition] = s.positions
 			case Park:
 				so.Consume[s.Partition] = s.positions
 			}
-			// Replay: the late copies map them (the Prover's walk east→west).
 		}
 		say("bringing %v on %s to their state on %s", so.Subscriptions, o.From, o.To)
 		sr, err := switchover.Run(ctx, so, progress)

@@ -159,6 +159,9 @@ func TestRun(t *testing.T) {
 		advanced bool
 		receives []int64 // nil: east's billing not moved
 		ok       bool
+		// westConsumedLate: west's application consumed the late copies;
+		// unmapped: the walk east→west maps none of them.
+		westConsumedLate, unmapped bool
 	}{
 		{name: "no choice, a tail: report only", tail: theTail(), subs: []string{"billing"}, err: ErrNoChoice},
 		{name: "no choice, nothing stranded", subs: []string{"billing"}, advanced: true,
@@ -170,13 +173,23 @@ func TestRun(t *testing.T) {
 			receives: []int64{21, 23, 24}, ok: true},
 		{name: "leave", choice: Leave, tail: theTail(), subs: []string{"billing"}, advanced: true,
 			receives: []int64{10, 11, 12, 13, 14, 21, 23, 24}, ok: true},
+		{name: "replay, the late copies consumed on west", choice: Replay, tail: theTail(), subs: []string{"billing"}, copied: 5,
+			advanced: true, westConsumedLate: true, receives: []int64{21, 23, 24}, ok: true},
+		{name: "replay, a late copy not mapped", choice: Replay, tail: theTail(), subs: []string{"billing"}, copied: 5,
+			advanced: true, unmapped: true, receives: []int64{10, 11, 12, 13, 14, 21, 23, 24}, ok: true},
 		{name: "replay, the tail only", choice: Replay, tail: theTail(), copied: 5, advanced: true, ok: true},
 		{name: "a copy fails part-way", choice: Park, tail: theTail(), subs: []string{"billing"}, upTo: 2, copied: 2, changed: true},
 		{name: "dry run", choice: Replay, tail: theTail(), subs: []string{"billing"}, dry: true, ok: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			east, copier, pair := eastCluster(), &fakeCopier{upTo: tc.upTo}, &fakePair{consumers: tc.pairBusy}
-			o := options(tc.choice, fakeFinder{tail: tc.tail}, copier, pair, east, tc.choice == Replay && !tc.dry, tc.subs...)
+			o := options(tc.choice, fakeFinder{tail: tc.tail}, copier, pair, east, tc.choice == Replay && !tc.dry && !tc.unmapped, tc.subs...)
+			if tc.westConsumedLate {
+				w := o.Switchover.Source.(*cluster)
+				s := w.subs["billing"]
+				s.State.Acked = append(s.State.Acked, switchover.Range{After: pos(2, 19), Through: pos(2, 24)})
+				w.subs["billing"] = s
+			}
 			o.DryRun = tc.dry
 			rep, err := Run(context.Background(), o, io.Discard)
 			var ch *Changed

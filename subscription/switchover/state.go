@@ -174,10 +174,11 @@ func (c *Copies) Add(origin, at marker.Position) {
 	c.past = append(c.past, Copy{Origin: origin, At: at})
 }
 
-// Leave names a target entry with no copy on the source that the move
-// leaves as the target has it: the mark-delete position does not pass it
-// while it is not consumed there (the failback's stranded tail under
-// --leave: east's consumers receive it when they come back).
+// Leave names a target entry the mark-delete position must not pass
+// while it is not consumed there: the failback's stranded tail under
+// --leave (east's consumers receive it when they come back), and under
+// --replay, where the entry is also acknowledged one by one when the
+// source consumed its late copy.
 func (c *Copies) Leave(at marker.Position) { c.leave = append(c.leave, entry(at)) }
 
 // Consume names a target entry with no copy on the source that the move
