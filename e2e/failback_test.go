@@ -17,6 +17,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/subscription/failback"
+	"github.com/geo-sidecar/geo-sidecar/subscription/switchover"
 )
 
 // geo-sidecar failback against real clusters (issue 39): east and west
@@ -396,6 +397,23 @@ func testFailback(t *testing.T, choice string, app failbackApp, lateFirst bool) 
 	case failback.Leave:
 		args = append(args, "--leave")
 	}
+	// A dry run: the same tail, the plan, nothing changed (the real run
+	// below still finds everything to do).
+	code, rep, errOut = runFailback(t, sWest.ConfigPath, topic, append(args, "--dry-run")...)
+	if tailDone == 0 {
+		checkTail(rep)
+	}
+	if code != 0 || !rep.DryRun || rep.Copied != 0 || rep.Subscriptions == nil || rep.Subscriptions.Again != 0 || rep.Subscriptions.Missed != 0 {
+		t.Errorf("failback --%s --dry-run: exit %d, report %+v\n%s", choice, code, rep, errOut)
+	}
+	if rep.Subscriptions != nil {
+		for _, r := range rep.Subscriptions.Results {
+			if r.Outcome != switchover.Planned {
+				t.Errorf("dry run: %s %s: %s, want %s", r.Partition, r.Subscription, r.Outcome, switchover.Planned)
+			}
+		}
+	}
+
 	code, rep, errOut = runFailback(t, sWest.ConfigPath, topic, args...)
 	t.Logf("failback --%s exit %d in %.1f s (%.0f s after east was back): stranded %d entries (%d messages, %.3f s of traffic), copied %d; %s",
 		choice, code, rep.Seconds, time.Since(backAt).Seconds(), rep.RPO.Entries, rep.RPO.Messages, rep.RPO.Seconds, rep.Copied, rep.Tail)
@@ -409,6 +427,9 @@ func testFailback(t *testing.T, choice string, app failbackApp, lateFirst bool) 
 		for _, r := range rep.Subscriptions.Results {
 			t.Logf("  %s %s: %s; west %s; east before %s after %s; mark-delete to %q, %d individually", r.Partition, r.Subscription,
 				r.Outcome, r.Source, r.TargetBefore, r.TargetAfter, r.MovedMarkDelete, r.Individually)
+			if r.Outcome != switchover.Moved { // the dry run before moved nothing
+				t.Errorf("%s %s: %s, want %s", r.Partition, r.Subscription, r.Outcome, switchover.Moved)
+			}
 		}
 	}
 	if tailDone == 0 {
