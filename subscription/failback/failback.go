@@ -141,6 +141,8 @@ type RPO struct {
 	FirstPublishTime string  `json:"first_publish_time,omitempty"`
 	LastPublishTime  string  `json:"last_publish_time,omitempty"`
 	Seconds          float64 `json:"seconds"`
+
+	firstPub, lastPub int64 // Unix milliseconds
 }
 
 // Step is one step's outcome and time.
@@ -404,30 +406,23 @@ func (r *RPO) add(s *Stranded) {
 	if s.Entries == 0 {
 		return
 	}
+	if r.Entries == 0 || s.firstPub < r.firstPub {
+		r.firstPub = s.firstPub
+	}
+	if r.Entries == 0 || s.lastPub > r.lastPub {
+		r.lastPub = s.lastPub
+	}
 	r.Entries += s.Entries
 	r.Messages += s.Messages
-	if r.FirstPublishTime == "" || s.firstPub < parseMillis(r.FirstPublishTime) {
-		r.FirstPublishTime = rfc3339(s.firstPub)
-	}
-	if r.LastPublishTime == "" || s.lastPub > parseMillis(r.LastPublishTime) {
-		r.LastPublishTime = rfc3339(s.lastPub)
-	}
 }
 
 func (r *RPO) finish() {
 	if r.Entries > 0 {
-		r.Seconds = float64(parseMillis(r.LastPublishTime)-parseMillis(r.FirstPublishTime)) / 1000
+		r.FirstPublishTime, r.LastPublishTime = rfc3339(r.firstPub), rfc3339(r.lastPub)
+		r.Seconds = float64(r.lastPub-r.firstPub) / 1000
 	}
 }
 
 func at(p marker.Position) string { return fmt.Sprintf("%d:%d", p.Ledger, p.Entry) }
 
 func rfc3339(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
-
-func parseMillis(s string) int64 {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return 0
-	}
-	return t.UnixMilli()
-}

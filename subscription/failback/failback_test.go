@@ -231,3 +231,26 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
+
+// The RPO spans every partition's tail: the earliest first publish time
+// to the latest last one, entries and messages summed (a batch counts
+// its messages).
+func TestRPOAcrossPartitions(t *testing.T) {
+	a, b, none := &Stranded{Partition: "p0"}, &Stranded{Partition: "p1"}, &Stranded{Partition: "p2"}
+	a.add(Entry{Pos: pos(1, 5), PublishTime: 2_000, Messages: 1})
+	a.add(Entry{Pos: pos(1, 6), PublishTime: 9_000, Messages: 10})
+	b.add(Entry{Pos: pos(3, 0), PublishTime: 1_500, Messages: 0})
+	b.add(Entry{Pos: pos(3, 1), PublishTime: 4_000, Messages: 1})
+	var r RPO
+	for _, s := range []*Stranded{a, none, b} {
+		s.finish()
+		r.add(s)
+	}
+	r.finish()
+	if r.Entries != 4 || r.Messages != 13 || r.Seconds != 7.5 || r.FirstPublishTime != rfc3339(1_500) || r.LastPublishTime != rfc3339(9_000) {
+		t.Errorf("RPO %+v", r)
+	}
+	if a.First != "1:5" || a.Last != "1:6" || b.FirstPublishTime != rfc3339(1_500) || none.First != "" {
+		t.Errorf("tails %+v %+v %+v", a, b, none)
+	}
+}
