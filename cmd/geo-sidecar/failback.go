@@ -398,19 +398,19 @@ func (p pairCursor) Attached(ctx context.Context, partition string) (int, error)
 	return s.Consumers, err
 }
 
-func (p pairCursor) Advance(ctx context.Context, partition string, to marker.Position) error {
+func (p pairCursor) Advance(ctx context.Context, partition string, to marker.Position) (bool, error) {
 	s, err := p.admin.Subscription(ctx, partition, p.sub)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if s.Consumers > 0 {
-		return fmt.Errorf("%w: %d consumers on %s", failback.ErrPairRunning, s.Consumers, p.sub)
+		return false, fmt.Errorf("%w: %d consumers on %s", failback.ErrPairRunning, s.Consumers, p.sub)
 	}
 	to.Batch = -1
 	if s.Exists && s.State.MarkDelete.Compare(to) >= 0 {
-		return nil
+		return false, nil
 	}
-	return p.mover.Move(ctx, partition, p.sub, to, nil)
+	return true, p.mover.Move(ctx, partition, p.sub, to, nil)
 }
 
 // failbackProof is switchover.Prover for the failback's subscriptions

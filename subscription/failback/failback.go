@@ -86,8 +86,9 @@ type Pair interface {
 	// Attached counts the consumers attached to the cursor of partition:
 	// more than none, the pair is running and copies the tail itself.
 	Attached(ctx context.Context, partition string) (int, error)
-	// Advance moves the cursor of partition forward to to (never back).
-	Advance(ctx context.Context, partition string, to marker.Position) error
+	// Advance moves the cursor of partition forward to to (never back);
+	// moved is false when it was there or past it already.
+	Advance(ctx context.Context, partition string, to marker.Position) (moved bool, err error)
 }
 
 // Options say what to fail back.
@@ -326,15 +327,18 @@ func Run(ctx context.Context, o Options, progress io.Writer) (rep Report, err er
 			if !e.HasSource {
 				continue
 			}
-			if err := o.Pair.Advance(ctx, e.Partition, e.Source); err != nil {
+			m, err := o.Pair.Advance(ctx, e.Partition, e.Source)
+			if err != nil {
 				step(StepPair, t0, "failed")
 				rep.Next = "run again; until the pair's cursor is past the stranded tail, do not start the pair " + o.From + "→" + o.To + ": it would copy the tail again"
 				return rep, fail(fmt.Errorf("move the pair's cursor on %s to %s: %w", e.Partition, e.Source, err))
 			}
-			changed = true
-			moved++
+			if m {
+				changed = true
+				moved++
+			}
 		}
-		step(StepPair, t0, fmt.Sprintf("moved to the end walked on %d partitions", moved))
+		step(StepPair, t0, fmt.Sprintf("moved to the end walked on %d partitions (the others were there)", moved))
 	}
 
 	// 4. The subscriptions, west's state onto east.

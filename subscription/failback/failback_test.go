@@ -56,17 +56,18 @@ func (c *fakeCopier) Copy(_ context.Context, _ string, _ marker.Position, entrie
 }
 
 type fakePair struct {
+	there     bool // the cursor is at the end already
 	consumers int
 	advanced  map[string]marker.Position
 }
 
 func (p *fakePair) Attached(context.Context, string) (int, error) { return p.consumers, nil }
-func (p *fakePair) Advance(_ context.Context, part string, to marker.Position) error {
+func (p *fakePair) Advance(_ context.Context, part string, to marker.Position) (bool, error) {
 	if p.advanced == nil {
 		p.advanced = map[string]marker.Position{}
 	}
 	p.advanced[part] = to
-	return nil
+	return !p.there, nil
 }
 
 // cluster is switchover.Cluster and Mover over one partition "p".
@@ -101,7 +102,7 @@ func (c *cluster) Move(_ context.Context, _, sub string, md marker.Position, ind
 
 // prover maps west onto east both ways; with replayed, west holds late
 // copies of the tail at 2:20..2:24.
-type prover struct{ replayed bool }
+type prover struct{ replayed, undrained bool }
 
 func (p prover) Prove(_ context.Context, copied func(string, marker.Position, marker.Position)) (switchover.Proof, error) {
 	for i := int64(0); i < 10; i++ {
@@ -112,6 +113,9 @@ func (p prover) Prove(_ context.Context, copied func(string, marker.Position, ma
 		for i := int64(0); i < 5; i++ {
 			copied("p", pos(2, 20+i), pos(1, 10+i))
 		}
+	}
+	if p.undrained {
+		return switchover.Proof{Detail: "the pair west→east is not drained: 3 entries not yet copied"}, nil
 	}
 	return switchover.Proof{Complete: true}, nil
 }
@@ -160,8 +164,9 @@ func TestRun(t *testing.T) {
 		receives []int64 // nil: east's billing not moved
 		ok       bool
 		// westConsumedLate: west's application consumed the late copies;
-		// unmapped: the walk east→west maps none of them.
-		westConsumedLate, unmapped bool
+		// unmapped: the walk east→west maps none of them; undrained: the
+		// pair west→east has not copied everything home yet.
+		westConsumedLate, unmapped, undrained, pairThere bool
 	}{
 		{name: "no choice, a tail: report only", tail: theTail(), subs: []string{"billing"}, err: ErrNoChoice},
 		{name: "no choice, nothing stranded", subs: []string{"billing"}, advanced: true,
@@ -177,13 +182,22 @@ func TestRun(t *testing.T) {
 			advanced: true, westConsumedLate: true, receives: []int64{21, 23, 24}, ok: true},
 		{name: "replay, a late copy not mapped", choice: Replay, tail: theTail(), subs: []string{"billing"}, copied: 5,
 			advanced: true, unmapped: true, receives: []int64{10, 11, 12, 13, 14, 21, 23, 24}, ok: true},
+		{name: "the pair west→east not drained: subscriptions not moved", choice: Replay, tail: theTail(), subs: []string{"billing"},
+			copied: 5, advanced: true, undrained: true, err: switchover.ErrNotProven, changed: true},
+		{name: "not drained, nothing stranded: nothing changed but the pair's cursor", choice: Leave, subs: []string{"billing"},
+			advanced: true, undrained: true, err: switchover.ErrNotProven, changed: true},
+		{name: "not drained, nothing stranded, the pair's cursor there: nothing changed", choice: Leave, subs: []string{"billing"},
+			advanced: true, pairThere: true, undrained: true, err: switchover.ErrNotProven},
 		{name: "replay, the tail only", choice: Replay, tail: theTail(), copied: 5, advanced: true, ok: true},
 		{name: "a copy fails part-way", choice: Park, tail: theTail(), subs: []string{"billing"}, upTo: 2, copied: 2, changed: true},
 		{name: "dry run", choice: Replay, tail: theTail(), subs: []string{"billing"}, dry: true, ok: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			east, copier, pair := eastCluster(), &fakeCopier{upTo: tc.upTo}, &fakePair{consumers: tc.pairBusy}
+			east, copier, pair := eastCluster(), &fakeCopier{upTo: tc.upTo}, &fakePair{consumers: tc.pairBusy, there: tc.pairThere}
 			o := options(tc.choice, fakeFinder{tail: tc.tail}, copier, pair, east, tc.choice == Replay && !tc.dry && !tc.unmapped, tc.subs...)
+			if tc.undrained {
+				o.Switchover.Prover = prover{undrained: true}
+			}
 			if tc.westConsumedLate {
 				w := o.Switchover.Source.(*cluster)
 				s := w.subs["billing"]
@@ -218,6 +232,9 @@ func TestRun(t *testing.T) {
 			}
 			if rep.Next == "" {
 				t.Error("no next step said")
+			}
+			if tc.undrained && (rep.Subscriptions == nil || !strings.Contains(rep.Subscriptions.ProofDetail, "not drained")) {
+				t.Errorf("the report does not say the pair west→east is not drained: %+v", rep.Subscriptions)
 			}
 			if tc.err == ErrNoChoice && !strings.Contains(rep.Next, "--replay") {
 				t.Errorf("next %q does not say to choose", rep.Next)
