@@ -322,11 +322,12 @@ func Run(ctx context.Context, o Options, progress io.Writer) (rep Report, err er
 	// dealt with as chosen, the rest is on west.
 	if !o.DryRun {
 		t0 = time.Now()
-		moved := 0
+		moved, walked := 0, 0
 		for _, e := range ends {
 			if !e.HasSource {
 				continue
 			}
+			walked++
 			m, err := o.Pair.Advance(ctx, e.Partition, e.Source)
 			if err != nil {
 				step(StepPair, t0, "failed")
@@ -338,7 +339,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (rep Report, err er
 				moved++
 			}
 		}
-		step(StepPair, t0, fmt.Sprintf("moved to the end walked on %d partitions (the others were there)", moved))
+		step(StepPair, t0, fmt.Sprintf("moved to the end walked on %d of %d partitions (the others were there already)", moved, walked))
 	}
 
 	// 4. The subscriptions, west's state onto east.
