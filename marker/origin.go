@@ -47,6 +47,21 @@ const (
 // 1) proves nothing.
 const PropOriginSig = "geo-sidecar.origin-sig"
 
+// PropReplayedLate, "true" on a copy geo-sidecar failback made of an
+// entry stranded on a cluster that went down (copied to the target late,
+// after the failover, with --replay, or to a topic aside with --park),
+// so that applications can tell it from the copies made in time. It sits
+// before the origin properties, so the origin signature covers it, and
+// verify leaves it out of the bytes it compares (a late copy is the
+// entry's copy all the same). On a batch it is batch-level, as the origin
+// properties: consumers see it on single messages only.
+const PropReplayedLate = "geo-sidecar.replayed-late"
+
+// PropParkedFrom, on a copy geo-sidecar failback parked in a topic aside
+// (--park), names the partition the entry was stranded on; the origin
+// properties name its position there.
+const PropParkedFrom = "geo-sidecar.parked-from"
+
 // OriginSigV2 starts a version 2 signature's value.
 const OriginSigV2 = "v2."
 

@@ -42,6 +42,8 @@ Usage:
                                                  prove the copy: missing, duplicated, divergent, out of order
   geo-sidecar switchover --config FILE --topic T --from A --to B --subscription S[,S] [--dry-run] [--json]
                                                  planned move of consumers: the subscriptions' exact state, ack holes included
+  geo-sidecar failback --config FILE --topic T --from A --to B (--replay|--park TOPIC|--leave) [--subscription S[,S]] [--dry-run] [--json]
+                                                 after a failover A -> B, A back: its stranded tail reported and dealt with, subscriptions home
   geo-sidecar version
 
 Without --config: $GEO_SIDECAR_CONFIG, else ./geo-sidecar.yaml, else
@@ -77,6 +79,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdVerify(rest, stdout, stderr)
 	case "switchover":
 		return cmdSwitchover(rest, stdout, stderr)
+	case "failback":
+		return cmdFailback(rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "geo-sidecar", version)
 		return exitOK

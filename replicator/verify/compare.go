@@ -133,6 +133,20 @@ type Config struct {
 	// ends in a row (one round of grace for a copy that lands a little
 	// out of place, which is then out of order).
 	Continuous bool
+	// NotHeld, when set, is told of every expected entry that ends
+	// without a copy of its bytes on the target (what Result.NotHeld
+	// counts), in source order, once, when the comparison lets it go
+	// (leaving the window, or at Finish): the failback's stranded tail
+	// (geo-sidecar failback). Not for Continuous comparisons.
+	NotHeld func(Left)
+}
+
+// Left is an expected source entry the target holds no copy of with its
+// bytes (Config.NotHeld).
+type Left struct {
+	Pos         marker.Position
+	PublishTime int64 // Unix milliseconds
+	Messages    int32
 }
 
 // Kind is what a finding is.
@@ -415,6 +429,7 @@ func (p *Partition) evict() {
 	}
 	if r.state != skipped && !r.held() {
 		addUnproven(&p.gone, r)
+		p.left(r)
 	}
 	if r.kept != nil {
 		p.keptTotal -= len(r.kept)
@@ -754,6 +769,13 @@ func addUnproven(u *Unproven, r record) {
 	u.LastPublishTime = r.publish
 }
 
+// left tells Config.NotHeld of r.
+func (p *Partition) left(r record) {
+	if p.cfg.NotHeld != nil {
+		p.cfg.NotHeld(Left{Pos: r.pos, PublishTime: r.publish, Messages: r.msgs})
+	}
+}
+
 // notHeld is Result.NotHeld now: the entries evicted without a copy with
 // their bytes, then those in the window.
 func (p *Partition) notHeld() Unproven {
@@ -848,6 +870,11 @@ func (p *Partition) Finish() Result {
 		}
 	}
 	p.res.NotHeld = p.notHeld()
+	for i := range p.size {
+		if r := p.ring[(p.head+i)%len(p.ring)]; r.state != skipped && !r.held() {
+			p.left(r)
+		}
+	}
 	p.size = 0
 	return p.res
 }

@@ -384,3 +384,43 @@ func TestPartitionRounds(t *testing.T) {
 		t.Error("nothing pending with 4 entries not copied")
 	}
 }
+
+// Config.NotHeld names exactly the entries Result.NotHeld counts, once
+// each and in source order, whether they leave the window or stay in it
+// to the end: the failback's stranded tail.
+func TestNotHeldNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name, source, target string
+		window               int
+		want                 []int64
+	}{
+		{"tail", "s0 s1 s2 s3 s4 s5", "t0 t1 t2", 100, []int64{3, 4, 5}},
+		{"tail through the window", "s0 s1 s2 s3 s4 s5", "t0 t1 t2", 2, []int64{3, 4, 5}},
+		{"gap and tail", "s0 s1 s2 s3 s4 s5", "t0 t2 t3", 100, []int64{1, 4, 5}},
+		{"gap through the window", "s0 s1 s2 s3 s4 s5", "t0 t2 t3", 2, []int64{1, 4, 5}},
+		{"markers are not entries to copy", "s0 k1 s2 k3 s4", "t0", 100, []int64{2, 4}},
+		{"other bytes are not held", "s0 s1 s2", "t0 x1", 100, []int64{1, 2}},
+		{"unproven with its bytes is held", "s0 s1 s2", "t0 u1", 100, []int64{2}},
+		{"everything copied", "s0 s1 s2", "t0 t1 t2", 1, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []int64
+			msgs := int64(0)
+			cfg := Config{Window: tc.window, Deferred: 10, Authenticated: true, FromEarliest: true, MaxFindings: 10,
+				NotHeld: func(l Left) {
+					got = append(got, l.Pos.Entry)
+					msgs += int64(l.Messages)
+					if l.PublishTime != 1000+l.Pos.Entry {
+						t.Errorf("entry %d: publish time %d", l.Pos.Entry, l.PublishTime)
+					}
+				}}
+			r := walk(t, cfg, tc.source, tc.target)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("named %v, want %v", got, tc.want)
+			}
+			if r.NotHeld.Entries != int64(len(got)) || r.NotHeld.Messages != msgs {
+				t.Errorf("NotHeld %+v, named %d entries of %d messages", r.NotHeld, len(got), msgs)
+			}
+		})
+	}
+}

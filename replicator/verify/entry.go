@@ -23,7 +23,8 @@ import (
 // the target's number for the entry's schema (schema_version, field 16,
 // appended after the source's), drops the source's transaction ids
 // (fields 22 and 23), and appends the origin properties last
-// (marker.OriginKeys). contentDigest leaves exactly those out, on both
+// (marker.OriginKeys); a late copy (geo-sidecar failback) appends its
+// flags before them (entryrule.LateKeys). contentDigest leaves exactly those out, on both
 // sides, and covers every other byte of metadata and payload, so a field
 // added to Pulsar later is compared without being listed. The schema
 // number is the target's own and differs by design: the origin signature,
@@ -212,8 +213,8 @@ func targetOf(e wire.Entry, keys marker.Keys, topic, from, to string, hold bool)
 	t.Claim = FromSource
 	id, _ := md.Property(marker.PropOriginID)
 	t.Origin, t.OriginOK = marker.ParsePosition(id)
-	var spans [len(marker.OriginKeys)]wire.Span
-	if wire.LastProperties(e.Metadata, marker.OriginKeys[:], spans[:]) != nil {
+	var spans [len(copyKeys)]wire.Span
+	if wire.LastProperties(e.Metadata, copyKeys[:], spans[:]) != nil {
 		t.Claim = Unreadable
 		return t
 	}
@@ -237,6 +238,11 @@ func targetOf(e wire.Entry, keys marker.Keys, topic, from, to string, hold bool)
 	}
 	return t
 }
+
+// copyKeys are the properties a copy adds that the comparison leaves
+// out: its origin, and a late copy's flags (entryrule.LateMetadata).
+var copyKeys = [...]string{marker.OriginKeys[0], marker.OriginKeys[1], marker.OriginKeys[2],
+	entryrule.LateKeys[0], entryrule.LateKeys[1]}
 
 // fpSeed keys the fingerprints of content let go (fingerprint): random
 // per process, so that content made to collide with another's cannot be
@@ -264,7 +270,7 @@ func fingerprint(md []byte, cut []wire.Span, payload []byte) uint64 {
 // comparison (targetOf with hold).
 type heldTarget struct {
 	md      []byte
-	cut     [len(marker.OriginKeys)]wire.Span
+	cut     [len(copyKeys)]wire.Span
 	payload []byte
 }
 

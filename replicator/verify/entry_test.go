@@ -2,9 +2,11 @@ package verify
 
 import (
 	"crypto/sha256"
+	"slices"
 	"testing"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
 
@@ -33,6 +35,24 @@ func forward(t testing.TB, e wire.Entry, keys marker.Keys, topic string, schema 
 		wire.KeyValue{Key: marker.PropOriginID, Value: id},
 		wire.KeyValue{Key: marker.PropOriginSig, Value: marker.OriginSig(keys.Current(), topic, "east", "west", id, &d)})
 	return wire.Entry{ID: wire.MessageID{Ledger: 77, Entry: e.ID.Entry}, Metadata: out, Payload: e.Payload, NumMessages: e.NumMessages}
+}
+
+// late makes the late copy geo-sidecar failback sends from east to west
+// (entryrule.LateMetadata).
+func late(t testing.TB, e wire.Entry, keys marker.Keys, topic string, extra ...wire.KeyValue) wire.Entry {
+	t.Helper()
+	md, err := wire.ParseMetadata(e.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := entryrule.LateMetadata(keys, topic, "east", "west", e, &md, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := wire.ParseMetadata(out); !slices.Contains(m.Properties, wire.KeyValue{Key: marker.PropReplayedLate, Value: "true"}) {
+		t.Fatalf("a late copy without %s: %v", marker.PropReplayedLate, m.Properties)
+	}
+	return wire.Entry{ID: wire.MessageID{Ledger: 78, Entry: e.ID.Entry}, Metadata: out, Payload: e.Payload, NumMessages: e.NumMessages}
 }
 
 func sourceEntry(mb wire.MetadataBuilder, payload string) wire.Entry {
@@ -117,6 +137,22 @@ func TestEntries(t *testing.T) {
 		{"a marker", func() wire.Entry {
 			return sourceEntry(wire.MetadataBuilder{ProducerName: marker.MarkerProducerName("east", "west"), PublishTime: 1}, "m")
 		}, testKeys, false, false, MarkerCopy},
+		{"a late copy (failback --replay)", func() wire.Entry { return late(t, src, testKeys, part) }, testKeys, true, true, FromSource},
+		{"a late copy of a batch of a transaction", func() wire.Entry {
+			s := sourceEntry(txn, "hello")
+			s.Metadata, _ = wire.PatchMetadata(nil, s.Metadata, wire.Patch{Properties: []wire.KeyValue{{Key: "n", Value: "10"}}})
+			c := late(t, s, testKeys, part, wire.KeyValue{Key: marker.PropParkedFrom, Value: part})
+			if SourceOf(s, "west").Digest != TargetOf(c, testKeys, part, "east", "west").Digest {
+				t.Errorf("a parked copy's digest differs from its source's")
+			}
+			return c
+		}, testKeys, true, false, FromSource},
+		// The flag outside the signature: the same bytes, proven by nothing.
+		{"the late flag added to a copy after it was signed", func() wire.Entry {
+			c := forward(t, src, testKeys, part, nil)
+			c.Metadata, _ = wire.PatchMetadata(nil, c.Metadata, wire.Patch{Properties: []wire.KeyValue{{Key: marker.PropReplayedLate, Value: "true"}}})
+			return c
+		}, testKeys, false, true, FromSource},
 		{"garbage metadata", func() wire.Entry { return wire.Entry{Metadata: []byte{0xff, 0xff}, Payload: []byte("x")} }, testKeys, false, false, Unreadable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -220,6 +256,11 @@ func FuzzTargetOf(f *testing.F) {
 		got := TargetOf(c, testKeys, part, "east", "west")
 		if got.Claim == FromSource && (got.Digest != s.Digest || !got.Signed) {
 			t.Fatalf("a faithful copy: digest equal %v, signed %v", got.Digest == s.Digest, got.Signed)
+		}
+		// And a late one (geo-sidecar failback), flags and all.
+		got = TargetOf(late(t, e, testKeys, part, wire.KeyValue{Key: marker.PropParkedFrom, Value: part}), testKeys, part, "east", "west")
+		if got.Claim == FromSource && (got.Digest != s.Digest || !got.Signed) {
+			t.Fatalf("a late copy: digest equal %v, signed %v", got.Digest == s.Digest, got.Signed)
 		}
 	})
 }

@@ -62,6 +62,12 @@ type Options struct {
 	// switchover maps the source's subscription state onto the target
 	// with it (subscription/switchover).
 	Copied func(partition string, origin, at marker.Position)
+	// NotHeld, when set, is called from Run's goroutine for every
+	// expected source entry the target holds no copy of with its bytes
+	// (what Result.NotHeld counts), in source order, once per entry (see
+	// Config.NotHeld). The failback reports these as the stranded tail
+	// and reads them again with SourceEntries to copy them.
+	NotHeld func(partition string, l Left)
 	// Ends, when set (from Ends), are where Run stops on each partition,
 	// instead of the ends the two sides have when it gets there.
 	Ends []End
@@ -250,8 +256,12 @@ type walker struct {
 // partition walks one partition to its end.
 func (w *walker) partition(ctx context.Context, end End) (Result, error) {
 	part := end.Partition
-	cmp := New(Config{Window: w.o.Window, Deferred: 10_000, Authenticated: !w.o.Keys.IsZero(),
-		FromEarliest: w.o.Since.IsZero(), MaxFindings: 10})
+	cfg := Config{Window: w.o.Window, Deferred: 10_000, Authenticated: !w.o.Keys.IsZero(),
+		FromEarliest: w.o.Since.IsZero(), MaxFindings: 10}
+	if w.o.NotHeld != nil {
+		cfg.NotHeld = func(l Left) { w.o.NotHeld(part, l) }
+	}
+	cmp := New(cfg)
 	tsince := w.o.Since
 	if !tsince.IsZero() {
 		tsince = tsince.Add(-w.o.Slack)
@@ -318,6 +328,43 @@ func (w *walker) partition(ctx context.Context, end End) (Result, error) {
 	return cmp.Finish(), nil
 }
 
+// SourceEntries reads end.Partition on o.From from the entry at from
+// through end.Source (an End from Ends or a Run's), with the walk's
+// reader and o's rate limits, and passes each entry to f, which must not
+// keep it past its return (it is released then). The failback reads the
+// stranded tail again this way to copy it.
+func SourceEntries(ctx context.Context, o Options, end End, from marker.Position, f func(wire.Entry) error) error {
+	if !end.HasSource || from.Compare(end.Source) > 0 {
+		return nil
+	}
+	w := walker{o: o, msgs: cluster.NewLimiter(o.MsgRate), bytes: cluster.NewLimiter(o.ByteRate), parts: 1}
+	src, err := w.openAt(ctx, o.From, end.Partition, from, end.Source)
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", o.From.Name, end.Partition, err)
+	}
+	defer src.close()
+	for {
+		e, ok, err := src.next(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", o.From.Name, end.Partition, err)
+		}
+		if !ok {
+			return nil
+		}
+		if position(e.ID).Compare(from) < 0 {
+			_ = src.c.Release(e)
+			continue
+		}
+		ferr := f(e)
+		if err := w.took(ctx, src, e); err != nil {
+			return err
+		}
+		if ferr != nil {
+			return ferr
+		}
+	}
+}
+
 // took accounts for an entry read: releases it, reports progress and
 // waits as the rate limits say.
 func (w *walker) took(ctx context.Context, s *stream, e wire.Entry) error {
@@ -369,6 +416,13 @@ type stream struct {
 	read bool
 	// drain: the broker passed the end; what is queued is the rest.
 	drain bool
+}
+
+// Last returns part's last entry on side (ok false: it has none, or no
+// such topic), asked as a walk asks it: the failback reads a park topic
+// to its end this way (SourceEntries).
+func Last(ctx context.Context, side Side, part, readerPrefix string) (marker.Position, bool, error) {
+	return lastEntry(ctx, side.Client, part, readerPrefix)
 }
 
 // lastEntry returns part's last entry on c; ok is false when it has none
@@ -424,6 +478,23 @@ func (w *walker) open(ctx context.Context, side Side, part string, since time.Ti
 	}
 	s.c = c
 	return s, nil
+}
+
+// openAt opens a stream of part on side from the entry at from through
+// end.
+func (w *walker) openAt(ctx context.Context, side Side, part string, from, end marker.Position) (*stream, error) {
+	sub := w.o.ReaderPrefix + ".verify-" + uuid.NewString()[:8]
+	// A batch index makes the start inclusive of its entry.
+	start := wire.MessageID{Ledger: uint64(from.Ledger), Entry: uint64(max(from.Entry, 0)), Partition: -1, BatchIndex: 0}
+	c, err := subscribe(ctx, side.Client, wire.ConsumerOptions{
+		Topic: part, Subscription: sub, Name: sub, NonDurable: true, NoTopicCreation: true,
+		InitialPosition: wire.Earliest, Permits: readerPermits, RecycleOnRelease: true,
+		MaxBytes: func() int64 { return readerBytes }, StartMessageID: &start,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open a reader: %w", err)
+	}
+	return &stream{c: c, end: end}, nil
 }
 
 // lastID is the id of part's last entry, asked through a probe named

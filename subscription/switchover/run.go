@@ -82,6 +82,11 @@ type Options struct {
 	Quiet time.Duration
 	// DryRun plans and compares without moving anything.
 	DryRun bool
+	// Leave and Consume name, per partition, target entries with no copy
+	// on the source that the move leaves unconsumed or consumes
+	// (Copies.Leave, Copies.Consume): the failback's stranded tail. Nil
+	// for a switchover.
+	Leave, Consume map[string][]marker.Position
 }
 
 // Outcome of one subscription on one partition.
@@ -201,7 +206,14 @@ func Run(ctx context.Context, o Options, progress io.Writer) (rep Report, err er
 	// 3. The proof, collecting the copies each subscription needs.
 	copies := map[key]*Copies{}
 	for k, s := range src {
-		copies[k] = NewCopies(s.State.MarkDelete, tgt[k].State.MarkDelete)
+		c := NewCopies(s.State.MarkDelete, tgt[k].State.MarkDelete)
+		for _, p := range o.Leave[k.part] {
+			c.Leave(p)
+		}
+		for _, p := range o.Consume[k.part] {
+			c.Consume(p)
+		}
+		copies[k] = c
 	}
 	say("proving the copy of %s from %s to %s", o.Topic, o.From, o.To)
 	proof, err := o.Prover.Prove(ctx, func(part string, origin, at marker.Position) {

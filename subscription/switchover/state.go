@@ -123,21 +123,29 @@ func ParseAcked(s string) ([]Range, error) {
 type Copy struct{ Origin, At marker.Position }
 
 // Copies collects the proven copies of one partition that matter to one
-// subscription, as the proof reads the target (in the target's order):
-// the last copy of an entry at or before the source's mark-delete
-// position (where the target's goes), and every copy that is past the
-// source's mark-delete position or the target's. The copies before both
-// are consumed on both sides, and since the target's position only moves
-// forward they stay so: they are left out, so that memory grows with the
-// subscriptions' backlog, not with the topic.
+// subscription, as the proof reads them: the copy furthest on the target
+// of an entry at or before the source's mark-delete position (where the
+// target's goes), and every copy that is past the source's mark-delete
+// position or the target's. The copies before both are consumed on both
+// sides, and since the target's position only moves forward they stay
+// so: they are left out, so that memory grows with the subscriptions'
+// backlog, not with the topic.
+//
+// The copies need not lie on the target in their origins' order: the
+// failback maps west's state onto east over copies both ways, and east's
+// own entries (copied to west before the outage) lie before the copies of
+// west's. The plan never moves the mark-delete position past a copy of an
+// entry the source has not consumed, nor past an entry named by Leave.
 type Copies struct {
-	src    marker.Position // the source's mark-delete position
-	tgt    marker.Position // the target's, before the move
-	seen   map[marker.Position]bool
-	last   Copy // of the greatest origin at or before src
-	hasMD  bool
-	past   []Copy
-	copies int
+	src     marker.Position // the source's mark-delete position
+	tgt     marker.Position // the target's, before the move
+	seen    map[marker.Position]bool
+	last    Copy // the furthest on the target of those of origins at or before src
+	hasMD   bool
+	past    []Copy
+	copies  int
+	leave   []marker.Position
+	consume []marker.Position
 }
 
 // NewCopies collects for a subscription whose mark-delete position is
@@ -152,7 +160,7 @@ func (c *Copies) Add(origin, at marker.Position) {
 	origin, at = entry(origin), entry(at)
 	c.copies++
 	if origin.Compare(c.src) <= 0 {
-		if !c.hasMD || origin.Compare(c.last.Origin) > 0 {
+		if !c.hasMD || at.Compare(c.last.At) > 0 {
 			c.last, c.hasMD = Copy{Origin: origin, At: at}, true
 		}
 		if at.Compare(c.tgt) <= 0 {
@@ -166,12 +174,25 @@ func (c *Copies) Add(origin, at marker.Position) {
 	c.past = append(c.past, Copy{Origin: origin, At: at})
 }
 
+// Leave names a target entry the mark-delete position must not pass
+// while it is not consumed there: the failback's stranded tail under
+// --leave (east's consumers receive it when they come back), and under
+// --replay, where the entry is also acknowledged one by one when the
+// source consumed its late copy.
+func (c *Copies) Leave(at marker.Position) { c.leave = append(c.leave, entry(at)) }
+
+// Consume names a target entry with no copy on the source that the move
+// consumes (the failback's stranded tail once parked aside with --park);
+// the comparison counts it received again while it is not consumed.
+func (c *Copies) Consume(at marker.Position) { c.consume = append(c.consume, entry(at)) }
+
 // Plan is what a switchover does to one subscription on one partition of
 // the target.
 type Plan struct {
 	// MarkDelete, when HasMarkDelete, is where the target's mark-delete
 	// position goes: the copy of the source's (of the last entry copied at
-	// or before it). Not set when the target's is there or past it.
+	// or before it), or short of the first entry the target must keep
+	// unconsumed. Not set when the target's is there or past it.
 	MarkDelete    marker.Position
 	HasMarkDelete bool
 	// Individually are the copies of the entries the source consumed past
@@ -199,6 +220,12 @@ func (c *Copies) PlanMove(src, tgt State) Plan {
 	}
 	if c.hasMD && c.last.At.Compare(tgt.MarkDelete) > 0 {
 		p.MarkDelete, p.HasMarkDelete = c.last.At, true
+		if b, ok := c.firstKept(src, tgt); ok && b.Compare(p.MarkDelete) <= 0 {
+			// Short of it: everything before it is consumed on the
+			// source or not the source's to say.
+			p.MarkDelete = marker.Position{Ledger: b.Ledger, Entry: b.Entry - 1, Batch: -1}
+			p.HasMarkDelete = p.MarkDelete.Compare(tgt.MarkDelete) > 0
+		}
 	}
 	for _, cp := range c.past {
 		if !src.Consumed(cp.Origin) || tgt.Consumed(cp.At) {
@@ -209,8 +236,35 @@ func (c *Copies) PlanMove(src, tgt State) Plan {
 		}
 		p.Individually = append(p.Individually, cp.At)
 	}
+	for _, at := range c.consume {
+		if tgt.Consumed(at) || (p.HasMarkDelete && at.Compare(p.MarkDelete) <= 0) {
+			continue
+		}
+		p.Individually = append(p.Individually, at)
+	}
 	slices.SortFunc(p.Individually, marker.Position.Compare)
+	p.Individually = slices.Compact(p.Individually)
 	return p
+}
+
+// firstKept is the first target entry the move must leave unconsumed:
+// a copy of an entry the source has not consumed, or an entry named by
+// Leave, that the target has not consumed either.
+func (c *Copies) firstKept(src, tgt State) (first marker.Position, ok bool) {
+	keep := func(at marker.Position) {
+		if !tgt.Consumed(at) && (!ok || at.Compare(first) < 0) {
+			first, ok = at, true
+		}
+	}
+	for _, cp := range c.past {
+		if !src.Consumed(cp.Origin) {
+			keep(cp.At)
+		}
+	}
+	for _, at := range c.leave {
+		keep(at)
+	}
+	return first, ok
 }
 
 // Comparison is what a consumer switching to the target now would see
@@ -245,6 +299,14 @@ func (c *Copies) Compare(src, tgt State) Comparison {
 				r.FirstMissed = at(cp.At)
 			}
 			r.Missed++
+		}
+	}
+	for _, p := range c.consume {
+		if !tgt.Consumed(p) {
+			if r.Again == 0 {
+				r.FirstAgain = at(p)
+			}
+			r.Again++
 		}
 	}
 	return r

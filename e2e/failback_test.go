@@ -1,0 +1,527 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/pulsar-client-go/pulsar"
+
+	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/subscription/failback"
+	"github.com/geo-sidecar/geo-sidecar/subscription/switchover"
+)
+
+// geo-sidecar failback against real clusters (issue 39): east and west
+// replicate both ways, an application consumes on east, east's sidecar
+// stops copying (frozen, as a sidecar cut off with its region would)
+// while east takes more traffic, and east's broker is killed (kill -9)
+// in the middle of it: what east stored past the copy is stranded. West's
+// application takes over (it holds every 7th of west's own messages
+// back: ack holes), west produces, east comes back and the pair
+// west→east copies west's traffic home. Then failback: first without a
+// choice (a report, exit 2, nothing changed), then with the choice under
+// test and the subscription: the stranded tail it reports must be what
+// an outside reader (pulsar-client-go, both clusters) finds, per
+// partition, count and positions; after --replay or --park nothing of
+// east's is lost; and a consumer on east receives exactly what west's
+// application left unacknowledged (plus the tail, under --replay and
+// --leave), nothing again.
+
+func TestFailbackReplay(t *testing.T) { testFailback(t, failback.Replay, goFailbackApp{}, false) }
+func TestFailbackPark(t *testing.T)   { testFailback(t, failback.Park, goFailbackApp{}, false) }
+func TestFailbackLeave(t *testing.T)  { testFailback(t, failback.Leave, goFailbackApp{}, false) }
+
+// TestFailbackJava: the application is written with Pulsar's Java client
+// (e2e/pulsar/Failback.java). The tail is replayed first on its own while
+// the application still runs on west: it receives exactly the stranded
+// messages, each carrying geo-sidecar.replayed-late=true, and consumes
+// them; then the subscription comes home, and on east the tail is
+// consumed too (it was on west).
+func TestFailbackJava(t *testing.T) {
+	testFailback(t, failback.Replay, javaFailbackApp{j: newJavaProgram(t, "Failback.java")}, true)
+}
+
+// failbackApp is the application.
+type failbackApp interface {
+	// consume receives every message of sub on cluster until none came
+	// for a few seconds, acknowledging each but west's own "w-<i>" whose
+	// i is a multiple of holdEvery (0: none held back): the payloads
+	// received, those held back, and those flagged replayed late.
+	consume(t *testing.T, cluster, topic, sub string, holdEvery int) (received, held, late []string)
+}
+
+type goFailbackApp struct{}
+
+func (goFailbackApp) consume(t *testing.T, cluster, topic, sub string, holdEvery int) (received, held, late []string) {
+	t.Helper()
+	c := switchoverSubscribe(t, Client(t, cluster), topic, sub, pulsar.Shared)
+	defer c.Close()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		m, err := c.Receive(ctx)
+		cancel()
+		if err != nil {
+			return received, held, late
+		}
+		if _, ok := m.Properties()[marker.Property]; ok {
+			_ = c.Ack(m)
+			continue
+		}
+		received = append(received, string(m.Payload()))
+		if m.Properties()[marker.PropReplayedLate] == "true" {
+			late = append(late, string(m.Payload()))
+		}
+		if i := switchoverIndex(m.Payload(), "w"); holdEvery > 0 && i >= 0 && i%holdEvery == 0 {
+			held = append(held, string(m.Payload()))
+			continue
+		}
+		if err := c.Ack(m); err != nil {
+			t.Fatalf("ack on %s: %v", cluster, err)
+		}
+	}
+}
+
+type javaFailbackApp struct{ j *javaProgram }
+
+func (a javaFailbackApp) consume(t *testing.T, cluster, topic, sub string, holdEvery int) (received, held, late []string) {
+	t.Helper()
+	lines, err := a.j.run("consume", Get(cluster).ServiceURL, topic, sub, "3", fmt.Sprint(holdEvery))
+	if err != nil || len(lines) != 1 {
+		t.Fatalf("Failback.java consume on %s: %v, %q", cluster, err, lines)
+	}
+	var out struct{ Received, Held, Late []string }
+	if err := json.Unmarshal(lines[0], &out); err != nil {
+		t.Fatalf("Failback.java printed %s: %v", lines[0], err)
+	}
+	return out.Received, out.Held, out.Late
+}
+
+const (
+	failbackBefore   = 100 // east's messages copied before the outage
+	failbackWest     = 60  // west's own during the outage
+	failbackHoldEach = 7   // west's application holds w-i back when i%7 == 0
+)
+
+// runFailback runs geo-sidecar failback --json and returns its exit
+// status, report and stderr.
+func runFailback(t *testing.T, cfg, topic string, args ...string) (int, failback.Report, string) {
+	t.Helper()
+	cmd := exec.Command(Binary, append([]string{"failback", "--config", cfg, "--topic", topic, "--from", "east", "--to", "west",
+		"--quiet", "1s", "--json"}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run failback: %v", err)
+	}
+	var rep failback.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("failback exited %d with a report that does not parse: %v\n%s\n%s", code, err, out.String(), errb.String())
+	}
+	return code, rep, errb.String()
+}
+
+// outsideMsg is a message as an outside reader sees it.
+type outsideMsg struct {
+	partition     string
+	ledger, entry int64
+	payload       string
+	props         map[string]string
+}
+
+func (m outsideMsg) at() string { return fmt.Sprintf("%d:%d", m.ledger, m.entry) }
+
+// readOutside reads every message of each partition with pulsar-client-go
+// readers, from the first to the last.
+func readOutside(t *testing.T, c pulsar.Client, partitions []string) []outsideMsg {
+	t.Helper()
+	var out []outsideMsg
+	for _, part := range partitions {
+		r, err := c.CreateReader(pulsar.ReaderOptions{Topic: part, StartMessageID: pulsar.EarliestMessageID()})
+		if err != nil {
+			t.Fatalf("reader of %s: %v", part, err)
+		}
+		for r.HasNext() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			m, err := r.Next(ctx)
+			cancel()
+			if err != nil {
+				r.Close()
+				t.Fatalf("read %s: %v", part, err)
+			}
+			out = append(out, outsideMsg{partition: part, ledger: m.ID().LedgerID(), entry: m.ID().EntryID(),
+				payload: string(m.Payload()), props: m.Properties()})
+		}
+		r.Close()
+	}
+	return out
+}
+
+func testFailback(t *testing.T, choice string, app failbackApp, lateFirst bool) {
+	DisruptClusters(t, "east", "west")
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "orders")
+	CreatePartitioned(t, topic, 2, "east", "west")
+	partitions := []string{topic + "-partition-0", topic + "-partition-1"}
+	const sub = "billing"
+	east, west := Client(t, "east"), Client(t, "west")
+	for _, c := range []pulsar.Client{east, west} {
+		switchoverSubscribe(t, c, topic, sub, pulsar.Shared).Close()
+	}
+	repl := fmt.Sprintf("  - source: east\n    namespace: %s\n    %s\n    targets: [west]\n    subscriptions: [%s]\n", ns, all, sub) +
+		entry("west", ns, all, "east")
+	// One sidecar per region, as deployed: east's goes down with east.
+	sEast := StartSidecar(t, []string{"east", "west"}, repl, "--cluster", "east")
+	sWest := StartSidecar(t, []string{"east", "west"}, repl, "--cluster", "west")
+
+	// Before the outage: east's application consumes what east produces,
+	// and the copy is complete.
+	p, err := east.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(p pulsar.Producer, prefix string, i int, timeout time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		_, err := p.Send(ctx, &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("%s-%d", prefix, i))})
+		return err
+	}
+	for i := range failbackBefore {
+		if err := send(p, "e", i, 10*time.Second); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+	}
+	if got, _, _ := app.consume(t, "east", topic, sub, 0); len(got) != failbackBefore {
+		t.Fatalf("the application on east received %d of %d", len(got), failbackBefore)
+	}
+	Eventually(t, 60*time.Second, func() error {
+		if code, _, errOut := runVerify(t, sEast.ConfigPath, topic, "--from", "east", "--to", "west", "--complete"); code != 0 {
+			return fmt.Errorf("verify --complete exit %d: %s", code, errOut)
+		}
+		return nil
+	})
+
+	// The outage: east's sidecar stops copying, east takes more traffic,
+	// and east's broker is killed while its producer still sends.
+	next := failbackBefore
+	for range 20 { // copied
+		if err := send(p, "e", next, 10*time.Second); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		next++
+	}
+	Eventually(t, 30*time.Second, func() error {
+		if code, _, errOut := runVerify(t, sEast.ConfigPath, topic, "--from", "east", "--to", "west", "--complete"); code != 0 {
+			return fmt.Errorf("verify --complete exit %d: %s", code, errOut)
+		}
+		return nil
+	})
+	sEast.Freeze()
+	for range 30 { // stored on east, never copied
+		if err := send(p, "e", next, 10*time.Second); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		next++
+	}
+	var confirmed atomic.Int64
+	stopped := make(chan struct{})
+	go func() { // mid-traffic
+		defer close(stopped)
+		for i := next; ; i++ {
+			if send(p, "e", i, 3*time.Second) != nil {
+				return
+			}
+			confirmed.Add(1)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := Kill("east"); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = Up("east")
+		}
+	})
+	<-stopped
+	sEast.Kill()
+	t.Logf("east killed after %d messages sent during the outage (%d confirmed mid-traffic)", next-failbackBefore+int(confirmed.Load()), confirmed.Load())
+	go p.Close()
+
+	// West takes over: its application consumes everything west has,
+	// holding west's every 7th back, while west produces.
+	wp, err := west.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range failbackWest {
+		if err := send(wp, "w", i, 10*time.Second); err != nil {
+			t.Fatalf("send on west: %v", err)
+		}
+	}
+	wp.Close()
+	received, held, _ := app.consume(t, "west", topic, sub, failbackHoldEach)
+	westOwn := 0
+	for _, r := range received {
+		if strings.HasPrefix(r, "w-") {
+			westOwn++
+		}
+	}
+	if westOwn != failbackWest {
+		t.Fatalf("the application on west received %d of west's %d", westOwn, failbackWest)
+	}
+	// West's applications stop (the application above closed): the
+	// failback's precondition.
+
+	// East comes back; the pair west→east copies west's traffic home.
+	if err := Up("east"); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	t.Logf("east back %.0f s after the kill", time.Since(killedAt).Seconds())
+	backAt := time.Now()
+	Eventually(t, 120*time.Second, func() error {
+		if code, _, errOut := runVerify(t, sWest.ConfigPath, topic, "--from", "west", "--to", "east", "--complete"); code != 0 {
+			return fmt.Errorf("verify west→east --complete exit %d: %s", code, errOut)
+		}
+		return nil
+	})
+
+	// The outside reader's stranded tail: east's messages with no copy on
+	// west, per partition.
+	eastMsgs := readOutside(t, east, partitions)
+	onWest := map[string]bool{}
+	for _, m := range readOutside(t, west, partitions) {
+		onWest[m.payload] = true
+	}
+	type tail struct {
+		n           int
+		first, last string
+		payloads    []string
+	}
+	want := map[string]*tail{}
+	total := 0
+	for _, m := range eastMsgs {
+		if !strings.HasPrefix(m.payload, "e-") || onWest[m.payload] {
+			continue
+		}
+		tl := want[m.partition]
+		if tl == nil {
+			tl = &tail{first: m.at()}
+			want[m.partition] = tl
+		}
+		tl.n++
+		tl.last = m.at()
+		tl.payloads = append(tl.payloads, m.payload)
+		total++
+	}
+	t.Logf("outside reader: %d messages on east, %d stranded (not on west)", len(eastMsgs), total)
+	if total < 30 {
+		t.Fatalf("only %d messages stranded: the outage stranded nothing worth testing", total)
+	}
+	checkTail := func(rep failback.Report) {
+		t.Helper()
+		if rep.RPO.Entries != int64(total) {
+			t.Errorf("failback reports %d entries stranded, the outside reader finds %d", rep.RPO.Entries, total)
+		}
+		for _, s := range rep.Stranded {
+			w := want[s.Partition]
+			if w == nil {
+				w = &tail{}
+			}
+			if s.Entries != int64(w.n) || s.First != w.first || s.Last != w.last {
+				t.Errorf("%s: failback says %d stranded %s..%s, the outside reader %d %s..%s", s.Partition, s.Entries, s.First, s.Last, w.n, w.first, w.last)
+			}
+		}
+	}
+
+	// Without a choice: the report, exit 2, nothing changed.
+	code, rep, errOut := runFailback(t, sWest.ConfigPath, topic, "--subscription", sub)
+	checkTail(rep)
+	if code != 2 || rep.Copied != 0 || rep.Subscriptions != nil || !strings.Contains(errOut, "choose") {
+		t.Errorf("failback without a choice: exit %d, copied %d, subscriptions %v; want 2, 0, none\n%s", code, rep.Copied, rep.Subscriptions, errOut)
+	}
+
+	var stranded []string
+	for _, w := range want {
+		stranded = append(stranded, w.payloads...)
+	}
+	slices.Sort(stranded)
+	tailDone := 0 // stranded entries dealt with before the run with the subscription
+	if lateFirst {
+		// The tail alone, while the application still runs on west: it
+		// receives the stranded messages, flagged, and nothing else but
+		// what it held back (delivered again, held back again).
+		code, rep, errOut := runFailback(t, sWest.ConfigPath, topic, "--replay")
+		checkTail(rep)
+		if code != 0 || rep.Copied != int64(total) || rep.Subscriptions != nil {
+			t.Fatalf("failback --replay alone: exit %d, copied %d\n%s", code, rep.Copied, errOut)
+		}
+		got, _, late := app.consume(t, "west", topic, sub, failbackHoldEach)
+		slices.Sort(got)
+		slices.Sort(late)
+		want := append(append([]string(nil), stranded...), held...)
+		slices.Sort(want)
+		if !slices.Equal(got, want) || !slices.Equal(late, stranded) {
+			t.Errorf("the application on west received %d %v, %d flagged late; want the %d stranded, all flagged, and the %d held back",
+				len(got), got, len(late), total, len(held))
+		}
+		t.Logf("the application on west received the %d stranded messages (and the %d it holds back), %d flagged %s=true",
+			len(got)-len(held), len(held), len(late), marker.PropReplayedLate)
+		tailDone = total
+	}
+
+	args := []string{"--subscription", sub}
+	parkTopic := Topic(ns, "orders-stranded")
+	switch choice {
+	case failback.Replay:
+		args = append(args, "--replay")
+	case failback.Park:
+		args = append(args, "--park", parkTopic)
+	case failback.Leave:
+		args = append(args, "--leave")
+	}
+	// A dry run: the same tail, the plan, nothing changed (the real run
+	// below still finds everything to do).
+	code, rep, errOut = runFailback(t, sWest.ConfigPath, topic, append(args, "--dry-run")...)
+	if tailDone == 0 {
+		checkTail(rep)
+	}
+	if code != 0 || !rep.DryRun || rep.Copied != 0 || rep.Subscriptions == nil || rep.Subscriptions.Again != 0 || rep.Subscriptions.Missed != 0 {
+		t.Errorf("failback --%s --dry-run: exit %d, report %+v\n%s", choice, code, rep, errOut)
+	}
+	if rep.Subscriptions != nil {
+		for _, r := range rep.Subscriptions.Results {
+			if r.Outcome != switchover.Planned {
+				t.Errorf("dry run: %s %s: %s, want %s", r.Partition, r.Subscription, r.Outcome, switchover.Planned)
+			}
+		}
+	}
+
+	code, rep, errOut = runFailback(t, sWest.ConfigPath, topic, args...)
+	t.Logf("failback --%s exit %d in %.1f s (%.0f s after east was back): stranded %d entries (%d messages, %.3f s of traffic), copied %d; %s",
+		choice, code, rep.Seconds, time.Since(backAt).Seconds(), rep.RPO.Entries, rep.RPO.Messages, rep.RPO.Seconds, rep.Copied, rep.Tail)
+	for _, s := range rep.Stranded {
+		t.Logf("  %s: %d stranded %s..%s, published %s..%s, copied %d", s.Partition, s.Entries, s.First, s.Last, s.FirstPublishTime, s.LastPublishTime, s.Copied)
+	}
+	for _, s := range rep.Steps {
+		t.Logf("  step %-14s %5.1f s  %s", s.Name, s.Seconds, s.Outcome)
+	}
+	if rep.Subscriptions != nil {
+		for _, r := range rep.Subscriptions.Results {
+			t.Logf("  %s %s: %s; west %s; east before %s after %s; mark-delete to %q, %d individually", r.Partition, r.Subscription,
+				r.Outcome, r.Source, r.TargetBefore, r.TargetAfter, r.MovedMarkDelete, r.Individually)
+			if r.Outcome != switchover.Moved { // the dry run before moved nothing
+				t.Errorf("%s %s: %s, want %s", r.Partition, r.Subscription, r.Outcome, switchover.Moved)
+			}
+		}
+	}
+	if tailDone == 0 {
+		checkTail(rep)
+	} else if rep.RPO.Entries != 0 {
+		t.Errorf("after the tail was replayed, %d stranded", rep.RPO.Entries)
+	}
+	if code != 0 || !rep.OK() || rep.Subscriptions == nil || rep.Subscriptions.Again != 0 || rep.Subscriptions.Missed != 0 {
+		t.Fatalf("failback --%s: exit %d, report %+v\n%s", choice, code, rep, errOut)
+	}
+	wantCopied := int64(total - tailDone)
+	if choice == failback.Leave {
+		wantCopied = 0
+	}
+	if rep.Copied != wantCopied {
+		t.Errorf("copied %d, want %d", rep.Copied, wantCopied)
+	}
+
+	// What became of the tail: on west or in the park topic, each once,
+	// flagged; nothing of east's lost.
+	westAfter := readOutside(t, west, partitions)
+	var late []string
+	westHas := map[string]bool{}
+	for _, m := range westAfter {
+		westHas[m.payload] = true
+		if m.props[marker.PropReplayedLate] == "true" {
+			late = append(late, m.payload)
+		}
+	}
+	slices.Sort(late)
+	switch choice {
+	case failback.Replay:
+		if !slices.Equal(late, stranded) {
+			t.Errorf("west holds %d late copies, want the %d stranded: %v / %v", len(late), len(stranded), late, stranded)
+		}
+	default:
+		if len(late) > 0 {
+			t.Errorf("--%s: %d late copies on west", choice, len(late))
+		}
+	}
+	parked := map[string]bool{}
+	if choice == failback.Park {
+		var got []string
+		for _, m := range readOutside(t, east, []string{parkTopic}) {
+			got = append(got, m.payload)
+			parked[m.payload] = true
+			if m.props[marker.PropReplayedLate] != "true" || !slices.Contains(partitions, m.props[marker.PropParkedFrom]) {
+				t.Errorf("parked %s without its flags: %v", m.payload, m.props)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, stranded) {
+			t.Errorf("the park topic holds %v, want the stranded %v", got, stranded)
+		}
+	}
+	lost := 0
+	for _, m := range eastMsgs {
+		if strings.HasPrefix(m.payload, "e-") && !westHas[m.payload] && !parked[m.payload] {
+			lost++
+		}
+	}
+	if choice != failback.Leave && lost > 0 {
+		t.Errorf("%d of east's messages are neither on west nor parked", lost)
+	}
+
+	// Again: the tail is found dealt with (replay: copied; park: parked
+	// already, not parked twice), the subscriptions in step.
+	code, rep, errOut = runFailback(t, sWest.ConfigPath, topic, args...)
+	if code != 0 || rep.Subscriptions == nil || rep.Subscriptions.Again != 0 || rep.Subscriptions.Missed != 0 {
+		t.Errorf("failback again: exit %d, report %+v\n%s", code, rep, errOut)
+	}
+	if choice == failback.Replay && rep.RPO.Entries != 0 {
+		t.Errorf("failback again after --replay: %d stranded, want 0", rep.RPO.Entries)
+	}
+	if choice == failback.Park {
+		if n := len(readOutside(t, east, []string{parkTopic})); n != total {
+			t.Errorf("after a second --park the park topic holds %d, want %d", n, total)
+		}
+	}
+
+	// East's subscription at west's state: a consumer on east receives
+	// exactly what west's application left unacknowledged, and the tail
+	// unless parked or consumed on west; nothing twice.
+	expect := append([]string(nil), held...)
+	if choice != failback.Park && !lateFirst {
+		expect = append(expect, stranded...)
+	}
+	slices.Sort(expect)
+	got, _, _ := app.consume(t, "east", topic, sub, 0)
+	slices.Sort(got)
+	t.Logf("a consumer on east receives %d messages (west held back %d, stranded %d)", len(got), len(held), total)
+	if !slices.Equal(got, expect) {
+		t.Errorf("east's consumer received %d %v\nwant %d %v", len(got), got, len(expect), expect)
+	}
+}

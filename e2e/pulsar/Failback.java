@@ -1,0 +1,72 @@
+// Failback is the application of e2e/failback_test.go
+// (TestFailbackJava), written with Pulsar's Java client:
+//
+//   consume SERVICE_URL TOPIC SUB IDLE_SECONDS HOLD_EVERY
+//       receives every message of SUB (Shared) until none came for
+//       IDLE_SECONDS, acknowledges each but the messages "w-<i>" whose i
+//       is a multiple of HOLD_EVERY (held back; 0: none held), and closes;
+//       prints {"received": [payload...], "held": [payload...],
+//       "late": [payload...]}, late being those that carry
+//       geo-sidecar.replayed-late=true (copied late by geo-sidecar
+//       failback --replay): what an application checks to tell them.
+//
+// Copies of geo-sidecar's markers (property geo-sidecar.marker) are
+// acknowledged and left out. Acknowledgements wait for the broker's
+// receipt, so what the program acknowledged is on the broker when it
+// exits. Run as a single-file program with the test bed's classpath (see
+// Fidelity.java).
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.apache.pulsar.client.api.Consumer;
+import org.apache.pulsar.client.api.Message;
+import org.apache.pulsar.client.api.PulsarClient;
+import org.apache.pulsar.client.api.SubscriptionInitialPosition;
+import org.apache.pulsar.client.api.SubscriptionType;
+
+public class Failback {
+    static final ObjectMapper JSON = new ObjectMapper();
+    static final String MARKER = "geo-sidecar.marker";
+    static final String LATE = "geo-sidecar.replayed-late";
+
+    public static void main(String[] args) throws Exception {
+        if (args.length != 6 || !args[0].equals("consume")) {
+            System.err.println("usage: Failback consume SERVICE_URL TOPIC SUB IDLE_SECONDS HOLD_EVERY");
+            System.exit(2);
+        }
+        int idle = Integer.parseInt(args[4]), every = Integer.parseInt(args[5]);
+        try (PulsarClient client = PulsarClient.builder().serviceUrl(args[1]).build();
+                Consumer<byte[]> c = client.newConsumer().topic(args[2]).subscriptionName(args[3])
+                        .subscriptionType(SubscriptionType.Shared)
+                        .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
+                        .isAckReceiptEnabled(true).subscribe()) {
+            List<String> received = new ArrayList<>(), held = new ArrayList<>(), late = new ArrayList<>();
+            for (Message<byte[]> m; (m = c.receive(idle, TimeUnit.SECONDS)) != null; ) {
+                if (m.hasProperty(MARKER)) {
+                    c.acknowledge(m);
+                    continue;
+                }
+                String s = new String(m.getData(), StandardCharsets.UTF_8);
+                received.add(s);
+                if ("true".equals(m.getProperty(LATE))) {
+                    late.add(s);
+                }
+                if (every > 0 && s.startsWith("w-") && Integer.parseInt(s.substring(2)) % every == 0) {
+                    held.add(s);
+                    continue;
+                }
+                c.acknowledge(m);
+            }
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("received", received);
+            out.put("held", held);
+            out.put("late", late);
+            System.out.println(JSON.writeValueAsString(out));
+        }
+    }
+}
