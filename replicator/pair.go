@@ -431,10 +431,10 @@ func (p *pair) useServlet(s *subsync.Sync) {
 // (subsync.FollowName): "<cursor_prefix>.follow-".
 func followPrefix(s config.Sidecar) string { return s.OwnCursorPrefix() + "follow-" }
 
-// follower is the local cluster's client for subscription moves (the
+// moveClient is the local cluster's client for subscription moves (the
 // protocol route); nil when it cannot be built (then updates take the
 // admin route alone, and the log says why once per pair).
-func (p *pair) follower() subsync.Follower {
+func (p *pair) moveClient() subsync.MoveClient {
 	if p.local.Config.ServiceURL == "" {
 		return nil // a test's cluster without a service
 	}
@@ -483,7 +483,7 @@ func (p *pair) syncFor(partitionTopic, topic string, layout *cluster.Layout, lat
 		SubStates:      localSubs,
 		RemoteStates:   remoteSubs,
 		RemoteSubs:     remoteSubs,
-		Follow:         p.follower(),
+		Moves:          p.moveClient(),
 		FollowName:     p.followName,
 		History:        subsync.NewHistory(p.local.WireClient, partitionTopic, p.cfg.Sidecar.CursorPrefix, p.history),
 		Metrics:        p.m,

@@ -3,7 +3,7 @@ package entrypath
 // The contracts of the entry pipe: what it needs of its cursor, its
 // producer and the clusters (entrySource, entryTarget, entryEndpoints;
 // entryends.go implements them over the wire client, the tests with
-// fakes), and how it feeds the subscription sync (Sync, implemented by
+// fakes), and how it feeds the subscription sync (SyncFeed, implemented by
 // subsync).
 
 import (
@@ -63,14 +63,14 @@ type entryEndpoints interface {
 	targetSchema(ctx context.Context, version []byte) ([]byte, error)
 }
 
-// Sync is the subscription sync of the partition as the entry pipe feeds
+// SyncFeed is the subscription sync of the partition as the entry pipe feeds
 // it: every entry the pipe reads goes to DataAt or MarkerAt, in the order
 // read, from the session's goroutine, while the sync's own goroutine
 // (Run, started by the partition beside its sessions and outliving them,
 // so that a snapshot in progress survives a reconnect) ticks, follows and
 // applies. Implementations must be safe for that: one feeding goroutine
 // at a time, beside Run.
-type Sync interface {
+type SyncFeed interface {
 	// DataAt feeds data read at pos: a copy of origin's entry at at when
 	// the copy's origin is signed (marker.Origin.Signed), local data (or
 	// a copy not proven one) when origin is "".

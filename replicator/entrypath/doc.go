@@ -23,7 +23,7 @@
 // It exists apart from the pair lifecycle (replicator) and from
 // subscription sync (subsync) so that the rules that keep messages from
 // being lost are read, tested and mutated in one place: the sync is fed
-// through the Sync interface declared here, and never reached into.
+// through the SyncFeed interface declared here, and never reached into.
 //
 // A Partition is run by one goroutine (Run), which starts and waits for
 // the sync's and the acknowledger's. TargetBudgets, ByteBudget,

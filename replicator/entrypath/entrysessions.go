@@ -23,7 +23,7 @@ import (
 // runSync runs s (if not nil) beside a partition's sessions until ctx is
 // done; the returned function waits for it to end. The sync outlives the
 // sessions, so that a snapshot in progress survives a reconnect.
-func runSync(ctx context.Context, s Sync, linkUp func() bool) (wait func()) {
+func runSync(ctx context.Context, s SyncFeed, linkUp func() bool) (wait func()) {
 	if s == nil {
 		return func() {}
 	}

@@ -45,7 +45,7 @@ type Partition struct {
 
 	// sync keeps subscriptions in step; nil when none are configured. It
 	// sees every entry this pipe reads (entryrule.Marker, entryrule.Origin).
-	sync Sync
+	sync SyncFeed
 	// linkUp is true while a producer to the remote is open.
 	linkUp atomic.Bool
 	// received, when set, is set on each entry read: the pair refreshes
@@ -106,7 +106,7 @@ type Config struct {
 	Metrics           *metrics.Metrics
 	Log               *zap.Logger
 	// Sync keeps subscriptions in step; nil when none are configured.
-	Sync Sync
+	Sync SyncFeed
 	// Received, when set, is set on each entry read.
 	Received *atomic.Bool
 	// Active, when set, is kept true while this instance's cursor is the

@@ -60,7 +60,7 @@ func SkipReason(md *wire.Metadata, remote string) string {
 		return SkipMarker
 	case !md.HasNumMessagesInBatch && hasProp(md, marker.Property):
 		// A geo-sidecar marker (Marker); forwarded only through the
-		// sync (entrypath.Sync.MarkerAt).
+		// sync (entrypath.SyncFeed.MarkerAt).
 		return SkipMarker
 	case strings.HasPrefix(md.ProducerName, marker.SidecarProducers):
 		return SkipRemoteOrigin

@@ -1,6 +1,6 @@
 package subsync
 
-// The intake: what the entry path calls (entrypath.Sync, but Run:
+// The intake: what the entry path calls (entrypath.SyncFeed, but Run:
 // run.go). What it reads from the local partition (DataAt, MarkerAt,
 // BatchedMarker) goes to the snapshot machine and the apply queue only
 // past the intake gate's checks (gate.go); Takeover and StartsAt tell the

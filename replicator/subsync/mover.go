@@ -2,7 +2,7 @@ package subsync
 
 // The protocol mover of the apply side (docs/replicated-subscriptions.md,
 // Which route moves a subscription): subscription.Mover over a wire
-// client of its own (Follower). The admin route's calls are
+// client of its own (MoveClient). The admin route's calls are
 // subscription.Admin (syncio.go); what the route is decided on,
 // target.go; applying an update, route.go.
 
@@ -20,20 +20,20 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
 
-// Follower is what a protocol move needs of a cluster: wire.Client's
+// MoveClient is what a protocol move needs of a cluster: wire.Client's
 // MoveSubscription, on a client of its own (apart from the data path's,
 // so that cutting a stuck move's connection never touches replication).
 // Implementations must be safe for concurrent use.
-type Follower interface {
+type MoveClient interface {
 	MoveSubscription(ctx context.Context, m wire.Move) (wire.MoveResult, error)
 }
 
-// wireMover is subscription.Mover over a Follower for one partition: it
+// wireMover is subscription.Mover over a MoveClient for one partition: it
 // names the move's consumer, and gives Shared and Key_Shared moves the
 // partition's ledgers (read once, and again when a move needs ledgers not
 // listed).
 type wireMover struct {
-	f      Follower
+	f      MoveClient
 	name   string
 	layout func(ctx context.Context) (*cluster.Layout, error) // nil: never read
 	log    *zap.Logger

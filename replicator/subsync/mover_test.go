@@ -22,9 +22,9 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
 
-// fakeFollower is a Follower that records the moves and answers each with
+// fakeMoveClient is a MoveClient that records the moves and answers each with
 // the mark-delete position at the target (or md when set), or err.
-type fakeFollower struct {
+type fakeMoveClient struct {
 	mu    sync.Mutex
 	moves []wire.Move
 	err   []error // per move, in order; then nil
@@ -33,7 +33,7 @@ type fakeFollower struct {
 	during func(m wire.Move)
 }
 
-func (f *fakeFollower) MoveSubscription(_ context.Context, m wire.Move) (wire.MoveResult, error) {
+func (f *fakeMoveClient) MoveSubscription(_ context.Context, m wire.Move) (wire.MoveResult, error) {
 	if f.during != nil {
 		f.during(m)
 	}
@@ -55,7 +55,7 @@ func (f *fakeFollower) MoveSubscription(_ context.Context, m wire.Move) (wire.Mo
 	return res, err
 }
 
-func (f *fakeFollower) take() []wire.Move {
+func (f *fakeMoveClient) take() []wire.Move {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := f.moves
@@ -100,10 +100,10 @@ func (f *fakeStates) count() int {
 }
 
 // protocolRig is a sync rig with a protocol mover and states readers.
-func protocolRig(t *testing.T) (*syncRig, *fakeFollower, *fakeStates, *fakeStates) {
+func protocolRig(t *testing.T) (*syncRig, *fakeMoveClient, *fakeStates, *fakeStates) {
 	r := newSyncRig(t, rigConfig{})
-	f, local, remote := &fakeFollower{}, &fakeStates{}, &fakeStates{}
-	r.s.Follow, r.s.FollowName, r.s.SubStates, r.s.RemoteStates = f, "geo-sidecar.follow-test", local, remote
+	f, local, remote := &fakeMoveClient{}, &fakeStates{}, &fakeStates{}
+	r.s.Moves, r.s.FollowName, r.s.SubStates, r.s.RemoteStates = f, "geo-sidecar.follow-test", local, remote
 	return r, f, local, remote
 }
 
@@ -291,7 +291,7 @@ func TestSyncProtocolMoveNotEchoed(t *testing.T) {
 // TestWireMoverLedgers: a Shared move whose ledgers are not listed reads
 // the partition's layout and moves again; the list is kept for the next.
 func TestWireMoverLedgers(t *testing.T) {
-	f := &fakeFollower{err: []error{fmt.Errorf("move: %w", wire.ErrLedgersUnknown)}}
+	f := &fakeMoveClient{err: []error{fmt.Errorf("move: %w", wire.ErrLedgersUnknown)}}
 	layouts := 0
 	w := &wireMover{f: f, name: "n", log: nil, layout: func(context.Context) (*cluster.Layout, error) {
 		layouts++

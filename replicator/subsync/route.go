@@ -92,7 +92,7 @@ func (s *Sync) targetOf(ctx context.Context, sub string, now time.Time) *target 
 		}
 		tg = s.targets[sub]
 	}
-	tg.t.Protocol = s.Follow != nil
+	tg.t.Protocol = s.Moves != nil
 	return tg
 }
 
@@ -149,7 +149,7 @@ func (s *Sync) refreshTargets(ctx context.Context, now time.Time) error {
 				cur.Type, cur.AllowOutOfOrder = r.Type, r.AllowOutOfOrder
 			}
 		}
-		tg.t = subscription.Target{State: cur, Protocol: s.Follow != nil}
+		tg.t = subscription.Target{State: cur, Protocol: s.Moves != nil}
 		tg.readAt, tg.retry = now, false
 	}
 	return nil
@@ -188,13 +188,13 @@ func (s *Sync) noteResult(tg *target, res subscription.Result, now time.Time) {
 }
 
 // mover is the sync's protocol mover, built on first use; nil without a
-// Follower.
+// MoveClient.
 func (s *Sync) mover() subscription.Mover {
-	if s.Follow == nil {
+	if s.Moves == nil {
 		return nil
 	}
 	if s.wm == nil {
-		s.wm = &wireMover{f: s.Follow, name: s.FollowName, log: s.Log,
+		s.wm = &wireMover{f: s.Moves, name: s.FollowName, log: s.Log,
 			layout: func(ctx context.Context) (*cluster.Layout, error) {
 				if s.LayoutNow == nil {
 					return nil, errors.New("layout unknown")

@@ -2,11 +2,11 @@
 // partition, remote): the glue between the entry path, which reads the
 // partition, and the pure protocol of snapshot/ and subscription/. It
 // feeds what the entry path reads (DataAt, MarkerAt, BatchedMarker,
-// Takeover: the entrypath.Sync interface) to the snapshot machine, writes
+// Takeover: the entrypath.SyncFeed interface) to the snapshot machine, writes
 // the markers the machine returns (MarkerSink), follows the tracked
 // subscriptions' positions and sends updates when they pass a snapshot,
 // applies the updates that arrive from the remote (over the binary
-// protocol, Follower, or with reset-cursor, subscription.Admin: route.go),
+// protocol, MoveClient, or with reset-cursor, subscription.Admin: route.go),
 // and at start re-reads a bounded part of the partition's history to
 // rebuild the snapshot cache and the third origins' watermarks
 // (rebuild.go, history.go).
@@ -59,10 +59,10 @@ type Config struct {
 	LocalAdmin  Admin              // local cluster, for follow and lag
 	RemoteAdmin Admin              // remote cluster, for lag
 	SubAdmin    subscription.Admin // local cluster, to apply updates (the admin route)
-	// Follow moves subscriptions here over the binary protocol (the
+	// Moves moves subscriptions here over the binary protocol (the
 	// protocol route), FollowName naming its consumer; nil: the admin
 	// route alone.
-	Follow     Follower
+	Moves      MoveClient
 	FollowName string
 	// SubStates reads the subscriptions' states here, RemoteStates on the
 	// remote, for the route an update takes (route.go); nil: not read
