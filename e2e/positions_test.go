@@ -61,21 +61,21 @@ func TestPositionsServlet(t *testing.T) {
 	unbatched(a, 20)
 	unbatched(b, 20)
 
-	v := positions.NewView(positions.New(http.DefaultClient), Get("north").AdminURL, []string{ns}, []string{"app"})
+	pc, v := positions.New(http.DefaultClient), positions.NewView([]string{ns}, []string{"app"})
 	parts := []string{a, b + "-partition-0", b + "-partition-1"}
 	// latest is what the view's polls said last, by topic; moved, which
 	// topics any poll since the last reset reported.
 	latest := map[string]positions.State{}
 	moved := map[string]bool{}
 	poll := func() error {
-		changed, err := v.Poll(context.Background())
+		a, err := pc.Get(context.Background(), Get("north").AdminURL, v.Query())
 		if err != nil {
 			if strings.Contains(err.Error(), "404") {
 				t.Fatalf("north has no positions servlet (restart it with this cluster.sh: cluster.sh down north; cluster.sh up north): %v", err)
 			}
 			return err
 		}
-		for _, s := range changed {
+		for _, s := range v.Apply(a) {
 			if s.Subscription != "app" {
 				t.Fatalf("a state of subscription %q", s.Subscription)
 			}

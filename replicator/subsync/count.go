@@ -24,7 +24,7 @@ package subsync
 // restart's re-read) are not counted: L only gets smaller, the proof
 // rarer, never wrong.
 //
-// The count is here (entryCount); the proof is the follow's (follow.go:
+// The count is here (entryCount); the proof is the follow's (adminpath.go:
 // Sync.reached, beside entryCount.after, the one question it asks of the
 // count).
 

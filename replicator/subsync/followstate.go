@@ -36,7 +36,7 @@ type followState struct {
 	dataSinceRead bool
 	// waitingSince is when follows began putting a position read off
 	// for consumers not past a snapshot that just completed (zero: not
-	// now); positions read or proven end it (follow.go, mayWait).
+	// now); positions read or proven end it (adminpath.go, mayWait).
 	waitingSince time.Time
 	// freshRead: this follow's positions were read by it (not kept from
 	// an earlier read, nor proven from a stats reading).

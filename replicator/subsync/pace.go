@@ -50,7 +50,7 @@ type pacer struct {
 	newestID string        // the newest snapshot at the last follow
 	behind   bool          // a tracked subscription had not passed the newest snapshot
 	// soon, if set, is when follow runs again at the latest: the
-	// consumers had not passed a snapshot that just completed (follow.go),
+	// consumers had not passed a snapshot that just completed (adminpath.go),
 	// or a position awaits its confirming read (confirm.go).
 	soon time.Time
 

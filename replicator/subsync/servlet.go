@@ -307,12 +307,16 @@ func (s *Servlet) pollBroker(ctx context.Context, broker string, at time.Time, s
 		return
 	}
 	if b.v == nil || b.scope != scope {
-		b.v, b.scope, b.known = positions.NewView(s.Client, broker, namespaces, subs), scope, map[positions.Key]positions.State{}
+		b.v, b.scope, b.known = positions.NewView(namespaces, subs), scope, map[positions.Key]positions.State{}
 	}
 	v := b.v
 	s.mu.Unlock()
 
-	changed, err := v.Poll(ctx)
+	a, err := s.Client.Get(ctx, broker, v.Query())
+	var changed []positions.State
+	if err == nil {
+		changed = v.Apply(a)
+	}
 
 	var wake []func()
 	defer func() {

@@ -16,7 +16,8 @@
 // count.go, followstate.go, target.go, mover.go, history.go, moved.go,
 // adminrate.go); sync.go composes them; the glue above it has a file per
 // job: run.go (Run), intake.go (what the entry path calls), follow.go
-// (one follow round, with the helpers it calls in the files below it),
+// (one follow round, with the helpers it calls in the files below it:
+// servlet.go and adminpath.go for the positions),
 // route.go (applying one update), rebuild.go (the start-up re-read).
 //
 // It exists apart from the entry path so that the data path does not

@@ -243,7 +243,7 @@ func TestView(t *testing.T) {
 	}}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	v := NewView(New(srv.Client()), srv.URL, []string{"t/ns"}, []string{"app"})
+	c, v := New(srv.Client()), NewView([]string{"t/ns"}, []string{"app"})
 	type got struct {
 		topic string
 		gone  bool
@@ -251,10 +251,11 @@ func TestView(t *testing.T) {
 	}
 	poll := func() []got {
 		t.Helper()
-		ss, err := v.Poll(context.Background())
+		a, err := c.Get(context.Background(), srv.URL, v.Query())
 		if err != nil {
 			t.Fatal(err)
 		}
+		ss := v.Apply(a)
 		var out []got
 		for _, s := range ss {
 			out = append(out, got{strings.TrimPrefix(s.Topic, "persistent://t/ns/"), s.Gone, s.MarkDelete})

@@ -1,7 +1,6 @@
 package positions
 
 import (
-	"context"
 	"slices"
 	"sort"
 )
@@ -12,43 +11,37 @@ type Key struct {
 	Subscription string
 }
 
-// View is what one broker last said of the subscriptions in one scope:
-// Poll asks only for the changes since its previous answer and returns
-// them. Not safe for concurrent use: one View per broker and scope, polled
-// by one goroutine.
+// View is what one broker last said of the subscriptions in one scope.
+// It does no I/O: the caller asks the broker for Query (Client.Get) and
+// hands the answer to Apply, which returns only what changed since the
+// previous answer. Not safe for concurrent use: one View per broker and
+// scope, used by one goroutine.
 type View struct {
-	c      *Client
-	broker string
-	q      Query
-	known  map[Key]State
+	q     Query
+	known map[Key]State
 }
 
 // NewView follows the subscriptions named subscriptions on the topics of
-// namespaces that the broker at broker (its web service URL) owns.
-func NewView(c *Client, broker string, namespaces, subscriptions []string) *View {
+// namespaces (on the broker whose answers it is given).
+func NewView(namespaces, subscriptions []string) *View {
 	return &View{
-		c:      c,
-		broker: broker,
-		q:      Query{Namespaces: slices.Clone(namespaces), Subscriptions: slices.Clone(subscriptions)},
-		known:  map[Key]State{},
+		q:     Query{Namespaces: slices.Clone(namespaces), Subscriptions: slices.Clone(subscriptions)},
+		known: map[Key]State{},
 	}
 }
 
-// Poll asks the broker and returns the states that changed since the last
-// Poll, gone ones included (from a full answer, every subscription known
-// before and not listed), in the broker's order (gone ones of a full answer
-// last, by topic). The first Poll, and any after the broker restarted,
-// returns every subscription present. On an error the view is unchanged.
-func (v *View) Poll(ctx context.Context) ([]State, error) {
-	a, err := v.c.Get(ctx, v.broker, v.q)
-	if err != nil {
-		return nil, err
-	}
-	return v.apply(a), nil
-}
+// Query is what to ask the broker next: the scope, and only the changes
+// since the last answer Apply took (none yet: everything).
+func (v *View) Query() Query { return v.q }
 
-// apply takes a decoded answer to v.q into the view.
-func (v *View) apply(a Answer) []State {
+// Apply takes the broker's decoded answer to Query into the view and
+// returns the states that changed since the previous answer, gone ones
+// included (from a full answer, every subscription known before and not
+// listed), in the broker's order (gone ones of a full answer last, by
+// topic). The first answer, and any after the broker restarted (a full
+// one), returns every subscription present. A failed request is not
+// applied: the view stays as it was.
+func (v *View) Apply(a Answer) []State {
 	var changed []State
 	if a.Full {
 		listed := make(map[Key]bool, len(a.States))
