@@ -3,9 +3,9 @@
 #
 #   .ci/mutate.sh [package dir[:file,file...] ...]
 #                                     default: marker snapshot subscription
-#                                     replicator/entrypath replicator/subsync:follow.go
+#                                     replicator/entrypath replicator/subsync:follow.go,adminpath.go
 #                                     replicator/wire
-#   .ci/mutate.sh replicator/subsync:follow.go
+#   .ci/mutate.sh replicator/subsync:follow.go,adminpath.go
 #                                     one file of a package (the package's
 #                                     tests run on each of its mutants)
 #   .ci/mutate.sh replicator:all      every file of replicator/ (not of the
@@ -41,7 +41,7 @@ GREMLINS_VERSION=${GREMLINS_VERSION:-v0.6.0}
 # pools) and the subscription sync's core: what loss, duplicates and
 # stalls depend on.
 pkgs=("$@")
-[ ${#pkgs[@]} -gt 0 ] || pkgs=(marker snapshot subscription replicator/entrypath "replicator/subsync:follow.go" replicator/wire)
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(marker snapshot subscription replicator/entrypath "replicator/subsync:follow.go,adminpath.go" replicator/wire)
 
 bin=$(go env GOPATH)/bin/gremlins
 if [ -x "$bin" ]; then
