@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -142,8 +144,7 @@ func launchSidecar(t testing.TB, cfg, listen string, args ...string) *Sidecar {
 				t.Logf("sidecar log (last 4 KiB):\n%s", tail(b, 4096))
 				// One file per sidecar: a test with several names them by
 				// their listen port.
-				keep := filepath.Join(os.TempDir(), "geo-sidecar-e2e-logs",
-					strings.ReplaceAll(t.Name(), "/", "_")+"-"+listen[strings.LastIndexByte(listen, ':')+1:]+".log")
+				keep := keptLogPath(t.Name(), listen)
 				if os.MkdirAll(filepath.Dir(keep), 0o755) == nil && os.WriteFile(keep, b, 0o644) == nil {
 					t.Logf("whole sidecar log kept in %s", keep)
 				}
@@ -270,4 +271,21 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
+}
+
+// keptLogPath is where a sidecar's log is kept: one file per sidecar,
+// named by the test and the listen port; a restarted sidecar listens on
+// the same port, so each earlier life (whose cleanup runs after the later
+// one's) gets a number: name-port.log for the last life, name-port.2.log
+// for the one before, and so on.
+func keptLogPath(test, listen string) string {
+	base := filepath.Join(os.TempDir(), "geo-sidecar-e2e-logs",
+		strings.ReplaceAll(test, "/", "_")+"-"+listen[strings.LastIndexByte(listen, ':')+1:])
+	keep := base + ".log"
+	for i := 2; ; i++ {
+		if _, err := os.Stat(keep); errors.Is(err, fs.ErrNotExist) {
+			return keep
+		}
+		keep = fmt.Sprintf("%s.%d.log", base, i)
+	}
 }
