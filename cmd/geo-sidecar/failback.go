@@ -15,7 +15,6 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
-	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/verify"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
@@ -131,38 +130,15 @@ func cmdFailback(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signalContext(zap.NewNop())
 	defer stop()
-	east, err := cluster.Dial(fc, zap.NewNop(), cluster.SecurityEvents{})
+	eastEnd, westEnd, partitions, closeEnds, err := dialEnds(ctx, fc, tc, from, full)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	defer east.Close()
-	west, err := cluster.Dial(tc, zap.NewNop(), cluster.SecurityEvents{})
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	defer west.Close()
-	eastWire, err := east.WireClient()
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	westWire, err := west.WireClient()
-	if err != nil {
-		return usageErr("%v", err)
-	}
+	defer closeEnds()
+	east, west, eastWire, westWire := eastEnd.Clients, westEnd.Clients, eastEnd.Wire, westEnd.Wire
 	eastMoves, err := east.MoveClient()
 	if err != nil {
 		return usageErr("%v", err)
-	}
-	n, err := eastWire.PartitionedMetadata(ctx, full)
-	if err != nil {
-		return usageErr("%s: partitions of %s: %v", from, full, err)
-	}
-	partitions := []string{full}
-	if n > 0 {
-		partitions = make([]string, n)
-		for i := range partitions {
-			partitions[i] = fmt.Sprintf("%s-partition-%d", full, i)
-		}
 	}
 	eastSide := verify.Side{Name: from, Client: eastWire, Admin: east.Admin}
 	westSide := verify.Side{Name: to, Client: westWire, Admin: west.Admin}

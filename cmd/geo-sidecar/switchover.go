@@ -86,38 +86,15 @@ func cmdSwitchover(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signalContext(zap.NewNop())
 	defer stop()
-	src, err := cluster.Dial(fc, zap.NewNop(), cluster.SecurityEvents{})
+	srcEnd, tgtEnd, partitions, closeEnds, err := dialEnds(ctx, fc, tc, from, full)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	defer src.Close()
-	tgt, err := cluster.Dial(tc, zap.NewNop(), cluster.SecurityEvents{})
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	defer tgt.Close()
-	srcWire, err := src.WireClient()
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	tgtWire, err := tgt.WireClient()
-	if err != nil {
-		return usageErr("%v", err)
-	}
+	defer closeEnds()
+	src, tgt, srcWire, tgtWire := srcEnd.Clients, tgtEnd.Clients, srcEnd.Wire, tgtEnd.Wire
 	moves, err := tgt.MoveClient()
 	if err != nil {
 		return usageErr("%v", err)
-	}
-	n, err := srcWire.PartitionedMetadata(ctx, full)
-	if err != nil {
-		return usageErr("%s: partitions of %s: %v", from, full, err)
-	}
-	partitions := []string{full}
-	if n > 0 {
-		partitions = make([]string, n)
-		for i := range partitions {
-			partitions[i] = fmt.Sprintf("%s-partition-%d", full, i)
-		}
 	}
 	o := switchover.Options{Topic: full, From: from, To: to, Partitions: partitions, Subscriptions: names,
 		Source: switchover.Admin(src.Admin), Target: switchover.Admin(tgt.Admin), Quiet: quiet, DryRun: dry,
