@@ -64,13 +64,38 @@ func markersOf(t *testing.T, c pulsar.Client, topic string, k marker.Kind) []pul
 // consumeAll consumes the n messages of topic as sub, then acknowledges
 // what follows them (markers: the snapshot that covers the last message
 // completes after it, at the response's position, once traffic stops).
+//
+// A message delivered again (the same id) is acknowledged again and
+// logged, not failed on: once in a full CI run (lane 1, three lanes at
+// once) the broker delivered all 100 again to the second consumer, with
+// no update applied to east in the sidecar's log (the only update was
+// east's, applied on west). What these tests check is the replay, on
+// the copy; only a message not published here fails the setup.
 func consumeAll(t *testing.T, c pulsar.Client, topic, sub string, n int) {
 	t.Helper()
-	if got := Consume(t, c, topic, sub, n, 30*time.Second); len(got) != n {
+	got := Consume(t, c, topic, sub, n, 30*time.Second)
+	if len(got) != n {
 		t.Fatalf("consumed %d of %d", len(got), n)
 	}
-	if extra := Consume(t, c, topic, sub, 1<<30, 5*time.Second); len(extra) > 0 {
-		t.Fatalf("%d messages after the %d published", len(extra), n)
+	seen := map[string]bool{}
+	for _, m := range got {
+		seen[m.ID().String()] = true
+	}
+	again := 0
+	for {
+		extra := Consume(t, c, topic, sub, 1<<30, 5*time.Second)
+		if len(extra) == 0 {
+			break
+		}
+		for _, m := range extra {
+			if !seen[m.ID().String()] {
+				t.Fatalf("message %s (%q) after the %d published", m.ID(), m.Payload(), n)
+			}
+		}
+		if again += len(extra); again > 10*n {
+			t.Fatalf("the %d published delivered again %d times over", n, again)
+		}
+		t.Logf("%d of the %d consumed delivered again; acknowledged again", len(extra), n)
 	}
 }
 
