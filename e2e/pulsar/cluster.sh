@@ -293,6 +293,16 @@ write_conf() {
   if positions_servlet "$name"; then
     positions_conf "$name" >>"$file"
   fi
+  # The NARs' source keys (nar): a broker loads a NAR only at its start, so
+  # a new one is a changed setting, and "up" restarts a cluster running an
+  # older one (Pulsar ignores the unknown key). Without this a test bed kept
+  # across commits ran the servlet of an older checkout.
+  local keys
+  keys="entryfilter:$(cat "$state/entryfilters/.key" 2>/dev/null || true)"
+  if positions_servlet "$name"; then
+    keys="$keys,positions:$(cat "$state/servlets/.key" 2>/dev/null || true)"
+  fi
+  printf '\n# the geo-sidecar NARs this start loads (source keys)\ngeoSidecarNarKeys=%s\n' "$keys" >>"$file"
 }
 
 # conf_changed NAME: whether the settings NAME would start with now differ

@@ -60,6 +60,38 @@ final class Json {
         return b.append("]}").toString();
     }
 
+    /**
+     * The answer to {@code POST /acknowledge}, version 1, one result per
+     * line of the request, in its order:
+     * <pre>
+     * {"v":1,"results":[{"topic":"…","subscription":"…","outcome":"moved",
+     *   "markDelete":[ledger,entry]},…]}
+     * </pre>
+     * "markDelete" (read after) is left out when not read.
+     */
+    static String acknowledged(java.util.List<Acknowledger.Result> results) {
+        StringBuilder b = new StringBuilder(32 + results.size() * 128);
+        b.append("{\"v\":1,\"results\":[");
+        boolean first = true;
+        for (Acknowledger.Result r : results) {
+            if (!first) {
+                b.append(',');
+            }
+            first = false;
+            b.append("{\"topic\":");
+            string(b, r.ack().topic());
+            b.append(",\"subscription\":");
+            string(b, r.ack().subscription());
+            b.append(",\"outcome\":");
+            string(b, r.outcome());
+            if (r.markDelete() != null) {
+                b.append(",\"markDelete\":[").append(r.markDelete()[0]).append(',').append(r.markDelete()[1]).append(']');
+            }
+            b.append('}');
+        }
+        return b.append("]}").toString();
+    }
+
     static String error(String message) {
         StringBuilder b = new StringBuilder("{\"error\":");
         string(b, message);

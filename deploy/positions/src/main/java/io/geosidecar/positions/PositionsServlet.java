@@ -20,6 +20,7 @@ import org.apache.bookkeeper.mledger.Position;
 import org.apache.bookkeeper.mledger.impl.ManagedCursorImpl;
 import org.apache.pulsar.broker.PulsarService;
 import org.apache.pulsar.broker.authentication.AuthenticationDataSource;
+import org.apache.pulsar.broker.authentication.AuthenticationDataSubscription;
 import org.apache.pulsar.broker.authorization.AuthorizationService;
 import org.apache.pulsar.broker.service.Topic;
 import org.apache.pulsar.broker.service.persistent.PersistentSubscription;
@@ -56,7 +57,12 @@ import org.slf4j.LoggerFactory;
  * authorization enabled the caller must be a super-user, or be allowed the
  * stats of every topic the answer names (the permission the admin API's
  * per-topic stats call checks), else the whole answer is refused (403). The
- * answer reads state only; nothing here changes a cursor.
+ * answer reads state only.
+ *
+ * <p>{@code POST /geo-sidecar/acknowledge} moves subscriptions forward as the
+ * broker's own replicated subscriptions do ({@link Acknowledger}); the
+ * caller must be a super-user or allowed reset-cursor on every subscription
+ * it names.
  *
  * <p>Thread-safety: requests run on the broker's web threads at once; the
  * tracker serializes the reading and numbering.
@@ -143,6 +149,41 @@ public final class PositionsServlet implements AdditionalServletWithPulsarServic
                 return;
             }
             send(resp, 200, Json.answer(answer));
+        }
+
+        /** {@code POST /acknowledge}: see {@link Acknowledger}. */
+        @Override
+        protected void doPost(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+            if (!"/acknowledge".equals(req.getPathInfo())) {
+                send(resp, 404, Json.error("not found: the path is " + BASE_PATH + "/acknowledge"));
+                return;
+            }
+            PulsarService p = pulsar;
+            if (p == null) {
+                send(resp, 503, Json.error("broker not ready"));
+                return;
+            }
+            if (req.getContentLengthLong() > Acknowledger.MAX_BODY) {
+                send(resp, 413, Json.error("request larger than " + Acknowledger.MAX_BODY + " bytes"));
+                return;
+            }
+            List<Acknowledger.Ack> acks;
+            try {
+                acks = Acknowledger.parse(req.getReader());
+            } catch (IllegalArgumentException e) {
+                send(resp, 400, Json.error(e.getMessage()));
+                return;
+            }
+            // Every line authorized before any is applied: a request
+            // is applied whole or not at all as far as permissions go.
+            String denied = authorizeMoves(p, req, acks);
+            if (denied != null) {
+                send(resp, denied.startsWith("no ") ? 401 : 403, Json.error(denied));
+                return;
+            }
+            List<Acknowledger.Result> results = Acknowledger.apply(
+                    topic -> p.getBrokerService().getTopicReference(topic), acks);
+            send(resp, 200, Json.acknowledged(results));
         }
     }
 
@@ -273,6 +314,45 @@ public final class PositionsServlet implements AdditionalServletWithPulsarServic
                 if (!authz.allowTopicOperationAsync(TopicName.get(base), TopicOperation.GET_STATS, r, auth)
                         .get(10, TimeUnit.SECONDS)) {
                     return "role may not read the stats of " + base;
+                }
+            }
+            return null;
+        } catch (Exception e) {
+            log.warn("geo-sidecar positions: authorization check failed", e);
+            return "authorization check failed";
+        }
+    }
+
+    /**
+     * Null when the caller may move every subscription named (a super-user,
+     * or allowed reset-cursor on the topic for that subscription: what the
+     * admin API's reset-cursor checks, the call this replaces); else why
+     * not.
+     */
+    private static String authorizeMoves(PulsarService p, HttpServletRequest req, List<Acknowledger.Ack> acks) {
+        if (!p.getConfiguration().isAuthorizationEnabled()) {
+            return null;
+        }
+        Object role = req.getAttribute(AuthenticationFilter.AuthenticatedRoleAttributeName);
+        Object data = req.getAttribute(AuthenticationFilter.AuthenticatedDataAttributeName);
+        if (!(role instanceof String r)) {
+            return "no authenticated role";
+        }
+        AuthenticationDataSource auth = data instanceof AuthenticationDataSource d ? d : null;
+        AuthorizationService authz = p.getBrokerService().getAuthorizationService();
+        try {
+            if (authz.isSuperUser(r, auth).get(10, TimeUnit.SECONDS)) {
+                return null;
+            }
+            Set<String> checked = new HashSet<>();
+            for (Acknowledger.Ack a : acks) {
+                String base = TopicName.get(a.topic()).getPartitionedTopicName();
+                if (!checked.add(base + "\n" + a.subscription())) {
+                    continue;
+                }
+                if (!authz.allowTopicOperationAsync(TopicName.get(base), TopicOperation.RESET_CURSOR, r,
+                        new AuthenticationDataSubscription(auth, a.subscription())).get(10, TimeUnit.SECONDS)) {
+                    return "role may not reset the cursor of " + a.subscription() + " on " + base;
                 }
             }
             return null;
