@@ -55,22 +55,22 @@ func TestDecodeAcknowledged(t *testing.T) {
 	first := `{"topic":"persistent://t/ns/a-partition-0","subscription":"my app",`
 	second := `,{"topic":"persistent://t/ns/b","subscription":"app","outcome":"not-here"}]}`
 	for name, body := range map[string]string{
-		"version":                 strings.Replace(good, `"v":1`, `"v":2`, 1),
-		"unknown field":           strings.Replace(good, `"v":1`, `"v":1,"x":1`, 1),
-		"trailing":                good + `{}`,
-		"one result short":        `{"v":1,"results":[` + first + `"outcome":"moved","markDelete":[10,7]}]}`,
-		"another subscription":    strings.Replace(good, `"my app"`, `"other"`, 1),
-		"another topic":           strings.Replace(good, `a-partition-0`, `a-partition-1`, 1),
-		"order swapped":           `{"v":1,"results":[{"topic":"persistent://t/ns/b","subscription":"app","outcome":"not-here"},` + first + `"outcome":"moved","markDelete":[10,7]}]}`,
-		"unknown outcome":         `{"v":1,"results":[` + first + `"outcome":"skipped","markDelete":[10,7]}` + second,
-		"moved short of target":   `{"v":1,"results":[` + first + `"outcome":"moved","markDelete":[10,4]}` + second,
-		"moved without position":  `{"v":1,"results":[` + first + `"outcome":"moved"}` + second,
-		"pending at target":       `{"v":1,"results":[` + first + `"outcome":"pending","markDelete":[10,5]}` + second,
-		"not-here with position":  `{"v":1,"results":[{"topic":"persistent://t/ns/a-partition-0","subscription":"my app","outcome":"moved","markDelete":[10,5]},{"topic":"persistent://t/ns/b","subscription":"app","outcome":"not-here","markDelete":[3,1]}]}`,
-		"bad position":            `{"v":1,"results":[` + first + `"outcome":"moved","markDelete":[-1,7]}` + second,
-		"beyond-end at target":    `{"v":1,"results":[` + first + `"outcome":"beyond-end","markDelete":[10,5]}` + second,
-		"null results":            `{"v":1,"results":null}`,
-		"not-forward before":      `{"v":1,"results":[` + first + `"outcome":"not-forward","markDelete":[9,100]}` + second,
+		"version":                strings.Replace(good, `"v":1`, `"v":2`, 1),
+		"unknown field":          strings.Replace(good, `"v":1`, `"v":1,"x":1`, 1),
+		"trailing":               good + `{}`,
+		"one result short":       `{"v":1,"results":[` + first + `"outcome":"moved","markDelete":[10,7]}]}`,
+		"another subscription":   strings.Replace(good, `"my app"`, `"other"`, 1),
+		"another topic":          strings.Replace(good, `a-partition-0`, `a-partition-1`, 1),
+		"order swapped":          `{"v":1,"results":[{"topic":"persistent://t/ns/b","subscription":"app","outcome":"not-here"},` + first + `"outcome":"moved","markDelete":[10,7]}]}`,
+		"unknown outcome":        `{"v":1,"results":[` + first + `"outcome":"skipped","markDelete":[10,7]}` + second,
+		"moved short of target":  `{"v":1,"results":[` + first + `"outcome":"moved","markDelete":[10,4]}` + second,
+		"moved without position": `{"v":1,"results":[` + first + `"outcome":"moved"}` + second,
+		"pending at target":      `{"v":1,"results":[` + first + `"outcome":"pending","markDelete":[10,5]}` + second,
+		"not-here with position": `{"v":1,"results":[{"topic":"persistent://t/ns/a-partition-0","subscription":"my app","outcome":"moved","markDelete":[10,5]},{"topic":"persistent://t/ns/b","subscription":"app","outcome":"not-here","markDelete":[3,1]}]}`,
+		"bad position":           `{"v":1,"results":[` + first + `"outcome":"moved","markDelete":[-1,7]}` + second,
+		"beyond-end at target":   `{"v":1,"results":[` + first + `"outcome":"beyond-end","markDelete":[10,5]}` + second,
+		"null results":           `{"v":1,"results":null}`,
+		"not-forward before":     `{"v":1,"results":[` + first + `"outcome":"not-forward","markDelete":[9,100]}` + second,
 	} {
 		if _, err := DecodeAcknowledged([]byte(body), twoAcks); err == nil {
 			t.Errorf("%s: accepted %s", name, body)
