@@ -154,3 +154,74 @@ func TestServletRewindNotOverridden(t *testing.T) {
 	awaitClusters(t, "east", "west")
 	rewindNotOverridden(t, func(replication string) *Sidecar { return startServletSidecar(t, replication) })
 }
+
+// TestServletMovesExclusiveAttached: an Exclusive application consumes on
+// east while an Exclusive consumer of the same subscription is attached
+// on west and acknowledges nothing (a standby instance already
+// connected). Without the servlet no route can move west's copy under it
+// (reset-cursor would disconnect it, and the protocol admits no second
+// Exclusive consumer): every update is refused. With the servlet's
+// acknowledge endpoint west's copy follows east to the end, as Pulsar's
+// own replicated subscriptions move it, the consumer stays connected (the
+// same connection all along), and no reset-cursor is sent to west.
+func TestServletMovesExclusiveAttached(t *testing.T) {
+	UseClusters(t, "east", "west")
+	awaitClusters(t, "east", "west")
+	const sub = "ledger"
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "entries")
+	eastC, westC := Client(t, "east"), Client(t, "west")
+	app := subscribeApp(t, eastC, topic, sub, "east-app", pulsar.Exclusive, true)
+	subscribeApp(t, westC, topic, sub, "west-standby", pulsar.Exclusive, false)
+	a := startServletSidecar(t, oneWay(ns, sub, "east", "west"))
+	b := startServletSidecar(t, oneWay(ns, sub, "west", "east"))
+	tn := mustTopicName(t, topic)
+	connectedSince := func() (string, error) {
+		st, err := Admin(t, "west").Topics().GetStats(*tn)
+		if err != nil {
+			return "", err
+		}
+		cs := st.Subscriptions[sub].Consumers
+		if len(cs) != 1 {
+			return "", fmt.Errorf("%d consumers of %s on west, want the standby alone", len(cs), sub)
+		}
+		return cs[0].ConnectedSince, nil
+	}
+	since, err := connectedSince()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resetsBefore := adminCounts(b, "west")["reset-cursor"]
+	inStep := func(n int64) func() error {
+		return func() error {
+			app.mu.Lock()
+			got := app.got
+			app.mu.Unlock()
+			if int64(got) < n {
+				return fmt.Errorf("east's application got %d of %d", got, n)
+			}
+			w := countTail(t, westC, "west", topic, 0, sub)
+			if w.data < n || w.dataAfter != 0 {
+				return fmt.Errorf("west: %d of %d copied, its %s would deliver %d again", w.data, n, sub, w.dataAfter)
+			}
+			return nil
+		}
+	}
+	ProduceN(t, eastC, topic, "a", 100)
+	Eventually(t, 90*time.Second, inStep(100))
+	ProduceN(t, eastC, topic, "b", 100)
+	Eventually(t, 90*time.Second, inStep(200))
+
+	if now, err := connectedSince(); err != nil || now != since {
+		t.Errorf("west's standby consumer: connected since %q, was %q (%v): disconnected by a move", now, since, err)
+	}
+	if d := adminCounts(b, "west")["reset-cursor"] - resetsBefore; d != 0 {
+		t.Errorf("%v reset-cursor requests to west", d)
+	}
+	servlet := b.Metric("geo_sidecar_subscription_updates_received_total", `cluster="west"`, `route="servlet"`, `outcome="applied"`)
+	if servlet == 0 {
+		t.Error("no update applied by the servlet route")
+	}
+	t.Logf("updates applied on west by the servlet: %v, in %v acknowledge requests; A's admin requests to east %v",
+		servlet, b.Metric("geo_sidecar_positions_acknowledge_requests_total", `cluster="west"`), adminCounts(a, "east"))
+}

@@ -2,11 +2,15 @@ package subscription
 
 // Applying an update received from a remote: which route moves the
 // subscription (Decide, a pure function of what is known of it), and
-// Apply, which takes that route through one of two movers: the binary
-// protocol (Mover: an acknowledgement by a consumer that attaches for a
-// few milliseconds and never receives, docs/design/subscription-follow.md
-// §3–§5) or the admin API (Admin: reset-cursor, which disconnects every
-// consumer attached, so only where none is).
+// Apply, which takes that route through one of three movers: the brokers'
+// positions servlet where it runs (Movers.Servlet: a cumulative
+// acknowledgement inside the broker, as Pulsar's own replicated
+// subscriptions apply an update, for any type with consumers attached or
+// not, docs/design/subscription-follow.md §12.7), the binary protocol
+// (Movers.Protocol: an acknowledgement by a consumer that attaches for a
+// few milliseconds and never receives, §3–§5) or the admin API (Admin:
+// reset-cursor, which disconnects every consumer attached, so only where
+// none is).
 
 import (
 	"context"
@@ -95,6 +99,11 @@ type Target struct {
 	// Protocol: a protocol mover is available for the subscription's
 	// cluster.
 	Protocol bool
+	// Servlet: the positions servlet of the broker that has the
+	// subscription's topic can move it (Movers.Servlet). Nothing else of
+	// the Target is needed then: the servlet moves any type, consumers
+	// attached or not, and refuses a move backwards itself.
+	Servlet bool
 	// Busy: the broker refused the last protocol move's consumer, and the
 	// state was not read again since.
 	Busy bool
@@ -118,10 +127,13 @@ const (
 	RouteAdmin Route = "admin"
 	// RouteNone: not moved (a refusal, decided without a call).
 	RouteNone Route = "none"
+	// RouteServlet: a cumulative acknowledgement by the broker's
+	// positions servlet.
+	RouteServlet Route = "servlet"
 )
 
 // Routes are the values of Route, for metrics set at 0.
-var Routes = []Route{RouteProtocol, RouteAdmin, RouteNone}
+var Routes = []Route{RouteProtocol, RouteAdmin, RouteNone, RouteServlet}
 
 // Ack is the acknowledgement a protocol move sends.
 type Ack uint8
@@ -210,6 +222,8 @@ func servable(st State) bool {
 // partition: everything at or before it was consumed on the remote) takes
 // for a subscription known as t. Pure; table-tested.
 //
+//   - Servlet: by the servlet, to ProtocolTarget(to), whatever else is
+//     known.
 //   - Missing: created by the admin API at to's entry (an attach would
 //     give the subscription a type before its applications do).
 //   - Consumers attached: over the protocol when the type allows it
@@ -228,6 +242,12 @@ func servable(st State) bool {
 // not before the move's target, the move is not attempted
 // (RefusedBackwards); nor is a reset to an entry not after it.
 func Decide(t Target, to marker.Position) Decision {
+	if t.Servlet {
+		// Forward only by the servlet's own check, made atomically with
+		// the move: a mark-delete position known here may be older than
+		// an operator's rewind.
+		return Decision{Route: RouteServlet, At: ProtocolTarget(to)}
+	}
 	if !t.Exists {
 		return Decision{Route: RouteAdmin, Create: true, At: entryOf(to)}
 	}
@@ -277,6 +297,23 @@ type Admin interface {
 	// calls it when none are attached).
 	Reset(ctx context.Context, topic, sub string, at marker.Position) error
 }
+
+// Movers are the movers Apply may use besides the admin API; a nil one is
+// not available.
+type Movers struct {
+	Protocol Mover
+	// Servlet moves with the broker's positions servlet: d.At is
+	// acknowledged cumulatively. Its Moved has HasBefore (Before =
+	// After) only when the subscription was at or past d.At already. An
+	// error wrapping ErrUnavailable means it could not serve this move
+	// (the subscription or its topic is not on the broker it knows):
+	// Apply then takes the other routes.
+	Servlet Mover
+}
+
+// ErrUnavailable is wrapped by a Movers.Servlet error when the servlet
+// did not move the subscription and another route may.
+var ErrUnavailable = errors.New("subscription: the servlet cannot move it")
 
 // Mover moves a subscription over the binary protocol (see
 // wire.Client.MoveSubscription) as d says: it attaches with d.Type (and
@@ -342,16 +379,28 @@ type Result struct {
 //
 // Refusals return a nil error; the caller counts them, and a later update
 // retries. Failed comes with an error that names topic and sub.
-func Apply(ctx context.Context, admin Admin, mover Mover, t Target, topic, sub string, to marker.Position) (Result, error) {
+func Apply(ctx context.Context, admin Admin, m Movers, t Target, topic, sub string, to marker.Position) (Result, error) {
+	mover := m.Protocol
 	if mover == nil {
 		t.Protocol = false
 	}
+	if m.Servlet == nil {
+		t.Servlet = false
+	}
 	d := Decide(t, to)
+	if d.Route == RouteServlet {
+		res, err := move(ctx, RouteServlet, m.Servlet, topic, sub, d)
+		if !errors.Is(err, ErrUnavailable) {
+			return res, err
+		}
+		t.Servlet = false
+		d = Decide(t, to)
+	}
 	switch d.Route {
 	case RouteNone:
 		return Result{Route: RouteNone, Outcome: d.Outcome}, nil
 	case RouteProtocol:
-		return move(ctx, mover, topic, sub, d)
+		return move(ctx, RouteProtocol, mover, topic, sub, d)
 	}
 	if t.Fresh && t.Exists && t.MarkDeleteKnown && t.Consumers == 0 && !d.Create {
 		// Decide compared the update with the known position already.
@@ -376,7 +425,7 @@ func Apply(ctx context.Context, admin Admin, mover Mover, t Target, topic, sub s
 		res.Outcome = d.Outcome
 		return res, nil
 	case d.Route == RouteProtocol:
-		r, err := move(ctx, mover, topic, sub, d)
+		r, err := move(ctx, RouteProtocol, mover, topic, sub, d)
 		r.Read = &st
 		return r, err
 	case d.Create:
@@ -398,9 +447,13 @@ func Apply(ctx context.Context, admin Admin, mover Mover, t Target, topic, sub s
 	return res, nil
 }
 
-// move takes the protocol route.
-func move(ctx context.Context, mover Mover, topic, sub string, d Decision) (Result, error) {
-	res := Result{Route: RouteProtocol}
+// move takes the protocol route, or the servlet's (route).
+func move(ctx context.Context, route Route, mover Mover, topic, sub string, d Decision) (Result, error) {
+	res := Result{Route: route}
+	by := "over the protocol"
+	if route == RouteServlet {
+		by = "by the positions servlet"
+	}
 	mv, err := mover.Move(ctx, topic, sub, d)
 	switch {
 	case errors.Is(err, ErrBusy):
@@ -408,7 +461,7 @@ func move(ctx context.Context, mover Mover, topic, sub string, d Decision) (Resu
 		return res, nil
 	case err != nil:
 		res.Outcome = Failed
-		return res, fmt.Errorf("moving subscription %q on %s to %s over the protocol: %w", sub, topic, d.At, err)
+		return res, fmt.Errorf("moving subscription %q on %s to %s %s: %w", sub, topic, d.At, by, err)
 	}
 	after := entryOf(mv.After)
 	res.MarkDelete, res.MarkDeleteKnown = after, true
@@ -421,7 +474,7 @@ func move(ctx context.Context, mover Mover, topic, sub string, d Decision) (Resu
 		res.Outcome, res.UpTo, res.Moved = Applied, after, true // as far as one move goes
 	default:
 		res.Outcome = Failed
-		return res, fmt.Errorf("moving subscription %q on %s to %s over the protocol: the mark-delete position is %s after the move", sub, topic, d.At, after)
+		return res, fmt.Errorf("moving subscription %q on %s to %s %s: the mark-delete position is %s after the move", sub, topic, d.At, by, after)
 	}
 	return res, nil
 }

@@ -226,7 +226,7 @@ func TestApplyRoutes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			admin, mover := tt.admin, tt.mover
-			res, err := subscription.Apply(context.Background(), &admin, &mover, tt.t, topic, sub, tt.to)
+			res, err := subscription.Apply(context.Background(), &admin, subscription.Movers{Protocol: &mover}, tt.t, topic, sub, tt.to)
 			res.Read = nil
 			if res != tt.want {
 				t.Errorf("Apply = %+v\nwant    %+v", res, tt.want)
@@ -260,5 +260,80 @@ func TestParseType(t *testing.T) {
 		if want != subscription.TypeUnknown && want.String() != s {
 			t.Errorf("%v.String() = %q, want %q", want, want.String(), s)
 		}
+	}
+}
+
+// TestApplyServletRoute: with a servlet mover the update goes to it for
+// any type, attached or not, and nothing is read first; a servlet that
+// cannot serve it (ErrUnavailable) leaves the update to the other routes.
+func TestApplyServletRoute(t *testing.T) {
+	const topic, sub = "persistent://t/n/orders-partition-3", "billing"
+	to := pos(5, 7, -1)
+	exclusiveAttached := subscription.Target{State: subscription.State{Exists: true, Type: subscription.Exclusive, Consumers: 1}, Protocol: true, Servlet: true}
+	tests := []struct {
+		name      string
+		t         subscription.Target
+		admin     fakeAdmin
+		servlet   fakeMover
+		want      subscription.Result
+		wantErr   bool
+		wantCalls []call
+	}{
+		{name: "Exclusive with a consumer attached: moved by the servlet, no admin call",
+			t:       exclusiveAttached,
+			servlet: fakeMover{moved: subscription.Moved{After: pos(5, 9, -1)}},
+			want:    subscription.Result{Route: subscription.RouteServlet, Outcome: subscription.Applied, UpTo: to, Moved: true, MarkDelete: pos(5, 9, -1), MarkDeleteKnown: true}},
+		{name: "a batch position: the entry before it",
+			t:       subscription.Target{Servlet: true},
+			servlet: fakeMover{moved: subscription.Moved{After: pos(5, 6, -1)}},
+			want:    subscription.Result{Route: subscription.RouteServlet, Outcome: subscription.Applied, UpTo: pos(5, 6, -1), Moved: true, MarkDelete: pos(5, 6, -1), MarkDeleteKnown: true}},
+		{name: "there already: not-forward, nothing of ours",
+			t:       subscription.Target{Servlet: true},
+			servlet: fakeMover{moved: subscription.Moved{Before: pos(5, 8, -1), After: pos(5, 8, -1), HasBefore: true}},
+			want:    subscription.Result{Route: subscription.RouteServlet, Outcome: subscription.RefusedBackwards, MarkDelete: pos(5, 8, -1), MarkDeleteKnown: true}},
+		{name: "a known mark-delete position past the target does not stop it (it may be older than a rewind)",
+			t:       subscription.Target{State: subscription.State{Exists: true, MarkDelete: pos(6, 0, -1)}, MarkDeleteKnown: true, Servlet: true},
+			servlet: fakeMover{moved: subscription.Moved{After: to}},
+			want:    subscription.Result{Route: subscription.RouteServlet, Outcome: subscription.Applied, UpTo: to, Moved: true, MarkDelete: to, MarkDeleteKnown: true}},
+		{name: "unavailable (not on that broker): the admin route reads and resets",
+			t:         subscription.Target{State: subscription.State{Exists: true, Type: subscription.Exclusive}, Servlet: true},
+			servlet:   fakeMover{err: fmt.Errorf("no-subscription: %w", subscription.ErrUnavailable)},
+			admin:     fakeAdmin{st: subscription.State{Exists: true, MarkDelete: pos(5, 1, -1), Type: subscription.Exclusive}},
+			want:      subscription.Result{Route: subscription.RouteAdmin, Outcome: subscription.Applied, UpTo: pos(5, 6, -1), Moved: true, MarkDelete: pos(5, 6, -1), MarkDeleteKnown: true},
+			wantCalls: []call{{op: "state", top: topic, sub: sub}, {op: "reset", at: to, top: topic, sub: sub}}},
+		{name: "failed: an error, no other route",
+			t:       subscription.Target{Servlet: true},
+			servlet: fakeMover{err: errors.New("boom")},
+			want:    subscription.Result{Route: subscription.RouteServlet, Outcome: subscription.Failed},
+			wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			admin, servlet := tt.admin, tt.servlet
+			at := to
+			if tt.name == "a batch position: the entry before it" {
+				at = pos(5, 7, 3)
+			}
+			res, err := subscription.Apply(context.Background(), &admin, subscription.Movers{Servlet: &servlet}, tt.t, topic, sub, at)
+			res.Read = nil
+			if res != tt.want {
+				t.Errorf("Apply = %+v\nwant    %+v", res, tt.want)
+			}
+			if (err != nil) != tt.wantErr {
+				t.Errorf("error %v, want one: %t", err, tt.wantErr)
+			}
+			if !slices.Equal(admin.calls, tt.wantCalls) {
+				t.Errorf("admin calls %+v, want %+v", admin.calls, tt.wantCalls)
+			}
+			if len(servlet.asked) != 1 || servlet.asked[0].Route != subscription.RouteServlet {
+				t.Errorf("servlet asked %+v, want one servlet move", servlet.asked)
+			}
+		})
+	}
+	// Without a servlet mover the flag is ignored.
+	admin := fakeAdmin{st: subscription.State{Exists: true, Consumers: 1, Type: subscription.Exclusive}}
+	res, _ := subscription.Apply(context.Background(), &admin, subscription.Movers{}, exclusiveAttached, topic, sub, to)
+	if res.Route != subscription.RouteNone || res.Outcome != subscription.RefusedConsumers {
+		t.Errorf("no servlet mover: %+v, want consumers-attached", res)
 	}
 }

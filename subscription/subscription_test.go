@@ -330,7 +330,7 @@ func TestApply(t *testing.T) {
 			admin := tt.admin
 			// Nothing known of the subscription: the admin route reads it
 			// and decides on that (no protocol mover: the fallback alone).
-			res, err := subscription.Apply(context.Background(), &admin, nil, subscription.Target{}, topic, sub, tt.to)
+			res, err := subscription.Apply(context.Background(), &admin, subscription.Movers{}, subscription.Target{}, topic, sub, tt.to)
 			got := res.Outcome
 			if got != tt.want {
 				t.Errorf("Apply = %q, want %q", got, tt.want)

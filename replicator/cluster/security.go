@@ -519,6 +519,8 @@ func AdminKind(method, path string) string {
 		return "brokers"
 	case path == positions.Path:
 		return "positions"
+	case path == positions.AckPath:
+		return "positions-acknowledge"
 	}
 	return "other"
 }

@@ -76,6 +76,7 @@ type Metrics struct {
 	AdminBudgetWaiting     *prometheus.GaugeVec
 	PositionsBrokers       *prometheus.GaugeVec
 	PositionsFromServlet   *prometheus.CounterVec
+	PositionsAckRequests   *prometheus.CounterVec
 
 	// lag combines the partitions' subscription lags into their topic's
 	// series: every partition's sync reports its own.
@@ -164,7 +165,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.UpdatesSent = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "subscription_updates_sent_total", Help: "Subscription updates written for a remote."}, pair)
 	m.AdminRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
-		Name: "admin_requests_total", Help: "Calls to a cluster's admin API (discovery, stats, subscription sync, the read-back of copies), by kind (list-topics, topic-metadata, create-topic, grow-topic, stats, partitioned-stats, internal-stats, reset-cursor, create-subscription, list-subscriptions, last-message-id, read-message, namespace, brokers, positions: the positions servlet, other)."}, []string{"cluster", "kind"})
+		Name: "admin_requests_total", Help: "Calls to a cluster's admin API (discovery, stats, subscription sync, the read-back of copies), by kind (list-topics, topic-metadata, create-topic, grow-topic, stats, partitioned-stats, internal-stats, reset-cursor, create-subscription, list-subscriptions, last-message-id, read-message, namespace, brokers, positions: the positions servlet, positions-acknowledge: moves by it, other)."}, []string{"cluster", "kind"})
 	m.PositionsProven = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "positions_proven_total", Help: "Follows of a partition whose tracked subscriptions the topic's stats reading proved at or past the newest snapshot, so that their positions were not read (an internal-stats call saved)."}, []string{"cluster"})
 	m.HistoryEntriesRead = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
@@ -172,7 +173,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.SubsCreatedRemote = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "subscriptions_created_on_remote_total", Help: "Tracked subscriptions created on a remote that lacked them, at its earliest message (no snapshot covered them yet)."}, pair)
 	m.UpdatesApplied = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
-		Name: "subscription_updates_received_total", Help: "Subscription updates received from a remote, by the route that moved the subscription (protocol: an acknowledgement over the binary protocol; admin: reset-cursor or create; none: refused without a call) and outcome (applied, created, consumers-attached, refused-type, not-forward, error)."},
+		Name: "subscription_updates_received_total", Help: "Subscription updates received from a remote, by the route that moved the subscription (protocol: an acknowledgement over the binary protocol; servlet: a cumulative acknowledgement by the brokers' positions servlet; admin: reset-cursor or create; none: refused without a call) and outcome (applied, created, consumers-attached, refused-type, not-forward, error)."},
 		[]string{"cluster", "route", "outcome"})
 	m.SubscriptionLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 		Name: "subscription_lag_entries", Help: "Backlog entries (batches) the remote copy of a subscription would deliver again after a failover now (remote backlog minus local), summed over the topic's partitions."}, sub)
@@ -184,8 +185,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "positions_brokers", Help: "With sidecar.positions: servlet, a cluster's brokers by where the follows of their topics learn positions (servlet: the positions servlet answered; admin: it answered 404, or its last request failed)."}, []string{"cluster", "source"})
 	m.PositionsFromServlet = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "positions_from_servlet_total", Help: "Follows of a partition whose positions came from the brokers' positions servlet (no admin read)."}, []string{"cluster"})
+	m.PositionsAckRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "positions_acknowledge_requests_total", Help: "Requests of subscription moves to the brokers' positions servlet (each carries every move waiting for that broker; subscription_updates_received_total{route=\"servlet\"} counts the moves), by outcome (ok, error)."}, []string{"cluster", "outcome"})
 	if reg != nil {
-		reg.MustRegister(m.PositionsBrokers, m.PositionsFromServlet)
+		reg.MustRegister(m.PositionsBrokers, m.PositionsFromServlet, m.PositionsAckRequests)
 		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsUnproven,
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused, m.PairProblems,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,

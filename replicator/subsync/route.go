@@ -1,9 +1,11 @@
 package subsync
 
 // Applying one update, the apply queue's worker's job (apply.go): the
-// route from what is known of the subscription (target.go), read again
-// when due; a reset without reading the subscription first where the
-// standby rule allows (standby.go); the protocol mover (mover.go); where
+// servlet route where the brokers' positions servlet can take it
+// (servletmove.go: nothing read first), else the route from what is known
+// of the subscription (target.go), read again when due; a reset without
+// reading the subscription first where the standby rule allows
+// (standby.go); the protocol mover (mover.go); where
 // the update put the subscription recorded in the echo fence (fence.go);
 // a change of route or refusal logged once.
 
@@ -27,19 +29,35 @@ import (
 // once.
 func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) {
 	now := time.Now()
-	tg := s.targetOf(ctx, sub, now)
-	st, read := s.standbyReading(ctx, tg, sub, at, now)
-	t := tg.t
-	// Not fresh when an update (another remote's, or one of ours whose
-	// outcome is not known) may have moved the subscription past the
-	// position tg knows: a reset cannot change the reading's timestamp
-	// (standby.go), so the reading would not show it, and the reset would
-	// move the subscription back.
-	t.Fresh = read && fresh(tg, st) && !s.Applied.beyond(s.Local, s.Topic, sub, tg.t.MarkDelete)
+	movers := subscription.Movers{Protocol: s.mover()}
+	var (
+		tg   *target
+		t    subscription.Target
+		st   SubStat
+		read bool
+	)
+	if s.Servlet != nil && s.Servlet.CanMove(s.Topic, s.Cursor) {
+		// The servlet route needs nothing read first: it moves any type,
+		// attached or not, and refuses backwards itself. Should it not
+		// serve this one, Apply's admin route reads the state.
+		tg = s.knownTarget(sub)
+		movers.Servlet = servletMover{s: s.Servlet, cursor: s.Cursor}
+		t = subscription.Target{Servlet: true, Protocol: s.Moves != nil}
+	} else {
+		tg = s.targetOf(ctx, sub, now)
+		st, read = s.standbyReading(ctx, tg, sub, at, now)
+		t = tg.t
+		// Not fresh when an update (another remote's, or one of ours
+		// whose outcome is not known) may have moved the subscription
+		// past the position tg knows: a reset cannot change the reading's
+		// timestamp (standby.go), so the reading would not show it, and
+		// the reset would move the subscription back.
+		t.Fresh = read && fresh(tg, st) && !s.Applied.beyond(s.Local, s.Topic, sub, tg.t.MarkDelete)
+	}
 	// Recorded before the move lands: follow, running meanwhile, may read
 	// the position it sets before Apply returns, and would send it back.
 	begun := s.Applied.begin(s.Local, s.Topic, sub, subscription.ProtocolTarget(at))
-	res, err := subscription.Apply(ctx, s.SubAdmin, s.mover(), t, s.Topic, sub, at)
+	res, err := subscription.Apply(ctx, s.SubAdmin, movers, t, s.Topic, sub, at)
 	settle(s.Applied, begun, res, t.Fresh)
 	now = time.Now()
 	s.noteResult(tg, res, now)
@@ -64,9 +82,25 @@ func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) {
 			append(fields, zap.Bool("refused_by_broker", res.Route == subscription.RouteProtocol))...)
 	case res.Route == subscription.RouteAdmin && res.Outcome == subscription.Applied:
 		s.Log.Info("subscription update applied with reset-cursor: its type is not one the protocol route serves with nobody attached", fields...)
+	case res.Route == subscription.RouteServlet && res.Outcome == subscription.Applied:
+		s.Log.Info("subscription update applied by the brokers' positions servlet", zap.String("subscription", sub))
 	case res.Outcome == subscription.RefusedConsumers:
 		s.Log.Debug("subscription update not applied: consumers attached", fields...)
 	}
+}
+
+// knownTarget is what is known of sub, not read again (the servlet
+// route needs no reading).
+func (s *Sync) knownTarget(sub string) *target {
+	if s.targets == nil {
+		s.targets = targets{}
+	}
+	tg := s.targets[sub]
+	if tg == nil {
+		tg = &target{}
+		s.targets[sub] = tg
+	}
+	return tg
 }
 
 // targetOf is what is known of sub before applying an update at now,

@@ -97,6 +97,8 @@ type Servlet struct {
 	polledScope int
 	// overLimits: the scope went over the servlet's limits (logged once).
 	overLimits bool
+	// acks are the moves waiting per broker (servletmove.go).
+	acks map[string]*ackQueue
 }
 
 // brokerView is one broker's view and what the last poll of it found.

@@ -3,9 +3,11 @@ package subsync
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics"
 	"github.com/geo-sidecar/geo-sidecar/replicator/metrics/metricstest"
 	"github.com/geo-sidecar/geo-sidecar/replicator/subsync/subsynctest"
+	"github.com/geo-sidecar/geo-sidecar/subscription"
 )
 
 // The positions servlet's side of the follow (servlet.go): the brokers'
@@ -38,11 +41,17 @@ type fakeBrokers struct {
 	noPlugin map[string]bool
 	asked    map[string]int // requests per broker
 	seq      int64
+	// ackAsked counts the acknowledge requests per broker, ackLines the
+	// moves they carried; a request waits for hold (when set) first.
+	ackAsked map[string]int
+	ackLines []int
+	hold     chan struct{}
+	noAckAPI bool // answer 404 to acknowledge (an older NAR)
 }
 
 func newFakeBrokers() *fakeBrokers {
 	return &fakeBrokers{subs: map[string]map[string]map[string]marker.Position{}, acked: map[positions.Key][]positions.Range{},
-		noPlugin: map[string]bool{}, asked: map[string]int{}}
+		noPlugin: map[string]bool{}, asked: map[string]int{}, ackAsked: map[string]int{}}
 }
 
 // set puts sub of topic on broker at md.
@@ -79,6 +88,9 @@ func (f *fakeBrokers) list(context.Context) ([]string, error) {
 }
 
 func (f *fakeBrokers) Do(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost {
+		return f.acknowledge(req)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	broker := req.URL.Scheme + "://" + req.URL.Host
@@ -113,6 +125,55 @@ func (f *fakeBrokers) Do(req *http.Request) (*http.Response, error) {
 	}
 	body, _ := json.Marshal(map[string]any{"v": 1, "epoch": "e1", "seq": f.seq, "full": true, "subscriptions": items})
 	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader(string(body)))}, nil
+}
+
+// acknowledge answers POST /geo-sidecar/acknowledge as the servlet does:
+// cumulatively, forward only, per line.
+func (f *fakeBrokers) acknowledge(req *http.Request) (*http.Response, error) {
+	if f.hold != nil {
+		<-f.hold
+	}
+	body, _ := io.ReadAll(req.Body)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	broker := req.URL.Scheme + "://" + req.URL.Host
+	if f.noAckAPI || f.noPlugin[broker] || req.URL.Path != positions.AckPath {
+		return &http.Response{StatusCode: http.StatusNotFound, Body: io.NopCloser(strings.NewReader("not found"))}, nil
+	}
+	f.ackAsked[broker]++
+	type result struct {
+		Topic        string  `json:"topic"`
+		Subscription string  `json:"subscription"`
+		Outcome      string  `json:"outcome"`
+		MarkDelete   []int64 `json:"markDelete,omitempty"`
+	}
+	results := []result{}
+	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+	f.ackLines = append(f.ackLines, len(lines))
+	for _, line := range lines {
+		var rawTopic, rawSub string
+		var l, e int64
+		fmt.Sscanf(line, "%s %s %d %d", &rawTopic, &rawSub, &l, &e)
+		topic, _ := url.QueryUnescape(rawTopic)
+		sub, _ := url.QueryUnescape(rawSub)
+		r := result{Topic: topic, Subscription: sub}
+		md, ok := f.subs[broker][topic][sub]
+		target := marker.Position{Ledger: l, Entry: e, Batch: -1}
+		switch {
+		case f.subs[broker][topic] == nil:
+			r.Outcome = "not-here"
+		case !ok:
+			r.Outcome = "no-subscription"
+		case target.Compare(md) <= 0:
+			r.Outcome, r.MarkDelete = "not-forward", []int64{md.Ledger, md.Entry}
+		default:
+			f.subs[broker][topic][sub] = target
+			r.Outcome, r.MarkDelete = "moved", []int64{l, e}
+		}
+		results = append(results, r)
+	}
+	out, _ := json.Marshal(map[string]any{"v": 1, "results": results})
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader(string(out)))}, nil
 }
 
 func newTestServlet(t *testing.T, f *fakeBrokers, m *metrics.Metrics) *Servlet {
@@ -409,5 +470,116 @@ func TestServletWakes(t *testing.T) {
 	p.begin(now.Add(time.Millisecond), "s1")
 	if p.due(now.Add(2*time.Millisecond), time.Second, "s1", func() bool { return true }) {
 		t.Error("still due after the nudged follow began")
+	}
+}
+
+// TestServletMoves: a move goes to the broker that owns the partition;
+// the moves that come while a request is under way go together in the
+// next one; the servlet's answers map to the route's outcomes, and what
+// it cannot serve is left to the other routes (ErrUnavailable), as is
+// every move on a broker without the acknowledge endpoint.
+func TestServletMoves(t *testing.T) {
+	const b1 = "http://b1:8080"
+	f := newFakeBrokers()
+	var topics []string
+	for i := range 20 {
+		topic := fmt.Sprintf("persistent://shop/orders/orders-partition-%d", i)
+		topics = append(topics, topic)
+		f.set(b1, topic, servletCursor, subsynctest.Pos(1, 40))
+		f.set(b1, topic, "billing", subsynctest.Pos(1, 10))
+	}
+	m := metrics.New(nil)
+	s := newTestServlet(t, f, m)
+	ctx := context.Background()
+	if s.CanMove(topics[0], servletCursor) {
+		t.Fatal("CanMove before any poll")
+	}
+	if _, _, ok := s.Positions(ctx, topics[0], servletCursor, time.Minute, time.Time{}); !ok {
+		t.Fatal("not polled")
+	}
+	if !s.CanMove(topics[0], servletCursor) || s.CanMove("persistent://shop/orders/elsewhere", servletCursor) {
+		t.Fatal("CanMove: want only the partitions the broker lists")
+	}
+	move := func(topic, sub string, at marker.Position) (subscription.Moved, error) {
+		return servletMover{s: s, cursor: servletCursor}.Move(ctx, topic, sub, subscription.Decision{Route: subscription.RouteServlet, At: at})
+	}
+
+	// Batching: the first request is held; 19 more moves queue behind it.
+	f.hold = make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, len(topics))
+	wg.Go(func() {
+		if _, err := move(topics[0], "billing", subsynctest.Pos(1, 20)); err != nil {
+			errs <- err
+		}
+	})
+	for !func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.acks[b1] != nil && s.acks[b1].sending && len(s.acks[b1].waiting) == 0
+	}() {
+		time.Sleep(time.Millisecond)
+	}
+	for _, topic := range topics[1:] {
+		wg.Go(func() {
+			if _, err := move(topic, "billing", subsynctest.Pos(1, 20)); err != nil {
+				errs <- err
+			}
+		})
+	}
+	for func() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.acks[b1].waiting) }() < len(topics)-1 {
+		time.Sleep(time.Millisecond)
+	}
+	close(f.hold)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	f.hold = nil
+	if f.ackAsked[b1] != 2 || !slices.Equal(f.ackLines, []int{1, len(topics) - 1}) {
+		t.Fatalf("%d requests carrying %v moves, want 2 carrying [1 %d]", f.ackAsked[b1], f.ackLines, len(topics)-1)
+	}
+	for _, topic := range topics {
+		if got := f.subs[b1][topic]["billing"]; got != subsynctest.Pos(1, 20) {
+			t.Errorf("%s billing at %v, want 1:20", topic, got)
+		}
+	}
+	if got := metricstest.Counter(m.PositionsAckRequests, "east", "ok"); got != 2 {
+		t.Errorf("positions_acknowledge_requests_total{ok} = %v, want 2", got)
+	}
+
+	tests := []struct {
+		name        string
+		topic, sub  string
+		at          marker.Position
+		want        subscription.Moved
+		unavailable bool
+	}{
+		{"moved", topics[1], "billing", subsynctest.Pos(1, 30), subscription.Moved{After: subsynctest.Pos(1, 30)}, false},
+		{"there already: before = after", topics[1], "billing", subsynctest.Pos(1, 25), subscription.Moved{Before: subsynctest.Pos(1, 30), After: subsynctest.Pos(1, 30), HasBefore: true}, false},
+		{"no such subscription", topics[1], "audit", subsynctest.Pos(1, 30), subscription.Moved{}, true},
+		{"owner unknown", "persistent://shop/orders/elsewhere", "billing", subsynctest.Pos(1, 30), subscription.Moved{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := move(tt.topic, tt.sub, tt.at)
+			if errors.Is(err, subscription.ErrUnavailable) != tt.unavailable || (!tt.unavailable && err != nil) {
+				t.Fatalf("error %v, want unavailable: %t", err, tt.unavailable)
+			}
+			if got != tt.want {
+				t.Errorf("Move = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+
+	// A broker without the endpoint: unavailable, and no move goes there
+	// again for a while.
+	f.noAckAPI = true
+	if _, err := move(topics[2], "billing", subsynctest.Pos(1, 35)); !errors.Is(err, subscription.ErrUnavailable) {
+		t.Fatalf("no endpoint: %v, want ErrUnavailable", err)
+	}
+	if s.CanMove(topics[2], servletCursor) {
+		t.Error("CanMove after the broker answered 404 to a move")
 	}
 }
