@@ -40,7 +40,7 @@ cd "$(dirname "$0")/.."
 disrupt='TestKillNineUnderLoad|TestTargetOutage'
 wan='TestWAN.*|TestBenchWANSmoke'
 ha='TestHATargetUnreachableFromActive|TestHASourceUnreachableFromActive'
-even2='TestFailoverDrill|TestReadBackRefusedWithDedup|TestDrillLeavesOtherSubscriptionsAlone|TestServletFollowAcknowledged|TestServletRewindNotOverridden'
+even2='TestFailoverDrill|TestReadBackRefusedWithDedup|TestDrillLeavesOtherSubscriptionsAlone|TestServletFollowAcknowledged|TestServletRewindNotOverridden|TestServletMovesExclusiveAttached'
 even3='TestSubscriptionRewindNotOverridden|TestSubscriptionTail|TestBenchSmoke|TestTargetTopicTerminatedIdle'
 even3+='|TestRestartDeepInLedgerWithDedup|TestSubscriptionStickyNotLockedOut|TestHAKillChainOrder'
 even3+='|TestSubscriptionFollowBothSidesKeySharedAutoSplit|TestSubscriptionFollowsLaggingConsumer|TestMarkerKeyRotation'
