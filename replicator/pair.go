@@ -425,6 +425,21 @@ func (p *pair) useServlet(s *subsync.Sync) {
 	})
 	sv.Watch(p.rep.Namespace, append(slices.Clone(p.rep.Subscriptions), p.subscription)...)
 	s.Servlet, s.Cursor, s.ServletNamesKnown = sv, p.subscription, len(p.rep.SubscriptionPatterns) == 0
+	if remote := p.remote; remote.Positions() != nil {
+		// The remote's, for the lag's remote backlogs alone: its named
+		// subscriptions in scope.
+		rsv := p.pollers.Servlet(remote.Name, func() *subsync.Servlet {
+			return subsync.NewServlet(subsync.ServletConfig{
+				Cluster: remote.Name, Client: remote.Positions(), Brokers: remote.Brokers,
+				Every: p.cfg.Sidecar.Snapshot.Interval.Duration / 2,
+				Log:   p.log.Named("positions"), Metrics: p.m,
+			})
+		})
+		if len(p.rep.Subscriptions) > 0 {
+			rsv.Watch(p.rep.Namespace, p.rep.Subscriptions...)
+		}
+		s.RemoteServlet = rsv
+	}
 }
 
 // followPrefix starts the names of the consumers of subscription moves

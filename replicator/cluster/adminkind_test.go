@@ -32,6 +32,7 @@ func TestAdminKind(t *testing.T) {
 		{http.MethodGet, "/admin/v2/brokers", "brokers"},
 		{http.MethodGet, "/geo-sidecar/positions", "positions"},
 		{http.MethodPost, "/geo-sidecar/acknowledge", "positions-acknowledge"},
+		{http.MethodGet, "/geo-sidecar/backlogs", "positions-backlogs"},
 		{http.MethodGet, "/", "other"},
 	} {
 		if got := AdminKind(tt.method, tt.path); got != tt.want {

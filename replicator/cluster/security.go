@@ -521,6 +521,8 @@ func AdminKind(method, path string) string {
 		return "positions"
 	case path == positions.AckPath:
 		return "positions-acknowledge"
+	case path == positions.BacklogsPath:
+		return "positions-backlogs"
 	}
 	return "other"
 }

@@ -165,7 +165,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.UpdatesSent = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "subscription_updates_sent_total", Help: "Subscription updates written for a remote."}, pair)
 	m.AdminRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
-		Name: "admin_requests_total", Help: "Calls to a cluster's admin API (discovery, stats, subscription sync, the read-back of copies), by kind (list-topics, topic-metadata, create-topic, grow-topic, stats, partitioned-stats, internal-stats, reset-cursor, create-subscription, list-subscriptions, last-message-id, read-message, namespace, brokers, positions: the positions servlet, positions-acknowledge: moves by it, other)."}, []string{"cluster", "kind"})
+		Name: "admin_requests_total", Help: "Calls to a cluster's admin API (discovery, stats, subscription sync, the read-back of copies), by kind (list-topics, topic-metadata, create-topic, grow-topic, stats, partitioned-stats, internal-stats, reset-cursor, create-subscription, list-subscriptions, last-message-id, read-message, namespace, brokers, positions: the positions servlet, positions-acknowledge: moves by it, positions-backlogs: backlogs from it, other)."}, []string{"cluster", "kind"})
 	m.PositionsProven = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "positions_proven_total", Help: "Follows of a partition whose tracked subscriptions the topic's stats reading proved at or past the newest snapshot, so that their positions were not read (an internal-stats call saved)."}, []string{"cluster"})
 	m.HistoryEntriesRead = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,

@@ -31,7 +31,31 @@ func (s *Sync) lagAged() { s.lags.aged(s.gauges()) }
 // follow's stats reading, and on the remote, from the remote's shared
 // reading; each read by itself when there is none.
 func (s *Sync) backlogs(ctx context.Context, prio float64) (local, remote map[string]int64, err error) {
-	if s.fl.servlet && s.Stats != nil {
+	if s.fl.servlet && s.Servlet != nil {
+		// Both from the brokers' servlets where they answer: one request
+		// per broker for every partition (servletbacklogs.go). The local
+		// broker must list the pair's cursor (it has the partition), the
+		// remote every tracked subscription here (one it does not list
+		// may be missing there, which the stats reading tells and the lag
+		// then creates).
+		if l, ok := s.Servlet.Backlogs(ctx, s.Topic, []string{s.Cursor}, lagServletAge); ok {
+			local = l
+			var want []string
+			for sub := range l {
+				if s.Tracked(sub) {
+					want = append(want, sub)
+				}
+			}
+			if s.RemoteServlet != nil && len(want) > 0 {
+				if r, ok := s.RemoteServlet.Backlogs(ctx, s.Topic, want, lagServletAge); ok {
+					return local, r, nil
+				}
+			}
+		}
+	}
+	if local != nil {
+		// From the servlet; the remote's below.
+	} else if s.fl.servlet && s.Stats != nil {
 		// The topic's shared reading (positions came from the servlet,
 		// with no reading of this follow's own).
 		r, err := s.Stats.Read(ctx, max(s.fl.maxAge, lagRemoteAge), s.aged(prio))

@@ -99,6 +99,10 @@ type Servlet struct {
 	overLimits bool
 	// acks are the moves waiting per broker (servletmove.go).
 	acks map[string]*ackQueue
+	// backlogs is the last backlogs reading, backlogsTurn held by the
+	// one under way (servletbacklogs.go).
+	backlogs     servletBacklogs
+	backlogsTurn chan struct{}
 }
 
 // brokerView is one broker's view and what the last poll of it found.

@@ -47,11 +47,13 @@ type fakeBrokers struct {
 	ackLines []int
 	hold     chan struct{}
 	noAckAPI bool // answer 404 to acknowledge (an older NAR)
+	// backlogAsked counts the backlogs requests per broker.
+	backlogAsked map[string]int
 }
 
 func newFakeBrokers() *fakeBrokers {
 	return &fakeBrokers{subs: map[string]map[string]map[string]marker.Position{}, acked: map[positions.Key][]positions.Range{},
-		noPlugin: map[string]bool{}, asked: map[string]int{}, ackAsked: map[string]int{}}
+		noPlugin: map[string]bool{}, asked: map[string]int{}, ackAsked: map[string]int{}, backlogAsked: map[string]int{}}
 }
 
 // set puts sub of topic on broker at md.
@@ -99,6 +101,24 @@ func (f *fakeBrokers) Do(req *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: http.StatusNotFound, Body: io.NopCloser(strings.NewReader("not found"))}, nil
 	}
 	q := req.URL.Query()
+	if req.URL.Path == positions.BacklogsPath {
+		f.backlogAsked[broker]++
+		type item struct {
+			Topic        string `json:"topic"`
+			Subscription string `json:"subscription"`
+			Entries      int64  `json:"entries"`
+		}
+		items := []item{}
+		for topic, subs := range f.subs[broker] {
+			for sub, md := range subs {
+				if slices.Contains(q["namespace"], TopicNamespace(topic)) && slices.Contains(q["subscription"], sub) {
+					items = append(items, item{topic, sub, 100 - md.Entry}) // the fake's last entry is 100
+				}
+			}
+		}
+		body, _ := json.Marshal(map[string]any{"v": 1, "backlogs": items})
+		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader(string(body)))}, nil
+	}
 	f.seq++
 	type item struct {
 		Topic        string    `json:"topic"`
@@ -581,5 +601,46 @@ func TestServletMoves(t *testing.T) {
 	}
 	if s.CanMove(topics[2], servletCursor) {
 		t.Error("CanMove after the broker answered 404 to a move")
+	}
+}
+
+// TestServletBacklogs: the backlogs of a partition's subscriptions come
+// from one request per broker shared by every partition within maxAge; a
+// partition whose broker does not list every subscription asked for is
+// not answered (the caller reads stats).
+func TestServletBacklogs(t *testing.T) {
+	const b1, b2 = "http://b1:8080", "http://b2:8080"
+	other := "persistent://shop/orders/orders-partition-1"
+	f := newFakeBrokers()
+	f.set(b1, syncTopic, servletCursor, subsynctest.Pos(1, 100))
+	f.set(b1, syncTopic, "billing", subsynctest.Pos(1, 60))
+	f.set(b2, other, servletCursor, subsynctest.Pos(1, 90))
+	s := newTestServlet(t, f, nil)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() { s.Backlogs(ctx, syncTopic, []string{servletCursor}, time.Minute) })
+	}
+	wg.Wait()
+	got, ok := s.Backlogs(ctx, syncTopic, []string{servletCursor, "billing"}, time.Minute)
+	if !ok || got["billing"] != 40 || got[servletCursor] != 0 {
+		t.Fatalf("backlogs %v, %v; want billing 40, the cursor 0", got, ok)
+	}
+	if f.backlogAsked[b1] != 1 || f.backlogAsked[b2] != 1 {
+		t.Fatalf("backlogs asked b1 %d, b2 %d times; want once each for 11 callers", f.backlogAsked[b1], f.backlogAsked[b2])
+	}
+	if _, ok := s.Backlogs(ctx, other, []string{"billing"}, time.Minute); ok {
+		t.Error("a partition without billing answered for billing")
+	}
+	if got, ok := s.Backlogs(ctx, other, []string{servletCursor}, time.Minute); !ok || got[servletCursor] != 10 {
+		t.Errorf("other partition: %v, %v", got, ok)
+	}
+	if _, ok := s.Backlogs(ctx, "persistent://shop/orders/nowhere", nil, time.Minute); ok {
+		t.Error("a partition no broker lists answered")
+	}
+	f.noPlugin[b2] = true
+	time.Sleep(10 * time.Millisecond)
+	if _, ok := s.Backlogs(ctx, syncTopic, []string{servletCursor}, time.Millisecond); ok {
+		t.Error("answered while a broker failed (its partitions would look empty)")
 	}
 }

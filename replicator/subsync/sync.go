@@ -106,6 +106,10 @@ type Config struct {
 	// idleFollow, which puts new names in scope.
 	Servlet           *Servlet
 	Cursor            string
+	// RemoteServlet, if set, is the remote cluster's positions servlet
+	// follower: the lag gauges take the remote's backlogs from it
+	// (servletbacklogs.go).
+	RemoteServlet *Servlet
 	ServletNamesKnown bool
 	// AdminRate is this cluster's admin request rate (sidecar.admin_rate), shared by its syncs
 	// (adminrate.go); nil: unbounded.

@@ -139,3 +139,51 @@ func FuzzDecodeAcknowledged(f *testing.F) {
 		}
 	})
 }
+
+func TestDecodeBacklogs(t *testing.T) {
+	q := Query{Namespaces: []string{"t/ns"}, Subscriptions: []string{"app", "cur"}}
+	good := `{"v":1,"backlogs":[{"topic":"persistent://t/ns/a-partition-0","subscription":"app","entries":12},{"topic":"persistent://t/ns/a-partition-0","subscription":"cur","entries":0}]}`
+	got, err := DecodeBacklogs([]byte(good), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[Key{Topic: "persistent://t/ns/a-partition-0", Subscription: "app"}] != 12 {
+		t.Fatalf("backlogs %v", got)
+	}
+	for name, body := range map[string]string{
+		"version":         strings.Replace(good, `"v":1`, `"v":2`, 1),
+		"unknown field":   strings.Replace(good, `"entries":12`, `"entries":12,"x":1`, 1),
+		"negative":        strings.Replace(good, `"entries":12`, `"entries":-1`, 1),
+		"not asked sub":   strings.Replace(good, `"app"`, `"other"`, 1),
+		"other namespace": strings.Replace(good, `t/ns/a-partition-0","subscription":"app"`, `t/other/a","subscription":"app"`, 1),
+		"not persistent":  strings.Replace(good, `persistent://t/ns/a-partition-0","subscription":"app"`, `non-persistent://t/ns/a","subscription":"app"`, 1),
+		"twice":           strings.Replace(good, `"cur"`, `"app"`, 1),
+		"missing entries": strings.Replace(good, `,"entries":12`, ``, 1),
+		"null":            `{"v":1,"backlogs":null}`,
+		"trailing":        good + " 1",
+	} {
+		if _, err := DecodeBacklogs([]byte(body), q); err == nil {
+			t.Errorf("%s: accepted %s", name, body)
+		}
+	}
+}
+
+// FuzzDecodeBacklogs: what DecodeBacklogs accepts names only asked
+// namespaces and subscriptions, with backlogs not below zero.
+func FuzzDecodeBacklogs(f *testing.F) {
+	f.Add(`{"v":1,"backlogs":[{"topic":"persistent://t/ns/a-partition-0","subscription":"app","entries":12}]}`)
+	f.Add(`{"v":1,"backlogs":[]}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		q := Query{Namespaces: []string{"t/ns"}, Subscriptions: []string{"app"}}
+		got, err := DecodeBacklogs([]byte(body), q)
+		if err != nil {
+			return
+		}
+		for k, n := range got {
+			rest, ok := strings.CutPrefix(k.Topic, "persistent://t/ns/")
+			if !ok || rest == "" || strings.Contains(rest, "/") || k.Subscription != "app" || n < 0 {
+				t.Fatalf("accepted %v = %d", k, n)
+			}
+		}
+	})
+}

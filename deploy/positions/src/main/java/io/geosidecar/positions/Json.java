@@ -92,6 +92,28 @@ final class Json {
         return b.append("]}").toString();
     }
 
+    /**
+     * The answer to {@code GET /backlogs}, version 1:
+     * <pre>
+     * {"v":1,"backlogs":[{"topic":"…","subscription":"…","entries":N},…]}
+     * </pre>
+     */
+    static String backlogs(java.util.List<Tracker.Item> items, java.util.List<Long> counts) {
+        StringBuilder b = new StringBuilder(32 + items.size() * 96);
+        b.append("{\"v\":1,\"backlogs\":[");
+        for (int i = 0; i < items.size(); i++) {
+            if (i > 0) {
+                b.append(',');
+            }
+            b.append("{\"topic\":");
+            string(b, items.get(i).topic());
+            b.append(",\"subscription\":");
+            string(b, items.get(i).subscription());
+            b.append(",\"entries\":").append(counts.get(i)).append('}');
+        }
+        return b.append("]}").toString();
+    }
+
     static String error(String message) {
         StringBuilder b = new StringBuilder("{\"error\":");
         string(b, message);

@@ -115,6 +115,10 @@ public final class PositionsServlet implements AdditionalServletWithPulsarServic
     private final class Handler extends HttpServlet {
         @Override
         protected void doGet(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+            if ("/backlogs".equals(req.getPathInfo())) {
+                backlogs(req, resp);
+                return;
+            }
             if (!"/positions".equals(req.getPathInfo())) {
                 send(resp, 404, Json.error("not found: the path is " + BASE_PATH + "/positions"));
                 return;
@@ -149,6 +153,59 @@ public final class PositionsServlet implements AdditionalServletWithPulsarServic
                 return;
             }
             send(resp, 200, Json.answer(answer));
+        }
+
+        /**
+         * {@code GET /backlogs?namespace=T/NS&subscription=S[&…]}: the backlog,
+         * in entries, of every subscription in scope on the topics this
+         * broker has loaded, as the admin API's stats count it (msgBacklog,
+         * not precise): one request per broker instead of a stats request
+         * per topic partition. Not numbered: backlogs move with every
+         * message, so every answer is whole. Authorized as the positions.
+         */
+        private void backlogs(HttpServletRequest req, HttpServletResponse resp) throws IOException {
+            PulsarService p = pulsar;
+            if (p == null) {
+                send(resp, 503, Json.error("broker not ready"));
+                return;
+            }
+            Set<String> namespaces = values(req, "namespace");
+            Set<String> subscriptions = values(req, "subscription");
+            String bad = validate(namespaces, subscriptions);
+            if (bad != null) {
+                send(resp, 400, Json.error(bad));
+                return;
+            }
+            List<Tracker.Item> items = new ArrayList<>();
+            List<Long> counts = new ArrayList<>();
+            Map<String, Map<String, Map<String, Topic>>> byNamespace = p.getBrokerService().getMultiLayerTopicsMap();
+            for (String ns : namespaces) {
+                Map<String, Map<String, Topic>> bundles = byNamespace.get(ns);
+                if (bundles == null) {
+                    continue;
+                }
+                for (Map<String, Topic> topics : bundles.values()) {
+                    for (Topic t : topics.values()) {
+                        if (!(t instanceof PersistentTopic pt)) {
+                            continue;
+                        }
+                        for (String name : subscriptions) {
+                            PersistentSubscription sub = pt.getSubscription(name);
+                            if (sub == null || sub.getCursor() == null || !sub.getCursor().isDurable()) {
+                                continue;
+                            }
+                            items.add(new Tracker.Item(pt.getName(), name, 0, false, 0, 0, null, false));
+                            counts.add(Math.max(0, sub.getNumberOfEntriesInBacklog(false)));
+                        }
+                    }
+                }
+            }
+            String denied = authorize(p, req, new Tracker.Answer("", 0, true, items));
+            if (denied != null) {
+                send(resp, denied.startsWith("no ") ? 401 : 403, Json.error(denied));
+                return;
+            }
+            send(resp, 200, Json.backlogs(items, counts));
         }
 
         /** {@code POST /acknowledge}: see {@link Acknowledger}. */
