@@ -104,12 +104,12 @@ type Config struct {
 	// name is in the servlet's scope (the entry names them, no patterns);
 	// otherwise positions are also read from the admin API every
 	// idleFollow, which puts new names in scope.
-	Servlet           *Servlet
-	Cursor            string
+	Servlet *Servlet
+	Cursor  string
 	// RemoteServlet, if set, is the remote cluster's positions servlet
 	// follower: the lag gauges take the remote's backlogs from it
 	// (servletbacklogs.go).
-	RemoteServlet *Servlet
+	RemoteServlet     *Servlet
 	ServletNamesKnown bool
 	// AdminRate is this cluster's admin request rate (sidecar.admin_rate), shared by its syncs
 	// (adminrate.go); nil: unbounded.
