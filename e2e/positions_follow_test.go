@@ -52,7 +52,7 @@ func requireServlet(t *testing.T, names ...string) {
 // adminCounts are a sidecar's admin requests to cluster, by kind.
 func adminCounts(s *Sidecar, cluster string) map[string]float64 {
 	out := map[string]float64{}
-	for _, kind := range []string{"internal-stats", "stats", "partitioned-stats", "positions", "brokers", "reset-cursor", "list-subscriptions", "other"} {
+	for _, kind := range []string{"internal-stats", "stats", "partitioned-stats", "positions", "positions-acknowledge", "positions-backlogs", "brokers", "reset-cursor", "list-subscriptions", "other"} {
 		out[kind] = s.Metric("geo_sidecar_admin_requests_total", `cluster="`+cluster+`"`, `kind="`+kind+`"`)
 	}
 	return out
