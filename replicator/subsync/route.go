@@ -83,7 +83,10 @@ func (s *Sync) apply(ctx context.Context, sub string, at marker.Position) {
 	case res.Route == subscription.RouteAdmin && res.Outcome == subscription.Applied:
 		s.Log.Info("subscription update applied with reset-cursor: its type is not one the protocol route serves with nobody attached", fields...)
 	case res.Route == subscription.RouteServlet && res.Outcome == subscription.Applied:
-		s.Log.Info("subscription update applied by the brokers' positions servlet", zap.String("subscription", sub))
+		// The expected route where the servlet runs: one line per
+		// partition at info would be 10,000 at the start of a large
+		// deployment.
+		s.Log.Debug("subscription update applied by the brokers' positions servlet", zap.String("subscription", sub))
 	case res.Outcome == subscription.RefusedConsumers:
 		s.Log.Debug("subscription update not applied: consumers attached", fields...)
 	}
