@@ -644,3 +644,23 @@ func TestServletBacklogs(t *testing.T) {
 		t.Error("answered while a broker failed (its partitions would look empty)")
 	}
 }
+
+// TestApplyByServletBeforeAnyFollow: an update that arrives before any
+// follow polled the servlet (a standby cluster's follows run every few
+// minutes) polls it to learn the partition's broker and is applied by
+// the servlet, not by reset-cursor.
+func TestApplyByServletBeforeAnyFollow(t *testing.T) {
+	const b1 = "http://b1:8080"
+	r, f := newServletRig(t)
+	f.set(b1, syncTopic, "billing", subsynctest.Pos(1, 5))
+	r.s.apply(context.Background(), "billing", subsynctest.Pos(1, 30))
+	if got := f.subs[b1][syncTopic]["billing"]; got != subsynctest.Pos(1, 30) {
+		t.Fatalf("billing at %v, want 1:30 (moved by the servlet)", got)
+	}
+	if f.ackAsked[b1] != 1 || f.requests(b1) != 1 {
+		t.Errorf("%d acknowledge and %d positions requests, want one each", f.ackAsked[b1], f.requests(b1))
+	}
+	if got := metricstest.Counter(r.m.UpdatesApplied, "east", "servlet", "applied"); got != 1 {
+		t.Errorf("updates applied by the servlet: %v, want 1", got)
+	}
+}
