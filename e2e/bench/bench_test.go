@@ -20,7 +20,8 @@ var smokeSizes = sizes{
 	ZstdMessages: 1000,
 	ScaleTopics:  10, ScaleMessages: 200, IdleWindow: time.Second, ScaleSettle: time.Second,
 	Subs: subsSizes{Topics: 4, Settle: time.Second, Idle: 2 * time.Second, Rate: 20,
-		Warm: time.Second, Traffic: 2 * time.Second, Probes: 2, ProbeParallel: 2, Growth: []int{6}, GrowthIdle: time.Second},
+		Warm: time.Second, Traffic: 2 * time.Second, Probes: 2, ProbeParallel: 2, Growth: []int{6}, GrowthIdle: time.Second,
+		Builtin: true}, // 4 topics more: seconds
 	SubsVs: subsvsSizes{Partitions: 2, Rate: 20, Warm: time.Second, Load: 3 * time.Second, Tail: 6 * time.Second, Probes: 1, Types: []string{"failover"}},
 	Verify: verifySizes{Rounds: 1, Messages: 2000, AgeRate: 100, AgeFor: 4 * time.Second, AgeWarm: 2 * time.Second, CatchUp: time.Second},
 }
@@ -66,6 +67,7 @@ func TestBenchSmoke(t *testing.T) {
 		"| ZSTD topic, 1 partition | bytes into the target per byte stored at the origin |",
 		"10 topics",
 		"Scale with replicated subscriptions: one sidecar replicating 4 non-partitioned topics",
+		"| follow latency p50 / p99, spread traffic (2 probes per arm) |",
 		"| excess during the load, median |",
 		"| admin requests per replicated message (east + west) | 0 |",
 	} {

@@ -12,8 +12,10 @@
 //	bench…/sidecar   local-only on each cluster; geo-sidecar copies east->west
 //	bench…/direct    west only: the direct-produce limit
 //	bench…/scale     1,000 topics copied by one sidecar
-//	geobench-subs/subs  1,000 topics east<->west with a replicated
+//	geobench-subs/n<N>  N topics east<->west with a replicated
 //	                 subscription each (subs.go; kept with -keep, reused)
+//	geobench-subs/b<N>  the same on Pulsar's geo-replication: the subs
+//	                 row's built-in arm (subsbuiltin.go, -subs-builtin)
 //	bench…/svbuiltin-<type>, bench…/svsidecar-<type>  replicated
 //	                 subscriptions side by side: Pulsar's own and
 //	                 geo-sidecar's, at once, per application type (subsvs.go)
@@ -78,7 +80,7 @@ var (
 		ScaleTopics:  1000, ScaleMessages: 200_000, IdleWindow: 60 * time.Second, ScaleSettle: 20 * time.Second,
 		Subs: subsSizes{Topics: 1000, Settle: 30 * time.Second, Idle: 5 * time.Minute, Rate: 1000,
 			Warm: 20 * time.Second, Traffic: time.Minute, Probes: 50, ProbeParallel: 10,
-			Growth: []int{2500, 5000}, GrowthIdle: time.Minute},
+			Growth: []int{2500, 5000}, GrowthIdle: time.Minute, Builtin: true},
 		SubsVs: subsvsSizes{Partitions: 40, Rate: 200, Warm: 10 * time.Second, Load: time.Minute, Tail: 20 * time.Second, Probes: 20, Types: svAllTypes},
 		Verify: verifySizes{Rounds: 3, Messages: 200_000, AgeRate: 1000, AgeFor: time.Minute, AgeWarm: 10 * time.Second, CatchUp: 20 * time.Second},
 	}
@@ -90,7 +92,7 @@ var (
 		ZstdMessages: 5_000,
 		ScaleTopics:  50, ScaleMessages: 5_000, IdleWindow: 5 * time.Second, ScaleSettle: 3 * time.Second,
 		Subs: subsSizes{Topics: 50, Settle: 3 * time.Second, Idle: 10 * time.Second, Rate: 100,
-			Warm: 3 * time.Second, Traffic: 10 * time.Second, Probes: 10, ProbeParallel: 5},
+			Warm: 3 * time.Second, Traffic: 10 * time.Second, Probes: 10, ProbeParallel: 5, Builtin: true},
 		SubsVs: subsvsSizes{Partitions: 10, Rate: 100, Warm: 5 * time.Second, Load: 20 * time.Second, Tail: 20 * time.Second, Probes: 6, Types: svAllTypes},
 		Verify: verifySizes{Rounds: 3, Messages: 100_000, AgeRate: 1000, AgeFor: 20 * time.Second, AgeWarm: 6 * time.Second, CatchUp: 10 * time.Second},
 	}
@@ -134,6 +136,7 @@ func main() {
 	var rounds, tp, drain, zstd, topics, subTopics int
 	var subIdle, subIdleAfter time.Duration
 	var subRate int
+	var subBuiltin bool
 	var subAdminRate float64
 	var subPositions string
 	var subSettle time.Duration
@@ -170,6 +173,7 @@ func main() {
 	flag.Float64Var(&subAdminRate, "subs-admin-rate", 0, "the subs run sidecar's admin budget, requests per second per cluster (default: the sidecar's, 50)")
 	flag.StringVar(&subPositions, "subs-positions", "", "the subs run sidecar's sidecar.positions: admin or servlet (default: the sidecar's, admin)")
 	flag.IntVar(&subRate, "subs-rate", 0, "messages per second of the subs run's spread traffic (default 1000, quick 100)")
+	flag.BoolVar(&subBuiltin, "subs-builtin", true, "the subs run also measures Pulsar's own geo-replication with replicated subscriptions at the same time (the built-in arm: as many topics in geobench-subs/b<N>, its own application, traffic at the same rate and probes interleaved with the sidecar's), for the follow p50/p99 and start-up beside the sidecar's; -subs-builtin=false: the sidecar alone")
 	flag.StringVar(&subGrowth, "subs-growth", "", "comma-separated larger topic counts the subs run measures after its row, start-up and idle only (default 2500,5000; \"none\" for none)")
 	flag.StringVar(&svTypesFlag, "subsvs-types", "", "comma-separated application types of the subsvs row, one run each (exclusive,failover,shared; default all)")
 	flag.Parse()
@@ -210,6 +214,7 @@ func main() {
 		o.Sizes.Subs.Rate = subRate
 	}
 	o.Sizes.Subs.AdminRate = subAdminRate
+	o.Sizes.Subs.Builtin = subBuiltin
 	o.Sizes.Subs.Positions = subPositions
 	if err := parseLists(&o.Sizes, subGrowth, svTypesFlag, drainShapes); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)

@@ -63,6 +63,12 @@ type subsSizes struct {
 	// Positions, when set, is the sidecar's sidecar.positions (admin or
 	// servlet; else its default, admin).
 	Positions string
+	// Builtin runs the row's built-in arm beside the sidecar's (issue
+	// 36, subsbuiltin.go): as many topics again in a namespace that
+	// Pulsar's own geo-replication copies east<->west with replicated
+	// subscriptions, with an application, spread traffic and probes of
+	// its own, at the same time. Not in the growth runs.
+	Builtin bool
 }
 
 // Where the row works. A tenant of its own, not the run's, so that a run
@@ -99,7 +105,10 @@ type subsPhase struct {
 	CPU        time.Duration
 	RSS        int64
 	Goroutines int
-	Sent       int // messages published in the window
+	Sent       int // messages published in the window on the sidecar's topics
+	// SentBuiltin is what was published in the window on the built-in
+	// arm's topics (subsSizes.Builtin).
+	SentBuiltin int
 }
 
 func (p subsPhase) perSec(n float64) float64 { return n / p.Window.Seconds() }
@@ -167,6 +176,19 @@ type subsResult struct {
 	// process instead (stopWait).
 	Stop       time.Duration
 	StopKilled bool
+	// Builtin is the built-in arm, measured at the same time (nil when
+	// it did not run: subsSizes.Builtin off, or a growth run).
+	Builtin *subsBuiltinResult
+}
+
+// subsArm is one replicator's topics in the subs row, the sidecar's or
+// the built-in's, with the application on east and the producers.
+type subsArm struct {
+	name   string // armSidecar or armBuiltin
+	topics []string
+	app    *subsApp
+	prods  map[string][]pulsar.Producer // by cluster, one per topic
+	sent   atomic.Int64                 // spread traffic published
 }
 
 // subs runs the row over n topics (start-up and one idle window only
@@ -183,6 +205,8 @@ func (e *env) subs(n int, startOnly bool) (*subsResult, error) {
 	})
 	if !e.o.Keep {
 		e.dropSubs()
+	} else if res != nil && res.Builtin != nil {
+		e.logf("subs: keeping %s and %s for the next run (-keep)", e.subsNS(), subsBuiltinNamespace(n))
 	} else {
 		e.logf("subs: keeping %s for the next run (-keep)", e.subsNS())
 	}
@@ -200,31 +224,28 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	res.Reused, res.Setup = reused, time.Since(t0)
 	e.logf("subs: %d topics with subscription %q on east and west (%d reused) in %s", n, subsSub, reused, res.Setup.Round(time.Second))
 
-	topics := make([]string, n)
+	arms := []*subsArm{{name: armSidecar, topics: make([]string, n), app: newSubsApp(), prods: map[string][]pulsar.Producer{}}}
 	for i := range n {
-		topics[i] = e.subsTopic(i)
+		arms[0].topics[i] = e.subsTopic(i)
 	}
-	// The application: one acknowledging consumer on east over every
-	// topic (markers included: it acknowledges all it receives, as an
-	// application that skips markers does), none on west, where the
-	// subscription is moved by the sidecar's updates.
-	app := newSubsApp()
-	cons, err := e.east.Subscribe(pulsar.ConsumerOptions{
-		Topics: topics, SubscriptionName: subsSub, Type: pulsar.Exclusive,
-		SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("subs: consumer on east: %w", err)
+	if z.Builtin && !startOnly {
+		if res.Builtin, err = e.subsBuiltinSetup(n); err != nil {
+			return nil, err
+		}
+		arms = append(arms, &subsArm{name: armBuiltin, topics: subsBuiltinTopics(n), app: newSubsApp(), prods: map[string][]pulsar.Producer{}})
 	}
-	defer cons.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go app.run(ctx, cons)
-
-	prods := map[string][]pulsar.Producer{}
-	defer closeProducers(prods)
-	if err := e.subsFirstMessages(ctx, topics, prods); err != nil {
+	closeApps, err := e.subsApps(ctx, arms)
+	defer closeApps()
+	if err != nil {
 		return nil, err
+	}
+	for _, a := range arms {
+		defer closeProducers(a.prods)
+		if err := e.subsFirstMessages(ctx, a.topics, a.prods); err != nil {
+			return nil, err
+		}
 	}
 	prox := map[string]*countingProxy{}
 	for _, c := range []string{"east", "west"} {
@@ -232,6 +253,15 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 			return nil, err
 		}
 		defer prox[c].close()
+	}
+	// The built-in's replication is switched on as the sidecar starts:
+	// both start up at once.
+	var watch *replWatch
+	if res.Builtin != nil {
+		if watch, err = e.subsBuiltinOn(n); err != nil {
+			return nil, err
+		}
+		defer watch.stop()
 	}
 	sc, err := e.subsStart(prox)
 	if err != nil {
@@ -243,6 +273,9 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	res.Ready = time.Since(sc.started)
 	if err := e.subsStartup(sc, n, res); err != nil {
 		return nil, err
+	}
+	if watch != nil {
+		e.subsBuiltinStartup(watch, res.Builtin)
 	}
 
 	time.Sleep(z.Settle)
@@ -259,8 +292,8 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 		e.subsStop(sc, res, false)
 		return res, nil
 	}
-	res.Probes = append(res.Probes, e.subsProbes(ctx, "idle", app, prods["east"], 0))
-	if err := e.subsTraffic(ctx, sc, prox, app, prods, res); err != nil {
+	res.addProbes(e.subsProbes(ctx, "idle", arms, 0))
+	if err := e.subsTraffic(ctx, sc, prox, arms, res); err != nil {
 		return nil, err
 	}
 	// Idle again: the steady state of a deployment that had traffic
@@ -276,6 +309,44 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	res.Phases = append(res.Phases, ph)
 	e.subsStop(sc, res, true)
 	return res, nil
+}
+
+// addProbes files one phase's probe sets, one per arm in subsOnce's
+// order (the sidecar's first).
+func (s *subsResult) addProbes(sets []probeSet) {
+	s.Probes = append(s.Probes, sets[0])
+	if len(sets) > 1 && s.Builtin != nil {
+		s.Builtin.Probes = append(s.Builtin.Probes, sets[1])
+	}
+}
+
+// subsApps opens each arm's application on east: one acknowledging
+// consumer over every topic of the arm (markers included: it
+// acknowledges all it receives, as an application that skips markers
+// does), none on west, where the subscription is moved by the
+// replicator's updates. The built-in's asks for its state to be
+// replicated. The returned func closes what was opened, also after an
+// error.
+func (e *env) subsApps(ctx context.Context, arms []*subsArm) (func(), error) {
+	var cons []pulsar.Consumer
+	closeAll := func() {
+		for _, c := range cons {
+			c.Close()
+		}
+	}
+	for _, a := range arms {
+		c, err := e.east.Subscribe(pulsar.ConsumerOptions{
+			Topics: a.topics, SubscriptionName: subsSub, Type: pulsar.Exclusive,
+			SubscriptionInitialPosition: pulsar.SubscriptionPositionEarliest,
+			ReplicateSubscriptionState:  a.name == armBuiltin,
+		})
+		if err != nil {
+			return closeAll, fmt.Errorf("subs: %s application's consumer on east: %w", a.name, err)
+		}
+		cons = append(cons, c)
+		go a.app.run(ctx, c)
+	}
+	return closeAll, nil
 }
 
 // closeProducers closes every producer of prods, at once.
@@ -347,10 +418,7 @@ func (e *env) subsStart(prox map[string]*countingProxy) (*sidecar, error) {
 // ways, has replicated its first message and settled its first snapshot,
 // and records when (res).
 func (e *env) subsStartup(sc *sidecar, n int, res *subsResult) error {
-	// Start-up grows with the topics (about 40 ms a partition and
-	// direction on this bed, the brokers being busy: 10,000 topics both
-	// ways took 13 minutes): 10 minutes, or 120 ms a topic past 5,000.
-	startup := max(10*time.Minute, time.Duration(n)*120*time.Millisecond)
+	startup := subsStartupBound(n)
 	done, err := sc.waitMetric("geo_sidecar_connected_partitions", float64(2*n), startup)
 	if err != nil {
 		return err
@@ -382,26 +450,29 @@ func (e *env) subsStartup(sc *sidecar, n int, res *subsResult) error {
 	return nil
 }
 
-// subsTraffic runs the spread traffic (half published on each cluster,
-// round-robin over the topics) through one measured window, with the
-// probes after it.
-func (e *env) subsTraffic(ctx context.Context, sc *sidecar, prox map[string]*countingProxy, app *subsApp, prods map[string][]pulsar.Producer, res *subsResult) error {
+// subsTraffic runs the spread traffic on every arm at once, each at the
+// row's rate (half published on each cluster, round-robin over the arm's
+// topics), through one measured window, with the probes after it.
+func (e *env) subsTraffic(ctx context.Context, sc *sidecar, prox map[string]*countingProxy, arms []*subsArm, res *subsResult) error {
 	z := e.o.Sizes.Subs
-	var sent, failed atomic.Int64
+	var failed atomic.Int64
 	tctx, tstop := context.WithCancel(ctx)
-	tdone := make(chan struct{})
-	go func() {
-		defer close(tdone)
-		spread(tctx, prods, z.Rate, &sent, &failed)
-	}()
+	var wg sync.WaitGroup
+	for _, a := range arms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			spread(tctx, a.prods, z.Rate, &a.sent, &failed)
+		}()
+	}
 	time.Sleep(z.Warm)
-	ph, err := e.subsWindow(sc, prox, fmt.Sprintf("spread traffic, %s msg/s", num(float64(z.Rate))), z.Traffic, &sent)
+	ph, err := e.subsWindow(sc, prox, fmt.Sprintf("spread traffic, %s msg/s", num(float64(z.Rate))), z.Traffic, arms)
 	if err == nil {
 		res.Phases = append(res.Phases, ph)
-		res.Probes = append(res.Probes, e.subsProbes(ctx, "spread traffic", app, prods["east"], res.Topics/2))
+		res.addProbes(e.subsProbes(ctx, "spread traffic", arms, res.Topics/2))
 	}
 	tstop()
-	<-tdone
+	wg.Wait()
 	if err != nil {
 		return err
 	}
@@ -455,8 +526,20 @@ func (e *env) subsSetup(n int) (reused int, err error) {
 			have[c][t] = true
 		}
 	}
+	topics := make([]string, n)
 	for i := range n {
-		if have["east"][e.subsTopic(i)] && have["west"][e.subsTopic(i)] {
+		topics[i] = e.subsTopic(i)
+	}
+	return e.subsCreate(topics, have, "")
+}
+
+// subsCreate creates each topic on both clusters unless have says it is
+// there, and subscription app on it at the earliest position (query is
+// the subscription request's, e.g. "?replicated=true"); it returns how
+// many topics both clusters had already.
+func (e *env) subsCreate(topics []string, have map[string]map[string]bool, query string) (reused int, err error) {
+	for _, t := range topics {
+		if have["east"][t] && have["west"][t] {
 			reused++
 		}
 	}
@@ -482,7 +565,7 @@ func (e *env) subsSetup(n int) (reused int, err error) {
 				if err == nil {
 					// Earliest: a new subscription covers the topic's
 					// whole history on either side.
-					err = e.adminDo(j.cluster, http.MethodPut, path+"/subscription/"+subsSub,
+					err = e.adminDo(j.cluster, http.MethodPut, path+"/subscription/"+subsSub+query,
 						map[string]int64{"ledgerId": -1, "entryId": -1, "partitionIndex": -1})
 					if isConflict(err) {
 						err = nil
@@ -496,9 +579,9 @@ func (e *env) subsSetup(n int) (reused int, err error) {
 			}
 		}()
 	}
-	for i := range n {
+	for _, t := range topics {
 		for _, c := range []string{"east", "west"} {
-			jobs <- job{c, e.subsTopic(i)}
+			jobs <- job{c, t}
 		}
 	}
 	close(jobs)
@@ -509,45 +592,69 @@ func (e *env) subsSetup(n int) (reused int, err error) {
 	return reused, nil
 }
 
-// dropSubs deletes the row's topics, namespace and tenant on both
-// clusters, so other tests and runs do not see them.
+// dropSubs deletes the row's topics, namespaces (the sidecar's and the
+// built-in arm's; Pulsar's replication of the latter switched off first:
+// a replicated namespace cannot be deleted) and tenant on both clusters,
+// so other tests and runs do not see them.
 func (e *env) dropSubs() {
-	e.logf("subs: deleting %s", e.subsNS())
+	nss := []string{e.subsNS(), subsBuiltinNamespace(e.subsTopics)}
+	e.logf("subs: deleting %s", strings.Join(nss, ", "))
+	for _, c := range []string{"east", "west"} {
+		if err := e.admin(c).Namespaces().SetNamespaceReplicationClusters(nss[1], []string{c}); err != nil && !isNotFound(err) {
+			e.logf("subs: replication of %s on %s not switched off: %v", nss[1], c, err)
+		}
+	}
 	for _, c := range []string{"east", "west"} {
 		adm := e.admin(c)
-		nsn, _ := utils.GetNamespaceName(e.subsNS())
-		_, plain, err := adm.Topics().List(*nsn)
-		if err != nil && !isNotFound(err) {
-			e.logf("subs: list %s on %s: %v", e.subsNS(), c, err)
+		left := 0
+		for _, ns := range nss {
+			if !e.dropSubsNamespace(c, ns) {
+				left++
+			}
 		}
-		work := make(chan string)
-		var left atomic.Int64
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for t := range work {
-					path := "/admin/v2/" + strings.Replace(t, "://", "/", 1) + "?force=true"
-					if err := e.adminDo(c, http.MethodDelete, path, nil); err != nil && !isNotFound(err) {
-						left.Add(1)
-					}
-				}
-			}()
-		}
-		for _, t := range plain {
-			work <- t
-		}
-		close(work)
-		wg.Wait()
-		if err := adm.Namespaces().DeleteNamespace(e.subsNS()); err != nil && !isNotFound(err) {
-			e.logf("subs: namespace %s on %s not deleted (%d topic(s) left): %v", e.subsNS(), c, left.Load(), err)
+		if left > 0 {
 			continue
 		}
 		if err := adm.Tenants().Delete(subsTenant); err != nil && !isNotFound(err) {
 			e.logf("subs: tenant %s on %s not deleted: %v", subsTenant, c, err)
 		}
 	}
+}
+
+// dropSubsNamespace deletes every topic of ns on cluster, then ns; it
+// reports whether ns is gone.
+func (e *env) dropSubsNamespace(c, ns string) bool {
+	adm := e.admin(c)
+	nsn, _ := utils.GetNamespaceName(ns)
+	_, plain, err := adm.Topics().List(*nsn)
+	if err != nil && !isNotFound(err) {
+		e.logf("subs: list %s on %s: %v", ns, c, err)
+	}
+	work := make(chan string)
+	var left atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range work {
+				path := "/admin/v2/" + strings.Replace(t, "://", "/", 1) + "?force=true"
+				if err := e.adminDo(c, http.MethodDelete, path, nil); err != nil && !isNotFound(err) {
+					left.Add(1)
+				}
+			}
+		}()
+	}
+	for _, t := range plain {
+		work <- t
+	}
+	close(work)
+	wg.Wait()
+	if err := adm.Namespaces().DeleteNamespace(ns); err != nil && !isNotFound(err) {
+		e.logf("subs: namespace %s on %s not deleted (%d topic(s) left): %v", ns, c, left.Load(), err)
+		return false
+	}
+	return true
 }
 
 // subsConfig is one sidecar for both directions, its admin URLs through
@@ -661,8 +768,9 @@ func spread(ctx context.Context, prods map[string][]pulsar.Producer, rate int, s
 	}
 }
 
-// subsWindow measures one window of d.
-func (e *env) subsWindow(sc *sidecar, prox map[string]*countingProxy, name string, d time.Duration, sent *atomic.Int64) (subsPhase, error) {
+// subsWindow measures one window of d; traffic are the arms whose spread
+// traffic runs meanwhile (nil: none).
+func (e *env) subsWindow(sc *sidecar, prox map[string]*countingProxy, name string, d time.Duration, traffic []*subsArm) (subsPhase, error) {
 	ph := subsPhase{Name: name, Admin: map[string]float64{}, Broker: map[string]float64{}, Paths: map[string]map[string]int64{}}
 	// The brokers' counters are read outside the sidecar's window: a
 	// broker's /metrics with thousands of topics takes seconds to render
@@ -681,9 +789,9 @@ func (e *env) subsWindow(sc *sidecar, prox map[string]*countingProxy, name strin
 	for _, c := range []string{"east", "west"} {
 		p0[c] = prox[c].snapshot()
 	}
-	var s0 int64
-	if sent != nil {
-		s0 = sent.Load()
+	s0 := make([]int64, len(traffic))
+	for i, a := range traffic {
+		s0[i] = a.sent.Load()
 	}
 	u0, _ := sc.usage()
 	t0 := time.Now()
@@ -700,9 +808,9 @@ func (e *env) subsWindow(sc *sidecar, prox map[string]*countingProxy, name strin
 	for _, c := range []string{"east", "west"} {
 		p1[c] = prox[c].snapshot()
 	}
-	var s1 int64
-	if sent != nil {
-		s1 = sent.Load()
+	s1 := make([]int64, len(traffic))
+	for i, a := range traffic {
+		s1[i] = a.sent.Load()
 	}
 	ph.Window = time.Since(t0)
 	stopProf()
@@ -724,7 +832,13 @@ func (e *env) subsWindow(sc *sidecar, prox map[string]*countingProxy, name strin
 			}
 		}
 	}
-	ph.Sent = int(s1 - s0)
+	for i, a := range traffic {
+		if a.name == armBuiltin {
+			ph.SentBuiltin = int(s1[i] - s0[i])
+		} else {
+			ph.Sent = int(s1[i] - s0[i])
+		}
+	}
 	g, _ := sc.metric("go_goroutines")
 	ph.CPU, ph.RSS, ph.Goroutines = u1.CPU-u0.CPU, u1.RSS, int(g)
 	e.logf("subs: %s: admin req/s east %.1f west %.1f (brokers served %.1f / %.1f), sidecar CPU %.2f%% of a core, RSS %s MiB",
@@ -745,28 +859,37 @@ func (e *env) subsWindow(sc *sidecar, prox map[string]*countingProxy, name strin
 	return ph, nil
 }
 
-// subsProbes measures the follow latency on Probes topics, starting at
-// topic index from: a tagged message published on east, acknowledged by
-// the application there; the time from the acknowledgement until west's
-// subscription passed the copy of that message.
-func (e *env) subsProbes(ctx context.Context, phase string, app *subsApp, east []pulsar.Producer, from int) probeSet {
+// subsProbes measures the follow latency on Probes topics of every arm,
+// starting at topic index from: a tagged message published on east,
+// acknowledged by the arm's application there; the time from the
+// acknowledgement until west's subscription passed the copy of that
+// message. The arms' probes are interleaved (the same topic indices, in
+// turn), ProbeParallel at a time per arm; the sets come back in the
+// arms' order.
+func (e *env) subsProbes(ctx context.Context, phase string, arms []*subsArm, from int) []probeSet {
 	z := e.o.Sizes.Subs
-	set := probeSet{Phase: phase}
+	sets := make([]probeSet, len(arms))
+	for k := range sets {
+		sets[k].Phase = phase
+	}
+	type job struct{ arm, i int }
 	var mu sync.Mutex
-	work := make(chan int)
+	work := make(chan job)
 	var wg sync.WaitGroup
-	for range max(z.ProbeParallel, 1) {
+	for range max(z.ProbeParallel, 1) * len(arms) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range work {
-				j := (from + i*7) % len(east)
-				d, err := e.probe(ctx, app, east[j], e.subsTopic(j), probeTag(i))
+			for jb := range work {
+				a := arms[jb.arm]
+				j := (from + jb.i*7) % len(a.topics)
+				d, err := e.probe(ctx, a.app, a.prods["east"][j], a.topics[j], probeTag(jb.i))
 				mu.Lock()
+				set := &sets[jb.arm]
 				if err != nil {
 					set.Failed++
 					if set.Failed <= 2 {
-						e.logf("subs: probe: %v", err)
+						e.logf("subs: %s probe: %v", a.name, err)
 					}
 				} else {
 					set.Lat = append(set.Lat, d)
@@ -776,14 +899,19 @@ func (e *env) subsProbes(ctx context.Context, phase string, app *subsApp, east [
 		}()
 	}
 	for i := range z.Probes {
-		work <- i
+		for k := range arms {
+			work <- job{k, i}
+		}
 	}
 	close(work)
 	wg.Wait()
-	slices.Sort(set.Lat)
-	e.logf("subs: follow latency (%s): %d probes, p50 %s p99 %s, %d failed", phase, len(set.Lat),
-		quantile(set.Lat, 0.5).Round(time.Millisecond), quantile(set.Lat, 0.99).Round(time.Millisecond), set.Failed)
-	return set
+	for k, a := range arms {
+		set := &sets[k]
+		slices.Sort(set.Lat)
+		e.logf("subs: follow latency (%s, %s): %d probes, p50 %s p99 %s, %d failed", phase, a.name, len(set.Lat),
+			quantile(set.Lat, 0.5).Round(time.Millisecond), quantile(set.Lat, 0.99).Round(time.Millisecond), set.Failed)
+	}
+	return sets
 }
 
 // probeTag is a tag no other probe of the run carries (payload's second
@@ -1094,20 +1222,21 @@ func (s *subsResult) markdown() string {
 		lat := ""
 		for _, ps := range s.Probes {
 			if p.Name == ps.Phase || strings.HasPrefix(p.Name, ps.Phase+",") {
-				lat = fmt.Sprintf("%s / %s", ps.quantile(0.5), ps.quantile(0.99))
-				if ps.Failed > 0 {
-					lat += fmt.Sprintf(" (%d of %d over %s)", ps.Failed, ps.Failed+len(ps.Lat), probeTimeout)
-				}
+				lat = ps.text()
 			}
 		}
 		name := p.Name
-		if p.Sent > 0 {
+		switch {
+		case p.SentBuiltin > 0:
+			name = fmt.Sprintf("%s (%s sent; %s more on the built-in arm's topics)", p.Name, num(float64(p.Sent)), num(float64(p.SentBuiltin)))
+		case p.Sent > 0:
 			name = fmt.Sprintf("%s (%s sent)", p.Name, num(float64(p.Sent)))
 		}
 		fmt.Fprintf(&b, "| %s | %s | %.1f | %.1f | %.1f / %.1f | %.2f | %s | %d | %s |\n", name, p.Window.Round(time.Second),
 			p.perSec(p.Admin["east"]), p.perSec(p.Admin["west"]), p.brokerPerSec(p.Broker["east"]), p.brokerPerSec(p.Broker["west"]),
 			p.cpuPct(), mib(p.RSS), p.Goroutines, lat)
 	}
+	b.WriteString(s.builtinMarkdown())
 	return b.String()
 }
 
@@ -1133,6 +1262,7 @@ func (s *subsResult) targets(line func(ok bool, format string, args ...any)) {
 		p99, ok := ps.at(0.99)
 		line(ok && p99 <= 3*time.Second, "follow p99 under spread traffic, %s partitions: %s (goal ≤ 3 s)", num(float64(s.Topics)), ps.quantile(0.99))
 	}
+	s.builtinTargets(line)
 }
 
 // at is the q-quantile of every probe; ok is false when it falls among
@@ -1256,9 +1386,9 @@ func (s *subsResult) rounds() string {
 
 // method describes how the row is measured.
 func (s *subsResult) method(z subsSizes) string {
-	return fmt.Sprintf("- Scale with replicated subscriptions: %[1]s non-partitioned topics in a namespace of their own (`%[2]s`, local-only on each cluster; reused when an earlier run left them with -keep, deleted afterwards otherwise), each with subscription `%[3]s` created at the earliest message on both clusters. One sidecar process runs both directions (east→west and west→east, `topic_patterns`, `subscriptions: [%[3]s]`, default 30 s discovery and 1 s snapshot interval); its admin URLs point at a counting proxy per cluster. An application consumer on east acknowledges everything it receives (markers too); west has no consumer, so its subscription moves only by the sidecar's updates. Each topic gets one message on each cluster before the sidecar starts: start-up is process start until `connected_partitions` counts both directions' partitions, until east's messages are confirmed on west, and until east→west completed (or timed out: a first snapshot is not tried again until new data arrives) as many snapshots as there are partitions. After %[4]s, idle is measured over %[5]s (an idle partition is followed every 5 minutes, so a shorter window misses those calls); then the follow latency on %[6]d topics (%[7]d at a time): a message published on east, the time from the application's acknowledgement until west's `%[3]s` mark-delete position (internal stats, polled every %[8]s) passed the copy (found by a reader on west), so it includes the poll's resolution. Then %[9]s msg/s spread round-robin over every topic, half published on each cluster: measured over %[10]s after %[11]s of warm-up, probes likewise while it runs; then idle again (%[5]s after %[4]s). Admin requests/s are the sidecar's `geo_sidecar_admin_requests_total{cluster}`; the brokers' figure is `jetty_requests_total` (every HTTP request, the bench's own probes and metric reads included). Then, for each larger count (%[12]s), the same set-up and start-up in a namespace of that count, one idle window of %[13]s, and no traffic: the growth table, with the figures at 10,000 fitted (a least-squares line through the measured counts) when no run reached it. Targets (issue 23): at most 1 admin request/s per cluster and under 2 %% of a core idle, follow p99 at most 3 s under the spread traffic; at 10,000 partitions peak RSS at most 1 GiB, start-up at most 60 s, at most 2 goroutines per partition (of both directions).\n",
+	return fmt.Sprintf("- Scale with replicated subscriptions: %[1]s non-partitioned topics in a namespace of their own (`%[2]s`, local-only on each cluster; reused when an earlier run left them with -keep, deleted afterwards otherwise), each with subscription `%[3]s` created at the earliest message on both clusters. One sidecar process runs both directions (east→west and west→east, `topic_patterns`, `subscriptions: [%[3]s]`, default 30 s discovery and 1 s snapshot interval); its admin URLs point at a counting proxy per cluster. An application consumer on east acknowledges everything it receives (markers too); west has no consumer, so its subscription moves only by the sidecar's updates. Each topic gets one message on each cluster before the sidecar starts: start-up is process start until `connected_partitions` counts both directions' partitions, until east's messages are confirmed on west, and until east→west completed (or timed out: a first snapshot is not tried again until new data arrives) as many snapshots as there are partitions. After %[4]s, idle is measured over %[5]s (an idle partition is followed every 5 minutes, so a shorter window misses those calls); then the follow latency on %[6]d topics (%[7]d at a time): a message published on east, the time from the application's acknowledgement until west's `%[3]s` mark-delete position (internal stats, polled every %[8]s) passed the copy (found by a reader on west), so it includes the poll's resolution. Then %[9]s msg/s spread round-robin over every topic, half published on each cluster: measured over %[10]s after %[11]s of warm-up, probes likewise while it runs; then idle again (%[5]s after %[4]s). Admin requests/s are the sidecar's `geo_sidecar_admin_requests_total{cluster}`; the brokers' figure is `jetty_requests_total` (every HTTP request, the bench's own probes and metric reads included). Then, for each larger count (%[12]s), the same set-up and start-up in a namespace of that count, one idle window of %[13]s, and no traffic: the growth table, with the figures at 10,000 fitted (a least-squares line through the measured counts) when no run reached it. Targets (issue 23): at most 1 admin request/s per cluster and under 2 %% of a core idle, follow p99 at most 3 s under the spread traffic; at 10,000 partitions peak RSS at most 1 GiB, start-up at most 60 s, at most 2 goroutines per partition (of both directions).",
 		num(float64(z.Topics)), subsNamespace(z.Topics), subsSub, z.Settle, z.Idle, z.Probes, z.ProbeParallel, probePoll,
-		num(float64(z.Rate)), z.Traffic, z.Warm, growthList(z.Growth), z.GrowthIdle)
+		num(float64(z.Rate)), z.Traffic, z.Warm, growthList(z.Growth), z.GrowthIdle) + s.builtinMethod(z) + "\n"
 }
 
 func growthList(g []int) string {
