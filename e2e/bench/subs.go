@@ -698,7 +698,12 @@ func (e *env) subsProducers(cluster string, topics []string) ([]pulsar.Producer,
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				p, err := e.client(cluster).CreateProducer(pulsar.ProducerOptions{Topic: topics[i], DisableBatching: true})
+				// No send timeout: pulsar-client-go v0.21.0 dereferences a
+				// nil message when it fails timed-out sends
+				// (producer_partition.go:1665, sendRequest.done), which
+				// crashed a run whose brokers were saturated (2,000 topics,
+				// both arms); a late send is measured as late instead.
+				p, err := e.client(cluster).CreateProducer(pulsar.ProducerOptions{Topic: topics[i], DisableBatching: true, SendTimeout: -1})
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = fmt.Errorf("producer on %s %s: %w", cluster, topics[i], err)
