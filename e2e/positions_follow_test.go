@@ -225,3 +225,60 @@ func TestServletMovesExclusiveAttached(t *testing.T) {
 	t.Logf("updates applied on west by the servlet: %v, in %v acknowledge requests; A's admin requests to east %v",
 		servlet, b.Metric("geo_sidecar_positions_acknowledge_requests_total", `cluster="west"`), adminCounts(a, "east"))
 }
+
+// TestServletFollowsSkipAndExpiry: with positions from the servlet, a
+// skip and an expiry on east's subscription (moves no acknowledgement
+// makes, which the stats readings' timestamps do not show) are followed
+// on west: after the skip west's copy moves forward but never past east,
+// after the expiry it reaches the end.
+func TestServletFollowsSkipAndExpiry(t *testing.T) {
+	UseClusters(t, "east", "west")
+	awaitClusters(t, "east", "west")
+	const sub = "audit"
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "events")
+	eastC, westC := Client(t, "east"), Client(t, "west")
+	_ = Consume(t, eastC, topic, sub, 0, time.Second) // created at the start, nobody consuming
+	_ = Consume(t, westC, topic, sub, 0, time.Second)
+	startServletSidecar(t, oneWay(ns, sub, "east", "west"))
+	b := startServletSidecar(t, oneWay(ns, sub, "west", "east"))
+	// Five rounds a snapshot interval apart: a snapshot between each, so
+	// that a skip into the middle has one at or before it (an update
+	// goes to the newest snapshot at or before the position: none before
+	// it, none is sent, as with Pulsar's own).
+	for i := range 5 {
+		produceUnbatched(t, eastC, topic, "e", i*10, i*10+10)
+		time.Sleep(1500 * time.Millisecond)
+	}
+	Eventually(t, 60*time.Second, func() error {
+		if w := countTail(t, westC, "west", topic, 0, sub); w.data < 50 || w.dataAfter != 50 {
+			return fmt.Errorf("west: %d of 50 copied, %s would deliver %d", w.data, sub, w.dataAfter)
+		}
+		return nil
+	})
+	tn := mustTopicName(t, topic)
+	if err := Admin(t, "east").Subscriptions().SkipMessages(*tn, sub, 30); err != nil {
+		t.Fatalf("skip: %v", err)
+	}
+	Eventually(t, 60*time.Second, func() error {
+		e, w := countTail(t, eastC, "east", topic, 0, sub), countTail(t, westC, "west", topic, 0, sub)
+		if w.dataAfter < e.dataAfter {
+			t.Fatalf("west's %s would deliver %d, east's %d: moved past east", sub, w.dataAfter, e.dataAfter)
+		}
+		if w.dataAfter >= 50 {
+			return fmt.Errorf("west's %s has not followed the skip (east would deliver %d)", sub, e.dataAfter)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	if err := Admin(t, "east").Subscriptions().ExpireMessages(*tn, sub, 1); err != nil {
+		t.Fatalf("expire: %v", err)
+	}
+	Eventually(t, 60*time.Second, func() error {
+		if w := countTail(t, westC, "west", topic, 0, sub); w.dataAfter != 0 {
+			return fmt.Errorf("west's %s would deliver %d after the expiry on east", sub, w.dataAfter)
+		}
+		return nil
+	})
+	t.Logf("B's admin requests to west: %v", adminCounts(b, "west"))
+}
