@@ -11,10 +11,8 @@ package positions
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -88,36 +86,13 @@ func (c *Client) Acknowledge(ctx context.Context, broker string, acks []Ack) ([]
 	if err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(strings.TrimRight(broker, "/") + AckPath)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("positions: broker URL %q is not http(s)://host:port", broker)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	answer, host, err := c.roundTrip(ctx, http.MethodPost, broker, AckPath, nil, body, maxAckBody)
 	if err != nil {
-		return nil, fmt.Errorf("positions: request to %s: %w", u.Host, err)
-	}
-	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("positions: acknowledge on %s: %w", u.Host, err)
-	}
-	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAckBody+1))
-	if err != nil {
-		return nil, fmt.Errorf("positions: read the answer of %s: %w", u.Host, err)
-	}
-	switch {
-	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
-		return nil, fmt.Errorf("%w (%s answered %d to %s)", ErrNoServlet, u.Host, resp.StatusCode, AckPath)
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return nil, fmt.Errorf("%w (%s answered %d)", ErrRefused, u.Host, resp.StatusCode)
-	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("positions: %s answered %d to %s", u.Host, resp.StatusCode, AckPath)
+		return nil, err
 	}
 	res, err := DecodeAcknowledged(answer, acks)
 	if err != nil {
-		return nil, fmt.Errorf("positions: the answer of %s: %w", u.Host, err)
+		return nil, fmt.Errorf("positions: the answer of %s: %w", host, err)
 	}
 	return res, nil
 }
@@ -174,17 +149,9 @@ type ackWireItem struct {
 // Pending and BeyondEnd: before it). A result cannot speak for a
 // subscription it was not asked about.
 func DecodeAcknowledged(body []byte, acks []Ack) ([]AckResult, error) {
-	if len(body) > maxAckBody {
-		return nil, fmt.Errorf("answer over %d bytes", maxAckBody)
-	}
 	var w ackWire
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&w); err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the answer")
+	if err := decodeStrict(body, maxAckBody, &w); err != nil {
+		return nil, err
 	}
 	switch {
 	case w.V == nil || w.Results == nil:

@@ -8,12 +8,9 @@ package positions
 // stats reading is one per topic partition.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -32,36 +29,14 @@ func (c *Client) Backlogs(ctx context.Context, broker string, q Query) (map[Key]
 	if err := q.check(); err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(strings.TrimRight(broker, "/") + BacklogsPath)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("positions: broker URL %q is not http(s)://host:port", broker)
-	}
-	u.RawQuery = url.Values{"namespace": q.Namespaces, "subscription": q.Subscriptions}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	v := url.Values{"namespace": q.Namespaces, "subscription": q.Subscriptions}
+	body, host, err := c.roundTrip(ctx, http.MethodGet, broker, BacklogsPath, v, nil, maxBody)
 	if err != nil {
-		return nil, fmt.Errorf("positions: request to %s: %w", u.Host, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("positions: ask %s for backlogs: %w", u.Host, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err != nil {
-		return nil, fmt.Errorf("positions: read the answer of %s: %w", u.Host, err)
-	}
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return nil, fmt.Errorf("%w (%s answered 404 to %s)", ErrNoServlet, u.Host, BacklogsPath)
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return nil, fmt.Errorf("%w (%s answered %d)", ErrRefused, u.Host, resp.StatusCode)
-	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("positions: %s answered %d to %s", u.Host, resp.StatusCode, BacklogsPath)
+		return nil, err
 	}
 	out, err := DecodeBacklogs(body, q)
 	if err != nil {
-		return nil, fmt.Errorf("positions: the backlogs of %s: %w", u.Host, err)
+		return nil, fmt.Errorf("positions: the backlogs of %s: %w", host, err)
 	}
 	return out, nil
 }
@@ -81,17 +56,9 @@ type backlogWireItem struct {
 // fields, version 1, each backlog for a persistent topic of a namespace q
 // asked and a subscription q named, once, and not negative.
 func DecodeBacklogs(body []byte, q Query) (map[Key]int64, error) {
-	if len(body) > maxBody {
-		return nil, fmt.Errorf("answer over %d bytes", maxBody)
-	}
 	var w backlogsWire
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&w); err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the answer")
+	if err := decodeStrict(body, maxBody, &w); err != nil {
+		return nil, err
 	}
 	switch {
 	case w.V == nil || w.Backlogs == nil:

@@ -23,12 +23,9 @@
 package positions
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -138,10 +135,6 @@ func (c *Client) Get(ctx context.Context, broker string, q Query) (Answer, error
 	if err := q.check(); err != nil {
 		return Answer{}, err
 	}
-	u, err := url.Parse(strings.TrimRight(broker, "/") + Path)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return Answer{}, fmt.Errorf("positions: broker URL %q is not http(s)://host:port", broker)
-	}
 	v := url.Values{"namespace": q.Namespaces, "subscription": q.Subscriptions}
 	if q.Since > 0 {
 		v.Set("since", strconv.FormatInt(q.Since, 10))
@@ -149,32 +142,13 @@ func (c *Client) Get(ctx context.Context, broker string, q Query) (Answer, error
 	if q.Epoch != "" {
 		v.Set("epoch", q.Epoch)
 	}
-	u.RawQuery = v.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	body, host, err := c.roundTrip(ctx, http.MethodGet, broker, Path, v, nil, maxBody)
 	if err != nil {
-		return Answer{}, fmt.Errorf("positions: request to %s: %w", u.Host, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return Answer{}, fmt.Errorf("positions: ask %s: %w", u.Host, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-	if err != nil {
-		return Answer{}, fmt.Errorf("positions: read the answer of %s: %w", u.Host, err)
-	}
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return Answer{}, fmt.Errorf("%w (%s answered 404)", ErrNoServlet, u.Host)
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return Answer{}, fmt.Errorf("%w (%s answered %d)", ErrRefused, u.Host, resp.StatusCode)
-	case resp.StatusCode != http.StatusOK:
-		return Answer{}, fmt.Errorf("positions: %s answered %d", u.Host, resp.StatusCode)
+		return Answer{}, err
 	}
 	a, err := Decode(body, q)
 	if err != nil {
-		return Answer{}, fmt.Errorf("positions: the answer of %s: %w", u.Host, err)
+		return Answer{}, fmt.Errorf("positions: the answer of %s: %w", host, err)
 	}
 	return a, nil
 }
@@ -233,17 +207,9 @@ type wireItem struct {
 // without; a negative ledger or an entry below -1; a run that is empty,
 // not after the mark-delete, or out of order with the one before.
 func Decode(body []byte, q Query) (Answer, error) {
-	if len(body) > maxBody {
-		return Answer{}, fmt.Errorf("answer over %d bytes", maxBody)
-	}
 	var w wire
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&w); err != nil {
-		return Answer{}, fmt.Errorf("decode: %w", err)
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return Answer{}, errors.New("trailing data after the answer")
+	if err := decodeStrict(body, maxBody, &w); err != nil {
+		return Answer{}, err
 	}
 	switch {
 	case w.V == nil || w.Epoch == nil || w.Seq == nil || w.Full == nil || w.Subscriptions == nil:
