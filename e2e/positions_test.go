@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
+	"github.com/geo-sidecar/geo-sidecar/marker"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster/positions"
 )
 
@@ -311,4 +312,47 @@ func TestPositionsServletAuthorization(t *testing.T) {
 			return nil
 		})
 	}
+
+	// Moves (POST /geo-sidecar/acknowledge) need reset-cursor on the
+	// subscription: refused without a token, to a role without
+	// permission, and to a role granted produce only; the super-user's
+	// move is applied (not-forward here: the subscription is at its
+	// start, and the move asks for its own position, which changes
+	// nothing).
+	st, err := s.Topics().GetInternalStats(*mustTopicName(t, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md marker.Position
+	if _, err := fmt.Sscanf(st.Cursors["app"].MarkDeletePosition, "%d:%d", &md.Ledger, &md.Entry); err != nil {
+		t.Fatalf("app's mark-delete position %q: %v", st.Cursors["app"].MarkDeletePosition, err)
+	}
+	md.Batch = -1
+	Grant(t, ns, "positions-producer", "produce")
+	move := func(token string) ([]positions.AckResult, error) {
+		c := positions.New(&http.Client{Transport: bearer{token, tlsTransport}, Timeout: 30 * time.Second})
+		return c.Acknowledge(context.Background(), South.AdminURL, []positions.Ack{{Topic: topic, Subscription: "app", At: md}})
+	}
+	for _, tt := range []struct {
+		who   string
+		token string
+	}{
+		{"no token", ""},
+		{"a role without permission", MintToken(t, "positions-stranger", time.Hour)},
+		{"a role granted produce", MintToken(t, "positions-producer", time.Hour)},
+	} {
+		if res, err := move(tt.token); !errors.Is(err, positions.ErrRefused) {
+			t.Errorf("move by %s: %+v, error %v; want refused", tt.who, res, err)
+		}
+	}
+	Eventually(t, 30*time.Second, func() error {
+		res, err := move(AdminToken(t))
+		if err != nil {
+			return fmt.Errorf("move by the super-user: %w", err)
+		}
+		if res[0].Outcome != positions.NotForward {
+			t.Fatalf("move by the super-user: %+v, want not-forward", res[0])
+		}
+		return nil
+	})
 }

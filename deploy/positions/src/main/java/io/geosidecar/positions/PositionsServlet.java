@@ -4,12 +4,13 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.util.ArrayList;
-import java.util.HashSet;
 import java.util.HexFormat;
+import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
 import javax.servlet.http.HttpServlet;
@@ -348,36 +349,13 @@ public final class PositionsServlet implements AdditionalServletWithPulsarServic
      * not (starting with "no " when the caller is not authenticated).
      */
     private static String authorize(PulsarService p, HttpServletRequest req, Tracker.Answer answer) {
-        if (!p.getConfiguration().isAuthorizationEnabled()) {
-            return null;
+        Map<String, Check> checks = new LinkedHashMap<>();
+        for (Tracker.Item it : answer.items()) {
+            String base = TopicName.get(it.topic()).getPartitionedTopicName();
+            checks.putIfAbsent("role may not read the stats of " + base, (authz, role, auth) ->
+                    authz.allowTopicOperationAsync(TopicName.get(base), TopicOperation.GET_STATS, role, auth));
         }
-        Object role = req.getAttribute(AuthenticationFilter.AuthenticatedRoleAttributeName);
-        Object data = req.getAttribute(AuthenticationFilter.AuthenticatedDataAttributeName);
-        if (!(role instanceof String r)) {
-            return "no authenticated role";
-        }
-        AuthenticationDataSource auth = data instanceof AuthenticationDataSource d ? d : null;
-        AuthorizationService authz = p.getBrokerService().getAuthorizationService();
-        try {
-            if (authz.isSuperUser(r, auth).get(10, TimeUnit.SECONDS)) {
-                return null;
-            }
-            Set<String> checked = new HashSet<>();
-            for (Tracker.Item it : answer.items()) {
-                String base = TopicName.get(it.topic()).getPartitionedTopicName();
-                if (!checked.add(base)) {
-                    continue;
-                }
-                if (!authz.allowTopicOperationAsync(TopicName.get(base), TopicOperation.GET_STATS, r, auth)
-                        .get(10, TimeUnit.SECONDS)) {
-                    return "role may not read the stats of " + base;
-                }
-            }
-            return null;
-        } catch (Exception e) {
-            log.warn("geo-sidecar positions: authorization check failed", e);
-            return "authorization check failed";
-        }
+        return authorizeAll(p, req, checks);
     }
 
     /**
@@ -387,6 +365,27 @@ public final class PositionsServlet implements AdditionalServletWithPulsarServic
      * not.
      */
     private static String authorizeMoves(PulsarService p, HttpServletRequest req, List<Acknowledger.Ack> acks) {
+        Map<String, Check> checks = new LinkedHashMap<>();
+        for (Acknowledger.Ack a : acks) {
+            String base = TopicName.get(a.topic()).getPartitionedTopicName();
+            checks.putIfAbsent("role may not reset the cursor of " + a.subscription() + " on " + base, (authz, role, auth) ->
+                    authz.allowTopicOperationAsync(TopicName.get(base), TopicOperation.RESET_CURSOR, role,
+                            new AuthenticationDataSubscription(auth, a.subscription())));
+        }
+        return authorizeAll(p, req, checks);
+    }
+
+    /** One permission a request needs. */
+    private interface Check {
+        CompletableFuture<Boolean> allowed(AuthorizationService authz, String role, AuthenticationDataSource auth);
+    }
+
+    /**
+     * Null when authorization is off, the caller is a super-user, or every
+     * check allows it; else the refusal of the first that does not (its
+     * key), or why the caller is not known (starting with "no ").
+     */
+    private static String authorizeAll(PulsarService p, HttpServletRequest req, Map<String, Check> checks) {
         if (!p.getConfiguration().isAuthorizationEnabled()) {
             return null;
         }
@@ -401,15 +400,9 @@ public final class PositionsServlet implements AdditionalServletWithPulsarServic
             if (authz.isSuperUser(r, auth).get(10, TimeUnit.SECONDS)) {
                 return null;
             }
-            Set<String> checked = new HashSet<>();
-            for (Acknowledger.Ack a : acks) {
-                String base = TopicName.get(a.topic()).getPartitionedTopicName();
-                if (!checked.add(base + "\n" + a.subscription())) {
-                    continue;
-                }
-                if (!authz.allowTopicOperationAsync(TopicName.get(base), TopicOperation.RESET_CURSOR, r,
-                        new AuthenticationDataSubscription(auth, a.subscription())).get(10, TimeUnit.SECONDS)) {
-                    return "role may not reset the cursor of " + a.subscription() + " on " + base;
+            for (Map.Entry<String, Check> c : checks.entrySet()) {
+                if (!c.getValue().allowed(authz, r, auth).get(10, TimeUnit.SECONDS)) {
+                    return c.getKey();
                 }
             }
             return null;
