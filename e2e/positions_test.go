@@ -315,8 +315,8 @@ func TestPositionsServletAuthorization(t *testing.T) {
 
 	// Moves (POST /geo-sidecar/acknowledge) need reset-cursor on the
 	// subscription: refused without a token, to a role without
-	// permission, and to a role granted produce only; the super-user's
-	// move is applied (not-forward here: the subscription is at its
+	// permission, and to a role granted produce only; a role granted
+	// consume, and the super-user, have their move applied (not-forward here: the subscription is at its
 	// start, and the move asks for its own position, which changes
 	// nothing).
 	st, err := s.Topics().GetInternalStats(*mustTopicName(t, topic))
@@ -345,14 +345,22 @@ func TestPositionsServletAuthorization(t *testing.T) {
 			t.Errorf("move by %s: %+v, error %v; want refused", tt.who, res, err)
 		}
 	}
-	Eventually(t, 30*time.Second, func() error {
-		res, err := move(AdminToken(t))
-		if err != nil {
-			return fmt.Errorf("move by the super-user: %w", err)
-		}
-		if res[0].Outcome != positions.NotForward {
-			t.Fatalf("move by the super-user: %+v, want not-forward", res[0])
-		}
-		return nil
-	})
+	for _, tt := range []struct {
+		who   string
+		token string
+	}{
+		{"a role granted consume", MintToken(t, "positions-reader", time.Hour)},
+		{"the super-user", AdminToken(t)},
+	} {
+		Eventually(t, 30*time.Second, func() error {
+			res, err := move(tt.token)
+			if err != nil {
+				return fmt.Errorf("move by %s: %w", tt.who, err)
+			}
+			if res[0].Outcome != positions.NotForward {
+				t.Fatalf("move by %s: %+v, want not-forward", tt.who, res[0])
+			}
+			return nil
+		})
+	}
 }
