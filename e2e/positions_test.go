@@ -17,8 +17,8 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 	"github.com/google/uuid"
 
-	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster/positions"
 )
 
@@ -316,9 +316,9 @@ func TestPositionsServletAuthorization(t *testing.T) {
 	// Moves (POST /geo-sidecar/acknowledge) need reset-cursor on the
 	// subscription: refused without a token, to a role without
 	// permission, and to a role granted produce only; a role granted
-	// consume, and the super-user, have their move applied (not-forward here: the subscription is at its
-	// start, and the move asks for its own position, which changes
-	// nothing).
+	// consume, and the super-user, have their move applied (not-forward
+	// here: the subscription is at its start, and the move asks for its
+	// own position, which changes nothing).
 	st, err := s.Topics().GetInternalStats(*mustTopicName(t, topic))
 	if err != nil {
 		t.Fatal(err)
