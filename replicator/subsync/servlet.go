@@ -190,25 +190,21 @@ func (s *Servlet) Positions(ctx context.Context, topic, cursor string, maxAge ti
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, b := range s.views {
-		if !b.ok || b.scope != s.scope {
-			continue
-		}
-		if _, ok := b.known[positions.Key{Topic: topic, Subscription: cursor}]; !ok {
-			continue
-		}
-		out := map[string]positions.State{}
-		for sub := range s.subs {
-			if sub == cursor {
-				continue
-			}
-			if st, ok := b.known[positions.Key{Topic: topic, Subscription: sub}]; ok {
-				out[sub] = st
-			}
-		}
-		return out, s.at, true
+	broker, ok := s.owner(topic, cursor)
+	if !ok {
+		return nil, time.Time{}, false
 	}
-	return nil, time.Time{}, false
+	b := s.views[broker]
+	out := map[string]positions.State{}
+	for sub := range s.subs {
+		if sub == cursor {
+			continue
+		}
+		if st, ok := b.known[positions.Key{Topic: topic, Subscription: sub}]; ok {
+			out[sub] = st
+		}
+	}
+	return out, s.at, true
 }
 
 // noServletAnywhere reports whether every broker of the last poll

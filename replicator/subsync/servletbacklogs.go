@@ -26,8 +26,6 @@ type servletBacklogs struct {
 	scope  int
 	ok     bool
 	counts map[positions.Key]int64
-	// listed are the topics some broker listed a subscription of.
-	listed map[string]bool
 }
 
 // Backlogs returns the backlogs of topic's subscriptions in scope from a
@@ -59,7 +57,7 @@ func (s *Servlet) Backlogs(ctx context.Context, topic string, subs []string, max
 		s.backlogs = r
 		s.mu.Unlock()
 	}
-	if !r.ok || !r.listed[topic] {
+	if !r.ok {
 		return nil, false
 	}
 	out := map[string]int64{}
@@ -67,6 +65,9 @@ func (s *Servlet) Backlogs(ctx context.Context, topic string, subs []string, max
 		if k.Topic == topic {
 			out[k.Subscription] = n
 		}
+	}
+	if len(out) == 0 {
+		return nil, false // no broker listed the topic
 	}
 	for _, sub := range subs {
 		if _, ok := out[sub]; !ok {
@@ -89,7 +90,7 @@ func (s *Servlet) backlogTurn() chan struct{} {
 
 // readBacklogs asks every broker for the backlogs in scope.
 func (s *Servlet) readBacklogs(ctx context.Context, namespaces, subs []string, scope int) servletBacklogs {
-	r := servletBacklogs{at: time.Now(), scope: scope, counts: map[positions.Key]int64{}, listed: map[string]bool{}}
+	r := servletBacklogs{at: time.Now(), scope: scope, counts: map[positions.Key]int64{}}
 	if len(namespaces) == 0 || len(subs) == 0 || len(namespaces) > positions.MaxNamespaces || len(subs) > positions.MaxSubscriptions {
 		return r
 	}
@@ -103,10 +104,7 @@ func (s *Servlet) readBacklogs(ctx context.Context, namespaces, subs []string, s
 		if err != nil {
 			return r // a broker's topics would look missing: no reading
 		}
-		for k, n := range got {
-			r.counts[k] = n
-			r.listed[k.Topic] = true
-		}
+		maps.Copy(r.counts, got)
 	}
 	r.ok = true
 	return r
