@@ -179,28 +179,12 @@ public final class PositionsServlet implements AdditionalServletWithPulsarServic
             }
             List<Tracker.Item> items = new ArrayList<>();
             List<Long> counts = new ArrayList<>();
-            Map<String, Map<String, Map<String, Topic>>> byNamespace = p.getBrokerService().getMultiLayerTopicsMap();
-            for (String ns : namespaces) {
-                Map<String, Map<String, Topic>> bundles = byNamespace.get(ns);
-                if (bundles == null) {
-                    continue;
+            forEachSubscription(p, namespaces, subscriptions, (pt, ns, name, sub) -> {
+                if (sub.getCursor() != null && sub.getCursor().isDurable()) {
+                    items.add(new Tracker.Item(pt.getName(), name, 0, false, 0, 0, null, false));
+                    counts.add(Math.max(0, sub.getNumberOfEntriesInBacklog(false)));
                 }
-                for (Map<String, Topic> topics : bundles.values()) {
-                    for (Topic t : topics.values()) {
-                        if (!(t instanceof PersistentTopic pt)) {
-                            continue;
-                        }
-                        for (String name : subscriptions) {
-                            PersistentSubscription sub = pt.getSubscription(name);
-                            if (sub == null || sub.getCursor() == null || !sub.getCursor().isDurable()) {
-                                continue;
-                            }
-                            items.add(new Tracker.Item(pt.getName(), name, 0, false, 0, 0, null, false));
-                            counts.add(Math.max(0, sub.getNumberOfEntriesInBacklog(false)));
-                        }
-                    }
-                }
-            }
+            });
             String denied = authorize(p, req, new Tracker.Answer("", 0, true, items));
             if (denied != null) {
                 send(resp, denied.startsWith("no ") ? 401 : 403, Json.error(denied));
@@ -284,32 +268,47 @@ public final class PositionsServlet implements AdditionalServletWithPulsarServic
                                                       Set<String> subscriptions) {
         return () -> {
             List<Tracker.Observation> out = new ArrayList<>();
-            Map<String, Map<String, Map<String, Topic>>> byNamespace = p.getBrokerService().getMultiLayerTopicsMap();
-            for (String ns : namespaces) {
-                Map<String, Map<String, Topic>> bundles = byNamespace.get(ns);
-                if (bundles == null) {
-                    continue;
+            forEachSubscription(p, namespaces, subscriptions, (pt, ns, name, sub) -> {
+                Tracker.Observation o = observe(pt.getName(), ns, name, sub.getCursor());
+                if (o != null) {
+                    out.add(o);
                 }
-                for (Map<String, Topic> topics : bundles.values()) {
-                    for (Topic t : topics.values()) {
-                        if (!(t instanceof PersistentTopic pt)) {
-                            continue;
-                        }
-                        for (String name : subscriptions) {
-                            PersistentSubscription sub = pt.getSubscription(name);
-                            if (sub == null) {
-                                continue;
-                            }
-                            Tracker.Observation o = observe(pt.getName(), ns, name, sub.getCursor());
-                            if (o != null) {
-                                out.add(o);
-                            }
+            });
+            return out.iterator();
+        };
+    }
+
+    /** What {@link #forEachSubscription} hands each subscription in scope to. */
+    private interface SubscriptionVisitor {
+        void visit(PersistentTopic topic, String namespace, String name, PersistentSubscription sub);
+    }
+
+    /**
+     * Visits every subscription named in subscriptions on the persistent
+     * topics of namespaces that this broker has loaded.
+     */
+    private static void forEachSubscription(PulsarService p, Set<String> namespaces, Set<String> subscriptions,
+                                            SubscriptionVisitor v) {
+        Map<String, Map<String, Map<String, Topic>>> byNamespace = p.getBrokerService().getMultiLayerTopicsMap();
+        for (String ns : namespaces) {
+            Map<String, Map<String, Topic>> bundles = byNamespace.get(ns);
+            if (bundles == null) {
+                continue;
+            }
+            for (Map<String, Topic> topics : bundles.values()) {
+                for (Topic t : topics.values()) {
+                    if (!(t instanceof PersistentTopic pt)) {
+                        continue;
+                    }
+                    for (String name : subscriptions) {
+                        PersistentSubscription sub = pt.getSubscription(name);
+                        if (sub != null) {
+                            v.visit(pt, ns, name, sub);
                         }
                     }
                 }
             }
-            return out.iterator();
-        };
+        }
     }
 
     /** One cursor's mark-delete and ranges, read together under its lock. */
