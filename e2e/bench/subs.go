@@ -228,7 +228,9 @@ func (e *env) subsOnce(n int, startOnly bool) (*subsResult, error) {
 	for i := range n {
 		arms[0].topics[i] = e.subsTopic(i)
 	}
-	if z.Builtin && !startOnly {
+	// The built-in arm runs in the growth runs too (start-up only): the
+	// start-up goal is the built-in's on the same bed (issue 36).
+	if z.Builtin {
 		if res.Builtin, err = e.subsBuiltinSetup(n); err != nil {
 			return nil, err
 		}
@@ -1293,8 +1295,8 @@ func subsGrowth(runs []*subsResult) string {
 	}
 	var b strings.Builder
 	b.WriteString("\nReplicated subscriptions, growth with the partition count (each row: one sidecar, that many topics east↔west with one replicated subscription each, an application consuming on east; start-up, then idle; no traffic in the larger runs):\n\n")
-	b.WriteString("| topics (partitions per direction) | every partition connected s | first messages replicated s | first snapshots settled s | idle admin req/s east / west | idle CPU % of a core | idle RSS MiB | peak RSS MiB | goroutines | per partition |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| topics (partitions per direction) | every partition connected s | built-in arm connected s (sidecar / built-in) | first messages replicated s | first snapshots settled s | idle admin req/s east / west | idle CPU % of a core | idle RSS MiB | peak RSS MiB | goroutines | per partition |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var xs, start, hwm, gor []float64
 	for _, r := range runs {
 		if len(r.Phases) == 0 {
@@ -1305,8 +1307,8 @@ func subsGrowth(runs []*subsResult) string {
 		if r.FirstSnap > 0 {
 			first = fmt.Sprintf("%.1f", r.FirstSnap.Seconds())
 		}
-		fmt.Fprintf(&b, "| %s | %.1f | %.1f | %s | %.2f / %.2f | %.2f | %s | %s | %s | %.2f |\n", num(float64(r.Topics)),
-			r.Connected.Seconds(), r.Replicated.Seconds(), first, p.perSec(p.Admin["east"]), p.perSec(p.Admin["west"]),
+		fmt.Fprintf(&b, "| %s | %.1f | %s | %.1f | %s | %.2f / %.2f | %.2f | %s | %s | %s | %.2f |\n", num(float64(r.Topics)),
+			r.Connected.Seconds(), r.builtinConnected(), r.Replicated.Seconds(), first, p.perSec(p.Admin["east"]), p.perSec(p.Admin["west"]),
 			p.cpuPct(), mib(p.RSS), mib(r.HWM), num(float64(p.Goroutines)), float64(p.Goroutines)/float64(2*r.Topics))
 		xs = append(xs, float64(r.Topics))
 		start = append(start, r.Replicated.Seconds())
@@ -1315,7 +1317,7 @@ func subsGrowth(runs []*subsResult) string {
 	}
 	if xs[len(xs)-1] < growthScale && len(xs) >= 2 {
 		x := float64(growthScale)
-		fmt.Fprintf(&b, "| %s (fitted, not run) | | %.0f | | | | | %s | %s | %.2f |\n", num(x),
+		fmt.Fprintf(&b, "| %s (fitted, not run) | | | %.0f | | | | | %s | %s | %.2f |\n", num(x),
 			fit(xs, start, x), mib(int64(fit(xs, hwm, x))), num(fit(xs, gor, x)), fit(xs, gor, x)/(2*x))
 	}
 	return b.String()
@@ -1349,6 +1351,12 @@ func growthTargets(runs []*subsResult, line func(ok bool, format string, args ..
 	n, p := last.Topics, last.Phases[0]
 	line(last.HWM <= 1<<30, "%s partitions with a replicated subscription each, peak RSS ≤ 1 GiB: %s MiB", num(float64(n)), mib(last.HWM))
 	line(last.Replicated <= time.Minute, "%s partitions with a replicated subscription each, start-up ≤ 60 s: %.1f s", num(float64(n)), last.Replicated.Seconds())
+	for _, r := range runs {
+		if r.Builtin != nil && r.Builtin.Connected > 0 {
+			line(r.Connected <= r.Builtin.Connected, "%s topics both ways, every partition connected ≤ the built-in's side by side: sidecar %.1f s, built-in %.1f s (%s)",
+				num(float64(r.Topics)), r.Connected.Seconds(), r.Builtin.Connected.Seconds(), ratio(r.Connected.Seconds(), r.Builtin.Connected.Seconds()))
+		}
+	}
 	// Per partition is what each partition adds (the growth from the
 	// first run to the last), beside the process's own goroutines, which
 	// do not grow with the partitions (the metrics server, the HTTP
@@ -1391,7 +1399,7 @@ func (s *subsResult) rounds() string {
 
 // method describes how the row is measured.
 func (s *subsResult) method(z subsSizes) string {
-	return fmt.Sprintf("- Scale with replicated subscriptions: %[1]s non-partitioned topics in a namespace of their own (`%[2]s`, local-only on each cluster; reused when an earlier run left them with -keep, deleted afterwards otherwise), each with subscription `%[3]s` created at the earliest message on both clusters. One sidecar process runs both directions (east→west and west→east, `topic_patterns`, `subscriptions: [%[3]s]`, default 30 s discovery and 1 s snapshot interval); its admin URLs point at a counting proxy per cluster. An application consumer on east acknowledges everything it receives (markers too); west has no consumer, so its subscription moves only by the sidecar's updates. Each topic gets one message on each cluster before the sidecar starts: start-up is process start until `connected_partitions` counts both directions' partitions, until east's messages are confirmed on west, and until east→west completed (or timed out: a first snapshot is not tried again until new data arrives) as many snapshots as there are partitions. After %[4]s, idle is measured over %[5]s (an idle partition is followed every 5 minutes, so a shorter window misses those calls); then the follow latency on %[6]d topics (%[7]d at a time): a message published on east, the time from the application's acknowledgement until west's `%[3]s` mark-delete position (internal stats, polled every %[8]s) passed the copy (found by a reader on west), so it includes the poll's resolution. Then %[9]s msg/s spread round-robin over every topic, half published on each cluster: measured over %[10]s after %[11]s of warm-up, probes likewise while it runs; then idle again (%[5]s after %[4]s). Admin requests/s are the sidecar's `geo_sidecar_admin_requests_total{cluster}`; the brokers' figure is `jetty_requests_total` (every HTTP request, the bench's own probes and metric reads included). Then, for each larger count (%[12]s), the same set-up and start-up in a namespace of that count, one idle window of %[13]s, and no traffic: the growth table, with the figures at 10,000 fitted (a least-squares line through the measured counts) when no run reached it. Targets (issue 23): at most 1 admin request/s per cluster and under 2 %% of a core idle, follow p99 at most 3 s under the spread traffic; at 10,000 partitions peak RSS at most 1 GiB, start-up at most 60 s, at most 2 goroutines per partition (of both directions).",
+	return fmt.Sprintf("- Scale with replicated subscriptions: %[1]s non-partitioned topics in a namespace of their own (`%[2]s`, local-only on each cluster; reused when an earlier run left them with -keep, deleted afterwards otherwise), each with subscription `%[3]s` created at the earliest message on both clusters. One sidecar process runs both directions (east→west and west→east, `topic_patterns`, `subscriptions: [%[3]s]`, default 30 s discovery and 1 s snapshot interval); its admin URLs point at a counting proxy per cluster. An application consumer on east acknowledges everything it receives (markers too); west has no consumer, so its subscription moves only by the sidecar's updates. Each topic gets one message on each cluster before the sidecar starts: start-up is process start until `connected_partitions` counts both directions' partitions, until east's messages are confirmed on west, and until east→west completed (or timed out: a first snapshot is not tried again until new data arrives) as many snapshots as there are partitions. After %[4]s, idle is measured over %[5]s (an idle partition is followed every 5 minutes, so a shorter window misses those calls); then the follow latency on %[6]d topics (%[7]d at a time): a message published on east, the time from the application's acknowledgement until west's `%[3]s` mark-delete position (internal stats, polled every %[8]s) passed the copy (found by a reader on west), so it includes the poll's resolution. Then %[9]s msg/s spread round-robin over every topic, half published on each cluster: measured over %[10]s after %[11]s of warm-up, probes likewise while it runs; then idle again (%[5]s after %[4]s). Admin requests/s are the sidecar's `geo_sidecar_admin_requests_total{cluster}`; the brokers' figure is `jetty_requests_total` (every HTTP request, the bench's own probes and metric reads included). Then, for each larger count (%[12]s), the same set-up and start-up in a namespace of that count (with the built-in arm's start-up beside it when it runs: as many topics again, switched on as the sidecar starts), one idle window of %[13]s, and no traffic: the growth table, with the figures at 10,000 fitted (a least-squares line through the measured counts) when no run reached it. Targets (issue 23): at most 1 admin request/s per cluster and under 2 %% of a core idle, follow p99 at most 3 s under the spread traffic; at 10,000 partitions peak RSS at most 1 GiB, start-up at most 60 s, at most 2 goroutines per partition (of both directions).",
 		num(float64(z.Topics)), subsNamespace(z.Topics), subsSub, z.Settle, z.Idle, z.Probes, z.ProbeParallel, probePoll,
 		num(float64(z.Rate)), z.Traffic, z.Warm, growthList(z.Growth), z.GrowthIdle) + s.builtinMethod(z) + "\n"
 }

@@ -270,6 +270,15 @@ func p99Ratio(sc, bi probeSet) string {
 	return "—"
 }
 
+// builtinConnected is the growth table's built-in start-up cell: its
+// time with the sidecar's ratio to it, or a dash without the arm.
+func (s *subsResult) builtinConnected() string {
+	if s.Builtin == nil || s.Builtin.Connected <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f (%s)", s.Builtin.Connected.Seconds(), ratio(s.Connected.Seconds(), s.Builtin.Connected.Seconds()))
+}
+
 // builtinMarkdown is the built-in arm's table: start-up and the follow
 // latency of each probed phase, the sidecar's beside the built-in's.
 func (s *subsResult) builtinMarkdown() string {
