@@ -20,8 +20,12 @@ func (m *Machine) data(pos marker.Position, origin string, originPos marker.Posi
 			m.seen[origin] = originPos
 		}
 	}
-	if p := m.pending; p != nil && p.responded && m.met(p.need) {
-		return m.complete(pos)
+	// The newest request this message completes: the older ones are
+	// then dropped by complete.
+	for i := len(m.pending) - 1; i >= 0; i-- {
+		if p := m.pending[i]; p.responded && m.met(p.need) {
+			return m.complete(i, pos)
+		}
 	}
 	return nil
 }
@@ -103,12 +107,13 @@ func (m *Machine) respond(pos marker.Position, req marker.Marker) []marker.Marke
 // responded takes Remote's response read at pos: the pending request
 // completes now if the watermarks it names are met, else at a later Data.
 func (m *Machine) responded(pos marker.Position, resp marker.Marker) []marker.Marker {
-	p := m.pending
-	if p == nil || p.id != resp.SnapshotID || p.responded {
+	i := slices.IndexFunc(m.pending, func(p *request) bool { return p.id == resp.SnapshotID })
+	if i < 0 || m.pending[i].responded {
 		// Unknown or dropped; or a second answer to the same request
 		// (Remote re-read it after a restart): the first one stands.
 		return nil
 	}
+	p := m.pending[i]
 	p.responded, p.at, p.remote = true, pos, resp.Local
 	for _, c := range m.cfg.ThirdOrigins {
 		if q, ok := resp.Watermarks[c]; ok {
@@ -119,7 +124,7 @@ func (m *Machine) responded(pos marker.Position, resp marker.Marker) []marker.Ma
 		}
 	}
 	if m.met(p.need) {
-		return m.complete(pos)
+		return m.complete(i, pos)
 	}
 	return nil
 }
@@ -138,11 +143,13 @@ func (m *Machine) met(need map[string]marker.Position) bool {
 	return true
 }
 
-// complete ends the pending request, whose watermarks are met at pos, and
-// returns its snapshot marker.
-func (m *Machine) complete(pos marker.Position) []marker.Marker {
-	p := m.pending
-	m.pending = nil
+// complete ends pending request i, whose watermarks are met at pos, and
+// returns its snapshot marker. The requests pending before it are dropped:
+// answered in order, any of them would complete at pos or later with an
+// earlier remote position, a snapshot this one makes useless.
+func (m *Machine) complete(i int, pos marker.Position) []marker.Marker {
+	p := m.pending[i]
+	m.pending = slices.Delete(m.pending, 0, i+1)
 	m.retries = 0
 	// A cursor that rewinds (a consumer redelivering after a reconnect)
 	// could report data before the response's position; the snapshot is
@@ -167,21 +174,23 @@ func (m *Machine) complete(pos marker.Position) []marker.Marker {
 
 func (m *Machine) tick(linkUp bool) []marker.Marker {
 	now := m.cfg.Now()
-	if p := m.pending; p != nil && now.Sub(p.started) >= m.cfg.Timeout {
-		m.pending = nil
-		m.stats.TimedOut++
-		// The data the request was to cover is not covered yet.
-		if m.retries < maxRetries {
+	n := len(m.pending)
+	m.pending = slices.DeleteFunc(m.pending, func(p *request) bool { return now.Sub(p.started) >= m.cfg.Timeout })
+	if dropped := n - len(m.pending); dropped > 0 {
+		m.stats.TimedOut += int64(dropped)
+		// The data the newest request was to cover is not covered yet
+		// unless a request started after it is still pending.
+		if len(m.pending) == 0 && m.retries < maxRetries {
 			m.retries++
 			m.dataSince = true
 		}
 	}
-	if !linkUp || !m.dataSince || m.pending != nil ||
+	if !linkUp || !m.dataSince || len(m.pending) >= maxPending ||
 		(m.requested && now.Sub(m.lastRequest) < m.cfg.Interval) {
 		return nil
 	}
 	id := m.cfg.NewID()
-	m.pending = &request{id: id, started: now}
+	m.pending = append(m.pending, &request{id: id, started: now})
 	m.requested, m.lastRequest, m.dataSince = true, now, false
 	m.stats.Started++
 	return []marker.Marker{{

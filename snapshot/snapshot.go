@@ -71,6 +71,16 @@ const (
 	// no new data: a remote that never answers (no sidecar there) costs
 	// this many more requests per quiet spell, not one per interval.
 	maxRetries = 3
+	// maxPending bounds the requests in flight at once. A request is
+	// started every Interval while data comes, without waiting for the
+	// one before to complete, as Pulsar's own controller does: with one
+	// at a time, a round trip of R seconds (a busy remote) spaced
+	// completions R apart, and a subscription waited up to 2R for a
+	// snapshot covering what it consumed (at 1,000 busy topics on the
+	// test bed, one per topic every 6 s: docs/design/subscription-follow.md
+	// §12.8). Bounded so that a remote that never answers costs this
+	// many requests per Timeout, not one per Interval.
+	maxPending = 5
 )
 
 // Config is one Machine's setting.
@@ -142,10 +152,12 @@ type Machine struct {
 	// messages read so far. An origin absent from it has its watermark
 	// known-empty when cfg.Fresh, unknown otherwise.
 	seen map[string]marker.Position
-	// pending is the request in flight, nil if none: one at a time.
-	pending *request
+	// pending are the requests in flight, oldest first (started in
+	// order, so answered in order): at most maxPending.
+	pending []*request
 	// Request pacing: whether and when the last request was started, and
-	// whether a data message was read since.
+	// whether a data message was read since (the newest pending request
+	// does not cover it).
 	requested   bool
 	lastRequest time.Time
 	dataSince   bool
@@ -266,7 +278,8 @@ func (m *Machine) Unknown() []string {
 // partition that went quiet is covered even when its last request got no
 // answer), and a request (kind 10) addressed to Remote is returned when one is due:
 // new data was read since the last request, linkUp (the replicator towards
-// Remote is connected), Interval has passed, and no request is pending.
+// Remote is connected), Interval has passed, and fewer than maxPending
+// requests are pending (they are not waited for: see maxPending).
 func (m *Machine) Tick(linkUp bool) []marker.Marker {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -314,7 +327,7 @@ func (m *Machine) Fresh() bool {
 func (m *Machine) Idle() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.pending == nil && !m.dataSince
+	return len(m.pending) == 0 && !m.dataSince
 }
 
 // Pending reports whether a request is waiting for its response or
@@ -322,7 +335,7 @@ func (m *Machine) Idle() bool {
 func (m *Machine) Pending() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.pending != nil
+	return len(m.pending) > 0
 }
 
 // Newest returns the cached snapshot with the furthest Local position.

@@ -148,12 +148,29 @@ func TestTick(t *testing.T) {
 			{op: read(2, responseFromB("x", 5, nil))},
 			{op: tick(true)},
 		}, Stats{}},
-		{"one request in flight", []step{
+		{"requests in flight: one an interval while data comes, at most maxPending", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
 			{op: data(2, "", 0)},
-			{advance: 5 * time.Second, op: tick(true)},
-		}, Stats{Started: 1}},
+			{advance: 999 * time.Millisecond, op: tick(true)},
+			{advance: time.Millisecond, op: tick(true), want: wantRequest("id-2", time.Second)},
+			{advance: time.Second, op: tick(true)}, // no data since id-2
+			{op: data(3, "", 0)},
+			{op: tick(true), want: wantRequest("id-3", 2*time.Second)},
+			{op: data(4, "", 0)},
+			{advance: time.Second, op: tick(true), want: wantRequest("id-4", 3*time.Second)},
+			{op: data(5, "", 0)},
+			{advance: time.Second, op: tick(true), want: wantRequest("id-5", 4*time.Second)},
+			{op: data(6, "", 0)},
+			{advance: time.Second, op: tick(true)}, // maxPending (5) in flight
+			// id-3 answered first (id-1 and id-2's answers lost): it
+			// completes, and the two before it are dropped.
+			{op: read(7, responseFromB("id-3", 9, nil)), want: wantSnapshot("id-3", 7, 9, 5*time.Second)},
+			{op: tick(true), want: wantRequest("id-6", 5*time.Second)},
+			{op: read(8, responseFromB("id-1", 5, nil))}, // dropped: ignored
+			{op: read(9, responseFromB("id-5", 12, nil)), want: wantSnapshot("id-5", 9, 12, 5*time.Second)},
+			{op: read(10, responseFromB("id-4", 11, nil))}, // dropped by id-5's completion
+		}, Stats{Started: 6, Completed: 2, LastRTT: time.Second}},
 		{"interval between requests", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
@@ -171,10 +188,20 @@ func TestTick(t *testing.T) {
 		{"timeout drops the pending request", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
-			{op: data(2, "", 0)},
 			{advance: 10*time.Second - time.Millisecond, op: tick(true)},
+			{op: data(2, "", 0)},
 			{advance: time.Millisecond, op: tick(true), want: wantRequest("id-2", 10*time.Second)},
+			{op: read(3, responseFromB("id-1", 5, nil))}, // timed out: ignored
 		}, Stats{Started: 2, TimedOut: 1}},
+		{"a timed-out request with a newer one pending is not tried again: the newer covers its data", []step{
+			{op: data(1, "", 0)},
+			{op: tick(true), want: wantRequest("id-1", 0)},
+			{op: data(2, "", 0)},
+			{advance: 5 * time.Second, op: tick(true), want: wantRequest("id-2", 5*time.Second)},
+			{advance: 5 * time.Second, op: tick(true)}, // id-1 times out; id-2 pending
+			{advance: 4 * time.Second, op: tick(true)},
+			{advance: time.Second, op: tick(true), want: wantRequest("id-3", 15*time.Second)}, // id-2 timed out: the tail again
+		}, Stats{Started: 3, TimedOut: 2}},
 		{"the tail: a timed-out request is tried again without new data, maxRetries times in a row", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
