@@ -966,6 +966,12 @@ func (e *env) probe(ctx context.Context, app *subsApp, prod pulsar.Producer, top
 		st, err := e.westAdm.Topics().GetInternalStatsWithContext(ctx, *tn)
 		if err == nil {
 			if md, ok := parseEntryPos(st.Cursors[subsSub].MarkDeletePosition); ok && md.Compare(copyAt) >= 0 {
+				if e.o.LogLevel == "debug" {
+					// To set beside the sidecars' debug logs: where the
+					// time of one probe went.
+					e.logf("subs: probe %s: acknowledged on east at %s, west's copy at %s passed after %s",
+						topic, ackAt.Format("15:04:05.000"), copyAt, time.Since(ackAt).Round(time.Millisecond))
+				}
 				return time.Since(ackAt), nil
 			}
 		}
