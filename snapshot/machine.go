@@ -68,6 +68,12 @@ func (m *Machine) marker(pos marker.Position, mk marker.Marker) []marker.Marker 
 		}
 	case marker.KindSnapshot:
 		if mk.From == m.cfg.Local && mk.To == m.cfg.Remote {
+			if i := slices.Index(m.unread, mk.SnapshotID); i >= 0 {
+				// Completed here and cached then: not again (it may have
+				// been pruned or evicted since).
+				m.unread = slices.Delete(m.unread, i, i+1)
+				return nil
+			}
 			m.cache.add(Snapshot{ID: mk.SnapshotID, Local: mk.Local, Remote: mk.Remote, Time: time.UnixMilli(mk.Time)})
 		}
 	}
@@ -160,7 +166,7 @@ func (m *Machine) complete(i int, pos marker.Position) []marker.Marker {
 	now := m.cfg.Now()
 	m.stats.Completed++
 	m.stats.LastRTT = now.Sub(p.started)
-	return []marker.Marker{{
+	mk := marker.Marker{
 		Kind:       marker.KindSnapshot,
 		From:       m.cfg.Local,
 		To:         m.cfg.Remote,
@@ -169,7 +175,17 @@ func (m *Machine) complete(i int, pos marker.Position) []marker.Marker {
 		Local:      pos,
 		Remote:     p.remote,
 		Time:       now.UnixMilli(),
-	}}
+	}
+	// Cached now rather than when the marker is read back: the pair
+	// holds whether or not the marker is ever written (the marker is how
+	// a restart, or another instance, learns it), and waiting for the
+	// write and the read back held every follow a round of the partition
+	// longer than Pulsar's, which caches at completion.
+	m.cache.add(Snapshot{ID: mk.SnapshotID, Local: mk.Local, Remote: mk.Remote, Time: time.UnixMilli(mk.Time)})
+	if m.unread = append(m.unread, mk.SnapshotID); len(m.unread) > maxUnread {
+		m.unread = slices.Delete(m.unread, 0, len(m.unread)-maxUnread)
+	}
+	return []marker.Marker{mk}
 }
 
 func (m *Machine) tick(linkUp bool) []marker.Marker {

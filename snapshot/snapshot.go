@@ -21,8 +21,9 @@
 // every A-origin message at or before b was forwarded before the request,
 // every B-origin one before the response, and every C-origin one has
 // arrived. The completed pair (a', b) is written as a snapshot marker into
-// A's partition and enters the cache when that marker is read back, which
-// is also how the cache is rebuilt after a restart.
+// A's partition; the snapshot enters A's cache as it completes, and again
+// from that marker when it is read after a restart (or by another
+// instance), which is how the cache is rebuilt.
 //
 // Third origins are only those whose messages reach both clusters
 // ([Config.ThirdOrigins]). A message that reaches B but not A (Pulsar's
@@ -81,6 +82,10 @@ const (
 	// §12.8). Bounded so that a remote that never answers costs this
 	// many requests per Timeout, not one per Interval.
 	maxPending = 5
+	// maxUnread bounds the snapshots completed here whose marker was not
+	// read back yet (Machine.unread): a marker whose write failed is not
+	// remembered for ever.
+	maxUnread = 64
 )
 
 // Config is one Machine's setting.
@@ -165,6 +170,11 @@ type Machine struct {
 	// again (tick): at most maxRetries.
 	retries int
 
+	// unread are the ids of snapshots completed (and cached) here whose
+	// marker has not been read back yet, oldest first: read back, it is
+	// not cached a second time.
+	unread []string
+
 	cache cache
 	stats Stats
 }
@@ -235,8 +245,10 @@ func (m *Machine) Data(pos marker.Position, origin string, originPos marker.Posi
 //     is unknown, see Config.Fresh);
 //   - a response from Remote to a pending request: a SNAPSHOT marker (kind
 //     12) once the watermarks are met (now or at a later Data call);
-//   - a SNAPSHOT marker written by Local for Remote (read back, also after
-//     a restart): nothing; the snapshot enters the cache.
+//   - a SNAPSHOT marker written by Local for Remote (read after a
+//     restart, or written by another instance): nothing; the snapshot
+//     enters the cache. Read back after this machine completed it (and
+//     cached it then), it is ignored.
 //
 // Requests written by Local, responses to requests not pending (unknown,
 // already answered, or dropped by Tick after Timeout) and updates (kind

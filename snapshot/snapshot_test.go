@@ -479,16 +479,33 @@ func TestRoundTrip(t *testing.T) {
 	if len(snap) != 1 {
 		t.Fatalf("no snapshot: %v", snap)
 	}
-	if _, ok := h.m.Covering(pos(9)); ok {
-		t.Fatal("covered before the snapshot marker was read back")
-	}
-	h.m.Marker(pos(4), snap[0])
-	got, ok := h.m.Covering(pos(3))
 	want := Snapshot{ID: "id-1", Local: pos(3), Remote: pos(77), Time: time.UnixMilli(ms(250 * time.Millisecond))}
-	if !ok || got != want {
-		t.Errorf("Covering = %+v, %v; want %+v", got, ok, want)
+	// Cached as it completes, before its marker is written and read back.
+	if got, ok := h.m.Covering(pos(3)); !ok || got != want {
+		t.Fatalf("Covering at completion = %+v, %v; want %+v", got, ok, want)
 	}
-	if st := h.m.Stats(); st != (Stats{Started: 1, Completed: 1, LastRTT: 250 * time.Millisecond}) {
+	// Pruned past, then its marker read back: not cached again.
+	h.m.Data(pos(5), "", pos(0))
+	h.now = h.now.Add(time.Second)
+	req2 := h.m.Tick(true)
+	snap2 := h.m.Marker(pos(6), responseFromB(req2[0].SnapshotID, 78, nil))
+	h.m.Prune(pos(6))
+	h.m.Marker(pos(7), snap[0])
+	if got, ok := h.m.Covering(pos(5)); ok {
+		t.Errorf("a snapshot pruned came back when its marker was read back: %+v", got)
+	}
+	h.m.Marker(pos(8), snap2[0])
+	if got, ok := h.m.Covering(pos(6)); !ok || got.ID != "id-2" {
+		t.Errorf("Covering(6) = %+v, %v; want id-2", got, ok)
+	}
+	// Another instance's marker (not completed here) is cached when read.
+	other := snap[0]
+	other.SnapshotID, other.Local, other.Remote = "other", pos(9), pos(79)
+	h.m.Marker(pos(10), other)
+	if got, ok := h.m.Covering(pos(9)); !ok || got.ID != "other" {
+		t.Errorf("Covering(9) = %+v, %v; want the other instance's", got, ok)
+	}
+	if st := h.m.Stats(); st != (Stats{Started: 2, Completed: 2}) {
 		t.Errorf("stats %+v", st)
 	}
 }
