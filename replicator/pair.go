@@ -417,9 +417,12 @@ func (p *pair) useServlet(s *subsync.Sync) {
 	}
 	local := p.local
 	sv := p.pollers.Servlet(local.Name, func() *subsync.Servlet {
+		// A quarter interval: a follow waits for a poll begun after its
+		// snapshot completed, up to Every; a poll is one request per
+		// broker, answered with what changed.
 		return subsync.NewServlet(subsync.ServletConfig{
 			Cluster: local.Name, Client: local.Positions(), Brokers: local.Brokers,
-			Every: p.cfg.Sidecar.Snapshot.Interval.Duration / 2,
+			Every: p.cfg.Sidecar.Snapshot.Interval.Duration / 4,
 			Log:   p.log.Named("positions"), Metrics: p.m,
 		})
 	})

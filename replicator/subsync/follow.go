@@ -34,6 +34,7 @@ func (s *Sync) follow(ctx context.Context) error {
 	f.dataSinceRead = f.dataSinceRead || hadData
 	f.readSent = s.pace.at
 	mds, fromServlet := s.servletPositions(ctx, changed)
+	s.pace.cheap = fromServlet
 	if !fromServlet && s.resting(changed) {
 		s.pace.rest()
 		s.lagAged()

@@ -67,6 +67,12 @@ type pacer struct {
 	// a tracked subscription of the partition change (Sync.nudge): the
 	// next follow is due at once.
 	nudged atomic.Bool
+	// cheap: the last follow took its positions from the servlet's
+	// shared poll, not from an admin request of its own, so a new
+	// snapshot is followed at once instead of half an interval after the
+	// last follow (that wait spaced admin requests; a poll is spaced by
+	// the servlet follower itself).
+	cheap bool
 }
 
 // due reports whether follow runs at now, the newest snapshot being
@@ -84,7 +90,7 @@ func (p *pacer) due(now time.Time, interval time.Duration, newest string, idle f
 	case since < min(p.every, interval/2) && newest == p.newestID:
 		return false
 	case newest != p.newestID:
-		return since >= interval/2
+		return p.cheap || since >= interval/2
 	case since < p.every:
 		return false
 	}
@@ -101,6 +107,8 @@ func (p *pacer) in(now time.Time, interval time.Duration, newest string, idle fu
 	}
 	d := p.at.Add(idleFollow).Sub(now)
 	switch {
+	case newest != p.newestID && p.cheap:
+		return 0
 	case newest != p.newestID:
 		d = p.at.Add(interval / 2).Sub(now)
 	case p.behind || p.dataSeen.Load() || !idle():
