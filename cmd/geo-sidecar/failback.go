@@ -158,6 +158,7 @@ func cmdFailback(args []string, stdout, stderr io.Writer) int {
 	switch choice {
 	case failback.Replay:
 		o.Copier = &lateCopier{src: out, keys: keys, from: from, to: to, client: westWire,
+			schemas:  lateSchemas{src: eastWire, srcName: from, dst: westWire, dstName: to},
 			producer: marker.SidecarProducers + "failback." + from + "-->" + to}
 	case failback.Park:
 		pc, pside := eastWire, eastSide
@@ -165,6 +166,7 @@ func cmdFailback(args []string, stdout, stderr io.Writer) int {
 			pc, pside = westWire, westSide
 		}
 		o.Copier = &lateCopier{src: out, keys: keys, from: from, to: parkOn, client: pc, park: parkFull, parkSide: pside,
+			schemas:      lateSchemas{src: eastWire, srcName: from, dst: pc, dstName: parkOn},
 			readerPrefix: cfg.Sidecar.CursorPrefix, producer: marker.SidecarProducers + "failback." + from + "-->park"}
 	}
 	if len(names) > 0 {
@@ -235,6 +237,7 @@ type lateCopier struct {
 	park         string // the park topic, or "" to replay
 	parkSide     verify.Side
 	readerPrefix string
+	schemas      lateSchemas // the source's schema versions → the target's
 	parkedOnce   sync.Once
 	parked       map[string]bool // "partition origin-id" already in the park topic
 	parkedErr    error
@@ -285,14 +288,16 @@ func (l *lateCopier) Copy(ctx context.Context, partition string, end marker.Posi
 		if err != nil {
 			return fmt.Errorf("entry %s: metadata: %w", pos, err)
 		}
+		var schema []byte
 		if len(md.SchemaVersion) > 0 {
-			// Schema numbers are per cluster: the entry pipe asks the
-			// target for its own (entrypath's targetSchema); a late copy
-			// does not yet, and a wrong number would break typed
-			// consumers. Stop rather than copy it wrong.
-			return fmt.Errorf("entry %s has a schema version: copying it late is not supported yet; choose --leave, or copy it by hand", pos)
+			// Schema numbers are per cluster and topic: the copy carries
+			// the target's number for the same schema (registered there
+			// if need be), or is not made.
+			if schema, err = l.schemas.target(ctx, partition, topic, md.SchemaVersion); err != nil {
+				return fmt.Errorf("entry %s of %s: %w", pos, partition, err)
+			}
 		}
-		lmd, err := entryrule.LateMetadata(l.keys, signed, l.from, l.to, e, &md, extra...)
+		lmd, err := entryrule.LateMetadata(l.keys, signed, l.from, l.to, e, &md, schema, extra...)
 		if err != nil {
 			return fmt.Errorf("entry %s: metadata of its copy: %w", pos, err)
 		}
