@@ -223,7 +223,8 @@ func (f verifyFinder) Find(ctx context.Context, add func(string, failback.Entry)
 // reader, from the first entry to copy) and a wire producer: each entry
 // copied whole as the entry pipe copies it, with the late flags
 // (entryrule.LateMetadata), to the same partition on the target
-// (replay) or to the park topic. Sequence ids go on from the broker's
+// (replay) or to the park topic, an entry with a schema version under
+// the target's number for its schema (lateSchemas). Sequence ids go on from the broker's
 // record for the producer's name, so a target with deduplication takes
 // every copy. A parked copy is not made twice: the park topic is read
 // first for the entries parked already (geo-sidecar.parked-from and the
@@ -294,7 +295,7 @@ func (l *lateCopier) Copy(ctx context.Context, partition string, end marker.Posi
 			// the target's number for the same schema (registered there
 			// if need be), or is not made.
 			if schema, err = l.schemas.target(ctx, partition, topic, md.SchemaVersion); err != nil {
-				return fmt.Errorf("entry %s of %s: %w", pos, partition, err)
+				return fmt.Errorf("entry %d:%d: %w", pos.Ledger, pos.Entry, err)
 			}
 		}
 		lmd, err := entryrule.LateMetadata(l.keys, signed, l.from, l.to, e, &md, schema, extra...)
