@@ -16,6 +16,7 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/verify"
 	"github.com/geo-sidecar/geo-sidecar/subscription/drill"
+	"github.com/geo-sidecar/geo-sidecar/subscription/switchover"
 )
 
 // cmdDrill is geo-sidecar drill: flags, signals, printing and exit codes
@@ -33,7 +34,7 @@ func cmdDrill(args []string, stdout, stderr io.Writer) int {
 		"subscription could not be deleted.", stderr)
 	o := drill.Options{Dial: dialDrill}
 	var (
-		asJSON            bool
+		asJSON, exact     bool
 		msgRate, byteRate float64
 	)
 	c.fs.StringVar(&o.Topic, "topic", "", "replicated topic, tenant/namespace/topic (required); best one of its own, e.g. tenant/ns/geo-sidecar-drill")
@@ -50,6 +51,9 @@ func cmdDrill(args []string, stdout, stderr io.Writer) int {
 	c.fs.DurationVar(&o.Lookback, "rpo-lookback", time.Minute, "the RPO reads --from from this long before the drill began: what --to lacked of earlier traffic counts too")
 	c.fs.Float64Var(&msgRate, "rpo-max-messages-per-second", 20000, "the RPO reads at most this many messages a second, both clusters together (0: unlimited)")
 	c.fs.Float64Var(&byteRate, "rpo-max-bytes-per-second", 20<<20, "the RPO reads at most this many bytes a second, both clusters together (0: unlimited)")
+	c.fs.BoolVar(&exact, "exact", false, "at the switch, move the subscription to --to with switchover's exact plan (the mark-delete position and every\n"+
+		"acknowledgement past it, once the copy is proven complete) instead of waiting for the sidecars to follow it; the\n"+
+		"report says what that delivered again and missed")
 	c.fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cfg, code := c.parse(args, stderr)
 	if code >= 0 {
@@ -62,6 +66,9 @@ func cmdDrill(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	o.Prover = newProver(cfg, msgRate, byteRate)
+	if exact {
+		o.Exact = newSwitcher(cfg, msgRate, byteRate)
+	}
 	// SIGINT or SIGTERM stops the drill; its subscription is still deleted.
 	sctx, sstop := signalContext(zap.NewNop())
 	defer sstop()
@@ -93,13 +100,25 @@ func cmdDrill(args []string, stdout, stderr io.Writer) int {
 
 func printDrill(w io.Writer, r drill.Report) {
 	fmt.Fprintf(w, "\nfailover drill %s -> %s on %s, subscription %s (%s)\n", r.From, r.To, r.Topic, r.Subscription, r.Type)
+	if r.Mode == drill.ModeExact {
+		fmt.Fprintf(w, "  moved                exactly, with switchover's plan (--exact)\n")
+	}
 	fmt.Fprintf(w, "  published            %d\n", r.Published)
 	fmt.Fprintf(w, "  consumed before      %d (in %s)\n", r.ConsumedBefore, r.From)
 	fmt.Fprintf(w, "  consumed after       %d (in %s)\n", r.ConsumedAfter, r.To)
 	fmt.Fprintf(w, "  lost                 %d\n", r.Lost)
 	fmt.Fprintf(w, "  duplicates           %d\n", r.Duplicates)
 	printRPO(w, r)
+	if s := r.Switchover; s != nil && !r.GaveUp {
+		fmt.Fprintf(w, "  switchover           would receive again %d, would miss %d, refused %d (entries)\n", s.Again, s.Missed, s.Refused)
+	}
 	switch {
+	case r.Mode == drill.ModeExact && r.GaveUp:
+		detail := ""
+		if r.Switchover != nil {
+			detail = ": " + r.Switchover.Next
+		}
+		fmt.Fprintf(w, "  in step              no: the exact move did not run within %.0fs%s (resumed all the same)\n", r.WaitedSeconds, detail)
 	case r.InStep:
 		fmt.Fprintf(w, "  in step after        %.1fs\n", r.InStepSeconds)
 	case r.GaveUp:
@@ -244,3 +263,66 @@ func proofs(rep verify.Report) []drill.Proof {
 	}
 	return out
 }
+
+// newSwitcher connects drill's exact move (--exact) with the config's
+// clusters and marker keys: switchover.Run on the drill's subscription,
+// proven by verify from --from to --to (and, when the config copies the
+// topic back, the copies --to→--from mapped the other way round, as the
+// failback does: the drill then publishes in both regions, and --from
+// consumed copies of --to's messages), moved by the wire on --to.
+func newSwitcher(cfg *config.Config, msgRate, byteRate float64) drill.NewSwitcher {
+	return func(topic, from, to string) (drill.Switcher, error) {
+		full, short, parts, _, err := verifyTopicAndSince(topic, "")
+		if err != nil {
+			return nil, err
+		}
+		fc, tc, keys, err := copyEnds(cfg, from, to, short, parts)
+		if err != nil {
+			return nil, err
+		}
+		src, tgt, closeEnds, err := dialPair(fc, tc)
+		if err != nil {
+			return nil, err
+		}
+		moves, err := tgt.MoveClient()
+		if err != nil {
+			closeEnds()
+			return nil, err
+		}
+		srcSide := verify.Side{Name: from, Client: src.Wire, Admin: src.Admin}
+		tgtSide := verify.Side{Name: to, Client: tgt.Wire, Admin: tgt.Admin}
+		out := verify.Options{Topic: full, Keys: keys, MsgRate: msgRate, ByteRate: byteRate, ReaderPrefix: cfg.Sidecar.CursorPrefix,
+			From: srcSide, To: tgtSide}
+		var prover switchover.Prover = verifyProof{o: out}
+		if cfg.Copies(parts[0]+"/"+parts[1], parts[2], to, from) {
+			back := out
+			back.From, back.To = tgtSide, srcSide
+			prover = failbackProof{back: out, out: back}
+		}
+		return &drillSwitcher{full: full, from: from, src: src, tgt: tgt, prover: prover, close: closeEnds,
+			mover: wireMover{c: moves, control: tgt.Control, name: cfg.Sidecar.CursorPrefix + ".switchover"}}, nil
+	}
+}
+
+// drillSwitcher is drill.Switcher over switchover.Run.
+type drillSwitcher struct {
+	full, from string
+	src, tgt   end
+	prover     switchover.Prover
+	mover      wireMover
+	close      func()
+}
+
+func (d *drillSwitcher) Switch(ctx context.Context, sub string, progress io.Writer) (switchover.Report, error) {
+	partitions, err := partitionsOf(ctx, d.src.Wire, d.from, d.full)
+	if err != nil {
+		return switchover.Report{}, err
+	}
+	// The drill's producers closed before it consumed: a second of quiet
+	// is enough to see any other.
+	return switchover.Run(ctx, switchover.Options{Topic: d.full, From: d.from, To: d.tgt.Name, Partitions: partitions,
+		Subscriptions: []string{sub}, Source: switchover.Admin(d.src.Admin), Target: switchover.Admin(d.tgt.Admin),
+		Quiet: time.Second, Mover: d.mover, Prover: d.prover}, progress)
+}
+
+func (d *drillSwitcher) Close() { d.close() }

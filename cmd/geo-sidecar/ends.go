@@ -23,6 +23,18 @@ type end struct {
 // closes both. The commands report its errors as usage errors (exit 2):
 // nothing has been read or moved yet.
 func dialEnds(ctx context.Context, fc, tc config.Cluster, from, full string) (f, t end, partitions []string, close func(), err error) {
+	if f, t, close, err = dialPair(fc, tc); err != nil {
+		return end{}, end{}, nil, nil, err
+	}
+	if partitions, err = partitionsOf(ctx, f.Wire, from, full); err != nil {
+		close()
+		return end{}, end{}, nil, nil, err
+	}
+	return f, t, partitions, close, nil
+}
+
+// dialPair connects to two clusters; close closes both.
+func dialPair(fc, tc config.Cluster) (f, t end, close func(), err error) {
 	var ends []*cluster.Clients
 	close = func() {
 		for _, c := range ends {
@@ -46,19 +58,24 @@ func dialEnds(ctx context.Context, fc, tc config.Cluster, from, full string) (f,
 	}
 	if err != nil {
 		close()
-		return end{}, end{}, nil, nil, err
+		return end{}, end{}, nil, err
 	}
-	n, err := f.Wire.PartitionedMetadata(ctx, full)
+	return f, t, close, nil
+}
+
+// partitionsOf lists full's partitions (full itself when it is not
+// partitioned) as the cluster from, reached by w, has them.
+func partitionsOf(ctx context.Context, w *wire.Client, from, full string) ([]string, error) {
+	n, err := w.PartitionedMetadata(ctx, full)
 	if err != nil {
-		close()
-		return end{}, end{}, nil, nil, fmt.Errorf("%s: partitions of %s: %w", from, full, err)
+		return nil, fmt.Errorf("%s: partitions of %s: %w", from, full, err)
 	}
-	partitions = []string{full}
-	if n > 0 {
-		partitions = make([]string, n)
-		for i := range partitions {
-			partitions[i] = fmt.Sprintf("%s-partition-%d", full, i)
-		}
+	if n == 0 {
+		return []string{full}, nil
 	}
-	return f, t, partitions, close, nil
+	partitions := make([]string, n)
+	for i := range partitions {
+		partitions[i] = fmt.Sprintf("%s-partition-%d", full, i)
+	}
+	return partitions, nil
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/cluster"
 	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/verify"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
@@ -38,14 +41,29 @@ func cmdFailback(args []string, stdout, stderr io.Writer) int {
 		"--park TOPIC: copied to TOPIC; --leave: left on --from), moves the sidecar's pair --from→--to past them, and with\n"+
 		"--subscription brings those subscriptions on --from to their exact state on --to (as switchover, the other way\n"+
 		"round) once the pair --to→--from is proven drained. Without a choice it reports the tail and exits 2.\n"+
+		"One --topic, several (--topic repeated), or every topic of --namespace the config copies --from→--to\n"+
+		"(--topic-pattern narrows it), --parallel at once.\n"+
 		"Exit status 0: done; 1: changed something, not all done; 2: nothing changed.", stderr)
 	var (
-		topic, from, to, subs, park, parkOn string
-		replay, leave, asJSON, dry          bool
-		quiet                               time.Duration
-		msgRate, byteRate                   float64
+		topics                       []string
+		namespace, pattern           string
+		from, to, subs, park, parkOn string
+		replay, leave, asJSON, dry   bool
+		quiet                        time.Duration
+		msgRate, byteRate            float64
+		parallel                     int
 	)
-	c.fs.StringVar(&topic, "topic", "", "replicated topic, tenant/namespace/topic or persistent://... (required)")
+	c.fs.Func("topic", "replicated topic, tenant/namespace/topic or persistent://...; repeat it (or separate by commas) for several", func(v string) error {
+		for _, t := range strings.Split(v, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				topics = append(topics, t)
+			}
+		}
+		return nil
+	})
+	c.fs.StringVar(&namespace, "namespace", "", "instead of --topic: every topic of this namespace (tenant/namespace) that --from holds and the config copies --from→--to")
+	c.fs.StringVar(&pattern, "topic-pattern", "", "with --namespace: only the topics whose short name matches this regular expression, anchored as the config's topic_patterns")
+	c.fs.IntVar(&parallel, "parallel", 4, "with several topics: how many to fail back at once")
 	c.fs.StringVar(&from, "from", "", "the cluster that failed and is back (east) (required)")
 	c.fs.StringVar(&to, "to", "", "the cluster that took over (west) (required)")
 	c.fs.StringVar(&subs, "subscription", "", "subscriptions to bring home, comma-separated; no other is touched (none: the stranded tail only)")
@@ -75,8 +93,14 @@ func cmdFailback(args []string, stdout, stderr io.Writer) int {
 			names = append(names, s)
 		}
 	}
-	if topic == "" || from == "" || to == "" || from == to {
-		return usageErr("--topic, --from and --to are required, and --from and --to differ")
+	if (len(topics) == 0) == (namespace == "") || from == "" || to == "" || from == to {
+		return usageErr("--topic (or --namespace), --from and --to are required, and --from and --to differ")
+	}
+	if pattern != "" && namespace == "" {
+		return usageErr("--topic-pattern narrows --namespace")
+	}
+	if parallel < 1 {
+		return usageErr("--parallel must be at least 1")
 	}
 	choice, chosen := "", 0
 	for _, ch := range []struct {
@@ -100,27 +124,53 @@ func cmdFailback(args []string, stdout, stderr io.Writer) int {
 	if quiet < 0 || msgRate < 0 || byteRate < 0 {
 		return usageErr("--quiet and the rates must not be negative")
 	}
-	full, short, parts, _, err := verifyTopicAndSince(topic, "")
-	if err != nil {
-		return usageErr("%v", err)
-	}
 	var parkFull string
 	if park != "" {
+		var err error
 		if parkFull, _, _, _, err = verifyTopicAndSince(park, ""); err != nil {
 			return usageErr("--park: %v", err)
 		}
-		if parkFull == full {
+	}
+	var re *regexp.Regexp
+	if pattern != "" {
+		var err error
+		if re, err = regexp.Compile(`^(?:` + pattern + `)$`); err != nil {
+			return usageErr("--topic-pattern %q: %v", pattern, err)
+		}
+	}
+	if namespace != "" {
+		if p := strings.Split(namespace, "/"); len(p) != 2 || p[0] == "" || p[1] == "" {
+			return usageErr("--namespace %q: want tenant/namespace", namespace)
+		}
+	}
+	// Every topic named must be one the config copies both ways needed.
+	var fulls []string
+	for _, topic := range topics {
+		full, short, parts, _, err := verifyTopicAndSince(topic, "")
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		if full == parkFull {
 			return usageErr("--park %s: the topic itself; to copy the tail to it, --replay", park)
 		}
+		if err := copiesBoth(cfg, from, to, short, parts, len(names) > 0); err != nil {
+			return usageErr("%v", err)
+		}
+		if !slices.Contains(fulls, full) {
+			fulls = append(fulls, full)
+		}
 	}
-	fc, tc, keys, err := copyEnds(cfg, from, to, short, parts)
+	fc, ok := cfg.Cluster(from)
+	if !ok {
+		return usageErr("--from %q: no such cluster in the config", from)
+	}
+	tc, ok := cfg.Cluster(to)
+	if !ok {
+		return usageErr("--to %q: no such cluster in the config", to)
+	}
+	keys, err := markerKeys(cfg)
 	if err != nil {
 		return usageErr("%v", err)
-	}
-	if len(names) > 0 {
-		if _, _, _, err := copyEnds(cfg, to, from, short, parts); err != nil {
-			return usageErr("--subscription: %v (the pair %s→%s copies what was produced on %s while %s was away)", err, to, from, to, from)
-		}
 	}
 	for _, n := range names {
 		if cfg.Sidecar.IsOwnCursor(n) || config.IsPulsarCursor(n) {
@@ -130,66 +180,201 @@ func cmdFailback(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signalContext(zap.NewNop())
 	defer stop()
-	eastEnd, westEnd, partitions, closeEnds, err := dialEnds(ctx, fc, tc, from, full)
+	eastEnd, westEnd, closeEnds, err := dialPair(fc, tc)
 	if err != nil {
 		return usageErr("%v", err)
 	}
 	defer closeEnds()
-	east, west, eastWire, westWire := eastEnd.Clients, westEnd.Clients, eastEnd.Wire, westEnd.Wire
-	eastMoves, err := east.MoveClient()
+	eastMoves, err := eastEnd.MoveClient()
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	eastSide := verify.Side{Name: from, Client: eastWire, Admin: east.Admin}
-	westSide := verify.Side{Name: to, Client: westWire, Admin: west.Admin}
-	out := verify.Options{Topic: full, Keys: keys, MsgRate: msgRate, ByteRate: byteRate, ReaderPrefix: cfg.Sidecar.CursorPrefix,
-		From: eastSide, To: westSide}
-	back := out
-	back.From, back.To = westSide, eastSide
-	mover := wireMover{c: eastMoves, control: east.Control, name: cfg.Sidecar.CursorPrefix + ".failback"}
-
-	o := failback.Options{Topic: full, From: from, To: to, Partitions: partitions, Choice: choice, DryRun: dry,
-		Finder: verifyFinder{o: out},
-		Pair:   pairCursor{admin: switchover.Admin(east.Admin), mover: mover, sub: cfg.Sidecar.CursorName(to)},
-	}
-	if choice == failback.Park {
-		o.ParkTopic, o.ParkOn = parkFull, parkOn
-	}
-	switch choice {
-	case failback.Replay:
-		o.Copier = &lateCopier{src: out, keys: keys, from: from, to: to, client: westWire,
-			producer: marker.SidecarProducers + "failback." + from + "-->" + to}
-	case failback.Park:
-		pc, pside := eastWire, eastSide
-		if parkOn == to {
-			pc, pside = westWire, westSide
+	var skipped []string // with --namespace: topics the config does not copy both ways needed
+	if namespace != "" {
+		fulls, skipped, err = namespaceTopics(ctx, eastEnd.Control, cfg, namespace, re, from, to, parkFull, len(names) > 0)
+		if err != nil {
+			return usageErr("%s: topics of %s: %v", from, namespace, err)
 		}
-		o.Copier = &lateCopier{src: out, keys: keys, from: from, to: parkOn, client: pc, park: parkFull, parkSide: pside,
-			readerPrefix: cfg.Sidecar.CursorPrefix, producer: marker.SidecarProducers + "failback." + from + "-->park"}
+		if len(fulls) == 0 {
+			return usageErr("--namespace %s: %s holds no topic the config copies %s→%s%s", namespace, from, from, to, patternNote(pattern))
+		}
 	}
-	if len(names) > 0 {
-		o.Switchover = switchover.Options{Topic: full, From: to, To: from, Partitions: partitions, Subscriptions: names,
-			Source: switchover.Admin(west.Admin), Target: switchover.Admin(east.Admin), Quiet: quiet, Mover: mover,
-			Prover: failbackProof{back: back, out: out}}
+	fb := failbackWiring{cfg: cfg, from: from, to: to, choice: choice, dry: dry, parkFull: parkFull, parkOn: parkOn,
+		names: names, quiet: quiet, msgRate: msgRate, byteRate: byteRate, keys: keys,
+		east: eastEnd, west: westEnd, eastMoves: eastMoves}
+
+	if namespace == "" && len(fulls) == 1 {
+		o, err := fb.options(ctx, fulls[0])
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		rep, err := failback.Run(ctx, o, stderr)
+		if asJSON {
+			_ = json.NewEncoder(stdout).Encode(rep)
+		} else {
+			printFailback(stdout, rep)
+		}
+		var changed *failback.Changed
+		switch {
+		case errors.As(err, &changed):
+			fmt.Fprintf(stderr, "geo-sidecar failback: %v\n", err)
+			return exitFailed
+		case err != nil:
+			fmt.Fprintf(stderr, "geo-sidecar failback: nothing changed: %v\n", err)
+			return exitUnverified
+		case !rep.OK():
+			return exitFailed
+		}
+		return exitOK
 	}
-	rep, err := failback.Run(ctx, o, stderr)
+
+	// Several topics: each as one alone, --parallel at once.
+	ts := make([]failback.Topic, len(fulls))
+	for i, full := range fulls {
+		o, err := fb.options(ctx, full)
+		if err != nil {
+			o.Topic = full
+		}
+		ts[i] = failback.Topic{Options: o, Err: err}
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(stderr, "geo-sidecar failback: %s left out: %s\n", namespace, s)
+	}
+	rep := failback.RunMany(ctx, from, to, choice, dry, ts, parallel, stderr)
 	if asJSON {
 		_ = json.NewEncoder(stdout).Encode(rep)
 	} else {
-		printFailback(stdout, rep)
+		printFailbackMany(stdout, rep)
 	}
-	var changed *failback.Changed
-	switch {
-	case errors.As(err, &changed):
-		fmt.Fprintf(stderr, "geo-sidecar failback: %v\n", err)
-		return exitFailed
-	case err != nil:
-		fmt.Fprintf(stderr, "geo-sidecar failback: nothing changed: %v\n", err)
-		return exitUnverified
-	case !rep.OK():
-		return exitFailed
+	for _, t := range rep.Topics {
+		if t.Error != "" {
+			fmt.Fprintf(stderr, "geo-sidecar failback: %s: %s: %s\n", t.Topic, t.Outcome, t.Error)
+		}
 	}
-	return exitOK
+	return rep.Exit()
+}
+
+// copiesBoth checks that the config copies the topic from→to (the pair
+// whose tail is failed back) and, with subscriptions, to→from (the pair
+// that copied the other side's traffic home).
+func copiesBoth(cfg *config.Config, from, to, short string, parts []string, subs bool) error {
+	if _, _, _, err := copyEnds(cfg, from, to, short, parts); err != nil {
+		return err
+	}
+	if subs {
+		if _, _, _, err := copyEnds(cfg, to, from, short, parts); err != nil {
+			return fmt.Errorf("--subscription: %w (the pair %s→%s copies what was produced on %s while %s was away)", err, to, from, to, from)
+		}
+	}
+	return nil
+}
+
+// namespaceTopics lists the topics of namespace that from holds (a
+// partitioned topic once, by its name), keeps those re matches (nil:
+// all) and the config copies as copiesBoth asks, and leaves out the park
+// topic; skipped says which matching topics the config does not copy
+// both ways needed, and why.
+func namespaceTopics(ctx context.Context, cp cluster.ControlPlane, cfg *config.Config, namespace string, re *regexp.Regexp,
+	from, to, parkFull string, subs bool) (fulls, skipped []string, err error) {
+	partitioned, plain, err := cp.Topics(ctx, namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	isPartitioned := map[string]bool{}
+	for _, t := range partitioned {
+		isPartitioned[t] = true
+	}
+	all := slices.Clone(partitioned)
+	for _, t := range plain {
+		if i := strings.LastIndex(t, "-partition-"); i > 0 && isPartitioned[t[:i]] {
+			continue
+		}
+		all = append(all, t)
+	}
+	slices.Sort(all)
+	for _, t := range slices.Compact(all) {
+		full, short, parts, _, err := verifyTopicAndSince(t, "")
+		if err != nil || full == parkFull || re != nil && !re.MatchString(parts[2]) {
+			continue
+		}
+		if !cfg.Copies(parts[0]+"/"+parts[1], parts[2], from, to) {
+			continue // not replicated from→to: not ours to fail back
+		}
+		if err := copiesBoth(cfg, from, to, short, parts, subs); err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s: %v", full, err))
+			continue
+		}
+		fulls = append(fulls, full)
+	}
+	return fulls, skipped, nil
+}
+
+func patternNote(p string) string {
+	if p == "" {
+		return ""
+	}
+	return " matching --topic-pattern " + p
+}
+
+// failbackWiring builds one topic's failback.Options from the flags and
+// the two clusters' clients, shared by every topic of a run.
+type failbackWiring struct {
+	cfg               *config.Config
+	from, to, choice  string
+	dry               bool
+	parkFull, parkOn  string
+	names             []string
+	quiet             time.Duration
+	msgRate, byteRate float64
+	keys              marker.Keys
+	east, west        end
+	eastMoves         *wire.Client
+}
+
+func (w failbackWiring) options(ctx context.Context, full string) (failback.Options, error) {
+	partitions, err := partitionsOf(ctx, w.east.Wire, w.from, full)
+	if err != nil {
+		return failback.Options{}, err
+	}
+	from, to, cfg := w.from, w.to, w.cfg
+	east, west, eastWire, westWire := w.east.Clients, w.west.Clients, w.east.Wire, w.west.Wire
+	eastSide := verify.Side{Name: from, Client: eastWire, Admin: east.Admin}
+	westSide := verify.Side{Name: to, Client: westWire, Admin: west.Admin}
+	out := verify.Options{Topic: full, Keys: w.keys, MsgRate: w.msgRate, ByteRate: w.byteRate, ReaderPrefix: cfg.Sidecar.CursorPrefix,
+		From: eastSide, To: westSide}
+	back := out
+	back.From, back.To = westSide, eastSide
+	mover := wireMover{c: w.eastMoves, control: east.Control, name: cfg.Sidecar.CursorPrefix + ".failback"}
+
+	o := failback.Options{Topic: full, From: from, To: to, Partitions: partitions, Choice: w.choice, DryRun: w.dry,
+		Finder: verifyFinder{o: out},
+		Pair:   pairCursor{admin: switchover.Admin(east.Admin), mover: mover, sub: cfg.Sidecar.CursorName(to)},
+	}
+	if w.choice == failback.Park {
+		o.ParkTopic, o.ParkOn = w.parkFull, w.parkOn
+	}
+	switch w.choice {
+	case failback.Replay:
+		o.Copier = &lateCopier{src: out, keys: w.keys, from: from, to: to, client: westWire,
+			schemas:  lateSchemas{src: eastWire, srcName: from, dst: westWire, dstName: to},
+			producer: marker.SidecarProducers + "failback." + from + "-->" + to}
+	case failback.Park:
+		pc, pside := eastWire, eastSide
+		if w.parkOn == to {
+			pc, pside = westWire, westSide
+		}
+		// One producer name per topic parked: several topics may park
+		// into one park topic at once, and a name is one producer.
+		o.Copier = &lateCopier{src: out, keys: w.keys, from: from, to: w.parkOn, client: pc, park: w.parkFull, parkSide: pside,
+			schemas:      lateSchemas{src: eastWire, srcName: from, dst: pc, dstName: w.parkOn},
+			readerPrefix: cfg.Sidecar.CursorPrefix, producer: marker.SidecarProducers + "failback." + from + "-->park." + strings.TrimPrefix(full, "persistent://")}
+	}
+	if len(w.names) > 0 {
+		o.Switchover = switchover.Options{Topic: full, From: to, To: from, Partitions: partitions, Subscriptions: w.names,
+			Source: switchover.Admin(west.Admin), Target: switchover.Admin(east.Admin), Quiet: w.quiet, Mover: mover,
+			Prover: failbackProof{back: back, out: out}}
+	}
+	return o, nil
 }
 
 // verifyFinder is failback.Finder over verify.Run east→west: the ends of
@@ -221,7 +406,8 @@ func (f verifyFinder) Find(ctx context.Context, add func(string, failback.Entry)
 // reader, from the first entry to copy) and a wire producer: each entry
 // copied whole as the entry pipe copies it, with the late flags
 // (entryrule.LateMetadata), to the same partition on the target
-// (replay) or to the park topic. Sequence ids go on from the broker's
+// (replay) or to the park topic, an entry with a schema version under
+// the target's number for its schema (lateSchemas). Sequence ids go on from the broker's
 // record for the producer's name, so a target with deduplication takes
 // every copy. A parked copy is not made twice: the park topic is read
 // first for the entries parked already (geo-sidecar.parked-from and the
@@ -235,6 +421,7 @@ type lateCopier struct {
 	park         string // the park topic, or "" to replay
 	parkSide     verify.Side
 	readerPrefix string
+	schemas      lateSchemas // the source's schema versions → the target's
 	parkedOnce   sync.Once
 	parked       map[string]bool // "partition origin-id" already in the park topic
 	parkedErr    error
@@ -285,14 +472,16 @@ func (l *lateCopier) Copy(ctx context.Context, partition string, end marker.Posi
 		if err != nil {
 			return fmt.Errorf("entry %s: metadata: %w", pos, err)
 		}
+		var schema []byte
 		if len(md.SchemaVersion) > 0 {
-			// Schema numbers are per cluster: the entry pipe asks the
-			// target for its own (entrypath's targetSchema); a late copy
-			// does not yet, and a wrong number would break typed
-			// consumers. Stop rather than copy it wrong.
-			return fmt.Errorf("entry %s has a schema version: copying it late is not supported yet; choose --leave, or copy it by hand", pos)
+			// Schema numbers are per cluster and topic: the copy carries
+			// the target's number for the same schema (registered there
+			// if need be), or is not made.
+			if schema, err = l.schemas.target(ctx, partition, topic, md.SchemaVersion); err != nil {
+				return fmt.Errorf("entry %d:%d: %w", pos.Ledger, pos.Entry, err)
+			}
 		}
-		lmd, err := entryrule.LateMetadata(l.keys, signed, l.from, l.to, e, &md, extra...)
+		lmd, err := entryrule.LateMetadata(l.keys, signed, l.from, l.to, e, &md, schema, extra...)
 		if err != nil {
 			return fmt.Errorf("entry %s: metadata of its copy: %w", pos, err)
 		}
@@ -452,6 +641,40 @@ func printFailback(w io.Writer, r failback.Report) {
 	for _, s := range r.Steps {
 		fmt.Fprintf(w, "  %-14s %6.1f s  %s\n", s.Name, s.Seconds, s.Outcome)
 	}
+	fmt.Fprintf(w, "total %.1f s\n", r.Seconds)
+	if r.Next != "" {
+		fmt.Fprintf(w, "next: %s\n", r.Next)
+	}
+}
+
+// printFailbackMany prints a run over several topics: a line per topic,
+// then the totals (each topic's full report is in --json).
+func printFailbackMany(w io.Writer, r failback.ManyReport) {
+	mode := ""
+	if r.DryRun {
+		mode = " (dry run: nothing changed)"
+	}
+	fmt.Fprintf(w, "failback of %d topics: %s is back after a failover to %s, %d at once%s\n\n", r.Total.Topics, r.From, r.To, r.Parallel, mode)
+	for _, t := range r.Topics {
+		fmt.Fprintf(w, "%s  %s  stranded %d entries, copied %d", t.Topic, t.Outcome, t.Report.RPO.Entries, t.Report.Copied)
+		if s := t.Report.Subscriptions; s != nil {
+			fmt.Fprintf(w, "; again %d, missed %d, refused %d", s.Again, s.Missed, s.Refused)
+		}
+		fmt.Fprintf(w, " (%.1f s)\n", t.Report.Seconds)
+		if t.Error != "" {
+			fmt.Fprintf(w, "    %s\n", t.Error)
+		} else if t.Outcome != failback.TopicDone && t.Report.Next != "" {
+			fmt.Fprintf(w, "    next: %s\n", t.Report.Next)
+		}
+	}
+	tt := r.Total
+	fmt.Fprintf(w, "\n%d topics: %d done, %d not done, %d unchanged\n", tt.Topics, tt.Done, tt.NotDone, tt.Unchanged)
+	fmt.Fprintf(w, "stranded on %s (never reached %s): %d entries, %d messages", r.From, r.To, tt.Stranded.Entries, tt.Stranded.Messages)
+	if tt.Stranded.Entries > 0 {
+		fmt.Fprintf(w, ", published %s .. %s (%.3f s of traffic)", tt.Stranded.FirstPublishTime, tt.Stranded.LastPublishTime, tt.Stranded.Seconds)
+	}
+	fmt.Fprintf(w, "; %d copied\n", tt.Copied)
+	fmt.Fprintf(w, "subscriptions: again %d, missed %d, refused %d\n", tt.Again, tt.Missed, tt.Refused)
 	fmt.Fprintf(w, "total %.1f s\n", r.Seconds)
 	if r.Next != "" {
 		fmt.Fprintf(w, "next: %s\n", r.Next)

@@ -22,6 +22,7 @@ func TestFailbackRefusesBeforeConnecting(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := []string{"--config", cfg, "--topic", "shop/orders/orders"}
+	nsBase := []string{"--config", cfg, "--namespace", "shop/orders", "--from", "east", "--to", "west", "--leave"}
 	for _, tc := range []struct {
 		args []string
 		code int
@@ -38,12 +39,35 @@ func TestFailbackRefusesBeforeConnecting(t *testing.T) {
 		{[]string{"--from", "east", "--to", "west", "--leave", "--subscription", "billing"}, exitUnverified, "the pair west→east"},
 		{[]string{"--from", "east", "--to", "north", "--leave"}, exitUnverified, `--to "north": no such cluster`},
 		{[]string{"--from", "east", "--to", "west", "--leave", "--quiet", "-1s"}, exitUnverified, "must not be negative"},
+		{[]string{"--from", "east", "--to", "west", "--leave", "--namespace", "shop/orders"}, exitUnverified, "--topic (or --namespace)"},
+		{[]string{"--from", "east", "--to", "west", "--leave", "--topic-pattern", "o.*"}, exitUnverified, "--topic-pattern narrows --namespace"},
+		{[]string{"--from", "east", "--to", "west", "--leave", "--parallel", "0"}, exitUnverified, "--parallel must be at least 1"},
+		{[]string{"--from", "east", "--to", "west", "--leave", "--topic", "shop/orders/returns"}, exitUnverified, "does not copy shop/orders/returns from east to west"},
+		{[]string{"--from", "east", "--to", "west", "--leave", "--topic", "shop/orders/orders,bad"}, exitUnverified, `"bad": want tenant/namespace/topic`},
+		{[]string{"--from", "east", "--to", "west", "--park", "shop/orders/aside", "--topic", "shop/orders/aside"}, exitUnverified, "the topic itself"},
 		{[]string{"--help"}, exitOK, "-replay"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errb bytes.Buffer
 			if code := run(append(append([]string{"failback"}, base...), tc.args...), &out, &errb); code != tc.code {
 				t.Errorf("exit %d, want %d\n%s", code, tc.code, errb.String())
+			}
+			if !strings.Contains(errb.String(), tc.err) {
+				t.Errorf("stderr %q, want it to say %q", errb.String(), tc.err)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--topic-pattern", "orders("}, `--topic-pattern "orders("`},
+		{[]string{"--namespace", "shop"}, `--namespace "shop": want tenant/namespace`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run(append(append([]string{"failback"}, nsBase...), tc.args...), &out, &errb); code != exitUnverified {
+				t.Errorf("exit %d, want %d\n%s", code, exitUnverified, errb.String())
 			}
 			if !strings.Contains(errb.String(), tc.err) {
 				t.Errorf("stderr %q, want it to say %q", errb.String(), tc.err)

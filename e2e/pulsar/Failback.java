@@ -10,6 +10,16 @@
 //       geo-sidecar.replayed-late=true (copied late by geo-sidecar
 //       failback --replay): what an application checks to tell them.
 //
+//   typed SERVICE_URL IDLE_SECONDS TOPIC...
+//       reads each TOPIC from its first message with a Reader of
+//       Schema.AUTO_CONSUME(): every message decoded with the schema its
+//       own schema version names on that cluster, as a typed application
+//       would (TestFailbackSchema: the late copies of entries written
+//       with a schema); prints one line per message, {"topic": TOPIC,
+//       "fields": {name: value...}, "schema_version": n, "late": bool}
+//       ("error" instead of "fields" when it does not decode), until none
+//       came for IDLE_SECONDS.
+//
 // Copies of geo-sidecar's markers (property geo-sidecar.marker) are
 // acknowledged and left out. Acknowledgements wait for the broker's
 // receipt, so what the program acknowledged is on the broker when it
@@ -25,7 +35,12 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
+import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.PulsarClient;
+import org.apache.pulsar.client.api.Reader;
+import org.apache.pulsar.client.api.Schema;
+import org.apache.pulsar.client.api.schema.Field;
+import org.apache.pulsar.client.api.schema.GenericRecord;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.SubscriptionType;
 
@@ -35,8 +50,12 @@ public class Failback {
     static final String LATE = "geo-sidecar.replayed-late";
 
     public static void main(String[] args) throws Exception {
+        if (args.length >= 4 && args[0].equals("typed")) {
+            typed(args);
+            return;
+        }
         if (args.length != 6 || !args[0].equals("consume")) {
-            System.err.println("usage: Failback consume SERVICE_URL TOPIC SUB IDLE_SECONDS HOLD_EVERY");
+            System.err.println("usage: Failback consume SERVICE_URL TOPIC SUB IDLE_SECONDS HOLD_EVERY | typed SERVICE_URL IDLE_SECONDS TOPIC...");
             System.exit(2);
         }
         int idle = Integer.parseInt(args[4]), every = Integer.parseInt(args[5]);
@@ -67,6 +86,39 @@ public class Failback {
             out.put("held", held);
             out.put("late", late);
             System.out.println(JSON.writeValueAsString(out));
+        }
+    }
+
+    static void typed(String[] args) throws Exception {
+        int idle = Integer.parseInt(args[2]);
+        try (PulsarClient client = PulsarClient.builder().serviceUrl(args[1]).build()) {
+            for (int t = 3; t < args.length; t++) {
+                try (Reader<GenericRecord> r = client.newReader(Schema.AUTO_CONSUME()).topic(args[t])
+                        .startMessageId(MessageId.earliest).create()) {
+                    for (Message<GenericRecord> m; (m = r.readNext(idle, TimeUnit.SECONDS)) != null; ) {
+                        if (m.hasProperty(MARKER)) {
+                            continue;
+                        }
+                        Map<String, Object> out = new LinkedHashMap<>();
+                        out.put("topic", args[t]);
+                        byte[] v = m.getSchemaVersion();
+                        out.put("schema_version", v == null || v.length != 8 ? -1 : java.nio.ByteBuffer.wrap(v).getLong());
+                        out.put("late", "true".equals(m.getProperty(LATE)));
+                        try {
+                            GenericRecord rec = m.getValue();
+                            Map<String, Object> fields = new LinkedHashMap<>();
+                            for (Field f : rec.getFields()) {
+                                Object x = rec.getField(f);
+                                fields.put(f.getName(), x instanceof Number ? x : String.valueOf(x));
+                            }
+                            out.put("fields", fields);
+                        } catch (RuntimeException e) {
+                            out.put("error", e.toString());
+                        }
+                        System.out.println(JSON.writeValueAsString(out));
+                    }
+                }
+            }
         }
     }
 }

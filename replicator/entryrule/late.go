@@ -11,13 +11,16 @@ import (
 // fields, replicated_from local), then marker.PropReplayedLate and extra
 // (on a parked copy, marker.PropParkedFrom), then the origin
 // (OriginProps for topic and target), whose signature covers all of it.
-// md is e.Metadata parsed. The schema version stays the source's: a
-// caller copying an entry that has one must first make sure the target
-// knows the schema under that number.
-func LateMetadata(keys marker.Keys, topic, local, target string, e wire.Entry, md *wire.Metadata, extra ...wire.KeyValue) ([]byte, error) {
+// md is e.Metadata parsed. schema, when set, is the target's version of
+// the entry's schema (the topic written's, from GetOrCreateSchema): schema
+// numbers are per cluster and per topic, and a typed consumer decodes a
+// message with the schema its number names there, so an entry with a
+// schema version must never be copied without it (LateMetadata does not
+// check: md.SchemaVersion set and schema nil keeps the source's number).
+func LateMetadata(keys marker.Keys, topic, local, target string, e wire.Entry, md *wire.Metadata, schema []byte, extra ...wire.KeyValue) ([]byte, error) {
 	props := append([]wire.KeyValue{{Key: marker.PropReplayedLate, Value: "true"}}, extra...)
 	out, err := wire.PatchMetadata(make([]byte, 0, len(e.Metadata)+256), e.Metadata,
-		wire.Patch{ReplicatedFrom: local, DropTxn: md.HasTxnID, Properties: props})
+		wire.Patch{ReplicatedFrom: local, DropTxn: md.HasTxnID, Properties: props, SchemaVersion: schema})
 	if err != nil {
 		return nil, err
 	}

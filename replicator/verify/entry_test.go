@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"slices"
 	"testing"
@@ -38,14 +39,15 @@ func forward(t testing.TB, e wire.Entry, keys marker.Keys, topic string, schema 
 }
 
 // late makes the late copy geo-sidecar failback sends from east to west
-// (entryrule.LateMetadata).
-func late(t testing.TB, e wire.Entry, keys marker.Keys, topic string, extra ...wire.KeyValue) wire.Entry {
+// (entryrule.LateMetadata), under the target's schema version schema
+// when set.
+func late(t testing.TB, e wire.Entry, keys marker.Keys, topic string, schema []byte, extra ...wire.KeyValue) wire.Entry {
 	t.Helper()
 	md, err := wire.ParseMetadata(e.Metadata)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := entryrule.LateMetadata(keys, topic, "east", "west", e, &md, extra...)
+	out, err := entryrule.LateMetadata(keys, topic, "east", "west", e, &md, schema, extra...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,11 +139,23 @@ func TestEntries(t *testing.T) {
 		{"a marker", func() wire.Entry {
 			return sourceEntry(wire.MetadataBuilder{ProducerName: marker.MarkerProducerName("east", "west"), PublishTime: 1}, "m")
 		}, testKeys, false, false, MarkerCopy},
-		{"a late copy (failback --replay)", func() wire.Entry { return late(t, src, testKeys, part) }, testKeys, true, true, FromSource},
+		{"a late copy (failback --replay)", func() wire.Entry { return late(t, src, testKeys, part, nil) }, testKeys, true, true, FromSource},
+		{"a late copy under the target's schema version", func() wire.Entry {
+			s := src
+			s.Metadata, _ = wire.PatchMetadata(nil, src.Metadata, wire.Patch{SchemaVersion: []byte{0, 0, 0, 0, 0, 0, 0, 1}})
+			c := late(t, s, testKeys, part, []byte{0, 0, 0, 0, 0, 0, 0, 0})
+			if SourceOf(s, "west").Digest != TargetOf(c, testKeys, part, "east", "west").Digest {
+				t.Errorf("a late copy's digest differs from its source's under another schema number")
+			}
+			if m, _ := wire.ParseMetadata(c.Metadata); !bytes.Equal(m.SchemaVersion, []byte{0, 0, 0, 0, 0, 0, 0, 0}) {
+				t.Errorf("a late copy carries schema version %x, want the target's 0", m.SchemaVersion)
+			}
+			return c
+		}, testKeys, true, false, FromSource},
 		{"a late copy of a batch of a transaction", func() wire.Entry {
 			s := sourceEntry(txn, "hello")
 			s.Metadata, _ = wire.PatchMetadata(nil, s.Metadata, wire.Patch{Properties: []wire.KeyValue{{Key: "n", Value: "10"}}})
-			c := late(t, s, testKeys, part, wire.KeyValue{Key: marker.PropParkedFrom, Value: part})
+			c := late(t, s, testKeys, part, nil, wire.KeyValue{Key: marker.PropParkedFrom, Value: part})
 			if SourceOf(s, "west").Digest != TargetOf(c, testKeys, part, "east", "west").Digest {
 				t.Errorf("a parked copy's digest differs from its source's")
 			}
@@ -258,7 +272,7 @@ func FuzzTargetOf(f *testing.F) {
 			t.Fatalf("a faithful copy: digest equal %v, signed %v", got.Digest == s.Digest, got.Signed)
 		}
 		// And a late one (geo-sidecar failback), flags and all.
-		got = TargetOf(late(t, e, testKeys, part, wire.KeyValue{Key: marker.PropParkedFrom, Value: part}), testKeys, part, "east", "west")
+		got = TargetOf(late(t, e, testKeys, part, nil, wire.KeyValue{Key: marker.PropParkedFrom, Value: part}), testKeys, part, "east", "west")
 		if got.Claim == FromSource && (got.Digest != s.Digest || !got.Signed) {
 			t.Fatalf("a late copy: digest equal %v, signed %v", got.Digest == s.Digest, got.Signed)
 		}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/geo-sidecar/geo-sidecar/config"
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/subscription/switchover"
 )
 
 // tag is the property that marks a drill's own messages; its value is the
@@ -75,6 +76,17 @@ type Report struct {
 	// RPO and RTO of a failover at the switch, measured.
 	RPO RPO `json:"rpo"`
 	RTO RTO `json:"rto"`
+	// Mode is how the subscription in To was brought to the one in From:
+	// ModeFollow (the sidecars' replicated subscription: the mark-delete
+	// position, as of the newest snapshot) or ModeExact (switchover's
+	// plan, Options.Exact: the mark-delete position and every
+	// acknowledgement past it, once the copy is proven complete).
+	Mode string `json:"mode"`
+	// Switchover is the exact move's report (ModeExact): its own counts
+	// of entries that would be received again or missed, per partition;
+	// Duplicates and Lost are what the drill's consumer in To then
+	// received.
+	Switchover *switchover.Report `json:"switchover,omitempty"`
 
 	// complete: the drill ran to the end.
 	complete bool
@@ -84,6 +96,26 @@ type Report struct {
 // stand; an error returned with a complete report is only about deleting
 // the subscription.
 func (r Report) Complete() bool { return r.complete }
+
+// Modes of bringing the subscription over (Report.Mode).
+const (
+	ModeFollow = "follow"
+	ModeExact  = "exact"
+)
+
+// Switcher moves the drill's subscription from one cluster to the other
+// with switchover's exact plan (geo-sidecar switchover): the command
+// wires it with verify's proof and the wire move, which this package may
+// not import. Switch returns switchover.Run's report and error
+// (switchover.ErrNotProven while the copy is not complete yet, and the
+// other preconditions' errors: nothing moved).
+type Switcher interface {
+	Switch(ctx context.Context, sub string, progress io.Writer) (switchover.Report, error)
+	Close()
+}
+
+// NewSwitcher connects a Switcher for topic from one cluster to another.
+type NewSwitcher func(topic, from, to string) (Switcher, error)
 
 // Dial connects to one cluster of the config. The command passes the
 // sidecar's own connection (replicator.Dial), so the drill uses the same TLS
@@ -128,6 +160,11 @@ type Options struct {
 	// Prover, when set, connects what measures the RPO; nil: the RPO is
 	// reported as not measured.
 	Prover NewProver
+	// Exact, when set, moves the subscription to To with switchover's
+	// exact plan at the switch instead of waiting for the sidecars to
+	// follow it (ModeExact); the wait is bounded by InStepWait as the
+	// follow's is.
+	Exact NewSwitcher
 }
 
 // Run runs the drill on a subscription it creates, writing progress lines
@@ -148,7 +185,10 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 	if err := checkKeptInStep(cfg, ns, short, sub, o.From, o.To); err != nil {
 		return Report{}, err
 	}
-	rep = Report{Topic: topic, Subscription: sub, Type: o.Type, From: o.From, To: o.To, Kept: o.Keep}
+	rep = Report{Topic: topic, Subscription: sub, Type: o.Type, From: o.From, To: o.To, Kept: o.Keep, Mode: ModeFollow}
+	if o.Exact != nil {
+		rep.Mode = ModeExact
+	}
 	var sayMu sync.Mutex // the RPO's mark says it is done from a goroutine of its own
 	say := func(format string, a ...any) {
 		sayMu.Lock()
@@ -159,7 +199,7 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 	// and Lookback of what came before it.
 	since := time.Now().Add(-o.Lookback)
 
-	from, to, prover, closeAll, err := connectAll(cfg, o, topic)
+	from, to, prover, switcher, closeAll, err := connectAll(cfg, o, topic)
 	if err != nil {
 		return rep, err
 	}
@@ -228,9 +268,15 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 	}
 	rep.ConsumedBefore = len(got)
 
-	say("consumer in %s stopped (the switch); waiting until the subscription is in step in %s", o.From, o.To)
 	rep.SwitchedAt = switched.UTC().Format(time.RFC3339Nano)
-	m := awaitInStep(ctx, &rep, switched, prover, backlogSampler(from.admin, to.admin, topic, sub), o, sub, say)
+	var m mark
+	if switcher != nil {
+		say("consumer in %s stopped (the switch); moving the subscription to %s with switchover's exact plan", o.From, o.To)
+		m = exactSwitch(ctx, &rep, switched, prover, switcher, o, sub, say)
+	} else {
+		say("consumer in %s stopped (the switch); waiting until the subscription is in step in %s", o.From, o.To)
+		m = awaitInStep(ctx, &rep, switched, prover, backlogSampler(from.admin, to.admin, topic, sub), o, sub, say)
+	}
 
 	say("resuming in %s", o.To)
 	if err := resume(ctx, &rep, to, typ, topic, sub, o.To, run, seen); err != nil {
@@ -249,17 +295,18 @@ func Run(ctx context.Context, cfg *config.Config, o Options, progress io.Writer)
 }
 
 // connectAll connects to both clusters and, with o.Prover, the RPO's
-// verifier; closeAll closes what it opened.
-func connectAll(cfg *config.Config, o Options, topic string) (from, to *side, prover Prover, closeAll func(), err error) {
+// verifier, with o.Exact, the exact move; closeAll closes what it
+// opened.
+func connectAll(cfg *config.Config, o Options, topic string) (from, to *side, prover Prover, switcher Switcher, closeAll func(), err error) {
 	var closers []func()
 	closeOpened := func() {
 		for _, c := range slices.Backward(closers) {
 			c()
 		}
 	}
-	fail := func(err error) (*side, *side, Prover, func(), error) {
+	fail := func(err error) (*side, *side, Prover, Switcher, func(), error) {
 		closeOpened()
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, nil, nil, err
 	}
 	if from, err = connect(cfg, o.Dial, o.From); err != nil {
 		return fail(err)
@@ -275,7 +322,13 @@ func connectAll(cfg *config.Config, o Options, topic string) (from, to *side, pr
 		}
 		closers = append(closers, prover.Close)
 	}
-	return from, to, prover, closeOpened, nil
+	if o.Exact != nil {
+		if switcher, err = o.Exact(topic, o.From, o.To); err != nil {
+			return fail(fmt.Errorf("connect the exact move (--exact): %w", err))
+		}
+		closers = append(closers, switcher.Close)
+	}
+	return from, to, prover, switcher, closeOpened, nil
 }
 
 // drillTopic parses --topic: tenant/namespace/topic, with or without

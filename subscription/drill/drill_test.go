@@ -73,7 +73,7 @@ func TestReportJSON(t *testing.T) {
 		`"consumed_after":0,"lost":0,"duplicates":0,"in_step":false,"trailing":0,"in_step_seconds":0,` +
 		`"gave_up":false,"waited_seconds":0,"kept":false,` +
 		`"rpo":{"measured":false,"messages":0,"entries":0,"seconds":0,"at_least":false,"faults":0,"present_unproven":0,"marked_after_seconds":0},` +
-		`"rto":{"reached":false,"seconds":0,"trailing":0}}`
+		`"rto":{"reached":false,"seconds":0,"trailing":0},"mode":""}`
 	if string(b) != want {
 		t.Errorf("JSON\n%s\nwant\n%s", b, want)
 	}

@@ -158,6 +158,12 @@ func rtoOf(st inStep) RTO {
 // called from both, so it must be safe for concurrent use.
 func atSwitch(ctx context.Context, at time.Time, p Prover, sample sampler, limit time.Duration, sub string,
 	say func(string, ...any)) (inStep, mark) {
+	return whileMarking(ctx, at, p, say, func() inStep { return waitInStep(ctx, sample, sub, say, at, limit) })
+}
+
+// whileMarking marks both sides' ends for the RPO (p may be nil: no RPO)
+// while wait runs, and returns what wait returned and how the mark went.
+func whileMarking(ctx context.Context, at time.Time, p Prover, say func(string, ...any), wait func() inStep) (inStep, mark) {
 	marked := make(chan mark, 1)
 	if p != nil {
 		go func() {
@@ -172,7 +178,7 @@ func atSwitch(ctx context.Context, at time.Time, p Prover, sample sampler, limit
 	} else {
 		marked <- mark{}
 	}
-	st := waitInStep(ctx, sample, sub, say, at, limit)
+	st := wait()
 	return st, <-marked
 }
 

@@ -183,6 +183,10 @@ type Report struct {
 	Steps         []Step             `json:"steps"`
 	Next          string             `json:"next"`
 	Seconds       float64            `json:"seconds"`
+	// Changed: something was copied, a cursor or a subscription moved (a
+	// move that failed counts: it may have moved part). A run over several
+	// topics exits "nothing changed" only when no topic changed anything.
+	Changed bool `json:"changed"`
 }
 
 // OK reports whether everything asked was done: the tail dealt with as
@@ -214,9 +218,12 @@ func Run(ctx context.Context, o Options, progress io.Writer) (rep Report, err er
 	if o.Choice == Park {
 		rep.ParkTopic, rep.ParkOn = o.ParkTopic, o.ParkOn
 	}
-	defer func() { rep.Seconds = time.Since(started).Seconds() }()
-	say := func(format string, a ...any) { fmt.Fprintf(progress, format+"\n", a...) }
 	changed := false
+	defer func() {
+		rep.Seconds = time.Since(started).Seconds()
+		rep.Changed = changed || subscriptionsChanged(rep.Subscriptions)
+	}()
+	say := func(format string, a ...any) { fmt.Fprintf(progress, format+"\n", a...) }
 	fail := func(e error) error {
 		if changed {
 			return &Changed{Err: e}
@@ -387,6 +394,20 @@ func Run(ctx context.Context, o Options, progress io.Writer) (rep Report, err er
 		rep.Next = fmt.Sprintf("the stranded tail is dealt with; to bring consumers home, stop them and the producers on %s and run again with --subscription", o.To)
 	}
 	return rep, nil
+}
+
+// subscriptionsChanged reports whether the switchover moved anything, or
+// may have (a move that failed).
+func subscriptionsChanged(r *switchover.Report) bool {
+	if r == nil || r.DryRun {
+		return false
+	}
+	for _, res := range r.Results {
+		if res.Outcome == switchover.Moved || res.Outcome == switchover.MoveFailed {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Stranded) add(e Entry) {

@@ -227,6 +227,9 @@ func TestRun(t *testing.T) {
 			if east.subs["other"].State.MarkDelete != pos(1, 2) || len(east.subs["other"].State.Acked) > 0 {
 				t.Errorf("a subscription not named was moved: %+v", east.subs["other"])
 			}
+			if want := len(copier.copied) > 0 || len(pair.advanced) > 0 && !tc.pairThere || east.moves > 0; rep.Changed != want {
+				t.Errorf("report says changed %v, want %v (copied %d, cursor %v, moves %d)", rep.Changed, want, len(copier.copied), pair.advanced, east.moves)
+			}
 			if err == nil && rep.OK() != tc.ok {
 				t.Errorf("OK %v, want %v: %+v", rep.OK(), tc.ok, rep)
 			}
