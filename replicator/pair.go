@@ -415,20 +415,7 @@ func (p *pair) useServlet(s *subsync.Sync) {
 	if p.cfg.Sidecar.Positions != config.PositionsServlet || p.local.Positions() == nil {
 		return
 	}
-	local := p.local
-	sv := p.pollers.Servlet(local.Name, func() *subsync.Servlet {
-		// An eighth of an interval: a follow waits for a poll begun after
-		// its snapshot completed, and usually for one more that shows
-		// the application's acknowledgement of the snapshot's marker
-		// (under traffic at 100 topics, two polls were 0.4 s of a 2 s
-		// follow at 250 ms); a poll is one request per broker, answered
-		// with what changed.
-		return subsync.NewServlet(subsync.ServletConfig{
-			Cluster: local.Name, Client: local.Positions(), Brokers: local.Brokers,
-			Every: p.cfg.Sidecar.Snapshot.Interval.Duration / 8,
-			Log:   p.log.Named("positions"), Metrics: p.m,
-		})
-	})
+	sv := p.pollers.Servlet(p.local.Name, p.newLocalServlet)
 	sv.Watch(p.rep.Namespace, append(slices.Clone(p.rep.Subscriptions), p.subscription)...)
 	s.Servlet, s.Cursor, s.ServletNamesKnown = sv, p.subscription, len(p.rep.SubscriptionPatterns) == 0
 	if remote := p.remote; remote.Positions() != nil {
@@ -446,6 +433,21 @@ func (p *pair) useServlet(s *subsync.Sync) {
 		}
 		s.RemoteServlet = rsv
 	}
+}
+
+// newLocalServlet makes the local cluster's servlet follower, shared by
+// every pair of that cluster in the process (Pollers.Servlet makes it
+// once). An eighth of an interval between polls: a follow waits for a
+// poll begun after its snapshot completed, and usually for one more that
+// shows the application's acknowledgement of the snapshot's marker (under
+// traffic at 100 topics, two polls were 0.4 s of a 2 s follow at 250 ms);
+// a poll is one request per broker, answered with what changed.
+func (p *pair) newLocalServlet() *subsync.Servlet {
+	return subsync.NewServlet(subsync.ServletConfig{
+		Cluster: p.local.Name, Client: p.local.Positions(), Brokers: p.local.Brokers,
+		Every: p.cfg.Sidecar.Snapshot.Interval.Duration / 8,
+		Log:   p.log.Named("positions"), Metrics: p.m,
+	})
 }
 
 // followPrefix starts the names of the consumers of subscription moves
@@ -648,6 +650,15 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 		t := d.t
 		delete(p.news, t.name)
 		p.asked[t.name] = now
+		if p.caughtUpByServlet(ctx, t) {
+			// Nothing to copy: no backlog, no oldest message, and the
+			// syncs take positions from the servlet, not this reading.
+			labels := []string{p.local.Name, p.remote.Name, metrics.TopicLabel(t.name)}
+			p.gauged[t.name] = true
+			p.m.Backlog.WithLabelValues(labels...).Set(0)
+			p.m.OldestAge.WithLabelValues(labels...).Set(0)
+			continue
+		}
 		sent := time.Now()
 		st, subs, err := inspectSubs(ctx, p.local.Admin, t, p.subscription, now, syncs)
 		if err == nil && syncs {
@@ -668,6 +679,31 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 			delete(p.quiet, t.name)
 		}
 	}
+}
+
+// caughtUpByServlet reports whether the local brokers' positions servlet
+// (sidecar.positions: servlet, with subscriptions kept in step: it is
+// then polled anyway) shows the pair's cursor on every partition of t
+// with no backlog, in a reading shared by the cluster's partitions (one
+// request per broker every few seconds). A busy topic's stats request
+// served only the backlog gauges while the copy kept up: under traffic
+// on 300 topics, 10–13 admin requests a second per cluster, most of the
+// admin cost per message with the servlet (e2e/bench, subs row). False
+// when the servlet is not in use or does not report a partition: the
+// stats request then reads it.
+func (p *pair) caughtUpByServlet(ctx context.Context, t topicInfo) bool {
+	if p.pollers == nil || !p.tracksSubscriptions() || p.cfg.Sidecar.Positions != config.PositionsServlet || p.local.Positions() == nil {
+		return false
+	}
+	sv := p.pollers.Servlet(p.local.Name, p.newLocalServlet)
+	sv.Watch(p.rep.Namespace, p.subscription) // the syncs put it there too
+	for _, pt := range t.partitionNames() {
+		b, ok := sv.Backlogs(ctx, pt, []string{p.subscription}, subsync.LagServletAge)
+		if !ok || b[p.subscription] != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // quietRefresh is how often the stats of a caught-up topic whose cursors

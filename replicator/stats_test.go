@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/pulsar-client-go/pulsaradmin"
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/admin/config"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zaptest"
 
 	gconfig "github.com/geo-sidecar/geo-sidecar/config"
@@ -234,6 +235,84 @@ func TestRefreshStatsOffersReading(t *testing.T) {
 			}
 			if got := r.Partitions[topic]["billing"]; got != (subsync.SubStat{MarkDeleteAdvanced: 42, Consumers: 1}) {
 				t.Errorf("billing in the offered reading: %+v", got)
+			}
+		})
+	}
+}
+
+// TestRefreshStatsCaughtUpByServlet: with sidecar.positions: servlet and
+// subscriptions kept in step, a topic whose cursor the servlet's shared
+// backlogs reading shows caught up gets its gauges at 0 with no stats
+// request; a backlog there, or a broker without the servlet, and the
+// stats request reads it as before.
+func TestRefreshStatsCaughtUpByServlet(t *testing.T) {
+	const topic = "persistent://t/ns/orders"
+	const cursor = "geo-sidecar.repl.west"
+	tests := []struct {
+		name      string
+		servlet   int // HTTP status of the backlogs endpoint
+		entries   int64
+		wantStats int32
+		wantAge   float64
+	}{
+		{"caught up: no stats request", http.StatusOK, 0, 0, 0},
+		{"a backlog: the stats request reads its age", http.StatusOK, 5, 1, 7},
+		{"no servlet: the stats request", http.StatusNotFound, 0, 1, 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stats atomic.Int32
+			var srv *httptest.Server
+			srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+				rw.Header().Set("Content-Type", "application/json")
+				switch {
+				case r.URL.Path == "/admin/v2/brokers":
+					_, _ = fmt.Fprintf(rw, `[%q]`, strings.TrimPrefix(srv.URL, "http://"))
+				case r.URL.Path == "/geo-sidecar/backlogs":
+					if tt.servlet != http.StatusOK {
+						rw.WriteHeader(tt.servlet)
+						return
+					}
+					_, _ = fmt.Fprintf(rw, `{"v":1,"backlogs":[{"topic":%q,"subscription":%q,"entries":%d}]}`, topic, cursor, tt.entries)
+				case strings.HasSuffix(r.URL.Path, "/stats"):
+					stats.Add(1)
+					_, _ = fmt.Fprintf(rw, `{"subscriptions":{%q:{"msgBacklog":5,"earliestMsgPublishTimeInBacklog":%d,"consumers":[{"consumerName":"c"}]}}}`,
+						cursor, time.Now().Add(-7*time.Second).UnixMilli())
+				default:
+					http.NotFound(rw, r)
+				}
+			}))
+			defer srv.Close()
+			local, err := cluster.Dial(gconfig.Cluster{Name: "east", ServiceURL: "pulsar://127.0.0.1:1", AdminURL: srv.URL}, zaptest.NewLogger(t), cluster.SecurityEvents{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer local.Close()
+			m := metrics.New(nil)
+			p := &pair{
+				local: local, remote: &cluster.Clients{Name: "west"},
+				subscription: cursor, running: map[string]*worker{topic: {topic: topic}},
+				quiet: map[string]time.Time{}, gauged: map[string]bool{},
+				asked: map[string]time.Time{}, news: map[string]bool{},
+				m: m, log: zaptest.NewLogger(t), pollers: subsync.NewPollers(100, 10, nil),
+				keys: marker.NewKeys([]byte("0123456789abcdef0123456789abcdef")),
+				cfg:  &gconfig.Config{Sidecar: gconfig.Sidecar{Positions: gconfig.PositionsServlet}},
+			}
+			p.rep.Namespace, p.rep.Subscriptions = "t/ns", []string{"billing"}
+			p.refreshStats(context.Background(), []topicInfo{{name: topic}})
+			if got := stats.Load(); got != tt.wantStats {
+				t.Errorf("stats requests %d, want %d", got, tt.wantStats)
+			}
+			labels := []string{"east", "west", metrics.TopicLabel(topic)}
+			var d dto.Metric
+			if err := m.OldestAge.WithLabelValues(labels...).Write(&d); err != nil {
+				t.Fatal(err)
+			}
+			if got := d.GetGauge().GetValue(); got < tt.wantAge-1 || got > tt.wantAge+1 {
+				t.Errorf("oldest age %v, want about %v", got, tt.wantAge)
+			}
+			if !p.gauged[topic] {
+				t.Error("the topic's gauges not set")
 			}
 		})
 	}

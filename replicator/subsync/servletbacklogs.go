@@ -20,6 +20,10 @@ import (
 // the servlet path.
 const lagServletAge = 5 * time.Second
 
+// LagServletAge is lagServletAge for the pair's backlog gauges, which
+// share the same readings.
+const LagServletAge = lagServletAge
+
 // servletBacklogs is a cluster's last backlogs reading.
 type servletBacklogs struct {
 	at     time.Time
