@@ -201,7 +201,7 @@ func (m *Machine) tick(linkUp bool) []marker.Marker {
 			m.dataSince = true
 		}
 	}
-	if !linkUp || !m.dataSince || len(m.pending) >= maxPending ||
+	if !linkUp || !m.dataSince || len(m.pending) >= m.cfg.MaxPending ||
 		(m.requested && now.Sub(m.lastRequest) < m.cfg.Interval) {
 		return nil
 	}

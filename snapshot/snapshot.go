@@ -72,16 +72,6 @@ const (
 	// no new data: a remote that never answers (no sidecar there) costs
 	// this many more requests per quiet spell, not one per interval.
 	maxRetries = 3
-	// maxPending bounds the requests in flight at once. A request is
-	// started every Interval while data comes, without waiting for the
-	// one before to complete, as Pulsar's own controller does: with one
-	// at a time, a round trip of R seconds (a busy remote) spaced
-	// completions R apart, and a subscription waited up to 2R for a
-	// snapshot covering what it consumed (at 1,000 busy topics on the
-	// test bed, one per topic every 6 s: docs/design/subscription-follow.md
-	// §12.8). Bounded so that a remote that never answers costs this
-	// many requests per Timeout, not one per Interval.
-	maxPending = 5
 	// maxUnread bounds the snapshots completed here whose marker was not
 	// read back yet (Machine.unread): a marker whose write failed is not
 	// remembered for ever.
@@ -103,6 +93,16 @@ type Config struct {
 	// CacheSize bounds the completed snapshots kept; zero or negative
 	// means 10, the config package's default.
 	CacheSize int
+	// MaxPending bounds the requests in flight at once; zero or negative
+	// means 1: the next request waits for the last to complete or time
+	// out. Pulsar's own controller starts one every interval whatever is
+	// pending; here, with five in flight, a saturated test bed (1,000
+	// busy topics both ways on 2 cores) took three times as long per
+	// round trip, the markers being most of its work, and the follow's
+	// p99 rose from 6.8 s to 19.3 s (docs/design/subscription-follow.md
+	// §12.8). More than one helps only where the round trip is longer
+	// than Interval for want of network rather than CPU.
+	MaxPending int
 	// ThirdOrigins are the clusters other than Local and Remote whose
 	// messages are copied into both (from the shared config). Responses
 	// carry their watermarks, and a snapshot completes only once Local has
@@ -158,7 +158,7 @@ type Machine struct {
 	// known-empty when cfg.Fresh, unknown otherwise.
 	seen map[string]marker.Position
 	// pending are the requests in flight, oldest first (started in
-	// order, so answered in order): at most maxPending.
+	// order, so answered in order): at most cfg.MaxPending.
 	pending []*request
 	// Request pacing: whether and when the last request was started, and
 	// whether a data message was read since (the newest pending request
@@ -202,6 +202,9 @@ func New(cfg Config) *Machine {
 	}
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = defaultCacheSize
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 1
 	}
 	if cfg.NewID == nil {
 		cfg.NewID = newUUID
@@ -290,8 +293,8 @@ func (m *Machine) Unknown() []string {
 // partition that went quiet is covered even when its last request got no
 // answer), and a request (kind 10) addressed to Remote is returned when one is due:
 // new data was read since the last request, linkUp (the replicator towards
-// Remote is connected), Interval has passed, and fewer than maxPending
-// requests are pending (they are not waited for: see maxPending).
+// Remote is connected), Interval has passed, and fewer than
+// Config.MaxPending requests are pending.
 func (m *Machine) Tick(linkUp bool) []marker.Marker {
 	m.mu.Lock()
 	defer m.mu.Unlock()

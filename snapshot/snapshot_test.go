@@ -120,35 +120,45 @@ func with(mk marker.Marker, f func(*marker.Marker)) marker.Marker {
 }
 
 func TestTick(t *testing.T) {
+	five := func(c *Config) { c.MaxPending = 5 }
 	tests := []struct {
 		name  string
 		steps []step
 		stats Stats
+		cfg   func(*Config)
 	}{
 		{"idle topic: no request", []step{
 			{op: tick(true)},
 			{advance: time.Minute, op: tick(true)},
-		}, Stats{}},
+		}, Stats{}, nil},
 		{"data and link up: request", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
-		}, Stats{Started: 1}},
+		}, Stats{Started: 1}, nil},
 		{"data from any origin counts", []step{
 			{op: data(1, "B", 7)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
-		}, Stats{Started: 1}},
+		}, Stats{Started: 1}, nil},
 		{"link down: no request, until up", []step{
 			{op: data(1, "", 0)},
 			{op: tick(false)},
 			{advance: time.Second, op: tick(false)},
 			{op: tick(true), want: wantRequest("id-1", time.Second)},
-		}, Stats{Started: 1}},
+		}, Stats{Started: 1}, nil},
 		{"markers are not data", []step{
 			{op: read(1, requestFromB("x")), want: wantResponse("x", 1, map[string]marker.Position{"C": marker.NoneSeen}, 0)},
 			{op: read(2, responseFromB("x", 5, nil))},
 			{op: tick(true)},
-		}, Stats{}},
-		{"requests in flight: one an interval while data comes, at most maxPending", []step{
+		}, Stats{}, nil},
+		{"one request in flight (the default)", []step{
+			{op: data(1, "", 0)},
+			{op: tick(true), want: wantRequest("id-1", 0)},
+			{op: data(2, "", 0)},
+			{advance: 5 * time.Second, op: tick(true)},
+			{op: read(3, responseFromB("id-1", 5, nil)), want: wantSnapshot("id-1", 3, 5, 5*time.Second)},
+			{op: tick(true), want: wantRequest("id-2", 5*time.Second)},
+		}, Stats{Started: 2, Completed: 1, LastRTT: 5 * time.Second}, nil},
+		{"MaxPending 5: requests in flight, one an interval while data comes, at most 5", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
 			{op: data(2, "", 0)},
@@ -162,7 +172,7 @@ func TestTick(t *testing.T) {
 			{op: data(5, "", 0)},
 			{advance: time.Second, op: tick(true), want: wantRequest("id-5", 4*time.Second)},
 			{op: data(6, "", 0)},
-			{advance: time.Second, op: tick(true)}, // maxPending (5) in flight
+			{advance: time.Second, op: tick(true)}, // MaxPending (5) in flight
 			// id-3 answered first (id-1 and id-2's answers lost): it
 			// completes, and the two before it are dropped.
 			{op: read(7, responseFromB("id-3", 9, nil)), want: wantSnapshot("id-3", 7, 9, 5*time.Second)},
@@ -170,7 +180,7 @@ func TestTick(t *testing.T) {
 			{op: read(8, responseFromB("id-1", 5, nil))}, // dropped: ignored
 			{op: read(9, responseFromB("id-5", 12, nil)), want: wantSnapshot("id-5", 9, 12, 5*time.Second)},
 			{op: read(10, responseFromB("id-4", 11, nil))}, // dropped by id-5's completion
-		}, Stats{Started: 6, Completed: 2, LastRTT: time.Second}},
+		}, Stats{Started: 6, Completed: 2, LastRTT: time.Second}, five},
 		{"interval between requests", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
@@ -178,13 +188,13 @@ func TestTick(t *testing.T) {
 			{op: data(3, "", 0)},
 			{advance: 899 * time.Millisecond, op: tick(true)},
 			{advance: time.Millisecond, op: tick(true), want: wantRequest("id-2", time.Second)},
-		}, Stats{Started: 2, Completed: 1, LastRTT: 100 * time.Millisecond}},
+		}, Stats{Started: 2, Completed: 1, LastRTT: 100 * time.Millisecond}, nil},
 		{"no data since the last request: none", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
 			{op: read(2, responseFromB("id-1", 5, nil)), want: wantSnapshot("id-1", 2, 5, 0)},
 			{advance: time.Minute, op: tick(true)},
-		}, Stats{Started: 1, Completed: 1}},
+		}, Stats{Started: 1, Completed: 1}, nil},
 		{"timeout drops the pending request", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
@@ -192,7 +202,7 @@ func TestTick(t *testing.T) {
 			{op: data(2, "", 0)},
 			{advance: time.Millisecond, op: tick(true), want: wantRequest("id-2", 10*time.Second)},
 			{op: read(3, responseFromB("id-1", 5, nil))}, // timed out: ignored
-		}, Stats{Started: 2, TimedOut: 1}},
+		}, Stats{Started: 2, TimedOut: 1}, nil},
 		{"a timed-out request with a newer one pending is not tried again: the newer covers its data", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
@@ -201,7 +211,7 @@ func TestTick(t *testing.T) {
 			{advance: 5 * time.Second, op: tick(true)}, // id-1 times out; id-2 pending
 			{advance: 4 * time.Second, op: tick(true)},
 			{advance: time.Second, op: tick(true), want: wantRequest("id-3", 15*time.Second)}, // id-2 timed out: the tail again
-		}, Stats{Started: 3, TimedOut: 2}},
+		}, Stats{Started: 3, TimedOut: 2}, five},
 		{"the tail: a timed-out request is tried again without new data, maxRetries times in a row", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
@@ -213,36 +223,36 @@ func TestTick(t *testing.T) {
 			{op: data(2, "", 0)}, // new data: tried again, and may be retried again
 			{op: tick(true), want: wantRequest("id-5", 100*time.Second)},
 			{advance: 10 * time.Second, op: tick(true), want: wantRequest("id-6", 110*time.Second)},
-		}, Stats{Started: 6, TimedOut: 5}},
+		}, Stats{Started: 6, TimedOut: 5}, nil},
 		{"the tail: a retried request that completes covers the data", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
 			{advance: 10 * time.Second, op: tick(true), want: wantRequest("id-2", 10*time.Second)},
 			{op: read(2, responseFromB("id-2", 5, nil)), want: wantSnapshot("id-2", 2, 5, 10*time.Second)},
 			{advance: time.Minute, op: tick(true)},
-		}, Stats{Started: 2, TimedOut: 1, Completed: 1}},
+		}, Stats{Started: 2, TimedOut: 1, Completed: 1}, nil},
 		{"a timed-out request's response is ignored", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
 			{advance: 10 * time.Second, op: tick(false)},
 			{op: read(2, responseFromB("id-1", 5, nil))},
-		}, Stats{Started: 1, TimedOut: 1}},
+		}, Stats{Started: 1, TimedOut: 1}, nil},
 		{"a response naming NoneSeen needs nothing of that origin", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
 			{op: read(2, responseFromB("id-1", 5, map[string]marker.Position{"C": marker.NoneSeen})), want: wantSnapshot("id-1", 2, 5, 0)},
-		}, Stats{Started: 1, Completed: 1}},
+		}, Stats{Started: 1, Completed: 1}, nil},
 		{"a request waiting for watermarks times out too", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
 			{op: read(2, responseFromB("id-1", 5, map[string]marker.Position{"C": pos(9)}))},
 			{advance: 10 * time.Second, op: tick(false)},
 			{op: data(3, "C", 9)},
-		}, Stats{Started: 1, TimedOut: 1}},
+		}, Stats{Started: 1, TimedOut: 1}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(nil)
+			h := newHarness(tt.cfg)
 			run(t, h, tt.steps)
 			if got := h.m.Stats(); got != tt.stats {
 				t.Errorf("stats %+v, want %+v", got, tt.stats)
