@@ -41,6 +41,10 @@ disrupt='TestKillNineUnderLoad|TestTargetOutage'
 wan='TestWAN.*|TestBenchWANSmoke'
 ha='TestHATargetUnreachableFromActive|TestHASourceUnreachableFromActive'
 even2='TestFailoverDrill|TestReadBackRefusedWithDedup|TestDrillLeavesOtherSubscriptionsAlone|TestServletFollowAcknowledged|TestServletRewindNotOverridden|TestServletMovesExclusiveAttached'
+# From lane 1 when failback's and the exact drill's north tests came
+# (2026-12-07, about 100 s there): east and west only, shared.
+even2+='|TestEntryPipeJavaFidelity|TestTargetRefusesForGood|TestReplayedUpdateAfterRewind|TestStartLatestNewTopics'
+even2+='|TestActiveActiveExactCounts|TestWireThroughput|TestWireIdleScale|TestInjectedCopiesRefused|TestRegexPicksUpNewTopic|TestWireLastSequenceID'
 even3='TestSubscriptionRewindNotOverridden|TestSubscriptionTail|TestBenchSmoke|TestTargetTopicTerminatedIdle'
 even3+='|TestRestartDeepInLedgerWithDedup|TestSubscriptionStickyNotLockedOut|TestHAKillChainOrder'
 even3+='|TestSubscriptionFollowBothSidesKeySharedAutoSplit|TestSubscriptionFollowsLaggingConsumer|TestMarkerKeyRotation'
