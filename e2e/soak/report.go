@@ -72,6 +72,8 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 		untagged += p.Untagged
 	}
 	fmt.Fprintf(w, "(%d partitions read; %d untagged messages: geo-sidecar's markers)\n", len(res.Partitions), untagged)
+	writeVerify(w, res.Verify)
+	writeRSS(w, res.RSS)
 
 	fmt.Fprintf(w, "\nfindings: %d\n", len(res.Findings))
 	for _, f := range res.Findings {
@@ -135,4 +137,70 @@ func shortPartition(p string) string {
 		return p[i+1:]
 	}
 	return p
+}
+
+// writeVerify writes verify --complete's answers per pair and topic
+// beside the checker's counts, and why a row fails the run.
+func writeVerify(w io.Writer, runs []VerifyRun) {
+	fmt.Fprintf(w, "\ngeo-sidecar verify --complete after the drain (entries), beside the checker (messages)\n")
+	if len(runs) == 0 {
+		fmt.Fprintf(w, "  not run\n")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "pair\ttopic\texit\texpected\tpresent\tnot yet copied\tmissing\tduplicated\tdivergent\tout of order\tunproven\tchecker lost\tchecker duplicate\t\n")
+	for _, v := range runs {
+		fmt.Fprintf(tw, "%s->%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", v.From, v.To, v.Topic, v.Exit,
+			v.Expected, v.Present, v.NotYetCopied, v.Missing, v.Duplicated, v.Divergent, v.OutOfOrder, v.Unproven,
+			v.CheckerLost, v.CheckerDuplicate)
+	}
+	tw.Flush()
+	bad := 0
+	for _, v := range runs {
+		if p := v.Problem(); p != "" {
+			bad++
+			fmt.Fprintf(w, "  FAIL %s->%s %s: %s", v.From, v.To, v.Topic, p)
+			if v.Err != "" {
+				fmt.Fprintf(w, " (%s)", oneLine(v.Err))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if bad == 0 {
+		fmt.Fprintf(w, "  every pair exit 0, and verify and the checker agree on what was lost\n")
+	}
+}
+
+// writeRSS writes each instance's memory judgement.
+func writeRSS(w io.Writer, js []RSSJudgement) {
+	fmt.Fprintf(w, "\nsidecar RSS (VmRSS every %s; each instance's longest life; warm-up %s, or the first fifth of a shorter life; growth over %.0f%% after it flagged, failing the run after a full warm-up)\n",
+		rssEvery, rssWarmup, rssGrowth*100)
+	if len(js) == 0 {
+		fmt.Fprintf(w, "  no samples\n")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "instance\tlife\tlasted\twarm-up\tMiB at warm-up\tpeak after\tat end\tgrowth\t\t\n")
+	for _, j := range js {
+		if j.Note != "" {
+			fmt.Fprintf(tw, "%s\t%d of %d\t%s\t\t\t\t\t\t%s\t\n", j.Instance, j.Life, j.Lives, j.Span.Round(time.Second), j.Note)
+			continue
+		}
+		flag := "ok"
+		switch {
+		case j.Fails:
+			flag = "GREW (fails)"
+		case j.Flagged:
+			flag = "grew (warm-up short of " + rssWarmup.String() + ": flagged only)"
+		}
+		fmt.Fprintf(tw, "%s\t%d of %d\t%s\t%s\t%.1f\t%.1f\t%.1f\t%+.1f%%\t%s\t\n", j.Instance, j.Life, j.Lives,
+			j.Span.Round(time.Second), j.Warmup.Round(time.Second), mib(j.WarmKB), mib(j.PeakKB), mib(j.EndKB), j.Growth*100, flag)
+	}
+	tw.Flush()
+}
+
+func mib(kb int64) float64 { return float64(kb) / 1024 }
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }

@@ -88,3 +88,40 @@ func TestKnownGap(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteReportVerifyRSS: the report sets verify's counts beside the
+// checker's per pair and topic and names why a pair fails; it gives each
+// instance's RSS at the warm-up and the end, and the judgement.
+func TestWriteReportVerifyRSS(t *testing.T) {
+	res := &Result{NS: "t/ns", Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Drained: true,
+		Verify: []VerifyRun{
+			{From: "east", To: "west", Topic: "plain", Batched: true, Exit: 0, Expected: 50, Present: 50},
+			{From: "west", To: "east", Topic: "single", Exit: 1, Expected: 9, Present: 8, Missing: 1, CheckerLost: 2, Err: "geo-sidecar verify:\n  x"},
+		},
+		RSS: []RSSJudgement{
+			{Instance: "east-a", Life: 1, Lives: 1, Span: 3 * time.Minute, Warmup: 36 * time.Second, WarmKB: 51200, PeakKB: 53248, EndKB: 52224, Growth: 0.02},
+			{Instance: "east-b", Life: 2, Lives: 3, Span: 30 * time.Minute, Warmup: 5 * time.Minute, WarmKB: 51200, PeakKB: 61440, EndKB: 61440, Growth: 0.2, Flagged: true, Fails: true},
+			{Instance: "west-a", Life: 2, Lives: 2, Span: 5 * time.Second, Note: "too short to judge"},
+		}}
+	if !res.Failed() {
+		t.Error("a failing verify pair and a grown RSS do not fail the run")
+	}
+	var b bytes.Buffer
+	WriteReport(&b, Options{Seed: 1, Duration: 3 * time.Minute, Rate: 100}, res)
+	for _, want := range []string{
+		"east->west   plain     0        50       50",
+		"FAIL west->east single: verify exit 1; verify lost 1 entries, the checker 2 messages (geo-sidecar verify: x)",
+		"east-a  1 of 1    3m0s      36s            50.0        52.0    51.0   +2.0%                  ok",
+		"east-b  2 of 3   30m0s     5m0s            50.0        60.0    60.0  +20.0%        GREW (fails)",
+		"west-a  2 of 2      5s",
+		"too short to judge",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+	ok := &Result{Drained: true, Verify: []VerifyRun{{Exit: 0}}, RSS: []RSSJudgement{{Flagged: true}}}
+	if ok.Failed() {
+		t.Error("a flag after a short warm-up fails the run")
+	}
+}

@@ -54,6 +54,28 @@ type Result struct {
 	Produced   map[string][2]int64 // cluster -> acknowledged, failed
 	Drained    bool
 	DrainTook  time.Duration
+	Verify     []VerifyRun    // verify --complete per pair and load topic, after the drain
+	RSS        []RSSJudgement // per instance, its longest life
+}
+
+// Failed says whether the run fails (exit status 1): a finding, no
+// drain, a verify run that did not exit 0 or disagrees with the checker,
+// or memory that grew after a full warm-up.
+func (r *Result) Failed() bool {
+	if len(r.Findings) > 0 || !r.Drained {
+		return true
+	}
+	for _, v := range r.Verify {
+		if v.Problem() != "" {
+			return true
+		}
+	}
+	for _, j := range r.RSS {
+		if j.Fails {
+			return true
+		}
+	}
+	return false
 }
 
 // Run soaks the pair: it makes a namespace of its own on both clusters
@@ -127,6 +149,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		logf("sidecar %s ready on %s (log %s)", in.Name, in.Listen, in.LogPath)
 	}
+	sampler := newRSSSampler(insts)
+	rssCtx, rssStop := context.WithCancel(ctx)
+	rssDone := make(chan struct{})
+	go func() { defer close(rssDone); sampler.Run(rssCtx) }()
+	stopRSS := func() {
+		rssStop()
+		<-rssDone
+		res.RSS = judgeRSS(sampler.Lives())
+	}
+	defer rssStop()
 
 	targets := Targets{Clusters: pair}
 	for _, in := range insts {
@@ -207,8 +239,19 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Drained = waitDrain(ctx, admins, ns, o.Drain, logf)
 	res.DrainTook = time.Since(drainStart)
 	logf("drain: %v after %s", res.Drained, res.DrainTook.Round(time.Second))
+	stopRSS()
 	for _, in := range insts {
 		in.Signal(syscall.SIGTERM)
+	}
+
+	// verify --complete on every pair and topic, with the source's first
+	// instance's config (every instance of a source has the same pair).
+	for i, src := range pair {
+		for _, tk := range loadTopics {
+			v := runVerify(ctx, o.Binary, byName[src+"-a"].Config, ns, tk, src, pair[1-i])
+			logf("verify %s %s->%s: exit %d in %s", tk.Short, v.From, v.To, v.Exit, v.Took.Round(100*time.Millisecond))
+			res.Verify = append(res.Verify, v)
+		}
 	}
 
 	reader, err := newJavaReader(filepath.Join(o.Out, "java-reader.log"))
@@ -240,6 +283,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		reach[c] = []string{c, pair[1-i]}
 	}
 	res.Rows, res.Findings = Check(reads, sent, reach)
+	for i := range res.Verify {
+		res.Verify[i].withChecker(res.Rows, ns)
+	}
 	return res, nil
 }
 
