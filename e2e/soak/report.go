@@ -41,6 +41,10 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 	for _, c := range pair {
 		fmt.Fprintf(w, " %s %d/%d", c, res.Produced[c][0], res.Produced[c][1])
 	}
+	fmt.Fprintf(w, "; of them large (%d to %d MiB):", largeMin>>20, largeMax>>20)
+	for _, c := range pair {
+		fmt.Fprintf(w, " %s %d (%.1f MiB)", c, res.Large[c][0], float64(res.Large[c][1])/(1<<20))
+	}
 	fmt.Fprintf(w, "\ndrain     ")
 	if res.Drained {
 		fmt.Fprintf(w, "every backlog 0 after %s\n", res.DrainTook.Round(time.Second))
@@ -74,6 +78,7 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 	fmt.Fprintf(w, "(%d partitions read; %d untagged messages: geo-sidecar's markers)\n", len(res.Partitions), untagged)
 	writeVerify(w, res.Verify)
 	writeRSS(w, res.RSS)
+	writeSubs(w, res.Subs)
 
 	fmt.Fprintf(w, "\nfindings: %d\n", len(res.Findings))
 	for _, f := range res.Findings {
@@ -203,4 +208,33 @@ func mib(kb int64) float64 { return float64(kb) / 1024 }
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// writeSubs writes the replicated subscriptions' backlogs per pair,
+// subscription and partition, source beside target, against the goal.
+func writeSubs(w io.Writer, r SubsResult) {
+	fmt.Fprintf(w, "\nreplicated subscriptions (applications stopped with the load; %d messages received, %d acknowledged)\n", r.Received, r.Acked)
+	fmt.Fprintf(w, "goal: target backlog <= source backlog + one snapshot interval (%s) of the partition's traffic; ", snapshotInterval)
+	switch {
+	case len(r.Rows) == 0 && r.Err != "":
+		fmt.Fprintf(w, "not read: %s\n", oneLine(r.Err))
+		return
+	case len(r.Rows) == 0:
+		fmt.Fprintf(w, "not read\n")
+		return
+	case r.Settled:
+		fmt.Fprintf(w, "met, read %s after the drain\n", r.After.Round(time.Second))
+	default:
+		fmt.Fprintf(w, "MISSED, last read %s after the drain (flagged; does not fail the run)\n", r.After.Round(time.Second))
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "subscription\tpair\tpartition\tsource backlog\ttarget backlog\tslack\t\t\n")
+	for _, b := range r.Rows {
+		flag := "ok"
+		if b.Over() {
+			flag = "OVER"
+		}
+		fmt.Fprintf(tw, "%s\t%s->%s\t%s\t%d\t%d\t%d\t%s\t\n", b.Sub, b.From, b.To, shortPartition(b.Partition), b.Source, b.Target, b.Slack, flag)
+	}
+	tw.Flush()
 }

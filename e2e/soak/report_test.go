@@ -125,3 +125,15 @@ func TestWriteReportVerifyRSS(t *testing.T) {
 		t.Error("a flag after a short warm-up fails the run")
 	}
 }
+
+// TestWriteReportLarge: the load line counts the large messages.
+func TestWriteReportLarge(t *testing.T) {
+	res := &Result{Produced: map[string][2]int64{"east": {100, 1}, "west": {90, 0}},
+		Large: map[string][2]int64{"east": {2, 5 << 20}, "west": {1, 3 << 19}}}
+	var b bytes.Buffer
+	WriteReport(&b, Options{Rate: 100}, res)
+	want := "acknowledged/failed sends: east 100/1 west 90/0; of them large (1 to 4 MiB): east 2 (5.0 MiB) west 1 (1.5 MiB)"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("lacks %q:\n%s", want, b.String())
+	}
+}

@@ -52,10 +52,12 @@ type Result struct {
 	Findings   []Finding
 	Partitions []PartitionRead
 	Produced   map[string][2]int64 // cluster -> acknowledged, failed
+	Large      map[string][2]int64 // cluster -> large messages acknowledged, their bytes
 	Drained    bool
 	DrainTook  time.Duration
 	Verify     []VerifyRun    // verify --complete per pair and load topic, after the drain
 	RSS        []RSSJudgement // per instance, its longest life
+	Subs       SubsResult     // replicated subscriptions' backlogs after the drain
 }
 
 // Failed says whether the run fails (exit status 1): a finding, no
@@ -89,7 +91,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(o.Log, "%s  "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
 	}
-	res := &Result{Produced: map[string][2]int64{}}
+	res := &Result{Produced: map[string][2]int64{}, Large: map[string][2]int64{}}
 	admins := map[string]pulsaradmin.Client{}
 	clients := map[string]pulsar.Client{}
 	for _, c := range pair {
@@ -113,6 +115,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.NS = ns
 	logf("namespace %s on %s, deduplication on", ns, strings.Join(pair, " and "))
+	if err := createAppSubs(admins, ns); err != nil {
+		return nil, err
+	}
 
 	key := filepath.Join(o.Out, "marker.key")
 	if err := os.WriteFile(key, fmt.Appendf(nil, "soak-marker-key-%d-0123456789abcdef\n", o.Seed), 0o600); err != nil {
@@ -173,6 +178,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Start = time.Now()
 	runCtx, stop := context.WithDeadline(ctx, res.Start.Add(o.Duration))
 	defer stop()
+	apps, err := StartApps(runCtx, clients, ns, o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	logf("applications: %s", appsSummary())
 	loads := map[string]*Load{}
 	var wg sync.WaitGroup
 	loadErrs := make(chan error, len(pair))
@@ -211,9 +221,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		loadErr = errors.Join(loadErr, err)
 	}
 	fwg.Wait()
+	apps.Stop()
+	res.Subs.Received, res.Subs.Acked = apps.received.Load(), apps.acked.Load()
 	sortTimeline(res.Timeline)
 	for c, l := range loads {
 		res.Produced[c] = [2]int64{l.produced.Load(), l.failed.Load()}
+		res.Large[c] = [2]int64{l.large.Load(), l.largeBytes.Load()}
 	}
 	logf("load stopped: %v", res.Produced)
 	if loadErr != nil {
@@ -239,6 +252,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Drained = waitDrain(ctx, admins, ns, o.Drain, logf)
 	res.DrainTook = time.Since(drainStart)
 	logf("drain: %v after %s", res.Drained, res.DrainTook.Round(time.Second))
+	// The subscriptions, while the sidecars still run: the applications
+	// stopped with the load, so both sides' positions stay where they
+	// are and the targets' follow the last snapshots.
+	rec, ack := res.Subs.Received, res.Subs.Acked
+	res.Subs = waitSubs(ctx, admins, ns, o.Rate)
+	res.Subs.Received, res.Subs.Acked = rec, ack
+	logf("subscriptions after %s: within the goal %v; source/target backlog %s", res.Subs.After.Round(time.Second), res.Subs.Settled, subsSummary(res.Subs.Rows))
 	stopRSS()
 	for _, in := range insts {
 		in.Signal(syscall.SIGTERM)
@@ -359,7 +379,7 @@ func apply(ctx context.Context, ev Event, byName map[string]*instance, admins ma
 }
 
 // waitDrain polls every subscription's backlog on every partition of ns
-// on both clusters (the only subscriptions there are the sidecars'
+// on both clusters (but the applications': the rest are the sidecars'
 // cursors) until all are 0 twice in a row 5 s apart, or limit passes. A
 // partition with messages and no subscription at all is not drained (a
 // source no sidecar read passed as drained once, its backlog being
@@ -413,12 +433,18 @@ func backlog(admins map[string]pulsaradmin.Client, ns string) (int64, error) {
 				return 0, fmt.Errorf("stats of %s on %s: %w", p, c, err)
 			}
 			// A partition no sidecar has a cursor on is not drained
-			// (every partition of the run gets load).
-			if len(st.Subscriptions) == 0 {
-				return 0, fmt.Errorf("%s on %s has no subscription (no sidecar cursor)", p, c)
-			}
-			for _, s := range st.Subscriptions {
+			// (every partition of the run gets load). The applications'
+			// subscriptions are not the copy's.
+			cursors := 0
+			for name, s := range st.Subscriptions {
+				if isAppSub(name) {
+					continue
+				}
+				cursors++
 				total += s.MsgBacklog
+			}
+			if cursors == 0 {
+				return 0, fmt.Errorf("%s on %s has no subscription (no sidecar cursor)", p, c)
 			}
 		}
 	}
@@ -482,5 +508,10 @@ func sidecarConfig(listen, key, ns, src, dst string) string {
 		fmt.Fprintf(&b, "  - name: %s\n    service_url: %s\n    admin_url: %s\n", c.Name, c.ServiceURL, c.AdminURL)
 	}
 	fmt.Fprintf(&b, "replication:\n  - source: %s\n    namespace: %s\n    topic_patterns: [\".*\"]\n    targets: [%s]\n", src, ns, dst)
+	var subs []string
+	for _, s := range appSubs {
+		subs = append(subs, s.Name)
+	}
+	fmt.Fprintf(&b, "    subscriptions: [%s]\n", strings.Join(subs, ", "))
 	return b.String()
 }
