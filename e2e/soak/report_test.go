@@ -70,6 +70,7 @@ func TestWriteReport(t *testing.T) {
 func TestKnownGap(t *testing.T) {
 	restart := applied{Event: Event{Kind: KindRestart, Target: "west"}}
 	unload := applied{Event: Event{Kind: KindUnload, Target: "west plain"}}
+	dedupOffWest := applied{Event: Event{Kind: KindDedupOff, Target: "west"}}
 	onWest := Stream{Cluster: "west", Origin: "east"}
 	onEast := Stream{Cluster: "east", Origin: "west"}
 	for _, tc := range []struct {
@@ -82,6 +83,9 @@ func TestKnownGap(t *testing.T) {
 		{"duplicate on the other cluster", Finding{Stream: onEast, Kind: Duplicate}, []applied{restart}, false},
 		{"duplicate after an unload only", Finding{Stream: onWest, Kind: Duplicate}, []applied{unload}, false},
 		{"loss on the restarted target", Finding{Stream: onWest, Kind: Lost}, []applied{restart}, false},
+		{"duplicate with the target's deduplication off", Finding{Stream: onWest, Kind: Duplicate}, []applied{dedupOffWest}, true},
+		{"duplicate with the other's deduplication off", Finding{Stream: onEast, Kind: Duplicate}, []applied{dedupOffWest}, false},
+		{"loss with deduplication off", Finding{Stream: onWest, Kind: Lost}, []applied{dedupOffWest}, false},
 	} {
 		if got := knownGap(tc.f, tc.faults) != ""; got != tc.gap {
 			t.Errorf("%s: known gap %v, want %v", tc.name, got, tc.gap)
