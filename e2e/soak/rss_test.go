@@ -51,6 +51,12 @@ func TestJudgeRSS(t *testing.T) {
 			life("a", 1, 20*time.Minute, flat),
 			life("a", 2, 2*time.Minute, func(time.Duration) int64 { return 90000 }),
 		}, life: 1, warmup: 4 * time.Minute, warm: 50000, end: 50000},
+		{name: "a spike that passes is not growth", lives: []rssLife{life("a", 1, 30*time.Minute, func(at time.Duration) int64 {
+			if at >= 15*time.Minute && at < 16*time.Minute {
+				return 70000
+			}
+			return 50000
+		})}, life: 1, warmup: 5 * time.Minute, warm: 50000, end: 50000},
 		{name: "too short to judge", lives: []rssLife{life("a", 1, 5*time.Second, flat)}, life: 1, note: true},
 		{name: "shrinking is fine", lives: []rssLife{life("a", 1, 30*time.Minute, func(at time.Duration) int64 { return 60000 - int64(at/time.Minute)*100 })},
 			life: 1, warmup: 5 * time.Minute, warm: 59500, end: 57000},
