@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,6 +59,7 @@ type Result struct {
 	Verify     []VerifyRun    // verify --complete per pair and load topic, after the drain
 	RSS        []RSSJudgement // per instance, its longest life
 	Subs       SubsResult     // replicated subscriptions' backlogs after the drain
+	Counted    []CountedSend  // the sidecars' Warn lines of entries sent under a counted sequence id
 }
 
 // Failed says whether the run fails (exit status 1): a finding, no
@@ -303,6 +305,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		reach[c] = []string{c, pair[1-i]}
 	}
 	res.Rows, res.Findings = Check(reads, sent, reach)
+	logs := map[string]string{}
+	for _, in := range insts {
+		logs[in.Name] = in.LogPath
+	}
+	if res.Counted, err = scanCountedFiles(logs); err != nil {
+		return res, err
+	}
+	sort.Slice(res.Counted, func(i, j int) bool { return res.Counted[i].At.Before(res.Counted[j].At) })
 	for i := range res.Verify {
 		res.Verify[i].withChecker(res.Rows, ns)
 	}

@@ -213,6 +213,10 @@ func (a *Apps) Stop() {
 type SubBacklog struct {
 	Sub, Partition, From, To string
 	Source, Target, Slack    int64
+	// TargetConsumed: applications consume the subscription on the
+	// target too, moving it there themselves; where they do not
+	// (Exclusive on west), only the sidecar moves it.
+	TargetConsumed bool
 }
 
 // Over says whether the target's backlog misses the goal.
@@ -270,7 +274,8 @@ func readSubBacklogs(admins map[string]pulsaradmin.Client, ns string, rate int) 
 					if !ok1 || !ok2 {
 						return nil, fmt.Errorf("subscription %s missing on %s", s.Name, p)
 					}
-					rows = append(rows, SubBacklog{Sub: s.Name, Partition: p, From: from, To: to, Source: src, Target: dst, Slack: slackOf(rate, tk)})
+					rows = append(rows, SubBacklog{Sub: s.Name, Partition: p, From: from, To: to, Source: src, Target: dst,
+						Slack: slackOf(rate, tk), TargetConsumed: contains(s.Clusters, to)})
 				}
 			}
 		}

@@ -58,7 +58,7 @@ func TestTopicPartitions(t *testing.T) {
 // whether the goal was met; a row over the goal is named.
 func TestWriteSubs(t *testing.T) {
 	rows := []SubBacklog{
-		{Sub: "soak-shared", Partition: "persistent://t/ns/parted-partition-1", From: "east", To: "west", Source: 3, Target: 5, Slack: 17},
+		{Sub: "soak-shared", Partition: "persistent://t/ns/parted-partition-1", From: "east", To: "west", Source: 3, Target: 5, Slack: 17, TargetConsumed: true},
 		{Sub: "soak-exclusive", Partition: "persistent://t/ns/plain", From: "east", To: "west", Source: 0, Target: 400, Slack: 67},
 	}
 	for _, tc := range []struct {
@@ -68,11 +68,11 @@ func TestWriteSubs(t *testing.T) {
 		{SubsResult{Received: 100, Acked: 90, Rows: rows[:1], Settled: true, After: 4 * time.Second}, []string{
 			"100 messages received, 90 acknowledged",
 			"met, read 4s after the drain",
-			"soak-shared  east->west  parted-partition-1               3               5     17  ok",
+			"soak-shared  east->west  parted-partition-1               3               5     17                 yes  ok",
 		}},
 		{SubsResult{Rows: rows, After: time.Minute}, []string{
 			"MISSED, last read 1m0s after the drain (flagged; does not fail the run)",
-			"soak-exclusive  east->west               plain               0             400     67  OVER",
+			"soak-exclusive  east->west               plain               0             400     67                  no  OVER",
 		}},
 		{SubsResult{Err: "stats of x on west:\n refused"}, []string{"not read: stats of x on west: refused"}},
 	} {
