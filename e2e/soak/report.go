@@ -259,4 +259,8 @@ func writeSubs(w io.Writer, r SubsResult) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "(a subscription consumed on the target is moved there by its own applications too; one that is not, only by the sidecar)\n")
+	if len(r.Updates) > 0 {
+		fmt.Fprintf(w, "the sidecars' update counters (summed over the instances, each since its last start):\n")
+		writeCounters(w, r.Updates)
+	}
 }

@@ -260,6 +260,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	rec, ack := res.Subs.Received, res.Subs.Acked
 	res.Subs = waitSubs(ctx, admins, ns, o.Rate)
 	res.Subs.Received, res.Subs.Acked = rec, ack
+	if res.Subs.Updates, err = readUpdateCounters(insts); err != nil {
+		logf("subscriptions: %v", err)
+	}
 	logf("subscriptions after %s: within the goal %v; source/target backlog %s", res.Subs.After.Round(time.Second), res.Subs.Settled, subsSummary(res.Subs.Rows))
 	stopRSS()
 	for _, in := range insts {

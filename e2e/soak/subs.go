@@ -63,7 +63,7 @@ func appsSummary() string {
 		if s.Cumulative {
 			ack = "cumulative acks"
 		}
-		parts = append(parts, fmt.Sprintf("%s (%s, %d consumers on each of %s, %s after up to %s)",
+		parts = append(parts, fmt.Sprintf("%s (%s, %d consumer(s) on each of %s, %s after up to %s)",
 			s.Name, typeName(s.Type), s.Consumers, strings.Join(s.Clusters, ", "), ack, ackDelayMax))
 	}
 	return strings.Join(parts, "; ")
@@ -229,6 +229,9 @@ type SubsResult struct {
 	Settled         bool          // every row within the goal
 	After           time.Duration // from the drain's end to the reading
 	Err             string        // the last reading's error, if any
+	// Updates are the sidecars' update counters, summed over the
+	// instances (each since its last start), read after the backlogs.
+	Updates map[string]float64
 }
 
 // slackOf is one snapshot interval of a partition's traffic: both
