@@ -141,3 +141,41 @@ func TestWriteReportLarge(t *testing.T) {
 		t.Errorf("lacks %q:\n%s", want, b.String())
 	}
 }
+
+// TestFollowing: a duplicate's report also names the faults that began
+// in the 2 minutes after its first copy, and the known gap of a
+// deduplication off on its cluster among them.
+func TestFollowing(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	restart := applied{Event: Event{At: 35 * time.Second, Kind: KindRestart, Target: "west", For: 8 * time.Second}, Start: at(35), End: at(103)}
+	dedup := applied{Event: Event{At: 75 * time.Second, Kind: KindDedupOff, Target: "east", For: 36 * time.Second}, Start: at(75), End: at(111)}
+	late := applied{Event: Event{At: 200 * time.Second, Kind: KindBurst, Target: "east", For: 5 * time.Second}, Start: at(200), End: at(205)}
+	timeline := []applied{restart, dedup, late}
+	if got := following(timeline, at(34)); len(got) != 2 || got[0].Kind != KindRestart || got[1].Kind != KindDedupOff {
+		t.Errorf("following +34s: %v", got)
+	}
+	if got := following(timeline, at(35)); len(got) != 1 {
+		t.Errorf("following +35s (the restart began then, not after): %v", got)
+	}
+	st := Stream{"east", "persistent://t/ns/single", "west", "west-single"}
+	res := &Result{Start: t0, Timeline: timeline, Findings: []Finding{
+		{Stream: st, Kind: Duplicate, Count: 34, Seqs: []int64{1}, At: at(34)},
+		{Stream: st, Kind: OutOfOrder, Count: 1, Seqs: []int64{2}, At: at(34)},
+	}}
+	var b bytes.Buffer
+	WriteReport(&b, Options{}, res)
+	out := b.String()
+	for _, want := range []string{
+		"      then      +35s  restart   west for 8s\n",
+		"      then    +1m15s  dedup-off east for 36s\n",
+		"known gap: target deduplication off when the first copies were stored or sent again",
+	} {
+		if strings.Count(out, want) != 1 {
+			t.Errorf("report has %q %d times, want once (the duplicate's, not the out of order's):\n%s", want, strings.Count(out, want), out)
+		}
+	}
+	if strings.Contains(out, "then   +3m20s") {
+		t.Errorf("a fault more than 2 minutes after is named:\n%s", out)
+	}
+}
