@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,15 +20,65 @@ type topicKind struct {
 	Batched     bool
 	Compression pulsar.CompressionType
 	Keyed       bool
+	// LargeEvery, when more than 0, makes every LargeEvery-th message
+	// (from the first) large: largeSize's 1 to 4 MiB of random bytes.
+	LargeEvery int64
 }
 
 // loadTopics are the topics the soak writes to on both clusters: a mix of
-// partitioned and not, batched and not, keyed, compressed. (Large
-// messages, and producers writing with Java's client, are for later.)
+// partitioned and not, batched and not, keyed, compressed, and a few
+// large messages (1 to 4 MiB, under the test bed brokers' 5 MiB
+// maxMessageSize with room for the copy's metadata: no chunking): at the
+// default rate one a minute in plain's batches (a batch of its own:
+// larger than the producer's 128 KiB batch size) and one every 15 s in
+// single. (Producers writing with Java's client are for later.)
 var loadTopics = []topicKind{
-	{Short: "plain", Batched: true},
+	{Short: "plain", Batched: true, LargeEvery: 2000},
 	{Short: "parted", Partitions: 4, Batched: true, Keyed: true},
-	{Short: "single", Compression: pulsar.LZ4, Keyed: true},
+	{Short: "single", Compression: pulsar.LZ4, Keyed: true, LargeEvery: 500},
+}
+
+// The large messages' sizes.
+const (
+	largeMin = 1 << 20
+	largeMax = 4 << 20
+)
+
+// largeSize is the size of message seq of producer id when it is large,
+// 0 when it is not: drawn from the producer and the sequence number, so
+// that a run's sizes do not depend on timing.
+func largeSize(tk topicKind, id string, seq int64) int {
+	if tk.LargeEvery <= 0 || seq%tk.LargeEvery != 0 {
+		return 0
+	}
+	r := rand.New(rand.NewPCG(uint64(seq), fnv64(id)))
+	return largeMin + r.IntN(largeMax-largeMin+1)
+}
+
+func fnv64(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// payload is message seq's body: its producer and number, then, for a
+// large one, random bytes (not compressible: LZ4 leaves it large) up to
+// its size.
+func payload(id string, seq int64, size int) []byte {
+	b := fmt.Appendf(nil, "%s %d %032d", id, seq, seq)
+	if size <= len(b) {
+		return b
+	}
+	out := make([]byte, size)
+	copy(out, b)
+	r := rand.New(rand.NewPCG(uint64(seq), fnv64(id)+1))
+	for i := len(b); i < size; i += 8 {
+		v := r.Uint64()
+		for j := 0; j < 8 && i+j < size; j++ {
+			out[i+j] = byte(v >> (8 * j))
+		}
+	}
+	return out
 }
 
 // burstFactor multiplies a cluster's load during a burst fault.
@@ -46,6 +98,8 @@ type Load struct {
 	sent       Sent
 	produced   atomic.Int64
 	failed     atomic.Int64
+	large      atomic.Int64 // large messages acknowledged
+	largeBytes atomic.Int64
 }
 
 // Burst makes the load burstFactor times its rate until the given time.
@@ -114,8 +168,9 @@ func (l *Load) produce(ctx context.Context, p pulsar.Producer, tk topicKind, id 
 		for ; carry >= 1; carry-- {
 			s := seq
 			seq++
+			size := largeSize(tk, id, s)
 			msg := &pulsar.ProducerMessage{
-				Payload: fmt.Appendf(nil, "%s %d %032d", id, s, s),
+				Payload: payload(id, s, size),
 				Properties: map[string]string{
 					PropOrigin: l.Cluster, PropProducer: id, PropSeq: strconv.FormatInt(s, 10),
 				},
@@ -129,6 +184,10 @@ func (l *Load) produce(ctx context.Context, p pulsar.Producer, tk topicKind, id 
 					return
 				}
 				l.produced.Add(1)
+				if size > 0 {
+					l.large.Add(1)
+					l.largeBytes.Add(int64(size))
+				}
 				part := "persistent://" + l.NS + "/" + tk.Short
 				if tk.Partitions > 0 {
 					part = fmt.Sprintf("%s-partition-%d", part, mid.PartitionIdx())

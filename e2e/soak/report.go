@@ -28,6 +28,24 @@ func before(timeline []applied, at time.Time) []applied {
 	return out
 }
 
+// lookAhead is how far after a duplicate's first copy the report looks
+// for the faults that made the second: the source redelivers when its
+// broker, or the sidecar's cursor, is back (a restart on the test bed:
+// up to a minute and more).
+const lookAhead = 2 * time.Minute
+
+// following returns the faults of the timeline that started after at
+// and within lookAhead of it.
+func following(timeline []applied, at time.Time) []applied {
+	var out []applied
+	for _, a := range timeline {
+		if a.Start.After(at) && !a.Start.After(at.Add(lookAhead)) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // WriteReport writes the run's report: what was run, the fault timeline
 // as applied, the counts per partition and origin producer, and every
 // finding with the faults of the 30 s before it.
@@ -40,6 +58,10 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 	fmt.Fprintf(w, "load      %d msg/s per cluster over %d topics; acknowledged/failed sends:", o.Rate, len(loadTopics))
 	for _, c := range pair {
 		fmt.Fprintf(w, " %s %d/%d", c, res.Produced[c][0], res.Produced[c][1])
+	}
+	fmt.Fprintf(w, "; of them large (%d to %d MiB):", largeMin>>20, largeMax>>20)
+	for _, c := range pair {
+		fmt.Fprintf(w, " %s %d (%.1f MiB)", c, res.Large[c][0], float64(res.Large[c][1])/(1<<20))
 	}
 	fmt.Fprintf(w, "\ndrain     ")
 	if res.Drained {
@@ -72,6 +94,9 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 		untagged += p.Untagged
 	}
 	fmt.Fprintf(w, "(%d partitions read; %d untagged messages: geo-sidecar's markers)\n", len(res.Partitions), untagged)
+	writeVerify(w, res.Verify)
+	writeRSS(w, res.RSS)
+	writeSubs(w, res.Subs)
 
 	fmt.Fprintf(w, "\nfindings: %d\n", len(res.Findings))
 	for _, f := range res.Findings {
@@ -91,8 +116,21 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 		for _, a := range fs {
 			fmt.Fprintf(w, "      after %s\n", a.Event)
 		}
+		if f.Kind == Duplicate {
+			// A duplicate's publish time is its origin's: the second
+			// copy was written later, when the source redelivered.
+			after := following(res.Timeline, f.At)
+			for _, a := range after {
+				fmt.Fprintf(w, "      then  %s\n", a.Event)
+			}
+			fs = append(fs, after...)
+		}
 		if gap := knownGap(f, fs); gap != "" {
 			fmt.Fprintf(w, "      known gap: %s\n", gap)
+		}
+		if cs := countedFor(f, res.Counted); f.Kind == Duplicate && len(cs) > 0 {
+			fmt.Fprintf(w, "      known gap: the sidecar sent %d entries of this partition under a counted sequence id (its read-back, max_pending_messages + 100 entries back from the target's end, did not find their copies; docs/guarantees.md, Duplicates), first %s at %s by %s\n",
+				len(cs), cs[0].ID, offset(res.Start, cs[0].At), cs[0].Instance)
 		}
 	}
 }
@@ -109,6 +147,18 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 // origin's producer names), is below them, so the producer's resends
 // are stored again (Pulsar's MessageDeduplication.replayCursor and
 // recoverProducerSequenceIdFromMetadata).
+//
+// A duplicate on a cluster whose deduplication was off: the copies
+// stored meanwhile are in no record, so a resend of them (confirmed by
+// the target, not acknowledged at the origin: a source broker's crash
+// loses the acknowledgements) is stored again unless the read-back
+// finds them; seen in the first run with verify (seed
+// 275884680600203905, 3m: west's broker killed with east's deduplication
+// off, 7 copies resent after 1,750 of east's own entries), and with the
+// deduplication off only at the resend (seed 5128223041646074303: west's
+// broker down for a minute, east's deduplication off from 40 s after
+// the first copies; faults after a duplicate's first copy are looked at
+// too, see following).
 func knownGap(f Finding, faults []applied) string {
 	if f.Kind != Duplicate {
 		return ""
@@ -116,6 +166,11 @@ func knownGap(f Finding, faults []applied) string {
 	for _, a := range faults {
 		if a.Kind == KindRestart && a.Target == f.Cluster {
 			return "target broker restart with copies in flight: receipts lost with the broker, and its rebuilt deduplication record for the sidecar's producer name is below the stored entries (docs/guarantees.md, Duplicates)"
+		}
+	}
+	for _, a := range faults {
+		if a.Kind == KindDedupOff && a.Target == f.Cluster {
+			return "target deduplication off when the first copies were stored or sent again: no record covers them (a target without deduplication reports none), and a resend (entries confirmed, not acknowledged at the origin) is dropped only if the read-back, max_pending_messages + 100 entries from the target's end, reaches them (docs/guarantees.md, Duplicates)"
 		}
 	}
 	return ""
@@ -135,4 +190,108 @@ func shortPartition(p string) string {
 		return p[i+1:]
 	}
 	return p
+}
+
+// writeVerify writes verify --complete's answers per pair and topic
+// beside the checker's counts, and why a row fails the run.
+func writeVerify(w io.Writer, runs []VerifyRun) {
+	fmt.Fprintf(w, "\ngeo-sidecar verify --complete after the drain (entries), beside the checker (messages)\n")
+	if len(runs) == 0 {
+		fmt.Fprintf(w, "  not run\n")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "pair\ttopic\texit\texpected\tpresent\tnot yet copied\tmissing\tduplicated\tdivergent\tout of order\tunproven\tchecker lost\tchecker duplicate\t\n")
+	for _, v := range runs {
+		fmt.Fprintf(tw, "%s->%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", v.From, v.To, v.Topic, v.Exit,
+			v.Expected, v.Present, v.NotYetCopied, v.Missing, v.Duplicated, v.Divergent, v.OutOfOrder, v.Unproven,
+			v.CheckerLost, v.CheckerDuplicate)
+	}
+	tw.Flush()
+	bad := 0
+	for _, v := range runs {
+		if p := v.Problem(); p != "" {
+			bad++
+			fmt.Fprintf(w, "  FAIL %s->%s %s: %s", v.From, v.To, v.Topic, p)
+			if v.Err != "" {
+				fmt.Fprintf(w, " (%s)", oneLine(v.Err))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if bad == 0 {
+		fmt.Fprintf(w, "  every pair exit 0, and verify and the checker agree on what was lost\n")
+	}
+}
+
+// writeRSS writes each instance's memory judgement.
+func writeRSS(w io.Writer, js []RSSJudgement) {
+	fmt.Fprintf(w, "\nsidecar RSS (VmRSS every %s; each instance's longest life; warm-up %s, or the first fifth of a shorter life; growth over %.0f%% after it flagged, failing the run after a full warm-up)\n",
+		rssEvery, rssWarmup, rssGrowth*100)
+	if len(js) == 0 {
+		fmt.Fprintf(w, "  no samples\n")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "instance\tlife\tlasted\twarm-up\tMiB at warm-up\tpeak after\tat end\tgrowth\t\t\n")
+	for _, j := range js {
+		if j.Note != "" {
+			fmt.Fprintf(tw, "%s\t%d of %d\t%s\t\t\t\t\t\t%s\t\n", j.Instance, j.Life, j.Lives, j.Span.Round(time.Second), j.Note)
+			continue
+		}
+		flag := "ok"
+		switch {
+		case j.Fails:
+			flag = "GREW (fails)"
+		case j.Flagged:
+			flag = "grew (warm-up short of " + rssWarmup.String() + ": flagged only)"
+		}
+		fmt.Fprintf(tw, "%s\t%d of %d\t%s\t%s\t%.1f\t%.1f\t%.1f\t%+.1f%%\t%s\t\n", j.Instance, j.Life, j.Lives,
+			j.Span.Round(time.Second), j.Warmup.Round(time.Second), mib(j.WarmKB), mib(j.PeakKB), mib(j.EndKB), j.Growth*100, flag)
+	}
+	tw.Flush()
+}
+
+func mib(kb int64) float64 { return float64(kb) / 1024 }
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// writeSubs writes the replicated subscriptions' backlogs per pair,
+// subscription and partition, source beside target, against the goal.
+func writeSubs(w io.Writer, r SubsResult) {
+	fmt.Fprintf(w, "\nreplicated subscriptions (applications stopped with the load; %d messages received, %d acknowledged)\n", r.Received, r.Acked)
+	fmt.Fprintf(w, "goal: target backlog <= source backlog + one snapshot interval (%s) of the partition's traffic; ", snapshotInterval)
+	switch {
+	case len(r.Rows) == 0 && r.Err != "":
+		fmt.Fprintf(w, "not read: %s\n", oneLine(r.Err))
+		return
+	case len(r.Rows) == 0:
+		fmt.Fprintf(w, "not read\n")
+		return
+	case r.Settled:
+		fmt.Fprintf(w, "met, read %s after the drain\n", r.After.Round(time.Second))
+	default:
+		fmt.Fprintf(w, "MISSED, last read %s after the drain (flagged; does not fail the run)\n", r.After.Round(time.Second))
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "subscription\tpair\tpartition\tsource backlog\ttarget backlog\tslack\tconsumed on target\t\t\n")
+	for _, b := range r.Rows {
+		flag := "ok"
+		if b.Over() {
+			flag = "OVER"
+		}
+		consumed := "no"
+		if b.TargetConsumed {
+			consumed = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s->%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", b.Sub, b.From, b.To, shortPartition(b.Partition), b.Source, b.Target, b.Slack, consumed, flag)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "(a subscription consumed on the target is moved there by its own applications too; one that is not, only by the sidecar)\n")
+	if len(r.Updates) > 0 {
+		fmt.Fprintf(w, "the sidecars' update counters (summed over the instances, each since its last start):\n")
+		writeCounters(w, r.Updates)
+	}
 }

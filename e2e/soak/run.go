@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,8 +53,33 @@ type Result struct {
 	Findings   []Finding
 	Partitions []PartitionRead
 	Produced   map[string][2]int64 // cluster -> acknowledged, failed
+	Large      map[string][2]int64 // cluster -> large messages acknowledged, their bytes
 	Drained    bool
 	DrainTook  time.Duration
+	Verify     []VerifyRun    // verify --complete per pair and load topic, after the drain
+	RSS        []RSSJudgement // per instance, its longest life
+	Subs       SubsResult     // replicated subscriptions' backlogs after the drain
+	Counted    []CountedSend  // the sidecars' Warn lines of entries sent under a counted sequence id
+}
+
+// Failed says whether the run fails (exit status 1): a finding, no
+// drain, a verify run that did not exit 0 or disagrees with the checker,
+// or memory that grew after a full warm-up.
+func (r *Result) Failed() bool {
+	if len(r.Findings) > 0 || !r.Drained {
+		return true
+	}
+	for _, v := range r.Verify {
+		if v.Problem() != "" {
+			return true
+		}
+	}
+	for _, j := range r.RSS {
+		if j.Fails {
+			return true
+		}
+	}
+	return false
 }
 
 // Run soaks the pair: it makes a namespace of its own on both clusters
@@ -67,7 +93,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(o.Log, "%s  "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
 	}
-	res := &Result{Produced: map[string][2]int64{}}
+	res := &Result{Produced: map[string][2]int64{}, Large: map[string][2]int64{}}
 	admins := map[string]pulsaradmin.Client{}
 	clients := map[string]pulsar.Client{}
 	for _, c := range pair {
@@ -91,6 +117,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.NS = ns
 	logf("namespace %s on %s, deduplication on", ns, strings.Join(pair, " and "))
+	if err := createAppSubs(admins, ns); err != nil {
+		return nil, err
+	}
 
 	key := filepath.Join(o.Out, "marker.key")
 	if err := os.WriteFile(key, fmt.Appendf(nil, "soak-marker-key-%d-0123456789abcdef\n", o.Seed), 0o600); err != nil {
@@ -127,6 +156,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		logf("sidecar %s ready on %s (log %s)", in.Name, in.Listen, in.LogPath)
 	}
+	sampler := newRSSSampler(insts)
+	rssCtx, rssStop := context.WithCancel(ctx)
+	rssDone := make(chan struct{})
+	go func() { defer close(rssDone); sampler.Run(rssCtx) }()
+	stopRSS := func() {
+		rssStop()
+		<-rssDone
+		res.RSS = judgeRSS(sampler.Lives())
+	}
+	defer rssStop()
 
 	targets := Targets{Clusters: pair}
 	for _, in := range insts {
@@ -141,6 +180,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Start = time.Now()
 	runCtx, stop := context.WithDeadline(ctx, res.Start.Add(o.Duration))
 	defer stop()
+	apps, err := StartApps(runCtx, clients, ns, o.Seed)
+	if err != nil {
+		return nil, err
+	}
+	logf("applications: %s", appsSummary())
 	loads := map[string]*Load{}
 	var wg sync.WaitGroup
 	loadErrs := make(chan error, len(pair))
@@ -179,9 +223,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		loadErr = errors.Join(loadErr, err)
 	}
 	fwg.Wait()
+	apps.Stop()
+	res.Subs.Received, res.Subs.Acked = apps.received.Load(), apps.acked.Load()
 	sortTimeline(res.Timeline)
 	for c, l := range loads {
 		res.Produced[c] = [2]int64{l.produced.Load(), l.failed.Load()}
+		res.Large[c] = [2]int64{l.large.Load(), l.largeBytes.Load()}
 	}
 	logf("load stopped: %v", res.Produced)
 	if loadErr != nil {
@@ -207,8 +254,29 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Drained = waitDrain(ctx, admins, ns, o.Drain, logf)
 	res.DrainTook = time.Since(drainStart)
 	logf("drain: %v after %s", res.Drained, res.DrainTook.Round(time.Second))
+	// The subscriptions, while the sidecars still run: the applications
+	// stopped with the load, so both sides' positions stay where they
+	// are and the targets' follow the last snapshots.
+	rec, ack := res.Subs.Received, res.Subs.Acked
+	res.Subs = waitSubs(ctx, admins, ns, o.Rate)
+	res.Subs.Received, res.Subs.Acked = rec, ack
+	if res.Subs.Updates, err = readUpdateCounters(insts); err != nil {
+		logf("subscriptions: %v", err)
+	}
+	logf("subscriptions after %s: within the goal %v; source/target backlog %s", res.Subs.After.Round(time.Second), res.Subs.Settled, subsSummary(res.Subs.Rows))
+	stopRSS()
 	for _, in := range insts {
 		in.Signal(syscall.SIGTERM)
+	}
+
+	// verify --complete on every pair and topic, with the source's first
+	// instance's config (every instance of a source has the same pair).
+	for i, src := range pair {
+		for _, tk := range loadTopics {
+			v := runVerify(ctx, o.Binary, byName[src+"-a"].Config, ns, tk, src, pair[1-i])
+			logf("verify %s %s->%s: exit %d in %s", tk.Short, v.From, v.To, v.Exit, v.Took.Round(100*time.Millisecond))
+			res.Verify = append(res.Verify, v)
+		}
 	}
 
 	reader, err := newJavaReader(filepath.Join(o.Out, "java-reader.log"))
@@ -240,6 +308,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		reach[c] = []string{c, pair[1-i]}
 	}
 	res.Rows, res.Findings = Check(reads, sent, reach)
+	logs := map[string]string{}
+	for _, in := range insts {
+		logs[in.Name] = in.LogPath
+	}
+	if res.Counted, err = scanCountedFiles(logs); err != nil {
+		return res, err
+	}
+	sort.Slice(res.Counted, func(i, j int) bool { return res.Counted[i].At.Before(res.Counted[j].At) })
+	for i := range res.Verify {
+		res.Verify[i].withChecker(res.Rows, ns)
+	}
 	return res, nil
 }
 
@@ -313,7 +392,7 @@ func apply(ctx context.Context, ev Event, byName map[string]*instance, admins ma
 }
 
 // waitDrain polls every subscription's backlog on every partition of ns
-// on both clusters (the only subscriptions there are the sidecars'
+// on both clusters (but the applications': the rest are the sidecars'
 // cursors) until all are 0 twice in a row 5 s apart, or limit passes. A
 // partition with messages and no subscription at all is not drained (a
 // source no sidecar read passed as drained once, its backlog being
@@ -367,12 +446,18 @@ func backlog(admins map[string]pulsaradmin.Client, ns string) (int64, error) {
 				return 0, fmt.Errorf("stats of %s on %s: %w", p, c, err)
 			}
 			// A partition no sidecar has a cursor on is not drained
-			// (every partition of the run gets load).
-			if len(st.Subscriptions) == 0 {
-				return 0, fmt.Errorf("%s on %s has no subscription (no sidecar cursor)", p, c)
-			}
-			for _, s := range st.Subscriptions {
+			// (every partition of the run gets load). The applications'
+			// subscriptions are not the copy's.
+			cursors := 0
+			for name, s := range st.Subscriptions {
+				if isAppSub(name) {
+					continue
+				}
+				cursors++
 				total += s.MsgBacklog
+			}
+			if cursors == 0 {
+				return 0, fmt.Errorf("%s on %s has no subscription (no sidecar cursor)", p, c)
 			}
 		}
 	}
@@ -436,5 +521,10 @@ func sidecarConfig(listen, key, ns, src, dst string) string {
 		fmt.Fprintf(&b, "  - name: %s\n    service_url: %s\n    admin_url: %s\n", c.Name, c.ServiceURL, c.AdminURL)
 	}
 	fmt.Fprintf(&b, "replication:\n  - source: %s\n    namespace: %s\n    topic_patterns: [\".*\"]\n    targets: [%s]\n", src, ns, dst)
+	var subs []string
+	for _, s := range appSubs {
+		subs = append(subs, s.Name)
+	}
+	fmt.Fprintf(&b, "    subscriptions: [%s]\n", strings.Join(subs, ", "))
 	return b.String()
 }

@@ -18,9 +18,11 @@ import (
 type instance struct {
 	Name, Binary, Config, Listen, LogPath string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
+	life    int       // starts so far: the current process's life, from 1
+	started time.Time // when the current life began
 }
 
 // Start starts the process and waits (up to 60 s) until /readyz answers.
@@ -45,6 +47,8 @@ func (s *instance) Start() error {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
 	s.cmd, s.done = cmd, done
+	s.life++
+	s.started = time.Now()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(250 * time.Millisecond) {
 		select {
 		case <-done:
@@ -96,4 +100,25 @@ func (s *instance) Running() bool {
 	default:
 		return true
 	}
+}
+
+// Life returns the running process's pid, its life (1 for the first
+// start, one more for each start after a kill or stop) and when it
+// began; ok is false when no process runs, or while a start (which
+// waits for readiness) or a stop holds the instance: the sampler skips
+// a sample rather than wait for it.
+func (s *instance) Life() (pid, life int, started time.Time, ok bool) {
+	if !s.mu.TryLock() {
+		return 0, 0, time.Time{}, false
+	}
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0, 0, time.Time{}, false
+	}
+	select {
+	case <-s.done:
+		return 0, 0, time.Time{}, false
+	default:
+	}
+	return s.cmd.Process.Pid, s.life, s.started, true
 }
