@@ -82,6 +82,13 @@ func (s *Sync) follow(ctx context.Context) error {
 		if slowest == nil || md.Compare(*slowest) < 0 {
 			slowest = &md
 		}
+		if s.linkDown.Load() {
+			// No link to the remote: the active instance sends, or this
+			// one once its link is back (link: a follow then runs at
+			// once). Writing the update here would take the marker
+			// producer back from it.
+			continue
+		}
 		waiting := s.awaitingConfirmation(name)
 		if _, would := s.Planner.Peek(name, md, s.Machine); would && (waiting || s.suspect(name, md, prevMDs)) {
 			continue

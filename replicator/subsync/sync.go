@@ -142,6 +142,11 @@ type Sync struct {
 	// subscription here (snapshotUseful, at the last follow): requests
 	// wait until one could. Unset until the first follow.
 	useless atomic.Bool
+	// linkDown is the pipe's link to the remote as Run last saw it
+	// (false before: a follow called before Run sends): an update is
+	// sent only while it is up (follow.go), and the marker producer is
+	// let go when it goes down (run.go).
+	linkDown atomic.Bool
 	// relearn asks run to re-read the partition's history (takeover).
 	relearn chan struct{}
 	// pace is when follow runs and run sleeps (pace.go).
