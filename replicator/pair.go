@@ -325,6 +325,7 @@ func (p *pair) start(ctx context.Context, partitionTopic, topic string) {
 		// for the broker, and the partitions' reads go on in parallel.
 		if tracks {
 			if s := p.newSync(wctx, partitionTopic, topic, latest); s != nil {
+				s.Active = w.active.Load
 				c.Sync = s
 			}
 		}

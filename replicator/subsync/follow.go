@@ -82,11 +82,11 @@ func (s *Sync) follow(ctx context.Context) error {
 		if slowest == nil || md.Compare(*slowest) < 0 {
 			slowest = &md
 		}
-		if s.linkDown.Load() {
-			// No link to the remote: the active instance sends, or this
-			// one once its link is back (link: a follow then runs at
-			// once). Writing the update here would take the marker
-			// producer back from it.
+		if s.passive.Load() {
+			// Another instance's cursor is the active one: it sends (or
+			// this one once active again: a follow then runs at once).
+			// Writing the update here would take the marker producer
+			// from it.
 			continue
 		}
 		waiting := s.awaitingConfirmation(name)

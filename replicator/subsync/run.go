@@ -38,7 +38,7 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 	// whole tick later. Otherwise run sleeps until the next follow is due
 	// or poke wakes it: 1,000 idle partitions ticked four times a second
 	// in both directions cost a tenth of a core (e2e/bench, subs row).
-	s.linkDown.Store(!linkUp()) // nothing to let go or to nudge yet
+	s.passive.Store(!s.active()) // nothing to let go or to nudge yet
 	tick := max(s.Interval/4, 10*time.Millisecond)
 	t := time.NewTimer(tick)
 	defer t.Stop()
@@ -53,10 +53,10 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 		case <-t.C:
 		}
 		s.pace.sleeping.Store(false)
-		up := s.link(linkUp())
+		s.setActive(s.active())
 		// A request only where a tracked subscription can use the
 		// snapshot (snapshotUseful); the data waits in the machine.
-		s.write(ctx, s.Machine.Tick(up && !s.useless.Load()))
+		s.write(ctx, s.Machine.Tick(linkUp() && !s.useless.Load()))
 		s.countStats()
 		s.entries.sample() // for a reading another partition's follow asks for (count.go)
 		if s.followDue(time.Now()) {
@@ -69,24 +69,26 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 	}
 }
 
-// link records whether the pipe's link to the remote is up, and returns
-// it. Going down, the marker producer is closed: its name is one per
-// partition and direction, so while a standby instance (HA: its cursor
-// is not the active consumer, and its pipe has no producer to the
-// remote) kept the one it opened, the active instance could write no
-// marker at all, its snapshots stalled and no update went out (soak,
-// seed 1382347120672031276: ProducerBusy for minutes after a takeover).
-// Coming up, the next follow runs at once: updates held while it was
-// down go out.
-func (s *Sync) link(up bool) bool {
-	if wasDown := s.linkDown.Swap(!up); wasDown == up {
-		if up {
+// active reports Config.Active, true without it.
+func (s *Sync) active() bool { return s.Active == nil || s.Active() }
+
+// setActive records whether this instance's cursor is the partition's
+// active consumer. Stopping being it, the marker producer is closed: its
+// name is one per partition and direction, so while a standby instance
+// (HA) kept the one it had opened to send updates (which the active
+// instance does not forward: not written there), the active instance
+// could write no marker at all, its snapshots stalled and no update went
+// out (soak, seed 1382347120672031276: ProducerBusy for minutes after a
+// takeover). Becoming it, the next follow runs at once: the updates held
+// meanwhile go out.
+func (s *Sync) setActive(active bool) {
+	if wasPassive := s.passive.Swap(!active); wasPassive == active {
+		if active {
 			s.pace.nudge()
 		} else {
 			s.Writer.Close()
 		}
 	}
-	return up
 }
 
 func (s *Sync) countStats() {

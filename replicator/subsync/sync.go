@@ -51,6 +51,10 @@ type Config struct {
 	Topic         string // partition topic name, the same on both sides
 	Keys          marker.Keys
 	Interval      time.Duration
+	// Active reports whether this instance's cursor is the partition's
+	// active consumer (entrypath.Config.Active); nil: always. Only the
+	// active instance sends updates and holds the marker producer.
+	Active func() bool
 	// Tracked reports whether a subscription of the partition is kept in
 	// step.
 	Tracked     func(sub string) bool
@@ -142,11 +146,11 @@ type Sync struct {
 	// subscription here (snapshotUseful, at the last follow): requests
 	// wait until one could. Unset until the first follow.
 	useless atomic.Bool
-	// linkDown is the pipe's link to the remote as Run last saw it
-	// (false before: a follow called before Run sends): an update is
-	// sent only while it is up (follow.go), and the marker producer is
-	// let go when it goes down (run.go).
-	linkDown atomic.Bool
+	// passive is Config.Active's opposite as Run last saw it (false
+	// before Run: a follow called before it sends): an update is sent
+	// only while this instance is active (follow.go), and the marker
+	// producer is let go when it stops being (run.go).
+	passive atomic.Bool
 	// relearn asks run to re-read the partition's history (takeover).
 	relearn chan struct{}
 	// pace is when follow runs and run sleeps (pace.go).

@@ -1314,13 +1314,12 @@ func TestSyncFenceThreeClusters(t *testing.T) {
 	})
 }
 
-// TestSyncLinkDownLetsMarkerProducerGo: when the pipe's link to the
-// remote goes down (a standby instance, or the remote unreachable) the
-// marker producer is closed once and the follow sends no update (sending
-// would open the producer again and keep its name from the active
-// instance); when the link is back the next follow is due at once and
-// sends what was held.
-func TestSyncLinkDownLetsMarkerProducerGo(t *testing.T) {
+// TestSyncStandbyLetsMarkerProducerGo: when another instance's cursor
+// becomes the partition's active consumer (HA) the marker producer is
+// closed once and the follow sends no update (sending would open the
+// producer again and keep its name from the active instance); active
+// again, the next follow is due at once and sends what was held.
+func TestSyncStandbyLetsMarkerProducerGo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := subsynctest.Pos
 		ctx := context.Background()
@@ -1328,18 +1327,18 @@ func TestSyncLinkDownLetsMarkerProducerGo(t *testing.T) {
 		cacheSnapshot(t, r, "s1", p(1, 10), p(7, 20))
 		r.readBefore(map[string]marker.Position{"billing": p(1, 5)}) // known: a move forward goes at once
 		r.local.SetMD("billing", p(1, 12))
-		r.s.link(true)
+		r.s.setActive(true)
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if got := updatesWritten(r.sink.Take())["billing"].Remote; got != p(7, 20) {
-			t.Fatalf("link up: update to %v, want 7:20", got)
+			t.Fatalf("active: update to %v, want 7:20", got)
 		}
 
-		r.s.link(false)
-		r.s.link(false)
+		r.s.setActive(false)
+		r.s.setActive(false)
 		if r.sink.Closed != 1 {
-			t.Errorf("link down: marker producer closed %d times, want once", r.sink.Closed)
+			t.Errorf("standby: marker producer closed %d times, want once", r.sink.Closed)
 		}
 		cacheSnapshot(t, r, "s2", p(1, 30), p(7, 40))
 		r.local.SetMD("billing", p(1, 31))
@@ -1348,18 +1347,18 @@ func TestSyncLinkDownLetsMarkerProducerGo(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := updatesWritten(r.sink.Take()); len(got) > 0 {
-			t.Errorf("link down: updates %v written, want none", got)
+			t.Errorf("standby: updates %v written, want none", got)
 		}
 
-		r.s.link(true)
+		r.s.setActive(true)
 		if !r.s.followDue(time.Now()) {
-			t.Error("link back: the next follow is not due at once")
+			t.Error("active again: the next follow is not due at once")
 		}
 		if err := r.s.follow(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if got := updatesWritten(r.sink.Take())["billing"].Remote; got != p(7, 40) {
-			t.Errorf("link back: update to %v, want 7:40", got)
+			t.Errorf("active again: update to %v, want 7:40", got)
 		}
 	})
 }
