@@ -413,7 +413,7 @@ func (p *pair) newSync(ctx context.Context, partitionTopic, topic string, latest
 // and the pair's cursor (which tells the broker owning the partition)
 // are put in its scope.
 func (p *pair) useServlet(s *subsync.Sync) {
-	if p.cfg.Sidecar.Positions != config.PositionsServlet || p.local.Positions() == nil {
+	if !p.servletInUse() {
 		return
 	}
 	sv := p.pollers.Servlet(p.local.Name, p.newLocalServlet)
@@ -654,10 +654,7 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 		if p.caughtUpByServlet(ctx, t) {
 			// Nothing to copy: no backlog, no oldest message, and the
 			// syncs take positions from the servlet, not this reading.
-			labels := []string{p.local.Name, p.remote.Name, metrics.TopicLabel(t.name)}
-			p.gauged[t.name] = true
-			p.m.Backlog.WithLabelValues(labels...).Set(0)
-			p.m.OldestAge.WithLabelValues(labels...).Set(0)
+			p.setBacklogGauges(t, 0, 0)
 			continue
 		}
 		sent := time.Now()
@@ -670,16 +667,28 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 			delete(p.quiet, t.name)
 			continue
 		}
-		labels := []string{p.local.Name, p.remote.Name, metrics.TopicLabel(t.name)}
-		p.gauged[t.name] = true
-		p.m.Backlog.WithLabelValues(labels...).Set(float64(st.Backlog))
-		p.m.OldestAge.WithLabelValues(labels...).Set(st.OldestAge.Seconds())
+		p.setBacklogGauges(t, st.Backlog, st.OldestAge)
 		if st.Backlog == 0 && st.Connected == max(t.partitions, 1) {
 			p.quiet[t.name] = now
 		} else {
 			delete(p.quiet, t.name)
 		}
 	}
+}
+
+// setBacklogGauges sets t's backlog and oldest-age gauges.
+func (p *pair) setBacklogGauges(t topicInfo, backlog int64, oldest time.Duration) {
+	labels := []string{p.local.Name, p.remote.Name, metrics.TopicLabel(t.name)}
+	p.gauged[t.name] = true
+	p.m.Backlog.WithLabelValues(labels...).Set(float64(backlog))
+	p.m.OldestAge.WithLabelValues(labels...).Set(oldest.Seconds())
+}
+
+// servletInUse reports whether the local cluster's positions come from
+// its brokers' positions servlet (sidecar.positions: servlet, and a
+// cluster whose clients can reach it).
+func (p *pair) servletInUse() bool {
+	return p.cfg.Sidecar.Positions == config.PositionsServlet && p.local.Positions() != nil
 }
 
 // caughtUpByServlet reports whether the local brokers' positions servlet
@@ -693,7 +702,7 @@ func (p *pair) refreshStats(ctx context.Context, topics []topicInfo) {
 // when the servlet is not in use or does not report a partition: the
 // stats request then reads it.
 func (p *pair) caughtUpByServlet(ctx context.Context, t topicInfo) bool {
-	if p.pollers == nil || !p.tracksSubscriptions() || p.cfg.Sidecar.Positions != config.PositionsServlet || p.local.Positions() == nil {
+	if p.pollers == nil || !p.tracksSubscriptions() || !p.servletInUse() {
 		return false
 	}
 	sv := p.pollers.Servlet(p.local.Name, p.newLocalServlet)

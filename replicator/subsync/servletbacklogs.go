@@ -29,7 +29,11 @@ type servletBacklogs struct {
 	at     time.Time
 	scope  int
 	ok     bool
-	counts map[positions.Key]int64
+	// counts are by topic, then subscription: each partition's lag (and
+	// each topic's backlog gauges) looks up its own, where a scan of the
+	// cluster's every subscription per call grew with the square of the
+	// topics.
+	counts map[string]map[string]int64
 }
 
 // Backlogs returns the backlogs of topic's subscriptions in scope from a
@@ -53,7 +57,11 @@ func (s *Servlet) Backlogs(ctx context.Context, topic string, subs []string, max
 	// A failed reading stands as long as a good one: a broker without
 	// the endpoint is not asked again by every partition's lag.
 	fresh := !r.at.IsZero() && r.scope == s.scope && time.Since(r.at) < maxAge
-	namespaces, names, scope := slices.Sorted(maps.Keys(s.namespaces)), slices.Sorted(maps.Keys(s.subs)), s.scope
+	var namespaces, names []string
+	scope := s.scope
+	if !fresh {
+		namespaces, names = slices.Sorted(maps.Keys(s.namespaces)), slices.Sorted(maps.Keys(s.subs))
+	}
 	s.mu.Unlock()
 	if !fresh {
 		r = s.readBacklogs(ctx, namespaces, names, scope)
@@ -64,12 +72,7 @@ func (s *Servlet) Backlogs(ctx context.Context, topic string, subs []string, max
 	if !r.ok {
 		return nil, false
 	}
-	out := map[string]int64{}
-	for k, n := range r.counts {
-		if k.Topic == topic {
-			out[k.Subscription] = n
-		}
-	}
+	out := maps.Clone(r.counts[topic])
 	if len(out) == 0 {
 		return nil, false // no broker listed the topic
 	}
@@ -94,7 +97,7 @@ func (s *Servlet) backlogTurn() chan struct{} {
 
 // readBacklogs asks every broker for the backlogs in scope.
 func (s *Servlet) readBacklogs(ctx context.Context, namespaces, subs []string, scope int) servletBacklogs {
-	r := servletBacklogs{at: time.Now(), scope: scope, counts: map[positions.Key]int64{}}
+	r := servletBacklogs{at: time.Now(), scope: scope, counts: map[string]map[string]int64{}}
 	if len(namespaces) == 0 || len(subs) == 0 || len(namespaces) > positions.MaxNamespaces || len(subs) > positions.MaxSubscriptions {
 		return r
 	}
@@ -108,7 +111,12 @@ func (s *Servlet) readBacklogs(ctx context.Context, namespaces, subs []string, s
 		if err != nil {
 			return r // a broker's topics would look missing: no reading
 		}
-		maps.Copy(r.counts, got)
+		for k, n := range got {
+			if r.counts[k.Topic] == nil {
+				r.counts[k.Topic] = map[string]int64{}
+			}
+			r.counts[k.Topic][k.Subscription] = n
+		}
 	}
 	r.ok = true
 	return r
