@@ -26,9 +26,9 @@ const LagServletAge = lagServletAge
 
 // servletBacklogs is a cluster's last backlogs reading.
 type servletBacklogs struct {
-	at     time.Time
-	scope  int
-	ok     bool
+	at    time.Time
+	scope int
+	ok    bool
 	// counts are by topic, then subscription: each partition's lag (and
 	// each topic's backlog gauges) looks up its own, where a scan of the
 	// cluster's every subscription per call grew with the square of the
