@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -116,23 +113,8 @@ const (
 // status, report and stderr.
 func runFailback(t *testing.T, cfg, topic string, args ...string) (int, failback.Report, string) {
 	t.Helper()
-	cmd := exec.Command(Binary, append([]string{"failback", "--config", cfg, "--topic", topic, "--from", home, "--to", "west",
+	return runJSON[failback.Report](t, append([]string{"failback", "--config", cfg, "--topic", topic, "--from", home, "--to", "west",
 		"--quiet", "1s", "--json"}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run failback: %v", err)
-	}
-	var rep failback.Report
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("failback exited %d with a report that does not parse: %v\n%s\n%s", code, err, out.String(), errb.String())
-	}
-	return code, rep, errb.String()
 }
 
 // outsideMsg is a message as an outside reader sees it.

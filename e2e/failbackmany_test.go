@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -240,21 +236,6 @@ func firstError(r failback.ManyReport) string {
 // and returns its exit status, report and stderr.
 func runFailbackMany(t *testing.T, cfg string, args ...string) (int, failback.ManyReport, string) {
 	t.Helper()
-	cmd := exec.Command(Binary, append([]string{"failback", "--config", cfg, "--from", home, "--to", "west",
+	return runJSON[failback.ManyReport](t, append([]string{"failback", "--config", cfg, "--from", home, "--to", "west",
 		"--quiet", "1s", "--json"}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run failback: %v", err)
-	}
-	var rep failback.ManyReport
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("failback exited %d with a report that does not parse: %v\n%s\n%s", code, err, out.String(), errb.String())
-	}
-	return code, rep, errb.String()
 }

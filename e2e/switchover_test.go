@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,23 +38,8 @@ const (
 // status, report and stderr.
 func runSwitchover(t *testing.T, cfg, topic, sub string, args ...string) (int, switchover.Report, string) {
 	t.Helper()
-	cmd := exec.Command(Binary, append([]string{"switchover", "--config", cfg, "--topic", topic, "--from", "east", "--to", "west",
+	return runJSON[switchover.Report](t, append([]string{"switchover", "--config", cfg, "--topic", topic, "--from", "east", "--to", "west",
 		"--subscription", sub, "--quiet", "1s", "--json"}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run switchover: %v", err)
-	}
-	var rep switchover.Report
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("switchover exited %d with a report that does not parse: %v\n%s\n%s", code, err, out.String(), errb.String())
-	}
-	return code, rep, errb.String()
 }
 
 // switchoverIndex is the index in a payload "prefix-i", or -1.
