@@ -13,7 +13,8 @@
 //
 // Environment: SOAK_DURATION (default 30m), SOAK_SEED (default random,
 // printed), SOAK_RATE (messages per second per cluster, default 100),
-// SOAK_DRAIN (longest wait for the drain, default 5m), SOAK_OUT (default
+// SOAK_DRAIN (longest wait for the drain, default 5m), SOAK_LOG_LEVEL (the
+// sidecars', default info), SOAK_OUT (default
 // a new directory under the temporary directory).
 //
 // Exit status: 0 with no finding, 1 with findings, no drain, a verify
@@ -109,6 +110,11 @@ func options() (Options, error) {
 			return o, fmt.Errorf("SOAK_RATE=%q: not a positive number", v)
 		}
 		o.Rate = r
+	}
+	switch o.LogLevel = os.Getenv("SOAK_LOG_LEVEL"); o.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return o, fmt.Errorf("SOAK_LOG_LEVEL=%q: not one of debug, info, warn, error", o.LogLevel)
 	}
 	o.Out = os.Getenv("SOAK_OUT")
 	if o.Out == "" {

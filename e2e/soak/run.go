@@ -26,6 +26,10 @@ type Options struct {
 	Seed     int64
 	Duration time.Duration // load and faults; the drain and the check come after
 	Rate     int           // messages per second on each cluster
+	// LogLevel is the sidecars' --log-level (SOAK_LOG_LEVEL, default
+	// info): debug traces each session's and sync's steps, to find who
+	// held what when a seed shows a fault's effect.
+	LogLevel string
 	Drain    time.Duration // longest wait for the sidecars to copy the rest
 	Binary   string        // geo-sidecar, built by the caller
 	Out      string        // directory for the report and the sidecars' logs
@@ -140,7 +144,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 				return nil, err
 			}
-			in := &instance{Name: name, Binary: o.Binary, Config: cfg, Listen: listen, LogPath: filepath.Join(o.Out, name+".log")}
+			in := &instance{Name: name, Binary: o.Binary, Config: cfg, Listen: listen, LogPath: filepath.Join(o.Out, name+".log"), LogLevel: o.LogLevel}
 			insts = append(insts, in)
 			byName[name] = in
 		}

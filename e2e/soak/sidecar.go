@@ -17,6 +17,7 @@ import (
 // appends to the same log file, which the run keeps.
 type instance struct {
 	Name, Binary, Config, Listen, LogPath string
+	LogLevel                              string // --log-level; info when empty
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -37,7 +38,11 @@ func (s *instance) Start() error {
 		return err
 	}
 	fmt.Fprintf(logf, "==== soak: start %s at %s\n", s.Name, time.Now().UTC().Format(time.RFC3339Nano))
-	cmd := exec.Command(s.Binary, "run", "--config", s.Config, "--log-level", "info")
+	level := s.LogLevel
+	if level == "" {
+		level = "info"
+	}
+	cmd := exec.Command(s.Binary, "run", "--config", s.Config, "--log-level", level)
 	cmd.SysProcAttr = e2e.ChildProcAttr()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
