@@ -92,6 +92,10 @@ type SyncFeed interface {
 	// entry, unless the sync assumes it reads the partition from its
 	// first entry (snapshot.Config.Fresh).
 	StartsAt(pos marker.Position) bool
+	// ActiveChanged tells the sync that Config.Active changed (the sync
+	// reads it through its own Config.Active): this instance's cursor
+	// became, or stopped being, the partition's active consumer.
+	ActiveChanged()
 	// Run runs the sync until ctx is done; linkUp reports whether the
 	// pipe has a producer to the remote open.
 	Run(ctx context.Context, linkUp func() bool)

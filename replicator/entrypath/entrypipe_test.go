@@ -1377,8 +1377,11 @@ func TestEntryPipeStandby(t *testing.T) {
 		p := newTestEntryPartition(t, w)
 		var active atomic.Bool
 		p.activeOut = &active
+		told := &activeTold{active: &active}
+		p.sync = told
 		stop := runEntryPartition(t, p)
 		waitFor(t, "two entries acknowledged", func() bool { a, _, _ := w.snapshot(); return len(a) == 2 })
+		told.want(t, "active", true)
 		if got := metricstest.Gauge(p.m.Connected, "east", "west"); got != 1 {
 			t.Fatalf("connected = %v while active, want 1", got)
 		}
@@ -1402,17 +1405,54 @@ func TestEntryPipeStandby(t *testing.T) {
 		if active.Load() {
 			t.Error("Active true as a standby")
 		}
+		told.want(t, "standby", false)
 		f(true)
 		synctest.Wait()
 		if !active.Load() {
 			t.Error("Active false once the cursor is active again")
 		}
+		told.want(t, "active again", true)
 		stop()
 		if active.Load() {
 			t.Error("Active true after the partition stopped")
 		}
+		told.want(t, "stopped", false)
 	})
 }
+
+// activeTold is a SyncFeed that records Config.Active at each
+// ActiveChanged (the sync's loop may sleep for minutes otherwise) and
+// takes nothing else.
+type activeTold struct {
+	active *atomic.Bool
+	mu     sync.Mutex
+	seen   []bool
+}
+
+func (a *activeTold) ActiveChanged() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.seen = append(a.seen, a.active.Load())
+}
+
+// want fails unless the sync was last told of a change to active.
+func (a *activeTold) want(t *testing.T, when string, active bool) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n := len(a.seen); n == 0 || a.seen[n-1] != active {
+		t.Errorf("%s: the sync was told %v, want the last change to %v", when, a.seen, active)
+	}
+}
+
+func (*activeTold) DataAt(context.Context, marker.Position, string, marker.Position) {}
+func (*activeTold) MarkerAt(context.Context, marker.Position, []byte, marker.Origin, string) bool {
+	return true
+}
+func (*activeTold) BatchedMarker(marker.Position)          {}
+func (*activeTold) Takeover()                              {}
+func (*activeTold) StartsAt(marker.Position) bool          { return true }
+func (*activeTold) Run(ctx context.Context, _ func() bool) { <-ctx.Done() }
 
 // A byte rate alone throttles the entry pipe (no message rate set).
 func TestEntryPipeByteRateAlone(t *testing.T) {

@@ -152,8 +152,17 @@ func (s *session) open() error {
 // session and for the partition's Config.Active.
 func (s *session) setActive(a bool) {
 	s.active.Store(a)
-	if s.p.activeOut != nil {
-		s.p.activeOut.Store(a)
+	s.p.tellActive(a)
+}
+
+// tellActive sets Config.Active to a and, when that changes it, tells the
+// sync at once: a resting partition's sync sleeps for minutes, and until
+// it looks, a standby keeps the marker producer (which reconnects by
+// itself after an unload or a broker restart) and the active instance's
+// markers are refused, or the newly active one holds its updates.
+func (p *Partition) tellActive(a bool) {
+	if p.activeOut != nil && p.activeOut.Swap(a) != a && p.sync != nil {
+		p.sync.ActiveChanged()
 	}
 }
 
@@ -507,9 +516,7 @@ func (s *session) close() (bool, error) {
 	s.closeTarget(s.ctx.Err() != nil && errors.Is(context.Cause(s.sctx), context.Cause(s.ctx)))
 	s.acks.stop()
 	_ = s.src.Close()
-	if p.activeOut != nil {
-		p.activeOut.Store(false)
-	}
+	p.tellActive(false)
 	if s.ctx.Err() != nil {
 		return s.progress.Load(), nil
 	}

@@ -81,6 +81,11 @@ func (s *Sync) active() bool { return s.Active == nil || s.Active() }
 // out (soak, seed 1382347120672031276: ProducerBusy for minutes after a
 // takeover). Becoming it, the next follow runs at once: the updates held
 // meanwhile go out.
+//
+// The loop looks at Config.Active when it wakes; ActiveChanged wakes it,
+// since a resting partition's loop sleeps until its next follow (up to
+// idleFollow): looked at only then, a standby kept the marker producer
+// for minutes after an unload (the wire producer reconnects by itself).
 func (s *Sync) setActive(active bool) {
 	if wasPassive := s.passive.Swap(!active); wasPassive == active {
 		if active {
@@ -124,3 +129,13 @@ func (s *Sync) startApplying(ctx context.Context) { s.queue.start(ctx, s.apply) 
 // stopApplying ends the apply side as Run returns: no worker starts after
 // it, and it waits for the one running.
 func (s *Sync) stopApplying() { s.queue.stop() }
+
+// ActiveChanged wakes Run's loop, whatever it sleeps for, to look at
+// Config.Active again (setActive). Safe for concurrent use; it never
+// waits (the entry pipe calls it from the consumer's callback).
+func (s *Sync) ActiveChanged() {
+	select {
+	case s.pace.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1362,3 +1362,51 @@ func TestSyncStandbyLetsMarkerProducerGo(t *testing.T) {
 		}
 	})
 }
+
+// TestSyncActiveChangeWakesRestingLoop: a change of the partition's active
+// consumer is acted on at once, not at the loop's next wake (up to
+// idleFollow on a resting partition; soak, seed 1382347120672031276:
+// ProducerBusy for 66 s): the standby lets the marker producer go, and
+// the instance made active sends the update it held, with no time
+// passing.
+func TestSyncActiveChangeWakesRestingLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := subsynctest.Pos
+		r := newSyncRig(t, rigConfig{})
+		var active atomic.Bool
+		active.Store(true)
+		r.s.Active = active.Load
+		cacheSnapshot(t, r, "s1", p(1, 10), p(7, 20))
+		r.readBefore(map[string]marker.Position{"billing": p(1, 5)})
+		r.local.SetMD("billing", p(1, 12))
+		_, wait, stop := runSyncRig(r)
+		defer stop()
+		wait(10 * time.Second)
+		if got := updatesWritten(r.sink.Take())["billing"].Remote; got != p(7, 20) {
+			t.Fatalf("active: update to %v, want 7:20", got)
+		}
+		wait(10 * time.Minute) // at rest: the loop sleeps until its next follow
+
+		at := time.Now()
+		active.Store(false)
+		r.s.ActiveChanged()
+		synctest.Wait()
+		if r.sink.Closed != 1 || time.Since(at) != 0 {
+			t.Fatalf("made standby: marker producer closed %d times after %v, want once at once", r.sink.Closed, time.Since(at))
+		}
+		cacheSnapshot(t, r, "s2", p(1, 30), p(7, 40))
+		r.local.SetMD("billing", p(1, 31))
+		wait(10 * time.Minute)
+		if got := updatesWritten(r.sink.Take()); len(got) > 0 {
+			t.Fatalf("standby: updates %v written, want none", got)
+		}
+
+		at = time.Now()
+		active.Store(true)
+		r.s.ActiveChanged()
+		synctest.Wait()
+		if got := updatesWritten(r.sink.Take())["billing"].Remote; got != p(7, 40) || time.Since(at) != 0 {
+			t.Errorf("made active: update to %v after %v, want 7:40 at once", got, time.Since(at))
+		}
+	})
+}
