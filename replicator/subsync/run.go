@@ -38,7 +38,15 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 	// whole tick later. Otherwise run sleeps until the next follow is due
 	// or poke wakes it: 1,000 idle partitions ticked four times a second
 	// in both directions cost a tenth of a core (e2e/bench, subs row).
-	s.passive.Store(!s.active()) // nothing to let go or to nudge yet
+	// The pipe feeds the sync from its session's start, rebuild or not,
+	// and a response or a completed snapshot is written from there: an
+	// instance made a standby meanwhile lets the producer go now
+	// (passive starts false). Soak, seed 1382347120672031276 with
+	// broker restarts: east-a, active for 3 s after its restart, wrote
+	// responses before its 3.6 s re-read ended, then kept the producer as
+	// a standby; every marker of east-b, the active one, was refused
+	// with ProducerBusy until the run ended.
+	s.setActive(s.active())
 	tick := max(s.Interval/4, 10*time.Millisecond)
 	t := time.NewTimer(tick)
 	defer t.Stop()

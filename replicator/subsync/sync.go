@@ -31,6 +31,7 @@ package subsync
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -208,7 +209,10 @@ func (s *Sync) Wrote(mk marker.Marker) { s.gate.outbox.put(mk) }
 // write puts markers into the local partition.
 func (s *Sync) write(ctx context.Context, mks []marker.Marker) {
 	for _, mk := range mks {
-		if err := s.send(ctx, mk); err != nil {
+		if err := s.send(ctx, mk); errors.Is(err, errStandby) {
+			s.Log.Debug("marker not written: a standby", zap.Stringer("kind", mk.Kind))
+			continue
+		} else if err != nil {
 			s.Log.Warn("writing a marker failed", zap.Stringer("kind", mk.Kind), zap.Error(err))
 			continue
 		}
@@ -218,12 +222,29 @@ func (s *Sync) write(ctx context.Context, mks []marker.Marker) {
 
 // send writes one marker, remembering it for forwarding (outbox) first:
 // the replicator may read it back before the write returns.
+//
+// A standby writes nothing: the active instance reads the same partition
+// and writes what is due, and a producer opened here would take the
+// partition's one marker producer name from it. One made a standby
+// during the write lets the producer go at once (Run's loop, which
+// does it too, may have looked already).
 func (s *Sync) send(ctx context.Context, mk marker.Marker) error {
+	if !s.active() {
+		return errStandby
+	}
 	if mk.Kind != marker.KindSnapshot {
 		s.Wrote(mk)
 	}
-	return s.Writer.Write(ctx, mk)
+	err := s.Writer.Write(ctx, mk)
+	if !s.active() {
+		s.Writer.Close()
+	}
+	return err
 }
+
+// errStandby is send's refusal while another instance's cursor is the
+// partition's active consumer.
+var errStandby = errors.New("a standby writes no marker: another instance's cursor is the partition's active consumer")
 
 // gauges are this sync's lag series.
 func (s *Sync) gauges() lagGauges {

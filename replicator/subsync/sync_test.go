@@ -1410,3 +1410,66 @@ func TestSyncActiveChangeWakesRestingLoop(t *testing.T) {
 		}
 	})
 }
+
+// TestSyncStandbyHoldsNoMarkerProducer: a standby neither opens the
+// marker producer (the active instance reads the same partition and
+// writes what is due) nor keeps one it opened before Run's loop started
+// (the pipe feeds the sync from its session's start, rebuild or not).
+// Soak, seed 1382347120672031276 with broker restarts: east-a, active for
+// 3 s after its restart, wrote responses during its 3.6 s re-read, then
+// kept the producer as a standby: east-b's markers were refused with
+// ProducerBusy to the run's end.
+func TestSyncStandbyHoldsNoMarkerProducer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		r := newSyncRig(t, rigConfig{})
+		var active atomic.Bool
+		active.Store(true)
+		r.s.Active = active.Load
+		req := marker.Marker{Kind: marker.KindSnapshotRequest, From: "east", To: "west", Topic: syncTopic, SnapshotID: "x"}
+		r.s.write(ctx, []marker.Marker{req}) // active, before Run: as intake does
+		if !r.sink.Holds() {
+			t.Fatal("active: the marker was not written")
+		}
+		active.Store(false) // made a standby before Run's loop looked
+		_, wait, stop := runSyncRig(r)
+		defer stop()
+		wait(time.Second)
+		if r.sink.Holds() {
+			t.Fatal("standby at Run's start: the marker producer opened before is kept")
+		}
+		r.sink.Take()
+		r.s.write(ctx, []marker.Marker{req})
+		if got := r.sink.Take(); len(got) > 0 || r.sink.Holds() {
+			t.Errorf("standby: wrote %v (holds a producer: %v), want nothing", subsynctest.KindsOf(got), r.sink.Holds())
+		}
+	})
+}
+
+// TestSyncMadeStandbyDuringWrite: an instance made a standby while a
+// marker is being written lets the producer go at once, since Run's loop
+// may have looked at the change already and would not close it again.
+func TestSyncMadeStandbyDuringWrite(t *testing.T) {
+	r := newSyncRig(t, rigConfig{})
+	var active atomic.Bool
+	active.Store(true)
+	r.s.Active = active.Load
+	r.s.Writer = flipSink{r.sink, func() { active.Store(false) }}
+	r.s.write(context.Background(), []marker.Marker{{Kind: marker.KindSnapshotRequest, From: "east", To: "west", Topic: syncTopic, SnapshotID: "x"}})
+	if len(r.sink.Take()) != 1 || r.sink.Holds() {
+		t.Errorf("made a standby during the write: the producer is still held (closed %d times)", r.sink.Closed)
+	}
+}
+
+// flipSink runs during after each write, as a change of the active
+// consumer arriving while the marker is sent.
+type flipSink struct {
+	*subsynctest.Sink
+	during func()
+}
+
+func (f flipSink) Write(ctx context.Context, mk marker.Marker) error {
+	err := f.Sink.Write(ctx, mk)
+	f.during()
+	return err
+}

@@ -43,6 +43,7 @@ type Sink struct {
 	failN   int // fail the next failN writes
 	// Closed counts the calls of Close.
 	Closed int
+	open   bool // written since the last Close (Holds)
 }
 
 func (s *Sink) Write(_ context.Context, mk marker.Marker) error {
@@ -53,6 +54,7 @@ func (s *Sink) Write(_ context.Context, mk marker.Marker) error {
 		return errors.New("marker producer unavailable")
 	}
 	s.written = append(s.written, mk)
+	s.open = true
 	return nil
 }
 
@@ -60,6 +62,17 @@ func (s *Sink) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.Closed++
+	s.open = false
+}
+
+// Holds reports whether the sink holds a producer, as the real one does
+// from a write until Close: the marker producer's name is one per
+// partition and direction, so a standby that holds it refuses every
+// marker of the active instance.
+func (s *Sink) Holds() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open
 }
 
 // Take returns what was written since the last Take.
