@@ -98,6 +98,10 @@ func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte
 		s.Metrics.MarkersInvalid.WithLabelValues(s.Local, "wrong-topic").Inc()
 		return false
 	}
+	if ce := s.Log.Check(zap.DebugLevel, "marker read"); ce != nil {
+		ce.Write(zap.Stringer("at", pos), zap.Stringer("kind", mk.Kind), zap.String("from", mk.From), zap.String("copied_from", from.Cluster),
+			zap.String("snapshot_id", mk.SnapshotID), zap.String("subscription", mk.Subscription))
+	}
 	switch {
 	case from.Cluster == "" && mk.From == s.Local && mk.To == s.Remote:
 		// Ours, towards this remote. Snapshot markers stay here and feed

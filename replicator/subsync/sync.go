@@ -217,6 +217,9 @@ func (s *Sync) write(ctx context.Context, mks []marker.Marker) {
 			continue
 		}
 		s.Metrics.MarkersWritten.WithLabelValues(s.Local, s.Remote, mk.Kind.String()).Inc()
+		if ce := s.Log.Check(zap.DebugLevel, "marker written"); ce != nil {
+			ce.Write(zap.Stringer("kind", mk.Kind), zap.String("snapshot_id", mk.SnapshotID), zap.String("subscription", mk.Subscription))
+		}
 	}
 }
 
