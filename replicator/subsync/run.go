@@ -30,6 +30,7 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 	// First of the deferred calls to run: an update being applied uses the
 	// admin clients, the pollers and the metrics released above.
 	defer s.stopApplying()
+	s.linkUp = linkUp
 	s.rebuild(ctx, s.LayoutAtStart)
 	s.startApplying(ctx)
 	// While the machine has work (data since the last request, or a
@@ -62,9 +63,7 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 		}
 		s.pace.sleeping.Store(false)
 		s.setActive(s.active())
-		// A request only where a tracked subscription can use the
-		// snapshot (snapshotUseful); the data waits in the machine.
-		s.write(ctx, s.Machine.Tick(linkUp() && !s.useless.Load()))
+		s.tick(ctx)
 		s.countStats()
 		s.entries.sample() // for a reading another partition's follow asks for (count.go)
 		if s.followDue(time.Now()) {
@@ -75,6 +74,15 @@ func (s *Sync) Run(ctx context.Context, linkUp func() bool) {
 		}
 		t.Reset(s.sleepFor(tick))
 	}
+}
+
+// tick ticks the snapshot machine and writes what it returns. A request
+// only where a tracked subscription can use the snapshot
+// (snapshotUseful), from the active instance, with the link to the remote
+// up; the data waits in the machine.
+func (s *Sync) tick(ctx context.Context) {
+	up := s.linkUp != nil && s.linkUp()
+	s.write(ctx, s.Machine.Tick(up && !s.useless.Load() && s.active()))
 }
 
 // active reports Config.Active, true without it.

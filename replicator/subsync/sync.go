@@ -143,6 +143,9 @@ type Sync struct {
 	// last are the snapshot machine's counts at the last countStats.
 	last snapshot.Stats
 
+	// linkUp is Run's: whether the pipe has a producer to the remote
+	// open (nil before Run).
+	linkUp func() bool
 	// useless is set when no snapshot request could serve a tracked
 	// subscription here (snapshotUseful, at the last follow): requests
 	// wait until one could. Unset until the first follow.

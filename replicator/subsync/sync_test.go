@@ -1443,6 +1443,13 @@ func TestSyncStandbyHoldsNoMarkerProducer(t *testing.T) {
 		if got := r.sink.Take(); len(got) > 0 || r.sink.Holds() {
 			t.Errorf("standby: wrote %v (holds a producer: %v), want nothing", subsynctest.KindsOf(got), r.sink.Holds())
 		}
+		// Nor does its machine start a request it cannot write: pending,
+		// it would hold the next one back until its timeout once active.
+		r.s.DataAt(ctx, subsynctest.Pos(3, 1), "", marker.Position{})
+		r.s.tick(ctx)
+		if r.s.Machine.Pending() {
+			t.Error("standby: a snapshot request is pending")
+		}
 	})
 }
 
@@ -1472,4 +1479,35 @@ func (f flipSink) Write(ctx context.Context, mk marker.Marker) error {
 	err := f.Sink.Write(ctx, mk)
 	f.during()
 	return err
+}
+
+// TestSyncRequestsDuringReRead: the snapshot machine is ticked while the
+// start-up re-read runs, so that a process whose re-read is slow (10-11 s
+// for 10,000 entries under the soak's load) takes snapshots meanwhile;
+// otherwise one killed again within its re-read had taken none since its
+// start, and the positions its applications consumed then were never
+// covered.
+func TestSyncRequestsDuringReRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newSyncRig(t, rigConfig{cursors: []string{"billing"}})
+		for e := range int64(1000) {
+			r.hist.Msgs = append(r.hist.Msgs, subsynctest.MsgAt(1, e, -1, "x"))
+		}
+		r.hist.perEntry = 10 * time.Millisecond // 10 s in all
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		r.s.DataAt(ctx, subsynctest.Pos(2, 1), "", marker.Position{}) // the pipe copies meanwhile
+		done := make(chan struct{})
+		go func() { defer close(done); r.s.Run(ctx, func() bool { return true }) }()
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if r.hist.Read >= 1000 {
+			t.Fatal("the re-read ended within 3 s; the test needs it slower")
+		}
+		if got := subsynctest.KindsOf(r.sink.Take()); !slices.Contains(got, marker.KindSnapshotRequest) {
+			t.Errorf("3 s into a 10 s re-read: wrote %v, want a snapshot request", got)
+		}
+		cancel()
+		<-done
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/pulsar-client-go/pulsar"
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,19 +51,28 @@ type (
 
 // fakeHistory is a HistorySource over subsynctest's History (which
 // cannot name HistoryReader).
-type fakeHistory struct{ subsynctest.History }
+type fakeHistory struct {
+	subsynctest.History
+	perEntry time.Duration // each Next waits this long first (a slow re-read)
+}
 
 func (h *fakeHistory) Open(ctx context.Context, from marker.Position) (HistoryReader, error) {
 	r, err := h.History.Open(ctx, from)
 	if err != nil {
 		return nil, err
 	}
-	return fakeHistoryReader{r}, nil
+	return fakeHistoryReader{r, h.perEntry}, nil
 }
 
-type fakeHistoryReader struct{ *subsynctest.HistoryReader }
+type fakeHistoryReader struct {
+	*subsynctest.HistoryReader
+	wait time.Duration
+}
 
 func (r fakeHistoryReader) Next(ctx context.Context) (HistoryEntry, bool, error) {
+	if r.wait > 0 {
+		time.Sleep(r.wait)
+	}
 	e, ok, err := r.HistoryReader.Next(ctx)
 	return HistoryEntry(e), ok, err
 }
