@@ -53,7 +53,7 @@ even3+='|TestSubscriptionFollowBothSidesFailover|TestSubscriptionFollowBothSides
 even3+='|TestFailoverCheckSyncOff|TestVerifyContinuousSessionRestart|TestTargetTopicTerminated|TestVerifyContinuous'
 even3+='|TestSubscriptionStandbyExclusive|TestReadBackBudgetOneWindow|TestSubscriptionExclusiveRefused'
 even3+='|TestWireFollow.*|TestVerify|TestVerifyOlderKey|TestSourceSchemaDeleted|TestIdleAdminCost'
-even3+='|TestSwitchover.*|TestServletFollowsSkipAndExpiry|TestTargetUnloadUnderLoadWithDedup'
+even3+='|TestSwitchover.*|TestServletFollowsSkipAndExpiry|TestTargetUnloadUnderLoadWithDedup|TestSoakShort'
 timeout=40m
 # Without cgo, as the sidecar itself is built: the test binaries then use
 # pulsar-client-go's pure-Go zstd rather than compiling its C binding (over
@@ -118,7 +118,7 @@ ended "lane 1's disrupting tests" $rc
 (
 	rc=0
 	export GEO_E2E_SHARE_CLUSTERS=1
-	lane lane3 gotest -run "^($even3)\$" "$@" ./e2e/ ./e2e/bench/ || rc=$?
+	lane lane3 gotest -run "^($even3)\$" "$@" ./e2e/ ./e2e/bench/ ./e2e/soak/ || rc=$?
 	ended "lane 3" $rc
 	exit $rc
 ) &

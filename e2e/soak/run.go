@@ -30,10 +30,16 @@ type Options struct {
 	// info): debug traces each session's and sync's steps, to find who
 	// held what when a seed shows a fault's effect.
 	LogLevel string
-	Drain    time.Duration // longest wait for the sidecars to copy the rest
-	Binary   string        // geo-sidecar, built by the caller
-	Out      string        // directory for the report and the sidecars' logs
-	Log      io.Writer     // progress
+	// Faults are the kinds of faults drawn (PlanOf); nil: every kind.
+	// SubsSettle bounds the wait for the subscriptions after the drain
+	// (0: subsSettle); the goal is flagged, not failed, so a short run
+	// may wait less.
+	Faults     []Kind
+	SubsSettle time.Duration
+	Drain      time.Duration // longest wait for the sidecars to copy the rest
+	Binary     string        // geo-sidecar, built by the caller
+	Out        string        // directory for the report and the sidecars' logs
+	Log        io.Writer     // progress
 }
 
 // pair is the active-active pair the runner soaks: each replicates into
@@ -178,7 +184,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for _, tk := range loadTopics {
 		targets.Topics = append(targets.Topics, tk.Short)
 	}
-	plan := Plan(o.Seed, o.Duration, targets)
+	plan := PlanOf(o.Seed, o.Duration, targets, o.Faults)
 	logf("%d faults planned over %s", len(plan), o.Duration)
 
 	res.Start = time.Now()
@@ -262,7 +268,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// stopped with the load, so both sides' positions stay where they
 	// are and the targets' follow the last snapshots.
 	rec, ack := res.Subs.Received, res.Subs.Acked
-	res.Subs = waitSubs(ctx, admins, ns, o.Rate)
+	settle := o.SubsSettle
+	if settle <= 0 {
+		settle = subsSettle
+	}
+	res.Subs = waitSubs(ctx, admins, ns, o.Rate, settle)
 	res.Subs.Received, res.Subs.Acked = rec, ack
 	if res.Subs.Updates, err = readUpdateCounters(insts); err != nil {
 		logf("subscriptions: %v", err)

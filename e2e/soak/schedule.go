@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 )
@@ -114,6 +115,23 @@ var kinds = []struct {
 // time (a kill of an instance that is down would do nothing); different
 // targets' faults overlap freely.
 func Plan(seed int64, d time.Duration, t Targets) []Event {
+	return PlanOf(seed, d, t, nil)
+}
+
+// PlanOf is Plan keeping only the faults of the kinds in only (all when
+// only is nil): the same seed and duration give the same faults at the
+// same times, less the kinds left out, so a short soak beside other tests
+// (make test's) can leave out what would disturb them (broker restarts)
+// or what its checker would count against it (deduplication off).
+func PlanOf(seed int64, d time.Duration, t Targets, only []Kind) []Event {
+	all := plan(seed, d, t)
+	if only == nil {
+		return all
+	}
+	return slices.DeleteFunc(all, func(e Event) bool { return !slices.Contains(only, e.Kind) })
+}
+
+func plan(seed int64, d time.Duration, t Targets) []Event {
 	r := rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x9e3779b97f4a7c15))
 	total := 0
 	for _, k := range kinds {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +175,22 @@ func TestPlanReportedSeedKept(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("the seed's faults moved:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// TestPlanOfKeepsTheSeedsTimes: a plan limited to some kinds is the full
+// plan less the others, at the same times.
+func TestPlanOfKeepsTheSeedsTimes(t *testing.T) {
+	full := Plan(6491954228745623628, 3*time.Minute, testTargets)
+	only := []Kind{KindKill, KindTerm, KindUnload, KindBurst}
+	got := PlanOf(6491954228745623628, 3*time.Minute, testTargets, only)
+	var want []Event
+	for _, e := range full {
+		if slices.Contains(only, e.Kind) {
+			want = append(want, e)
+		}
+	}
+	if len(got) == 0 || len(got) == len(full) || !reflect.DeepEqual(got, want) {
+		t.Errorf("PlanOf = %v\nwant %v (of %d)", got, want, len(full))
 	}
 }

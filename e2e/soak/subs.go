@@ -306,14 +306,15 @@ func topicPartitions(ns string, tk topicKind) []string {
 	return out
 }
 
-// subsSettle bounds the wait for the subscriptions to follow after the
+// subsSettle bounds the wait (by default: Options.SubsSettle) for the
+// subscriptions to follow after the
 // drain (a follow is seconds; several snapshot rounds).
 const subsSettle = 60 * time.Second
 
 // waitSubs reads the backlogs after a first snapshot interval and again
-// every 2 s until every row is within the goal or subsSettle passed; it
+// every 2 s until every row is within the goal or settle passed; it
 // keeps the last reading.
-func waitSubs(ctx context.Context, admins map[string]pulsaradmin.Client, ns string, rate int) SubsResult {
+func waitSubs(ctx context.Context, admins map[string]pulsaradmin.Client, ns string, rate int, settle time.Duration) SubsResult {
 	start := time.Now()
 	var r SubsResult
 	for wait := 2 * snapshotInterval; ; wait = 2 * time.Second {
@@ -335,7 +336,7 @@ func waitSubs(ctx context.Context, admins map[string]pulsaradmin.Client, ns stri
 				}
 			}
 		}
-		if r.Settled || time.Since(start) > subsSettle {
+		if r.Settled || time.Since(start) > settle {
 			return r
 		}
 	}
