@@ -23,6 +23,12 @@ type topicKind struct {
 	// LargeEvery, when more than 0, makes every LargeEvery-th message
 	// (from the first) large: largeSize's 1 to 4 MiB of random bytes.
 	LargeEvery int64
+	// Late topics do not exist at the start: their load begins at
+	// Load.LateAt, its producers creating the topic on both clusters
+	// (the brokers' automatic creation, not partitioned), which the
+	// sidecars must find under topic_patterns and copy from its first
+	// message. No application subscribes to them.
+	Late bool
 }
 
 // loadTopics are the topics the soak writes to on both clusters: a mix of
@@ -36,6 +42,19 @@ var loadTopics = []topicKind{
 	{Short: "plain", Batched: true, LargeEvery: 2000},
 	{Short: "parted", Partitions: 4, Batched: true, Keyed: true},
 	{Short: "single", Compression: pulsar.LZ4, Keyed: true, LargeEvery: 500},
+	{Short: "late", Keyed: true, Late: true},
+}
+
+// appTopics are the load topics the applications consume (not the late
+// ones).
+func appTopics() []topicKind {
+	var out []topicKind
+	for _, tk := range loadTopics {
+		if !tk.Late {
+			out = append(out, tk)
+		}
+	}
+	return out
 }
 
 // The large messages' sizes.
@@ -93,6 +112,9 @@ type Load struct {
 	NS      string
 	Rate    int
 
+	// LateAt is when the late topics' load begins.
+	LateAt time.Time
+
 	burstUntil atomic.Int64 // Unix ns
 	mu         sync.Mutex
 	sent       Sent
@@ -114,16 +136,23 @@ func (l *Load) Run(ctx context.Context) error {
 	errs := make(chan error, len(loadTopics))
 	per := float64(l.Rate) / float64(len(loadTopics))
 	for _, tk := range loadTopics {
-		p, err := l.Client.CreateProducer(pulsar.ProducerOptions{
-			Topic:                   "persistent://" + l.NS + "/" + tk.Short,
-			DisableBatching:         !tk.Batched,
-			BatchingMaxPublishDelay: 10 * time.Millisecond,
-			CompressionType:         tk.Compression,
-			MaxPendingMessages:      5000,
-			SendTimeout:             30 * time.Second,
-		})
+		if tk.Late {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case <-ctx.Done():
+					errs <- nil
+					return
+				case <-time.After(time.Until(l.LateAt)):
+				}
+				errs <- l.start(ctx, tk, per)
+			}()
+			continue
+		}
+		p, err := l.producer(tk)
 		if err != nil {
-			return fmt.Errorf("producer on %s %s: %w", l.Cluster, tk.Short, err)
+			return err
 		}
 		id := l.Cluster + "-" + tk.Short
 		wg.Add(1)
@@ -140,6 +169,31 @@ func (l *Load) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// start produces to tk (a late topic) until ctx is done.
+func (l *Load) start(ctx context.Context, tk topicKind, rate float64) error {
+	p, err := l.producer(tk)
+	if err != nil {
+		return err
+	}
+	return l.produce(ctx, p, tk, l.Cluster+"-"+tk.Short, rate)
+}
+
+// producer opens the load's producer on tk.
+func (l *Load) producer(tk topicKind) (pulsar.Producer, error) {
+	p, err := l.Client.CreateProducer(pulsar.ProducerOptions{
+		Topic:                   "persistent://" + l.NS + "/" + tk.Short,
+		DisableBatching:         !tk.Batched,
+		BatchingMaxPublishDelay: 10 * time.Millisecond,
+		CompressionType:         tk.Compression,
+		MaxPendingMessages:      5000,
+		SendTimeout:             30 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("producer on %s %s: %w", l.Cluster, tk.Short, err)
+	}
+	return p, nil
 }
 
 func (l *Load) produce(ctx context.Context, p pulsar.Producer, tk topicKind, id string, rate float64) error {

@@ -199,12 +199,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var wg sync.WaitGroup
 	loadErrs := make(chan error, len(pair))
 	for _, c := range pair {
-		l := &Load{Cluster: c, Client: clients[c], NS: ns, Rate: o.Rate, sent: Sent{}}
+		l := &Load{Cluster: c, Client: clients[c], NS: ns, Rate: o.Rate, LateAt: res.Start.Add(lateAt(o.Duration)), sent: Sent{}}
 		loads[c] = l
 		wg.Add(1)
 		go func() { defer wg.Done(); loadErrs <- l.Run(runCtx) }()
 	}
-	logf("load: %d msg/s on each of %s", o.Rate, strings.Join(pair, ", "))
+	logf("load: %d msg/s on each of %s; the late topics' from %s", o.Rate, strings.Join(pair, ", "), fmtOffset(lateAt(o.Duration)))
+	late := applied{Event: Event{At: lateAt(o.Duration), Kind: KindNewTopic, Target: lateNames()}, Start: res.Start.Add(lateAt(o.Duration))}
+	late.End = late.Start
+	res.Timeline = append(res.Timeline, late)
 
 	var mu sync.Mutex
 	var fwg sync.WaitGroup
@@ -512,7 +515,7 @@ func makeNamespace(admins map[string]pulsaradmin.Client, seed int64) (string, er
 		if err := a.Namespaces().SetRetention(ns, utils.NewRetentionPolicies(retentionMinutes, retentionMB)); err != nil {
 			return "", fmt.Errorf("retention for %s on %s: %w", ns, c, err)
 		}
-		for _, tk := range loadTopics {
+		for _, tk := range appTopics() { // the late ones come with their load
 			tn, err := utils.GetTopicName("persistent://" + ns + "/" + tk.Short)
 			if err != nil {
 				return "", err

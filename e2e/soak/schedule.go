@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -39,6 +40,10 @@ const (
 	// (e2e.HoldClustersExclusive), as a test that restarts a cluster
 	// does. Drawn apart from the others (see planRestarts).
 	KindRestart Kind = "restart"
+	// KindNewTopic: the late topics' load begins (not drawn: at
+	// lateAt of every run), so that a topic created under the sidecars'
+	// topic_patterns meets the faults that follow.
+	KindNewTopic Kind = "new-topic"
 )
 
 // NotWired names the faults issue 38 asks for that the runner does not
@@ -48,7 +53,7 @@ var NotWired = []string{
 	"WAN proxy link cut between a sidecar and a cluster",
 	"WAN proxy half-open link",
 	"WAN proxy slow link",
-	"config reload or restart with a new topic added under topic_patterns",
+	"config reload (a new topic under topic_patterns is wired: the late topic, new-topic)",
 }
 
 // Event is one fault of the schedule: Kind applied to Target at At after
@@ -230,4 +235,19 @@ func pick(r *rand.Rand, from []string) string {
 		return ""
 	}
 	return from[r.IntN(len(from))]
+}
+
+// lateAt is when a run of duration d starts its late topics' load: a
+// third in, with two thirds of the faults after it.
+func lateAt(d time.Duration) time.Duration { return (d / 3).Truncate(time.Second) }
+
+// lateNames names the late topics, for the timeline.
+func lateNames() string {
+	var names []string
+	for _, tk := range loadTopics {
+		if tk.Late {
+			names = append(names, tk.Short)
+		}
+	}
+	return strings.Join(names, " ")
 }

@@ -98,7 +98,7 @@ const ackDelayMax = 500 * time.Millisecond
 // exists on west for the sidecar to move).
 func createAppSubs(admins map[string]pulsaradmin.Client, ns string) error {
 	for _, c := range pair {
-		for _, tk := range loadTopics {
+		for _, tk := range appTopics() {
 			tn, err := utils.GetTopicName("persistent://" + ns + "/" + tk.Short)
 			if err != nil {
 				return err
@@ -128,7 +128,7 @@ func StartApps(ctx context.Context, clients map[string]pulsar.Client, ns string,
 	ctx, cancel := context.WithCancel(ctx)
 	a := &Apps{cancel: cancel}
 	var topics []string
-	for _, tk := range loadTopics {
+	for _, tk := range appTopics() {
 		topics = append(topics, "persistent://"+ns+"/"+tk.Short)
 	}
 	n := 0
@@ -247,7 +247,7 @@ func readSubBacklogs(admins map[string]pulsaradmin.Client, ns string, rate int) 
 	backlogs := map[string]map[string]map[string]int64{} // cluster -> partition -> sub
 	for _, c := range pair {
 		backlogs[c] = map[string]map[string]int64{}
-		for _, tk := range loadTopics {
+		for _, tk := range appTopics() {
 			for _, p := range topicPartitions(ns, tk) {
 				tn, err := utils.GetTopicName(p)
 				if err != nil {
@@ -269,7 +269,7 @@ func readSubBacklogs(admins map[string]pulsaradmin.Client, ns string, rate int) 
 	var rows []SubBacklog
 	for i, from := range pair {
 		to := pair[1-i]
-		for _, tk := range loadTopics {
+		for _, tk := range appTopics() {
 			for _, p := range topicPartitions(ns, tk) {
 				for _, s := range appSubs {
 					src, ok1 := backlogs[from][p][s.Name]

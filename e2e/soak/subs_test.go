@@ -16,9 +16,9 @@ func TestSlackOf(t *testing.T) {
 		tk   topicKind
 		want int64
 	}{
-		{100, topicKind{Short: "plain"}, 67},                 // 200/3 = 66.7
-		{100, topicKind{Short: "parted", Partitions: 4}, 17}, // 66.7/4 = 16.7
-		{30, topicKind{Short: "single"}, 20},
+		{100, topicKind{Short: "plain"}, 50},                 // 200/4 (the late topic too)
+		{100, topicKind{Short: "parted", Partitions: 4}, 13}, // 50/4 = 12.5
+		{30, topicKind{Short: "single"}, 15},
 		{1, topicKind{Short: "parted", Partitions: 4}, 1},
 	} {
 		if got := slackOf(tc.rate, tc.tk); got != tc.want {
