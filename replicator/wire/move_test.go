@@ -320,11 +320,11 @@ func TestMoveSubscription(t *testing.T) {
 			wantAcks: []MessageID{EntryID(5, 61), EntryID(5, 60)}, wantMD: EntryID(5, 61), reached: true,
 		},
 		{
-			// The continuous follow's ack holes: nothing up to To (zero,
-			// not used) is acknowledged, only the holes after the
+			// The continuous follow's ack holes: nothing up to To (not
+			// used) is acknowledged, only the holes after the
 			// mark-delete position and not past the last entry.
 			name: "shared, only individually", md: EntryID(5, 49), last: EntryID(5, 99),
-			move: Move{Type: Shared, OnlyIndividually: true,
+			move: Move{Type: Shared, OnlyIndividually: true, To: EntryID(5, 59),
 				Individually: []MessageID{EntryID(5, 40), EntryID(5, 52), EntryID(5, 50), EntryID(5, 120)}},
 			wantSeq: []string{subscribed, readMD, acked, readMD, closedByUs}, wantType: AckIndividual,
 			wantAcks: []MessageID{EntryID(5, 52), EntryID(5, 50)}, wantMD: EntryID(5, 50), reached: true,
