@@ -24,7 +24,9 @@ package subsync
 // sync stopped reading in between (Takeover: another instance may have
 // read some; the map then starts again). A range reaching before s0 (the
 // first origin kept) is not known entry by entry, and the list it is in
-// is dropped whole (lookup).
+// is dropped whole (lookup); but for a range at or before the remote's
+// mark-delete position, whose entries were all consumed there (the
+// update's business), the copies held are acknowledged as far as they go.
 
 import (
 	"github.com/geo-sidecar/geo-sidecar/marker"
@@ -84,21 +86,30 @@ func (m *copyMap) reset() { m.runs = m.runs[:0] }
 // Why a lookup gives no list; bounded metric label values.
 const (
 	holesNotCovered = "not-covered" // a range reaches before the copies seen
-	holesTooMany    = "too-many"    // more than max entries to acknowledge
+	holesTooMany    = "too-many"    // more than limit entries to acknowledge past the mark-delete position
 	holesNone       = "no-copies"   // no copy here of any entry named
 )
 
 // lookup returns the entries here that are copies of the remote's
 // entries in acked (its ranges, in order), in this partition's order, or
-// why there is no exact list: a range reaches before the oldest origin
-// the map holds (its entries' copies are not all known), or the list
-// would be longer than limit.
-func (m *copyMap) lookup(acked []marker.Range, limit int) ([]marker.Position, string) {
+// why there is none: a range past md (the remote subscription's
+// mark-delete position, the marker's Local) reaches before the oldest
+// origin the map holds (its entries' copies are not all known: the list
+// is dropped, exact or nothing), or those ranges alone name more than
+// limit entries. A range at or before md (entries consumed up to the
+// mark-delete position, which the update carries on its own) needs no
+// such proof: every entry in it was consumed there, so acknowledging the
+// copies held here of some of them is right as far as it goes; of those,
+// the last ones, nearest md, fill what limit leaves.
+func (m *copyMap) lookup(acked []marker.Range, md marker.Position, limit int) ([]marker.Position, string) {
 	if len(m.runs) == 0 {
 		return nil, holesNotCovered
 	}
 	since := m.runs[0].src
 	for _, r := range acked {
+		if r.To.Compare(md) <= 0 {
+			continue
+		}
 		// The range's entries are those after r.From: all at or after
 		// since when r.From is, or is the entry just before it.
 		from := r.From
@@ -106,7 +117,39 @@ func (m *copyMap) lookup(acked []marker.Range, limit int) ([]marker.Position, st
 			return nil, holesNotCovered
 		}
 	}
-	var out []marker.Position
+	// Count first (nothing allocated from the lengths), then emit.
+	var below, past int64
+	m.each(acked, func(k int, _ copyRun, lo, hi int64) {
+		if acked[k].To.Compare(md) <= 0 {
+			below += hi - lo + 1
+		} else {
+			past += hi - lo + 1
+		}
+	})
+	if past > int64(limit) {
+		return nil, holesTooMany
+	}
+	skip := max(0, below-(int64(limit)-past)) // the earliest entries below md left out
+	out := make([]marker.Position, 0, below-skip+past)
+	m.each(acked, func(k int, run copyRun, lo, hi int64) {
+		if acked[k].To.Compare(md) <= 0 && skip > 0 {
+			n := min(skip, hi-lo+1)
+			lo, skip = lo+n, skip-n
+		}
+		for e := lo; e <= hi; e++ {
+			out = append(out, marker.Position{Ledger: run.dst.Ledger, Entry: run.dst.Entry + e - run.src.Entry, Batch: -1})
+		}
+	})
+	if len(out) == 0 {
+		return nil, holesNone
+	}
+	return out, ""
+}
+
+// each calls f with every run's entries in a range of acked (the k-th),
+// as the first and last entry of the run's ledger there, in this
+// partition's order.
+func (m *copyMap) each(acked []marker.Range, f func(k int, run copyRun, lo, hi int64)) {
 	j := 0 // the first range that may reach a run at or after this one
 	for _, run := range m.runs {
 		first := run.src
@@ -115,22 +158,11 @@ func (m *copyMap) lookup(acked []marker.Range, limit int) ([]marker.Position, st
 			j++
 		}
 		for k := j; k < len(acked) && acked[k].From.Compare(last) < 0; k++ {
-			lo, hi, ok := within(run, acked[k])
-			if !ok {
-				continue
-			}
-			if len(out)+int(hi-lo+1) > limit {
-				return nil, holesTooMany
-			}
-			for e := lo; e <= hi; e++ {
-				out = append(out, marker.Position{Ledger: run.dst.Ledger, Entry: run.dst.Entry + e - run.src.Entry, Batch: -1})
+			if lo, hi, ok := within(run, acked[k]); ok {
+				f(k, run, lo, hi)
 			}
 		}
 	}
-	if len(out) == 0 {
-		return nil, holesNone
-	}
-	return out, ""
 }
 
 // within returns the remote entries of run in r (after r.From, up to and

@@ -46,29 +46,46 @@ func TestCopyMapLookup(t *testing.T) {
 	tests := []struct {
 		name  string
 		acked []marker.Range
+		md    *marker.Position // the remote's mark-delete position; nil: 4:0, before every range
 		max   int
 		want  []marker.Position
 		why   string
 	}{
-		{"one range in a run", []marker.Range{rng(5, 2, 5, 4)}, 100, []marker.Position{pos(3, 13), pos(3, 14)}, ""},
-		{"From is not acknowledged", []marker.Range{rng(5, 3, 5, 4)}, 100, []marker.Position{pos(3, 14)}, ""},
-		{"across two runs", []marker.Range{rng(5, 8, 5, 11)}, 100, []marker.Position{pos(3, 19), pos(3, 21), pos(3, 22)}, ""},
-		{"holes: every other entry", []marker.Range{rng(5, 0, 5, 1), rng(5, 2, 5, 3), rng(5, 12, 5, 13)}, 100,
+		{"one range in a run", []marker.Range{rng(5, 2, 5, 4)}, nil, 100, []marker.Position{pos(3, 13), pos(3, 14)}, ""},
+		{"From is not acknowledged", []marker.Range{rng(5, 3, 5, 4)}, nil, 100, []marker.Position{pos(3, 14)}, ""},
+		{"across two runs", []marker.Range{rng(5, 8, 5, 11)}, nil, 100, []marker.Position{pos(3, 19), pos(3, 21), pos(3, 22)}, ""},
+		{"holes: every other entry", []marker.Range{rng(5, 0, 5, 1), rng(5, 2, 5, 3), rng(5, 12, 5, 13)}, nil, 100,
 			[]marker.Position{pos(3, 11), pos(3, 13), pos(3, 24)}, ""},
-		{"from the entry before the first copy", []marker.Range{rng(5, -1, 5, 1)}, 100, []marker.Position{pos(3, 10), pos(3, 11)}, ""},
-		{"entries never copied are left out", []marker.Range{rng(5, 13, 5, 19)}, 100, []marker.Position{pos(3, 25)}, ""},
-		{"past the last copy", []marker.Range{rng(5, 14, 5, 19)}, 100, nil, holesNone},
-		{"into a later ledger", []marker.Range{rng(5, 19, 6, 3)}, 100, []marker.Position{pos(3, 26)}, ""},
-		{"everything", []marker.Range{rng(5, -1, 9, 0)}, 100, append(positionsIn(3, 10, 19), positionsIn(3, 21, 26)...), ""},
-		{"reaches before the first copy", []marker.Range{rng(5, -2, 5, 1)}, 100, nil, holesNotCovered},
-		{"from an earlier ledger", []marker.Range{rng(4, 7, 5, 1)}, 100, nil, holesNotCovered},
-		{"one range of several reaches before", []marker.Range{rng(4, 7, 4, 9), rng(5, 2, 5, 4)}, 100, nil, holesNotCovered},
-		{"at the bound", []marker.Range{rng(5, 2, 5, 4)}, 2, []marker.Position{pos(3, 13), pos(3, 14)}, ""},
-		{"past the bound", []marker.Range{rng(5, 2, 5, 5)}, 2, nil, holesTooMany},
+		{"from the entry before the first copy", []marker.Range{rng(5, -1, 5, 1)}, nil, 100, []marker.Position{pos(3, 10), pos(3, 11)}, ""},
+		{"entries never copied are left out", []marker.Range{rng(5, 13, 5, 19)}, nil, 100, []marker.Position{pos(3, 25)}, ""},
+		{"past the last copy", []marker.Range{rng(5, 14, 5, 19)}, nil, 100, nil, holesNone},
+		{"into a later ledger", []marker.Range{rng(5, 19, 6, 3)}, nil, 100, []marker.Position{pos(3, 26)}, ""},
+		{"everything", []marker.Range{rng(5, -1, 9, 0)}, nil, 100, append(positionsIn(3, 10, 19), positionsIn(3, 21, 26)...), ""},
+		{"reaches before the first copy", []marker.Range{rng(5, -2, 5, 1)}, nil, 100, nil, holesNotCovered},
+		{"from an earlier ledger", []marker.Range{rng(4, 7, 5, 1)}, nil, 100, nil, holesNotCovered},
+		{"one range of several reaches before", []marker.Range{rng(4, 7, 4, 9), rng(5, 2, 5, 4)}, nil, 100, nil, holesNotCovered},
+		{"at the bound", []marker.Range{rng(5, 2, 5, 4)}, nil, 2, []marker.Position{pos(3, 13), pos(3, 14)}, ""},
+		{"past the bound", []marker.Range{rng(5, 2, 5, 5)}, nil, 2, nil, holesTooMany},
+		// Up to the remote's mark-delete position every entry was
+		// consumed there: the copies held are enough, from wherever.
+		{"up to the mark-delete position, from the start", []marker.Range{{From: marker.NoneSeen, To: pos(5, 3)}, rng(5, 4, 5, 6)}, ptr(pos(5, 3)), 100,
+			[]marker.Position{pos(3, 10), pos(3, 11), pos(3, 12), pos(3, 13), pos(3, 15), pos(3, 16)}, ""},
+		{"up to the mark-delete position, from an earlier ledger", []marker.Range{rng(4, 7, 5, 1)}, ptr(pos(5, 1)), 100,
+			[]marker.Position{pos(3, 10), pos(3, 11)}, ""},
+		{"up to the mark-delete position, the last ones within the bound", []marker.Range{{From: marker.NoneSeen, To: pos(5, 3)}, rng(5, 4, 5, 5)}, ptr(pos(5, 3)), 3,
+			[]marker.Position{pos(3, 12), pos(3, 13), pos(3, 15)}, ""},
+		{"up to the mark-delete position, none within the bound", []marker.Range{{From: marker.NoneSeen, To: pos(5, 3)}, rng(5, 4, 5, 6)}, ptr(pos(5, 3)), 2,
+			[]marker.Position{pos(3, 15), pos(3, 16)}, ""},
+		{"past the mark-delete position, past the bound", []marker.Range{{From: marker.NoneSeen, To: pos(5, 3)}, rng(5, 4, 5, 7)}, ptr(pos(5, 3)), 2, nil, holesTooMany},
+		{"past the mark-delete position, before the copies", []marker.Range{{From: marker.NoneSeen, To: pos(5, 3)}, rng(4, 4, 5, 7)}, ptr(pos(5, 3)), 100, nil, holesNotCovered},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, why := copyMapOf().lookup(tt.acked, tt.max)
+			md := pos(4, 0)
+			if tt.md != nil {
+				md = *tt.md
+			}
+			got, why := copyMapOf().lookup(tt.acked, md, tt.max)
 			if why != tt.why || !slices.Equal(got, tt.want) {
 				t.Errorf("lookup(%v) = %v, %q; want %v, %q", tt.acked, got, why, tt.want, tt.why)
 			}
@@ -79,7 +96,7 @@ func TestCopyMapLookup(t *testing.T) {
 // TestCopyMapAdd: what the map keeps of the entries fed to it.
 func TestCopyMapAdd(t *testing.T) {
 	var m copyMap
-	if _, why := m.lookup([]marker.Range{rng(5, 0, 5, 1)}, 10); why != holesNotCovered {
+	if _, why := m.lookup([]marker.Range{rng(5, 0, 5, 1)}, pos(4, 0), 10); why != holesNotCovered {
 		t.Errorf("an empty map: %q, want %q", why, holesNotCovered)
 	}
 	m.add(pos(3, 10), pos(5, 0))
@@ -88,7 +105,7 @@ func TestCopyMapAdd(t *testing.T) {
 	m.add(pos(3, 12), pos(5, 1))                                      // a copy stored twice, or published again
 	m.add(pos(3, 13), pos(5, 0))                                      // an older copy published again
 	m.add(pos(3, 14), pos(5, 2))
-	got, why := m.lookup([]marker.Range{rng(5, -1, 5, 2)}, 10)
+	got, why := m.lookup([]marker.Range{rng(5, -1, 5, 2)}, pos(4, 0), 10)
 	if want := []marker.Position{pos(3, 10), pos(3, 11), pos(3, 14)}; why != "" || !slices.Equal(got, want) {
 		t.Errorf("lookup = %v, %q; want %v (the first copy of each entry only)", got, why, want)
 	}
@@ -100,7 +117,7 @@ func TestCopyMapAdd(t *testing.T) {
 	// read meanwhile by another instance is not known.
 	m.reset()
 	m.add(pos(3, 40), pos(5, 30))
-	if _, why := m.lookup([]marker.Range{rng(5, 1, 5, 2)}, 10); why != holesNotCovered {
+	if _, why := m.lookup([]marker.Range{rng(5, 1, 5, 2)}, pos(4, 0), 10); why != holesNotCovered {
 		t.Errorf("after a reset, a range before the next copy: %q, want %q", why, holesNotCovered)
 	}
 }
@@ -115,10 +132,10 @@ func TestCopyMapBounded(t *testing.T) {
 	if len(m.runs) != maxCopyRuns {
 		t.Fatalf("%d runs, want %d", len(m.runs), maxCopyRuns)
 	}
-	if _, why := m.lookup([]marker.Range{rng(5, -1, 5, 0)}, 10); why != holesNotCovered {
+	if _, why := m.lookup([]marker.Range{rng(5, -1, 5, 0)}, pos(4, 0), 10); why != holesNotCovered {
 		t.Errorf("the dropped run: %q, want %q", why, holesNotCovered)
 	}
-	got, why := m.lookup([]marker.Range{rng(5, 0, 5, 2)}, 10)
+	got, why := m.lookup([]marker.Range{rng(5, 0, 5, 2)}, pos(4, 0), 10)
 	if want := []marker.Position{pos(3, 2), pos(3, 4)}; why != "" || !slices.Equal(got, want) {
 		t.Errorf("lookup = %v, %q; want %v", got, why, want)
 	}
