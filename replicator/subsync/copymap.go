@@ -32,12 +32,13 @@ import (
 	"github.com/geo-sidecar/geo-sidecar/marker"
 )
 
-// maxCopyRuns bounds the runs kept (40 bytes each): copies of consecutive
-// remote entries that stand consecutively here are one run; this
-// partition's own entries (its markers, its applications' data) between
-// copies start a new one. At a snapshot a second, 512 runs hold several
-// minutes of one-way traffic, whatever its rate.
-const maxCopyRuns = 512
+// maxCopyRuns bounds the runs kept (56 bytes each, 14 KB): copies of
+// consecutive remote entries that stand consecutively here are one run;
+// this partition's own entries (its markers, its applications' data)
+// between copies start a new one. At a snapshot a second, 256 runs hold
+// about four minutes of one-way traffic, whatever its rate; holes older
+// than that fall back to the update alone.
+const maxCopyRuns = 256
 
 // copyRun is n copies: the remote's entries src, src+1, … (one ledger)
 // at dst, dst+1, … here (one ledger).

@@ -37,6 +37,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -84,6 +85,7 @@ func (s *Sync) sendAcked(ctx context.Context, mds, prev map[string]marker.Positi
 			delete(f.holesSent, name) // no holes now: a new one is news
 		}
 	}
+	s.markerPos.want(len(f.acked) > 0)
 	now := time.Now()
 	for name, ranges := range f.acked {
 		md, ok := mds[name]
@@ -152,17 +154,34 @@ func ackedRanges(md marker.Position, ranges []marker.Range) ([]marker.Range, boo
 // back (seen in e2e TestFollowHolesServlet: 178 markers in 90 s on two
 // partitions with nothing else changing). Safe for concurrent use: the
 // entry path notes, follow asks.
+//
+// It remembers only while a tracked subscription of the partition has
+// ranges (want): a partition without holes keeps none.
 type markerSet struct {
-	mu  sync.Mutex
-	pos []marker.Position // ascending (the order read), at most maxMarkerPos
+	wanted atomic.Bool
+	mu     sync.Mutex
+	pos    []marker.Position // ascending (the order read), at most maxMarkerPos
 }
 
-// maxMarkerPos bounds the markers remembered: a few minutes of a busy
-// partition's snapshot markers. One forgotten only costs an acked marker
-// sent once more.
-const maxMarkerPos = 1024
+// maxMarkerPos bounds the markers remembered (24 bytes each): a minute
+// or two of a busy partition's snapshot markers, hours of a quiet one's
+// acked markers. One forgotten only costs an acked marker sent once more.
+const maxMarkerPos = 256
+
+// want has the set remember markers from now on (on), or forget them
+// all and remember none (off).
+func (m *markerSet) want(on bool) {
+	if m.wanted.Swap(on) && !on {
+		m.mu.Lock()
+		m.pos = nil
+		m.mu.Unlock()
+	}
+}
 
 func (m *markerSet) note(p marker.Position) {
+	if !m.wanted.Load() {
+		return
+	}
 	p.Batch = -1
 	m.mu.Lock()
 	defer m.mu.Unlock()
