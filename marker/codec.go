@@ -42,6 +42,7 @@ const (
 	MaxTopicLen        = 2048 // bytes of Marker.Topic
 	MaxSubscriptionLen = 1024 // bytes of Marker.Subscription
 	MaxWatermarks      = 64   // entries in Marker.Watermarks
+	MaxAckedRanges     = 1000 // entries in Marker.Acked
 )
 
 // TagLen is the length of the signature tag that ends every payload:
@@ -55,14 +56,26 @@ const (
 	minBodyLen = 1 + 1 + 1 + 1 + 2 + 2 + 1 + 3 + 3 + 1 + 1
 	// Smallest watermark entry: a one-byte name and a position.
 	minWatermarkLen = 2 + 3
+	// Smallest range of Marker.Acked: two positions.
+	minRangeLen = 2 * 3
 	// Largest payload the limits allow. Decode rejects longer ones before
 	// hashing them, so a flood of huge fake markers costs little.
 	maxPositionLen = 2*binary.MaxVarintLen64 + 5
 	maxPayloadLen  = 2 + binary.MaxVarintLen64 + // version, kind, time
 		1 + MaxSnapshotIDLen + 2*(2+MaxClusterLen) + 2 + MaxTopicLen + // id, from, to, topic
 		2*maxPositionLen + 2 + MaxSubscriptionLen + 1 + // local, remote, subscription, count
-		MaxWatermarks*(2+MaxClusterLen+maxPositionLen) + TagLen
+		MaxWatermarks*(2+MaxClusterLen+maxPositionLen) +
+		2 + MaxAckedRanges*2*maxEntryLen + TagLen // acked (kind 14 only: its count takes 2 bytes), tag
+	// maxEntryLen is the longest position of a whole entry (batch -1).
+	maxEntryLen = 2*binary.MaxVarintLen64 + 1
 )
+
+// Range is a run of entries of one partition: those after From, up to
+// and including To (Pulsar's open-closed form of acknowledged ranges).
+// Both are whole entries (Batch -1), From before To.
+type Range struct {
+	From, To Position
+}
 
 // Marker is one decoded marker. Which fields a kind uses, and which it
 // requires (non-empty), is listed per field; a field a kind does not use is
@@ -111,9 +124,16 @@ type Marker struct {
 	// most 64 entries, keys 1 to 255 bytes. Encoding sorts the keys, so it is
 	// deterministic; Decode returns nil when there are none.
 	Watermarks map[string]Position
-	// Subscription is the subscription to move. Required by update, at most
-	// 1024 bytes.
+	// Subscription is the subscription to move. Required by update and
+	// acked, at most 1024 bytes.
 	Subscription string
+	// Acked, in an acked marker (and only there), are the ranges of
+	// entries of From's partition that Subscription acknowledged there,
+	// in order and apart (each From after the previous To), 1 to
+	// MaxAckedRanges of them. Local is then the subscription's mark-delete
+	// position: a range may end at or before it (entries consumed up to
+	// it), the others lie past it (its ack holes).
+	Acked []Range
 	// Time is when the marker was written, in Unix milliseconds.
 	// Informational; readers may use it to reject absurdly old updates.
 	Time int64
@@ -123,7 +143,7 @@ type Marker struct {
 // is meant to be implemented in other languages too:
 //
 //	payload   = body tag
-//	body      = version kind time id from to topic local remote sub count *watermark
+//	body      = version kind time id from to topic local remote sub count *watermark [acked]
 //	version   = byte 0x01
 //	kind      = byte 10..13                     Marker.Kind
 //	time      = varint                          Marker.Time
@@ -137,6 +157,11 @@ type Marker struct {
 //	count     = uvarint  0..64                  number of watermarks
 //	watermark = string (1..255 bytes) position  key and value, keys in strictly
 //	                                            ascending bytewise order
+//	acked     = uvarint 1..1000, then that many ranges: in kind 14 only
+//	range     = position position               Range.From, Range.To: whole
+//	                                            entries (batch -1), From before
+//	                                            To, each From at or after the
+//	                                            previous To
 //	tag       = 16 bytes: the first 16 bytes of HMAC-SHA256(key, body)
 //
 //	position  = varint ledger, varint entry, varint batch (batch fits an int32)
@@ -146,9 +171,11 @@ type Marker struct {
 //	varint    = the zigzag form of a signed 64-bit integer as a uvarint,
 //	            (n << 1) ^ (n >> 63) (protobuf's sint64)
 //
-// Every field is present in every kind. Besides the lengths above, the
-// SnapshotID is required (non-empty) by kinds 10 to 12 and Subscription by
-// kind 13. A reader rejects a payload whose first byte is not 1 (unsupported
+// Every field but acked is present in every kind; acked follows the
+// watermarks in kind 14 alone, so the other kinds' encodings are those of
+// the earlier versions of this code byte for byte. Besides the lengths
+// above, the SnapshotID is required (non-empty) by kinds 10 to 12 and
+// Subscription by kinds 13 and 14. A reader rejects a payload whose first byte is not 1 (unsupported
 // version), then one shorter or longer than these limits allow, then one
 // whose tag does not match (compared in constant time), and only then parses
 // the body, which must be consumed exactly. The format is canonical: a
@@ -170,6 +197,7 @@ func Encode(m Marker, key []byte) ([]byte, error) {
 	for _, k := range keys {
 		n += 32 + len(k)
 	}
+	n += len(m.Acked) * 2 * maxEntryLen
 	b := make([]byte, 0, n)
 	b = append(b, version1, byte(m.Kind))
 	b = binary.AppendVarint(b, m.Time)
@@ -184,6 +212,13 @@ func Encode(m Marker, key []byte) ([]byte, error) {
 	for _, k := range keys {
 		b = appendString(b, k)
 		b = appendPosition(b, m.Watermarks[k])
+	}
+	if m.Kind == KindAcked {
+		b = binary.AppendUvarint(b, uint64(len(m.Acked)))
+		for _, r := range m.Acked {
+			b = appendPosition(b, r.From)
+			b = appendPosition(b, r.To)
+		}
 	}
 	return append(b, tag(b, key)...), nil
 }
@@ -243,11 +278,14 @@ func (m *Marker) check() error {
 	if err := checkString("subscription", m.Subscription, 0, MaxSubscriptionLen); err != nil {
 		return err
 	}
-	if m.Kind == KindUpdate && m.Subscription == "" {
+	if m.Kind >= KindUpdate && m.Subscription == "" {
 		return fmt.Errorf("marker: %s without a subscription: %w", m.Kind, ErrMalformed)
 	}
-	if m.Kind != KindUpdate && m.SnapshotID == "" {
+	if m.Kind < KindUpdate && m.SnapshotID == "" {
 		return fmt.Errorf("marker: %s without a snapshot id: %w", m.Kind, ErrMalformed)
+	}
+	if err := checkAcked(m.Kind, m.Acked); err != nil {
+		return err
 	}
 	if len(m.Watermarks) > MaxWatermarks {
 		return fmt.Errorf("marker: %d watermarks, at most %d: %w", len(m.Watermarks), MaxWatermarks, ErrMalformed)
@@ -255,6 +293,31 @@ func (m *Marker) check() error {
 	for k := range m.Watermarks {
 		if err := checkString("watermark cluster", k, 1, MaxClusterLen); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkAcked enforces the rules of Marker.Acked: 1 to MaxAckedRanges
+// ranges in kind 14, none in the others; whole entries, each range not
+// empty and after the one before.
+func checkAcked(k Kind, acked []Range) error {
+	switch {
+	case k != KindAcked && len(acked) > 0:
+		return fmt.Errorf("marker: %s with acknowledged ranges: %w", k, ErrMalformed)
+	case k != KindAcked:
+		return nil
+	case len(acked) == 0 || len(acked) > MaxAckedRanges:
+		return fmt.Errorf("marker: %d acknowledged ranges, want 1 to %d: %w", len(acked), MaxAckedRanges, ErrMalformed)
+	}
+	for i, r := range acked {
+		switch {
+		case r.From.Batch != -1 || r.To.Batch != -1:
+			return fmt.Errorf("marker: acknowledged range %d (%s, %s] is not of whole entries: %w", i, r.From, r.To, ErrMalformed)
+		case r.From.Compare(r.To) >= 0:
+			return fmt.Errorf("marker: acknowledged range %d (%s, %s] is empty: %w", i, r.From, r.To, ErrMalformed)
+		case i > 0 && r.From.Compare(acked[i-1].To) < 0:
+			return fmt.Errorf("marker: acknowledged range %d (%s, %s] overlaps the one before: %w", i, r.From, r.To, ErrMalformed)
 		}
 	}
 	return nil
@@ -314,6 +377,20 @@ func parse(body []byte) (Marker, error) {
 			}
 			m.Watermarks[k] = p
 			prev = k
+		}
+	}
+	if r.err == nil && m.Kind == KindAcked {
+		n := r.uvarint("acknowledged range count")
+		if r.err == nil && (n == 0 || n > MaxAckedRanges || n > uint64(len(r.b)/minRangeLen)) {
+			r.fail("acknowledged range count")
+		}
+		if r.err == nil {
+			m.Acked = make([]Range, 0, n)
+			for i := uint64(0); i < n && r.err == nil; i++ {
+				from := r.position("acknowledged range")
+				to := r.position("acknowledged range")
+				m.Acked = append(m.Acked, Range{From: from, To: to})
+			}
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {

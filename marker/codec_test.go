@@ -64,7 +64,22 @@ func validMarkers() map[string]Marker {
 			Topic: strings.Repeat("t", MaxTopicLen), Subscription: strings.Repeat("s", MaxSubscriptionLen),
 			Watermarks: map[string]Position{strings.Repeat("w", MaxClusterLen): {Ledger: -1, Entry: -1, Batch: -1}}},
 		"no topic": {Kind: KindSnapshotRequest, SnapshotID: "x", From: "a", To: "b"},
+		"acked": {Kind: KindAcked, From: "east", To: "west", Topic: topic, Subscription: "billing",
+			Local: Position{Ledger: 17, Entry: 4, Batch: -1}, Time: 1_733_130_000_456,
+			Acked: []Range{{From: Position{Ledger: 17, Entry: 1, Batch: -1}, To: Position{Ledger: 17, Entry: 4, Batch: -1}},
+				{From: Position{Ledger: 17, Entry: 5, Batch: -1}, To: Position{Ledger: 18, Entry: -1, Batch: -1}},
+				{From: Position{Ledger: 18, Entry: -1, Batch: -1}, To: Position{Ledger: 18, Entry: 40, Batch: -1}}}},
+		"acked max ranges": {Kind: KindAcked, From: "east", To: "west", Topic: topic, Subscription: "s", Acked: manyRanges(MaxAckedRanges)},
 	}
+}
+
+// manyRanges returns n ranges of one entry each, one entry apart.
+func manyRanges(n int) []Range {
+	out := make([]Range, n)
+	for i := range out {
+		out[i] = Range{From: Position{Ledger: 3, Entry: int64(2 * i), Batch: -1}, To: Position{Ledger: 3, Entry: int64(2*i + 1), Batch: -1}}
+	}
+	return out
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -307,7 +322,29 @@ func TestEncodeErrors(t *testing.T) {
 		{"empty key", base, []byte{}, ErrNoKey},
 		{"kind 0", with(func(m *Marker) { m.Kind = 0 }), testKey, ErrMalformed},
 		{"kind 9", with(func(m *Marker) { m.Kind = 9 }), testKey, ErrMalformed},
-		{"kind 14", with(func(m *Marker) { m.Kind = 14 }), testKey, ErrMalformed},
+		{"kind 15", with(func(m *Marker) { m.Kind = 15 }), testKey, ErrMalformed},
+		{"acked without ranges", with(func(m *Marker) { m.Kind = KindAcked }), testKey, ErrMalformed},
+		{"acked too many ranges", with(func(m *Marker) { m.Kind, m.Acked = KindAcked, manyRanges(MaxAckedRanges+1) }), testKey, ErrMalformed},
+		{"acked without subscription", with(func(m *Marker) { m.Kind, m.Acked, m.Subscription = KindAcked, manyRanges(1), "" }), testKey, ErrMalformed},
+		{"update with ranges", with(func(m *Marker) { m.Acked = manyRanges(1) }), testKey, ErrMalformed},
+		{"request with ranges", with(func(m *Marker) { m.Kind, m.SnapshotID, m.Acked = KindSnapshotRequest, "i", manyRanges(1) }), testKey, ErrMalformed},
+		{"acked empty range", with(func(m *Marker) {
+			m.Kind, m.Acked = KindAcked, []Range{{From: Position{Ledger: 3, Entry: 4, Batch: -1}, To: Position{Ledger: 3, Entry: 4, Batch: -1}}}
+		}), testKey, ErrMalformed},
+		{"acked range backwards", with(func(m *Marker) {
+			m.Kind, m.Acked = KindAcked, []Range{{From: Position{Ledger: 3, Entry: 5, Batch: -1}, To: Position{Ledger: 3, Entry: 4, Batch: -1}}}
+		}), testKey, ErrMalformed},
+		{"acked ranges overlap", with(func(m *Marker) {
+			m.Kind, m.Acked = KindAcked, []Range{{From: Position{Ledger: 3, Entry: 1, Batch: -1}, To: Position{Ledger: 3, Entry: 4, Batch: -1}},
+				{From: Position{Ledger: 3, Entry: 3, Batch: -1}, To: Position{Ledger: 3, Entry: 6, Batch: -1}}}
+		}), testKey, ErrMalformed},
+		{"acked ranges out of order", with(func(m *Marker) {
+			m.Kind, m.Acked = KindAcked, []Range{{From: Position{Ledger: 4, Entry: 1, Batch: -1}, To: Position{Ledger: 4, Entry: 4, Batch: -1}},
+				{From: Position{Ledger: 3, Entry: 3, Batch: -1}, To: Position{Ledger: 3, Entry: 6, Batch: -1}}}
+		}), testKey, ErrMalformed},
+		{"acked range in a batch", with(func(m *Marker) {
+			m.Kind, m.Acked = KindAcked, []Range{{From: Position{Ledger: 3, Entry: 1, Batch: 0}, To: Position{Ledger: 3, Entry: 4, Batch: -1}}}
+		}), testKey, ErrMalformed},
 		{"kind 255", with(func(m *Marker) { m.Kind = 255 }), testKey, ErrMalformed},
 		{"empty from", with(func(m *Marker) { m.From = "" }), testKey, ErrMalformed},
 		{"empty to", with(func(m *Marker) { m.To = "" }), testKey, ErrMalformed},
@@ -343,11 +380,17 @@ func TestLargestMarkerFits(t *testing.T) {
 	for i := range MaxWatermarks {
 		w[fmt.Sprintf("%03d", i)+strings.Repeat("w", MaxClusterLen-3)] = big
 	}
+	// Ranges of entries whose ledger and entry take 10 bytes each.
+	acked := make([]Range, MaxAckedRanges)
+	for i := range acked {
+		l := int64(math.MaxInt64 - MaxAckedRanges + i)
+		acked[i] = Range{From: Position{Ledger: l, Entry: math.MinInt64, Batch: -1}, To: Position{Ledger: l, Entry: math.MaxInt64, Batch: -1}}
+	}
 	m := Marker{
-		Kind: KindSnapshotResponse, SnapshotID: strings.Repeat("i", MaxSnapshotIDLen),
+		Kind: KindAcked, SnapshotID: strings.Repeat("i", MaxSnapshotIDLen),
 		From: strings.Repeat("f", MaxClusterLen), To: strings.Repeat("t", MaxClusterLen),
 		Topic: strings.Repeat("p", MaxTopicLen), Subscription: strings.Repeat("s", MaxSubscriptionLen),
-		Local: big, Remote: big, Watermarks: w, Time: math.MinInt64,
+		Local: big, Remote: big, Watermarks: w, Time: math.MinInt64, Acked: acked,
 	}
 	payload, err := Encode(m, testKey)
 	if err != nil {

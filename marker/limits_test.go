@@ -108,6 +108,33 @@ func TestEncodeEachStringAtItsLimit(t *testing.T) {
 	}
 }
 
+// TestDecodeAckedCountBoundsAllocation: the ranges of an acked marker are
+// allocated only after their count is checked against MaxAckedRanges and
+// the input left; a count of 0 is malformed (the kind requires ranges).
+func TestDecodeAckedCountBoundsAllocation(t *testing.T) {
+	// An acked marker's body up to its range count.
+	body := []byte{0x01, 0x0e, 0x00, 0x00, 0x01, 'a', 0x01, 'b', 0x00, 0, 0, 0, 0, 0, 0, 0x01, 's', 0x00}
+	for _, count := range []uint64{0, 4, MaxAckedRanges + 1, 1 << 18, 1 << 40} {
+		payload := sign(append(binary.AppendUvarint(bytes.Clone(body), count), bytes.Repeat([]byte{0, 0, 1}, 6)...))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := Decode(payload, testKey)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, ErrMalformed) {
+			t.Errorf("count %d: err = %v, want ErrMalformed", count, err)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 64<<10 {
+			t.Errorf("count %d: Decode allocated %d bytes", count, n)
+		}
+	}
+	// Three ranges that are there decode.
+	ok := append(bytes.Clone(body), 0x03, 0, 0, 1, 0, 2, 1, 0, 4, 1, 0, 6, 1, 0, 6, 1, 0, 8, 1)
+	m, err := Decode(sign(ok), testKey)
+	if err != nil || len(m.Acked) != 3 || m.Acked[2].To != (Position{Ledger: 0, Entry: 4, Batch: -1}) {
+		t.Errorf("three ranges: %+v, %v", m.Acked, err)
+	}
+}
+
 // TestDecodeWatermarkCountBoundsAllocation: parse allocates the watermark
 // map only after checking the count against MaxWatermarks and the input
 // left, so a signed body announcing a huge count costs nothing.
@@ -129,19 +156,24 @@ func TestDecodeWatermarkCountBoundsAllocation(t *testing.T) {
 	}
 }
 
-// TestKindsOutsideTheProtocol: only kinds 10 to 13 exist. A marker of any
-// other kind, otherwise complete (snapshot id and subscription set), is
-// refused by Encode and, signed, by Decode.
+// TestKindsOutsideTheProtocol: only kinds 10 to 14 exist. A marker of any
+// other kind, otherwise complete (snapshot id and subscription set, and
+// for 14 its ranges), is refused by Encode and, signed, by Decode.
 func TestKindsOutsideTheProtocol(t *testing.T) {
+	one := []Range{{From: Position{Ledger: 0, Entry: 0, Batch: -1}, To: Position{Ledger: 0, Entry: 1, Batch: -1}}}
 	for k := range 256 {
 		kind := Kind(k)
-		known := kind >= KindSnapshotRequest && kind <= KindUpdate
+		known := kind >= KindSnapshotRequest && kind <= KindAcked
 		m := Marker{Kind: kind, SnapshotID: "i", From: "a", To: "b", Subscription: "s"}
+		body := []byte{version1, byte(k), 0x00, 0x01, 'i', 0x01, 'a', 0x01, 'b', 0x00, 0, 0, 0, 0, 0, 0, 0x01, 's', 0x00}
+		if kind == KindAcked {
+			m.Acked = one
+			body = append(body, 0x01, 0, 0, 1, 0, 2, 1) // one range: (0:0, 0:1]
+		}
 		_, err := Encode(m, testKey)
 		if known != (err == nil) || !known && !errors.Is(err, ErrMalformed) {
 			t.Errorf("Encode kind %d: err = %v", k, err)
 		}
-		body := []byte{version1, byte(k), 0x00, 0x01, 'i', 0x01, 'a', 0x01, 'b', 0x00, 0, 0, 0, 0, 0, 0, 0x01, 's', 0x00}
 		_, err = Decode(sign(body), testKey)
 		if known != (err == nil) || !known && !errors.Is(err, ErrMalformed) {
 			t.Errorf("Decode kind %d: err = %v", k, err)

@@ -9,7 +9,7 @@
 // Pulsar's broker hides its own markers from consumers; ours are ordinary
 // messages, so every consumer of a replicated topic receives them and must
 // skip them. A marker carries the message property [Property]
-// ("geo-sidecar.marker"), whose value is its kind in decimal ("10" to "13");
+// ("geo-sidecar.marker"), whose value is its kind in decimal ("10" to "14");
 // its payload is the signed encoding described at [Encode]. In Go, [Is] is
 // the one-line test (see the example). In any other client, acknowledge and
 // skip every message whose properties contain that key, whatever its value:
@@ -66,7 +66,7 @@ func Is(msg PropertyReader) bool {
 type Kind uint8
 
 // The marker kinds. The numbers follow Pulsar's own marker types 10 to 13,
-// which play the same roles inside the broker.
+// which play the same roles inside the broker; 14 is geo-sidecar's own.
 const (
 	// KindSnapshotRequest is written by S_A into A's partition, addressed to
 	// B, and forwarded to B in order with A's data.
@@ -82,10 +82,22 @@ const (
 	// KindUpdate is written by S_A, addressed to B: move subscription
 	// Subscription on B forward to position Remote.
 	KindUpdate Kind = 13
+	// KindAcked is written by S_A, addressed to B: subscription
+	// Subscription on A has acknowledged every entry of the ranges Acked
+	// (positions in A's partition), past its mark-delete position Local
+	// (its ack holes). S_B acknowledges on B, one by one, the copies of
+	// those entries that it read itself with a signed origin; the update
+	// (KindUpdate) moves the mark-delete position, this kind never does.
+	// Pulsar has no marker of this number: a sidecar of an earlier
+	// version counts it as malformed and skips it, and the updates it
+	// accompanies still go. The broker's entry filter hides it from
+	// applications by its writer's producer name (MarkerProducers), as
+	// every marker the sidecar writes, and its copies, which keep it.
+	KindAcked Kind = 14
 )
 
 // String returns the kind's name ("snapshot-request", "snapshot-response",
-// "snapshot", "update"), or "Kind(n)" for an unknown kind. The four names
+// "snapshot", "update", "acked"), or "Kind(n)" for an unknown kind. The five names
 // are bounded, so they may be used as metric label values.
 func (k Kind) String() string {
 	switch k {
@@ -97,11 +109,13 @@ func (k Kind) String() string {
 		return "snapshot"
 	case KindUpdate:
 		return "update"
+	case KindAcked:
+		return "acked"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-func (k Kind) valid() bool { return k >= KindSnapshotRequest && k <= KindUpdate }
+func (k Kind) valid() bool { return k >= KindSnapshotRequest && k <= KindAcked }
 
 // Properties returns the message properties of a marker of kind k, a new map
 // the caller may extend: {Property: "10"} for a snapshot request, and so on.
@@ -113,7 +127,7 @@ func Properties(k Kind) map[string]string {
 
 // KindOf returns the marker kind named by the properties of a message. It
 // returns false when [Property] is absent or its value is not exactly one of
-// "10", "11", "12", "13". A message for which [Is] is true but KindOf is
+// "10", "11", "12", "13", "14". A message for which [Is] is true but KindOf is
 // false is a marker this version does not understand: skip it.
 func KindOf(props map[string]string) (Kind, bool) {
 	v, ok := props[Property]
@@ -129,6 +143,8 @@ func KindOf(props map[string]string) (Kind, bool) {
 		return KindSnapshot, true
 	case "13":
 		return KindUpdate, true
+	case "14":
+		return KindAcked, true
 	}
 	return 0, false
 }

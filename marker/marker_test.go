@@ -34,7 +34,7 @@ func TestIs(t *testing.T) {
 }
 
 func TestPropertiesAndKindOf(t *testing.T) {
-	for _, k := range []Kind{KindSnapshotRequest, KindSnapshotResponse, KindSnapshot, KindUpdate} {
+	for _, k := range []Kind{KindSnapshotRequest, KindSnapshotResponse, KindSnapshot, KindUpdate, KindAcked} {
 		props := Properties(k)
 		if want := fmt.Sprint(uint8(k)); len(props) != 1 || props[Property] != want {
 			t.Errorf("Properties(%v) = %v, want {%s: %s}", k, props, Property, want)
@@ -65,7 +65,7 @@ func TestKindOfRejects(t *testing.T) {
 		{"other": "10"},
 		{Property: ""},
 		{Property: "9"},
-		{Property: "14"},
+		{Property: "15"},
 		{Property: "010"},
 		{Property: "+10"},
 		{Property: " 10"},
@@ -86,8 +86,9 @@ func TestKindString(t *testing.T) {
 		KindSnapshotResponse: "snapshot-response",
 		KindSnapshot:         "snapshot",
 		KindUpdate:           "update",
+		KindAcked:            "acked",
 		0:                    "Kind(0)",
-		14:                   "Kind(14)",
+		15:                   "Kind(15)",
 	}
 	for k, want := range tests {
 		if got := k.String(); got != want {

@@ -71,6 +71,7 @@ type Metrics struct {
 	PositionsProven        *prometheus.CounterVec
 	HistoryEntriesRead     *prometheus.CounterVec
 	UpdatesApplied         *prometheus.CounterVec
+	HolesReceived          *prometheus.CounterVec
 	SubscriptionLag        *prometheus.GaugeVec
 	SubscriptionLagSeconds *prometheus.GaugeVec
 	AdminBudgetWaiting     *prometheus.GaugeVec
@@ -175,6 +176,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.UpdatesApplied = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
 		Name: "subscription_updates_received_total", Help: "Subscription updates received from a remote, by the route that moved the subscription (protocol: an acknowledgement over the binary protocol; servlet: a cumulative acknowledgement by the brokers' positions servlet; admin: reset-cursor or create; none: refused without a call) and outcome (applied, created, consumers-attached, refused-type, not-forward, error)."},
 		[]string{"cluster", "route", "outcome"})
+	m.HolesReceived = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns,
+		Name: "subscription_ack_holes_received_total", Help: "Acked markers received from a remote (a subscription's entries acknowledged past its mark-delete position there), by outcome: applied (their copies here acknowledged one by one), not-covered (a range reaches before the copies this process read: dropped), too-many (too many entries: dropped), no-copies (no copy here of any entry named), no-subscription, refused-type (not Shared or Key_Shared AUTO_SPLIT, or the broker refused the move's consumer), error."},
+		[]string{"cluster", "outcome"})
 	m.SubscriptionLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
 		Name: "subscription_lag_entries", Help: "Backlog entries (batches) the remote copy of a subscription would deliver again after a failover now (remote backlog minus local), summed over the topic's partitions."}, sub)
 	m.SubscriptionLagSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns,
@@ -192,7 +196,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.Messages, m.Bytes, m.Latency, m.SendErrors, m.Skipped, m.DupsUnproven,
 			m.Backlog, m.OldestAge, m.Connected, m.Partitions, m.Topics, m.TopicsRefused, m.PairProblems,
 			m.MarkersInvalid, m.MarkersWritten, m.SnapshotsStarted, m.SnapshotsCompleted, m.SnapshotsTimedOut,
-			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.PositionsProven, m.HistoryEntriesRead, m.UpdatesApplied, m.SubscriptionLag, m.SubscriptionLagSeconds, m.AdminBudgetWaiting,
+			m.SnapshotsUnanswered, m.SnapshotRTT, m.UpdatesSent, m.SubsCreatedRemote, m.AdminRequests, m.PositionsProven, m.HistoryEntriesRead, m.UpdatesApplied, m.HolesReceived, m.SubscriptionLag, m.SubscriptionLagSeconds, m.AdminBudgetWaiting,
 			m.InflightBytes, m.ReceiveBytes, m.ReceiveWaiting, m.ReadBackBytes, m.ReadBackWaiting, m.PartitionsStopped, m.PartitionsAwaitingReadBack)
 	}
 	m.Links = newLinkMetrics()

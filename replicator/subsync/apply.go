@@ -2,7 +2,9 @@ package subsync
 
 // The apply queue: the updates received from the remote and not applied
 // yet, the newest per subscription, and the worker that applies them off
-// the data path (a move must not hold up replication). Run starts the
+// the data path (a move must not hold up replication); beside them the
+// newest list of ack holes to acknowledge per subscription (holes.go),
+// applied after the subscription's update. Run starts the
 // queue's workers and waits for the one running before it returns.
 
 import (
@@ -19,14 +21,18 @@ import (
 type applyQueue struct {
 	mu      sync.Mutex
 	pending map[string]marker.Position // latest pending update per subscription
+	// holes is the latest list of entries to acknowledge one by one per
+	// subscription (an acked marker's, mapped: holes.go).
+	holes map[string][]marker.Position
 	// ctx is Run's context and apply what a worker does with each update
 	// (nil before start); running is set while a worker runs. A worker
 	// lives only while updates wait: a goroutine per partition and
 	// direction that waited for them was a quarter of a sidecar's
 	// goroutines with replicated subscriptions (e2e/bench, subs row).
-	ctx     context.Context
-	apply   func(ctx context.Context, sub string, at marker.Position)
-	running bool
+	ctx        context.Context
+	apply      func(ctx context.Context, sub string, at marker.Position)
+	applyHoles func(ctx context.Context, sub string, ids []marker.Position)
+	running    bool
 	// done is set when Run ends (no worker starts after it), and workers
 	// counts the worker running, for Run to wait for it: an update still
 	// being applied when Run returned moved the subscription after the
@@ -52,11 +58,29 @@ func (q *applyQueue) put(sub string, at marker.Position) {
 	}
 }
 
-// start lets put start workers that apply with apply under ctx (Run's),
-// and starts one for updates that came before.
-func (q *applyQueue) start(ctx context.Context, apply func(ctx context.Context, sub string, at marker.Position)) {
+// putHoles queues the entries of sub to acknowledge one by one, in place
+// of any list waiting (the newer list is the source's newer state), and
+// starts a worker as put does.
+func (q *applyQueue) putHoles(sub string, ids []marker.Position) {
 	q.mu.Lock()
-	q.ctx, q.apply = ctx, apply
+	if q.holes == nil {
+		q.holes = map[string][]marker.Position{}
+	}
+	q.holes[sub] = ids
+	ctx, start := q.ctx, q.claim()
+	q.mu.Unlock()
+	if start {
+		go q.work(ctx)
+	}
+}
+
+// start lets put start workers that apply with apply (updates) and
+// applyHoles (ack holes) under ctx (Run's), and starts one for what came
+// before.
+func (q *applyQueue) start(ctx context.Context, apply func(ctx context.Context, sub string, at marker.Position),
+	applyHoles func(ctx context.Context, sub string, ids []marker.Position)) {
+	q.mu.Lock()
+	q.ctx, q.apply, q.applyHoles = ctx, apply, applyHoles
 	start := q.claim()
 	q.mu.Unlock()
 	if start {
@@ -69,7 +93,7 @@ func (q *applyQueue) start(ctx context.Context, apply func(ctx context.Context, 
 // update waits. The worker is counted here, under mu, so that stop's wait
 // sees every worker claimed before it.
 func (q *applyQueue) claim() bool {
-	if q.ctx == nil || q.done || q.running || len(q.pending) == 0 {
+	if q.ctx == nil || q.done || q.running || len(q.pending) == 0 && len(q.holes) == 0 {
 		return false
 	}
 	q.running = true
@@ -93,18 +117,23 @@ func (q *applyQueue) work(ctx context.Context) {
 	defer q.workers.Done()
 	for {
 		q.mu.Lock()
-		batch := q.pending
-		q.pending = nil
-		if len(batch) == 0 || ctx.Err() != nil {
-			q.pending = batch // kept for nobody: Run is over
+		batch, holes := q.pending, q.holes
+		q.pending, q.holes = nil, nil
+		if len(batch) == 0 && len(holes) == 0 || ctx.Err() != nil {
+			q.pending, q.holes = batch, holes // kept for nobody: Run is over
 			q.running = false
 			q.mu.Unlock()
 			return
 		}
-		apply := q.apply
+		apply, applyHoles := q.apply, q.applyHoles
 		q.mu.Unlock()
 		for sub, at := range batch {
 			apply(ctx, sub, at)
+		}
+		for sub, ids := range holes {
+			if applyHoles != nil {
+				applyHoles(ctx, sub, ids)
+			}
 		}
 	}
 }

@@ -71,7 +71,7 @@ func TestApplyQueue(t *testing.T) {
 					q.put(p.sub, p.at)
 				}
 				if tt.started {
-					q.start(context.Background(), apply)
+					q.start(context.Background(), apply, nil)
 				}
 				synctest.Wait()
 				if tt.stopped {
@@ -112,7 +112,7 @@ func TestApplyQueueStopWaits(t *testing.T) {
 			note("apply began")
 			<-release
 			note("apply returned")
-		})
+		}, nil)
 		q.put("billing", subsynctest.Pos(1, 10))
 		synctest.Wait()
 		cancel()

@@ -116,6 +116,9 @@ func (s *Sync) follow(ctx context.Context) error {
 		s.Metrics.UpdatesSent.WithLabelValues(s.Local, s.Remote).Inc()
 		s.Metrics.MarkersWritten.WithLabelValues(s.Local, s.Remote, marker.KindUpdate.String()).Inc()
 	}
+	if fromServlet {
+		s.sendAcked(ctx, mds, prevMDs) // the ack holes past each position (holes.go)
+	}
 	s.settleUnconfirmed(mds)
 	if slowest != nil && len(f.unconfirmed) == 0 {
 		// Not while a position waits: where it really is may be before
@@ -182,7 +185,7 @@ func (s *Sync) servletPositions(ctx context.Context, newSnapshot bool) (map[stri
 	acked := make(map[string][]positions.Range, len(states))
 	for name, st := range states {
 		mds[name] = st.MarkDelete
-		if len(st.Acked) > 0 {
+		if len(st.Acked) > 0 && !st.Truncated {
 			acked[name] = st.Acked
 		}
 	}

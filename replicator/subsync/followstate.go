@@ -47,9 +47,12 @@ type followState struct {
 	readSent time.Time
 	// servlet: this follow's positions came from the positions servlet
 	// (servletPositions); acked are their individually acknowledged
-	// ranges, kept for a later use (issue 39).
-	servlet bool
-	acked   map[string][]positions.Range
+	// ranges past the mark-delete position (none for a subscription the
+	// servlet listed truncated), and holesSent the last acked marker sent
+	// of each (holes.go).
+	servlet   bool
+	acked     map[string][]positions.Range
+	holesSent map[string]holesSent
 	// unconfirmed holds the positions that would have sent an update but
 	// are not trusted yet (confirm.go).
 	unconfirmed map[string]unconfirmedPos

@@ -23,6 +23,7 @@ import (
 // learned again from the partition's history (run, off the data path);
 // requests go unanswered meanwhile.
 func (s *Sync) Takeover() {
+	s.copies.reset() // the copies in between were not all read here
 	s.Machine.Forget()
 	if len(s.Machine.Unknown()) == 0 {
 		return // no third origins: no watermark to learn
@@ -50,6 +51,9 @@ func (s *Sync) StartsAt(pos marker.Position) bool {
 // origin's message at opos, or local data when origin is "".
 func (s *Sync) DataAt(ctx context.Context, pos marker.Position, origin string, opos marker.Position) {
 	s.entries.read(pos)
+	if origin == s.Remote {
+		s.copies.add(pos, opos) // signed: origin is "" otherwise
+	}
 	s.pace.data()
 	s.write(ctx, s.completions(s.Machine.Data(pos, origin, opos)))
 	s.pace.poke()
@@ -89,6 +93,7 @@ func (s *Sync) completions(mks []marker.Marker) []marker.Marker {
 func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte, from marker.Origin, producer string) (forward bool) {
 	defer s.pace.poke()
 	s.entries.read(pos)
+	s.markerPos.note(pos) // an acknowledgement of it is no news (holes.go)
 	mk, err := s.Keys.Decode(payload)
 	if err != nil {
 		s.invalidMarker(pos, marker.Reason(err))
@@ -134,6 +139,12 @@ func (s *Sync) MarkerAt(ctx context.Context, pos marker.Position, payload []byte
 		}
 		if mk.Kind == marker.KindUpdate {
 			if reason := s.enqueueApply(mk, from.At); reason != "" {
+				s.invalidMarker(pos, reason)
+			}
+			return false
+		}
+		if mk.Kind == marker.KindAcked {
+			if reason := s.takeAcked(mk, from.At); reason != "" {
 				s.invalidMarker(pos, reason)
 			}
 			return false

@@ -140,7 +140,7 @@ func (s *Sync) currentLayout(ctx context.Context) *cluster.Layout {
 
 // startApplying lets the queue start apply workers with ctx (Run's), and
 // starts one for updates that came before.
-func (s *Sync) startApplying(ctx context.Context) { s.queue.start(ctx, s.apply) }
+func (s *Sync) startApplying(ctx context.Context) { s.queue.start(ctx, s.apply, s.applyAcked) }
 
 // stopApplying ends the apply side as Run returns: no worker starts after
 // it, and it waits for the one running.

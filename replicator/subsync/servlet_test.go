@@ -35,12 +35,14 @@ const servletCursor = "geo.west"
 // servlet. Every answer is full (the servlet's first answer's form),
 // which View turns into changes.
 type fakeBrokers struct {
-	mu       sync.Mutex
-	subs     map[string]map[string]map[string]marker.Position // broker, topic, sub
-	acked    map[positions.Key][]positions.Range
-	noPlugin map[string]bool
-	asked    map[string]int // requests per broker
-	seq      int64
+	mu    sync.Mutex
+	subs  map[string]map[string]map[string]marker.Position // broker, topic, sub
+	acked map[positions.Key][]positions.Range
+	// truncated: the servlet says there are more ranges than it lists.
+	truncated map[positions.Key]bool
+	noPlugin  map[string]bool
+	asked     map[string]int // requests per broker
+	seq       int64
 	// ackAsked counts the acknowledge requests per broker, ackLines the
 	// moves they carried; a request waits for hold (when set) first.
 	ackAsked map[string]int
@@ -126,6 +128,7 @@ func (f *fakeBrokers) Do(req *http.Request) (*http.Response, error) {
 		Seq          int64     `json:"seq"`
 		MarkDelete   []int64   `json:"markDelete"`
 		Acked        [][]int64 `json:"acked"`
+		Truncated    bool      `json:"truncated,omitempty"`
 	}
 	items := []item{}
 	for topic, subs := range f.subs[broker] {
@@ -140,7 +143,7 @@ func (f *fakeBrokers) Do(req *http.Request) (*http.Response, error) {
 			for _, r := range f.acked[positions.Key{Topic: topic, Subscription: sub}] {
 				acked = append(acked, []int64{r.From.Ledger, r.From.Entry, r.To.Ledger, r.To.Entry})
 			}
-			items = append(items, item{topic, sub, f.seq, []int64{md.Ledger, md.Entry}, acked})
+			items = append(items, item{topic, sub, f.seq, []int64{md.Ledger, md.Entry}, acked, f.truncated[positions.Key{Topic: topic, Subscription: sub}]})
 		}
 	}
 	body, _ := json.Marshal(map[string]any{"v": 1, "epoch": "e1", "seq": f.seq, "full": true, "subscriptions": items})

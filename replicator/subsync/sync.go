@@ -173,6 +173,12 @@ type Sync struct {
 	// entries counts what the entry path feeds, for the proof that a
 	// stats reading shows positions past a snapshot (count.go).
 	entries entryCount
+	// copies are where the remote's entries were copied to here, as the
+	// entry path read them, for the remote's ack holes (copymap.go); used
+	// by the feeding goroutine alone. markerPos are where the last markers
+	// stand in the local partition, for follow's sendAcked (holes.go).
+	copies    copyMap
+	markerPos markerSet
 }
 
 // New builds the sync of c; nothing runs until Run.

@@ -121,6 +121,12 @@ type Move struct {
 	// (the broker would ignore them). They do not count against MaxAcks:
 	// each was consumed, wherever the move stops.
 	Individually []MessageID
+	// OnlyIndividually: acknowledge Individually and nothing else (no
+	// entry up to To, which is not used): the continuous follow's ack
+	// holes, whose mark-delete position the update moves apart
+	// (replicator/subsync). Shared and KeyShared only; MoveResult.Target
+	// is then the mark-delete position read before.
+	OnlyIndividually bool
 	// MaxAcks bounds the entries a Shared or KeyShared move
 	// acknowledges (the first ones after the mark-delete position, so it
 	// follows them at once). Default DefaultMoveMaxAcks.
@@ -236,6 +242,12 @@ func (m *Move) check() error {
 	}
 	if len(m.Individually) > 0 && m.Type == Failover {
 		return fmt.Errorf("wire: move %s of %s: individual acknowledgements past the target need Shared or KeyShared", m.Subscription, m.Topic)
+	}
+	if m.OnlyIndividually {
+		if len(m.Individually) == 0 {
+			return fmt.Errorf("wire: move %s of %s: only individual acknowledgements, and none given", m.Subscription, m.Topic)
+		}
+		return nil
 	}
 	if int64(m.To.Ledger) < 0 || int64(m.To.Entry) < 0 {
 		return fmt.Errorf("wire: move %s of %s: target %v is not an entry", m.Subscription, m.Topic, m.To)
@@ -502,8 +514,10 @@ func (mv *move) acknowledge() error {
 			return err
 		}
 		mv.res.Before, mv.res.HasBefore = md, true
-		ids, err := entriesAfter(md, target, last, mv.m.Ledgers, mv.m.MaxAcks)
-		if err != nil {
+		var ids []MessageID
+		if mv.m.OnlyIndividually {
+			mv.res.Target = md
+		} else if ids, err = entriesAfter(md, target, last, mv.m.Ledgers, mv.m.MaxAcks); err != nil {
 			return err
 		}
 		ids = append(ids, holesAfter(mv.m.Individually, md, last)...)

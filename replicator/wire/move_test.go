@@ -320,6 +320,16 @@ func TestMoveSubscription(t *testing.T) {
 			wantAcks: []MessageID{EntryID(5, 61), EntryID(5, 60)}, wantMD: EntryID(5, 61), reached: true,
 		},
 		{
+			// The continuous follow's ack holes: nothing up to To (not
+			// used) is acknowledged, only the holes after the
+			// mark-delete position and not past the last entry.
+			name: "shared, only individually", md: EntryID(5, 49), last: EntryID(5, 99),
+			move: Move{Type: Shared, OnlyIndividually: true, To: EntryID(5, 59),
+				Individually: []MessageID{EntryID(5, 40), EntryID(5, 52), EntryID(5, 50), EntryID(5, 120)}},
+			wantSeq: []string{subscribed, readMD, acked, readMD, closedByUs}, wantType: AckIndividual,
+			wantAcks: []MessageID{EntryID(5, 52), EntryID(5, 50)}, wantMD: EntryID(5, 50), reached: true,
+		},
+		{
 			name: "key shared", md: EntryID(5, 49), last: EntryID(5, 99),
 			move:    Move{Type: KeyShared, KeySharedAllowOutOfOrder: true, To: EntryID(5, 52)},
 			wantSeq: []string{subscribed, readMD, acked, readMD, closedByUs}, wantType: AckIndividual,
@@ -602,6 +612,8 @@ func TestMoveSubscriptionInvalid(t *testing.T) {
 		{"exclusive", Move{Topic: "t", Subscription: "s", Type: Exclusive, To: EntryID(1, 1)}, "want Failover, Shared or KeyShared"},
 		{"unknown type", Move{Topic: "t", Subscription: "s", Type: 9, To: EntryID(1, 1)}, "want Failover, Shared or KeyShared"},
 		{"failover with holes", Move{Topic: "t", Subscription: "s", Type: Failover, To: EntryID(1, 1), Individually: []MessageID{EntryID(1, 3)}}, "need Shared or KeyShared"},
+		{"only individually, none", Move{Topic: "t", Subscription: "s", Type: Shared, OnlyIndividually: true}, "none given"},
+		{"only individually, failover", Move{Topic: "t", Subscription: "s", Type: Failover, OnlyIndividually: true, Individually: []MessageID{EntryID(1, 3)}}, "need Shared or KeyShared"},
 		{"no topic", Move{Subscription: "s", Type: Failover, To: EntryID(1, 1)}, "required"},
 		{"no subscription", Move{Topic: "t", Type: Failover, To: EntryID(1, 1)}, "required"},
 		{"no entry", Move{Topic: "t", Subscription: "s", Type: Failover, To: EntryID(1, math.MaxUint64)}, "not an entry"},

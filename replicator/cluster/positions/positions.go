@@ -70,10 +70,9 @@ type Query struct {
 
 // Range is a run of individually acknowledged entries: those after From,
 // up to and including To (the broker's open-closed form). Both are whole
-// entries (Batch -1).
-type Range struct {
-	From, To marker.Position
-}
+// entries (Batch -1). It is marker's: the continuous follow carries such
+// runs to the remote in a signed marker (marker.KindAcked).
+type Range = marker.Range
 
 // State is one subscription on one topic partition as the broker's poll
 // read it.
