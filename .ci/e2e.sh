@@ -53,7 +53,7 @@ even3+='|TestSubscriptionFollowBothSidesFailover|TestSubscriptionFollowBothSides
 even3+='|TestFailoverCheckSyncOff|TestVerifyContinuousSessionRestart|TestTargetTopicTerminated|TestVerifyContinuous'
 even3+='|TestSubscriptionStandbyExclusive|TestReadBackBudgetOneWindow|TestSubscriptionExclusiveRefused'
 even3+='|TestWireFollow.*|TestVerify|TestVerifyOlderKey|TestSourceSchemaDeleted|TestIdleAdminCost'
-even3+='|TestSwitchover.*|TestServletFollowsSkipAndExpiry|TestTargetUnloadUnderLoadWithDedup|TestSoakShort|TestFollowHoles.*'
+even3+='|TestSwitchover.*|TestServletFollowsSkipAndExpiry|TestTargetUnloadUnderLoadWithDedup|TestSoakShort'
 timeout=40m
 # Without cgo, as the sidecar itself is built: the test binaries then use
 # pulsar-client-go's pure-Go zstd rather than compiling its C binding (over
