@@ -234,8 +234,22 @@ func (e *wireEndpoints) reachTarget(ctx context.Context) error {
 
 // copiedSince reads the remote partition back in windows over the binary
 // protocol (scanTail): a handful of readers, not an admin call per entry.
-// reach (recordReach) widens the window past max_pending_messages when
-// the remote's record says more of the pair's copies may be there.
+// It reads back until a window holds a copy of an entry before from
+// (the pair writes in origin order: every copy of from and after is
+// after it), or the partition's first entry, or readBackMost entries.
+// Neither the in-flight window (max_pending_messages + lookBack) nor the
+// remote's record (reach, recordReach) bounds it below that: entries of
+// the remote's own producers can stand between the copies and the end,
+// any number of them, and the record is no proof of where the copies
+// stop: after a reload of the remote topic it is the broker's last
+// snapshot of it, below the copies stored since (docs/guarantees.md,
+// Deduplication state). A read that stopped at the in-flight window
+// found none of the copies of soak seed 1382347120672031276 (issue 38:
+// west's own 1,341 entries after them, its record at 268:1912 below the
+// cursor's start, 268:2316), and the session sent 30 messages again
+// under their own sequence ids, above the record: stored twice. The
+// usual case costs what it did: a copy from before from lies in the
+// first window or two.
 //
 // It waits first for room in the target's read-back pool, in line: a
 // target back from an outage under thousands of partitions is read back
@@ -254,19 +268,30 @@ func (e *wireEndpoints) copiedSince(ctx context.Context, from marker.Position, r
 	if err != nil {
 		return copySet{}, err
 	}
-	limit := max(int64(e.maxPending), min(reach, maxRecordReach)) + lookBack
+	limit := max(readBackMost, int64(e.maxPending)+lookBack, min(reach, maxRecordReach)+lookBack)
 	return scanTail(ctx, r, bySignature(e.keys, e.topic, e.remote.Name), e.local.Name, from, int(limit))
 }
 
 // lookBack is how many entries beyond the in-flight window copiedSince
-// reads back from the end of the remote partition, for entries written by
-// others (active-active) between the copies.
+// read back from the end of the remote partition, for entries written by
+// others (active-active) between the copies, before it read on to a copy
+// older than the start (readBackMost).
 const lookBack = 100
 
 // maxRecordReach caps recordReach's widening of the read-back: the
 // windows double, so reading back this far costs a handful of readers
 // more, and a record further ahead than this is no in-flight window.
 const maxRecordReach = 100_000
+
+// readBackMost is how far copiedSince reads back at most when no window
+// holds a copy from before the start (with max_pending_messages up to
+// 100,000; the in-flight window and lookBack when larger): the same
+// bound as the record's reach. It is read only where the proof needs it
+// (the remote's own producers wrote that much since the pair's last
+// copies) or where there is no older copy to find: a pair's first
+// session on a remote partition that holds entries of others, which
+// reads it back to its first entry, up to this many.
+const readBackMost = maxRecordReach + lookBack
 
 // cursorPermitsPerPending is the cursor's window in messages per entry the
 // producer may have unconfirmed (max_pending_messages): batched entries

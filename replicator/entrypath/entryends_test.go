@@ -96,12 +96,12 @@ func TestWireEndpointsCursorWindow(t *testing.T) {
 	}
 }
 
-// copiedSince reads back the usual window (max_pending_messages +
-// lookBack entries from the remote's end), or as far as reach says the
-// pair's copies may go; only copies of this cluster's entries, signed
-// under the key, count.
+// copiedSince reads back from the remote's end until it reaches a copy
+// from before the start, past the usual window (max_pending_messages +
+// lookBack entries) and whatever reach says; only copies of this
+// cluster's entries, signed under the key, count.
 //
-// Fails for: the limit ignoring reach; the `o.cluster != local` filter
+// Fails for: the read stopping at the usual window; the `o.cluster != local` filter
 // removed from scanTail (in an aggregate topology, east→west and
 // north→west, north's copy of its own entry at the same position would be
 // taken as proof that east's is there).
@@ -142,9 +142,8 @@ func TestWireEndpointsCopiedSince(t *testing.T) {
 		want  []int64
 	}{
 		{"the usual window", 1400, 0, span(1400, 1499, 1450, 1460)},
-		{"the usual window ends the read", 300, 0, span(1300, 1499, 1450, 1460)},
-		{"reach within the in-flight window", 300, 80, span(1300, 1499, 1450, 1460)},
-		{"reach just past it", 300, 150, span(1250, 1499, 1450, 1460)},
+		{"on past the usual window to a copy from before the start", 300, 0, span(300, 1499, 1450, 1460)},
+		{"reach within the in-flight window", 300, 80, span(300, 1499, 1450, 1460)},
 		{"reach past the usual window", 300, 1200, span(300, 1499, 1450, 1460)},
 	}
 	for _, tt := range tests {
@@ -289,4 +288,84 @@ func unconfirmedWatched(t *testing.T, l *metrics.LinkMetrics, cluster string) bo
 		}
 	}
 	return false
+}
+
+// The soak's duplicate with seed 1382347120672031276 (issue 38), as west
+// held it: east's copies of 268:2300..268:2378 in ledger 138 (among
+// west's own entries), then west's own 1,341 entries (the rest of ledger
+// 138, and ledger 144 after an unload), none of them a copy. East's
+// cursor starts again at 268:2316 (acknowledgements lost with east's
+// broker), and west's record for the producer name, rebuilt at the
+// reload from its last snapshot, is 268:1912: below the start, so it
+// widens nothing (recordReach 0). The read-back must still find the
+// copies of 268:2316..268:2378: they are west's, signed, and the usual
+// window (max_pending_messages + 100 = 1,100 entries back) holds none.
+// It reads on until a copy from before the start (268:2315 and older
+// are there), and no further.
+//
+// Fails for: the read stopping at the usual window (it found nothing, and
+// the session sent the 63 entries again under their own ids, above the
+// stale record: stored twice).
+func TestCopiedSinceReadsPastOthersToTheStart(t *testing.T) {
+	const topic = "persistent://soak/ns/single"
+	key := []byte("0123456789abcdef")
+	at := func(e int64) marker.Position { return marker.Position{Ledger: 268, Entry: e, Batch: -1} }
+	digest := marker.OriginDigest([]byte("metadata"), []byte("payload"))
+	copyOf := func(e int64) entryCopy {
+		sig := marker.OriginSig(key, topic, "east", "west", at(e).String(), &digest)
+		return entryCopy{origins: []origin{{cluster: "east", pos: at(e), ok: true, sig: sig, digest: &digest}}}
+	}
+	west := entryCopy{origins: []origin{{}}} // west's own entry
+	var l138, l144 []entryCopy
+	for range 400 {
+		l138 = append(l138, west)
+	}
+	for e := int64(2300); e <= 2378; e++ {
+		l138 = append(l138, copyOf(e), west) // interleaved with west's own
+	}
+	for len(l138) < 859 {
+		l138 = append(l138, west)
+	}
+	for range 1036 {
+		l144 = append(l144, west)
+	}
+	tail := &fakeTail{ledgerIDs: []int64{138, 144}, entries: [][]entryCopy{l138, l144}}
+	e := &wireEndpoints{local: testConn("east"), remote: testConn("west"), topic: topic, maxPending: 1000, keys: marker.NewKeys(key),
+		readBackPool: newReadBackPool(readbackWindowBytes, nil), readBack: func() (tailReader, error) { return tail, nil }}
+	from := at(2316)
+	record := int64(268)<<32 | 1912
+	set, err := e.copiedSince(context.Background(), from, recordReach(record, from))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for p := range set {
+		got = append(got, p.Entry)
+	}
+	slices.Sort(got)
+	if want := seq(2316, 2378-2316+1); !slices.Equal(got, want) {
+		t.Errorf("found %d copies %v, want the %d of 268:2316..268:2378", len(got), got[:min(len(got), 4)], len(want))
+	}
+	// West's 1,341 entries after the last copy, the 158 copies and west's
+	// entries between them, and no more than the window that reached the
+	// older copies.
+	if most := 1341 + 158 + 2048; tail.readEntries > most {
+		t.Errorf("%d entries read, want at most %d", tail.readEntries, most)
+	}
+
+	// The bound: with readBackMost entries of west's own after them, the
+	// copies are out of reach (duplicates, never loss), and the read
+	// stops there.
+	far := slices.Clone(l138)
+	for range readBackMost {
+		far = append(far, west)
+	}
+	tail = &fakeTail{ledgerIDs: []int64{138}, entries: [][]entryCopy{far}}
+	set, err = e.copiedSince(context.Background(), from, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set) != 0 || tail.readEntries != readBackMost {
+		t.Errorf("past the bound: found %d copies in %d entries read, want none in %d", len(set), tail.readEntries, readBackMost)
+	}
 }
