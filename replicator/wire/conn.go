@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -793,11 +792,9 @@ func (c *Conn) Silent() bool {
 
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
-	r := bufio.NewReaderSize(c.nc, readBuffer)
-	var buf []byte
+	fr := newFrameReader(c.nc, vectoredRead(c.nc), readBuffer, c.maxFrame, ownAbove)
 	for {
-		f, b, fb, err := readFrame(r, buf, c.maxFrame, ownAbove)
-		buf = b
+		f, fb, err := fr.next()
 		if err != nil {
 			c.fail(fmt.Errorf("read: %w", err))
 			return
