@@ -38,9 +38,6 @@ func newFrameReader(r io.Reader, readv func(a, b []byte) (int, error), size, max
 // readFrame); any other aliases the reader's buffer, until the next call.
 func (fr *frameReader) next() (f Frame, fb *frameBuf, err error) {
 	if err := fr.fill(4); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || fr.hi > fr.lo {
-			return Frame{}, nil, io.ErrUnexpectedEOF
-		}
 		return Frame{}, nil, err
 	}
 	size := binary.BigEndian.Uint32(fr.buf[fr.lo:])

@@ -145,6 +145,12 @@ func TestFrameReaderTruncated(t *testing.T) {
 			}
 		}
 	}
+	// Another error than the end, inside a frame's head, is told as it is.
+	reset := errors.New("connection reset")
+	head := readerFunc(func(p []byte) (int, error) { return copy(p, stream[:2]), reset })
+	if _, _, err := newFrameReader(head, nil, 32<<10, 1<<20, 16<<10).next(); !errors.Is(err, reset) {
+		t.Errorf("a reset inside a frame's head: %v, want it as it is", err)
+	}
 	fr := newFrameReader(bytes.NewReader(stream), nil, 32<<10, 1000, 16<<10)
 	for {
 		if _, _, err := fr.next(); err != nil {
