@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -543,6 +544,20 @@ func FuzzReadFrame(f *testing.F) {
 		if (err == nil) != (oerr == nil) || !bytes.Equal(owned.Command, fr.Command) ||
 			!bytes.Equal(owned.Metadata, fr.Metadata) || !bytes.Equal(owned.Payload, fr.Payload) {
 			t.Fatalf("owned read differs: %v, %v", err, oerr)
+		}
+		// Through the connection's frameReader (a small buffer; frames
+		// above 16 bytes in buffers of their own), the same again.
+		for _, rv := range []bool{false, true} {
+			cr := &chunkReader{b: bytes.Clone(b), rng: rand.New(rand.NewPCG(uint64(len(b)), 3))}
+			var readv func(a, b []byte) (int, error)
+			if rv {
+				readv = cr.readv
+			}
+			rf, _, rerr := newFrameReader(cr, readv, 64, 1<<16, 16).next()
+			if (err == nil) != (rerr == nil) || !bytes.Equal(rf.Command, fr.Command) ||
+				!bytes.Equal(rf.Metadata, fr.Metadata) || !bytes.Equal(rf.Payload, fr.Payload) {
+				t.Fatalf("frameReader (vectored %v) differs: %v, %v", rv, err, rerr)
+			}
 		}
 		if err != nil {
 			return

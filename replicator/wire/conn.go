@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -493,6 +492,15 @@ type writeQueue struct {
 	segs net.Buffers
 	buf  []byte // owned bytes; segs alias it
 	cut  int    // buf[cut:] is not in segs yet
+	// later are frames encoded only when the queue goes out, each into
+	// the segment kept for it when it was queued (writeLater).
+	later []laterFrame
+}
+
+// laterFrame is a frame of writeLater: fill encodes it into segs[at].
+type laterFrame struct {
+	at   int
+	fill func([]byte) []byte
 }
 
 func (q *writeQueue) empty() bool { return len(q.segs) == 0 && len(q.buf) == q.cut }
@@ -507,6 +515,27 @@ func (q *writeQueue) seal() {
 	}
 }
 
+// keep keeps the next segment for frames fill encodes when the queue
+// goes out (fillLater).
+func (q *writeQueue) keep(fill func([]byte) []byte) {
+	q.seal()
+	q.later = append(q.later, laterFrame{at: len(q.segs), fill: fill})
+	q.segs = append(q.segs, nil)
+}
+
+// fillLater encodes the frames of keep into the segments kept for them.
+// q must be sealed.
+func (q *writeQueue) fillLater() {
+	for _, l := range q.later {
+		start := len(q.buf)
+		q.buf = l.fill(q.buf)
+		q.segs[l.at] = q.buf[start:len(q.buf):len(q.buf)]
+		q.cut = len(q.buf)
+	}
+	clear(q.later)
+	q.later = q.later[:0]
+}
+
 // ref appends b as a segment of its own.
 func (q *writeQueue) ref(b []byte) {
 	q.seal()
@@ -518,6 +547,8 @@ func (q *writeQueue) ref(b []byte) {
 func (q *writeQueue) reset() {
 	clear(q.segs)
 	q.segs = q.segs[:0]
+	clear(q.later)
+	q.later = q.later[:0]
 	if cap(q.buf) > 1<<20 {
 		q.buf = nil
 	}
@@ -534,6 +565,24 @@ func (c *Conn) write(enc func([]byte) []byte) error {
 	}
 	c.wmu.Lock()
 	c.wq.buf = enc(c.wq.buf)
+	c.wmu.Unlock()
+	c.wakeWriter()
+	return nil
+}
+
+// writeLater queues frames that fill encodes, on the writer goroutine
+// and without the write lock, when the queue goes out: in the place they
+// have now, so commands queued meanwhile go after them. fill may append
+// nothing. What is gathered between now and then goes out as one frame
+// (Consumer.Ack's acknowledgements, one ACK for many entries).
+func (c *Conn) writeLater(fill func([]byte) []byte) error {
+	select {
+	case <-c.done:
+		return c.closedErr()
+	default:
+	}
+	c.wmu.Lock()
+	c.wq.keep(fill)
 	c.wmu.Unlock()
 	c.wakeWriter()
 	return nil
@@ -619,6 +668,7 @@ func (c *Conn) writeLoop() {
 		c.wspare = writeQueue{}
 		c.wmu.Unlock()
 		out.seal()
+		out.fillLater()
 		if err := writeBuffers(c.nc, out.segs, writeChunk, 2*c.opts.KeepAlive, time.Now); err != nil {
 			c.fail(fmt.Errorf("write: %w", err))
 			return
@@ -742,11 +792,9 @@ func (c *Conn) Silent() bool {
 
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
-	r := bufio.NewReaderSize(c.nc, readBuffer)
-	var buf []byte
+	fr := newFrameReader(c.nc, vectoredRead(c.nc), readBuffer, c.maxFrame, ownAbove)
 	for {
-		f, b, fb, err := readFrame(r, buf, c.maxFrame, ownAbove)
-		buf = b
+		f, fb, err := fr.next()
 		if err != nil {
 			c.fail(fmt.Errorf("read: %w", err))
 			return

@@ -206,6 +206,32 @@ func TestWriteQueueReset(t *testing.T) {
 	}
 }
 
+// TestWriteQueueLater: a frame queued by writeLater goes out where it
+// was queued, encoded when the queue goes out, between what was queued
+// before and after it; one that encodes nothing leaves no gap.
+func TestWriteQueueLater(t *testing.T) {
+	var q writeQueue
+	q.buf = append(q.buf, "before "...)
+	q.keep(func(b []byte) []byte { return append(b, "later "...) })
+	q.buf = append(q.buf, "after "...)
+	q.ref([]byte("payload "))
+	q.keep(func(b []byte) []byte { return b })
+	q.buf = append(q.buf, "end"...)
+	q.seal()
+	q.fillLater()
+	var got []byte
+	for _, s := range q.segs {
+		got = append(got, s...)
+	}
+	if want := "before later after payload end"; string(got) != want {
+		t.Fatalf("wrote %q, want %q", got, want)
+	}
+	q.reset()
+	if len(q.later) != 0 {
+		t.Fatalf("%d frames of writeLater left after reset", len(q.later))
+	}
+}
+
 // TestLargeSendAloneGoesOut: a SEND whose payload is written from where it
 // lies (a segment of its own), with nothing queued after it, goes out at
 // once: not with the next frame, which on an idle producer is the next

@@ -152,6 +152,10 @@ type consumerSession struct {
 	received bool      // an entry arrived (c.mu)
 	silent   bool      // its connection is silent (c.mu)
 	ready    bool      // subscribed (c.mu)
+	// acks are the entries acknowledged (Ack) whose ACK is not encoded
+	// yet; acksQueued says that its place is queued on conn (c.mu).
+	acks       []MessageID
+	acksQueued bool
 }
 
 // Subscribe subscribes to opts.Topic and grants the first permits. The
@@ -476,6 +480,11 @@ func (c *Consumer) Receive(ctx context.Context) (Entry, error) {
 func (c *Consumer) current() (*consumerSession, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.currentLocked()
+}
+
+// currentLocked is current with c.mu held.
+func (c *Consumer) currentLocked() (*consumerSession, error) {
 	if c.closed {
 		return nil, ErrClosed
 	}
@@ -488,12 +497,55 @@ func (c *Consumer) current() (*consumerSession, error) {
 // Ack acknowledges the entry id (individually). An entry id with
 // BatchIndex -1 acknowledges every message of the entry. Fire and forget,
 // as in every Pulsar client: an ack lost with its connection is redelivered.
+//
+// Acks go out together: the first one queues the place of an ACK on the
+// connection, and the ACK, encoded when the connection's writer sends
+// it, carries every entry acknowledged until then (at most maxConsumerAckIDs
+// per ACK). A broker handles one ACK of many entries as one cursor
+// update, where one ACK per entry cost it an update each (the drain's
+// one per receipt). Commands queued after an Ack go out after its ACK; an
+// entry acknowledged after them may go before them, which only ever
+// acknowledges it sooner.
 func (c *Consumer) Ack(id MessageID) error {
-	s, err := c.current()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, err := c.currentLocked()
 	if err != nil {
 		return err
 	}
-	return s.conn.writeCommand(&Ack{ConsumerID: s.id, AckType: AckIndividual, MessageIDs: []MessageID{entryOnly(id)}})
+	s.acks = append(s.acks, entryOnly(id))
+	if s.acksQueued {
+		return nil
+	}
+	// The write lock is taken under c.mu; the writer encodes (appendAcks,
+	// which takes c.mu) without it.
+	if err := s.conn.writeLater(s.appendAcks); err != nil {
+		s.acks = s.acks[:0]
+		return err
+	}
+	s.acksQueued = true
+	return nil
+}
+
+// maxConsumerAckIDs is the most entries one of Ack's ACKs carries (about
+// 20 KB).
+const maxConsumerAckIDs = 1000
+
+// appendAcks appends ACKs of the entries acknowledged since the last
+// ones to b; on the connection's writer goroutine (see Ack).
+func (s *consumerSession) appendAcks(b []byte) []byte {
+	c := s.c
+	c.mu.Lock()
+	ids := s.acks
+	s.acks, s.acksQueued = nil, false
+	c.mu.Unlock()
+	var scratch [256]byte
+	for len(ids) > 0 {
+		n := min(len(ids), maxConsumerAckIDs)
+		b = AppendFrame(b, AppendCommand(scratch[:0], &Ack{ConsumerID: s.id, AckType: AckIndividual, MessageIDs: ids[:n]}))
+		ids = ids[n:]
+	}
+	return b
 }
 
 // AckCumulative acknowledges everything up to and including id.

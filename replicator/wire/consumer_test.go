@@ -93,6 +93,76 @@ func TestConsumerLinkChange(t *testing.T) {
 	})
 }
 
+// TestConsumerAcksGoTogether: entries acknowledged while the
+// connection's writer is busy go out as one ACK, each once and in the
+// order acknowledged: a broker updates the cursor once per ACK, where one
+// ACK per entry cost it an update each.
+func TestConsumerAcksGoTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newFakeMemBroker(t)
+		c := newTestClient(t, b.url(), ConnOptions{dial: b.dial, KeepAlive: time.Hour})
+		cons, _, id := memSubscribe(t, b, c, ConsumerOptions{Topic: "t", Subscription: "s"})
+		hold := make(chan struct{})
+		held := false
+		b.set(func() {
+			b.handle = func(fc *fakeConn, cmd Command, _ Frame) bool {
+				if _, ok := cmd.Body.(*Ack); ok && !held {
+					held = true
+					<-hold // the broker reads nothing more for now
+				}
+				return false
+			}
+		})
+		ack := func(e uint64) {
+			t.Helper()
+			if err := cons.Ack(EntryID(1, e)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ack(1)
+		synctest.Wait() // the broker holds the first ACK
+		ack(2)
+		synctest.Wait() // the writer is stuck writing the second
+		const n = 100
+		for e := uint64(3); e <= n; e++ {
+			ack(e)
+		}
+		close(hold)
+		waitFor(t, "every ACK", func() bool {
+			k := 0
+			for _, a := range b.commands(TypeAck) {
+				k += len(a.(*Ack).MessageIDs)
+			}
+			return k >= n
+		})
+		time.Sleep(time.Second)
+		acks := b.commands(TypeAck)
+		var got []uint64
+		for _, body := range acks {
+			a := body.(*Ack)
+			if a.ConsumerID != id || a.AckType != AckIndividual {
+				t.Fatalf("ACK %+v, want individual acknowledgements of consumer %d", a, id)
+			}
+			for _, m := range a.MessageIDs {
+				if m != EntryID(1, m.Entry) {
+					t.Fatalf("acknowledged %v, want entry ids", m)
+				}
+				got = append(got, m.Entry)
+			}
+		}
+		want := make([]uint64, n)
+		for i := range want {
+			want[i] = uint64(i + 1)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("acknowledged %v, want 1 to %d once each, in order", got, n)
+		}
+		if len(acks) != 3 {
+			t.Fatalf("%d ACKs, want 3: the first, the one being written, and one of the %d acknowledged meanwhile", len(acks), n-2)
+		}
+	})
+}
+
 // TestConsumerAckWhileReconnecting: acknowledging while the consumer has
 // no session (the broker refuses it back for now) is errNoConn: the entry
 // comes again on the next session, where it is acknowledged.

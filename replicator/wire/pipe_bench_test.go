@@ -246,6 +246,7 @@ func BenchmarkPipe(b *testing.B) {
 		{"batch127x1KiB", 127, 127 << 10, false, false},
 		{"batch127x1KiB-crc", 127, 127 << 10, false, true},
 		{"batch127x1KiB-recycle", 127, 127 << 10, true, false},
+		{"batch127x1KiB-recycle-crc", 127, 127 << 10, true, true}, // the entry path's
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			srcURL, dstURL := startPipeBrokers(b, tc.msgs, tc.size)
