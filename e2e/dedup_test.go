@@ -92,7 +92,10 @@ func TestRestartDeepInLedgerWithDedup(t *testing.T) {
 
 	// Counted by a consumer on west (the broker's msgInCounter would also
 	// count what its deduplication dropped).
-	got := drain(t, west, topic, "check", first+more, 2*time.Minute, 2*time.Second)
+	// 136,000 messages to read: 2 minutes were not enough at load average
+	// 50 (135,100 read while west held all 136,000: internal stats'
+	// entriesAddedCounter, its deduplication cursor at the last entry).
+	got := drain(t, west, topic, "check", first+more, 6*time.Minute, 2*time.Second)
 	missing, dups, breaks := checkCopies(t, got, "m", first+more, true)
 	t.Logf("restart deep in a ledger (last source entry %d:%d), dedup on west: %d written, %d on west, %d missing, %d duplicates, %d out of order; after the restart: %.0f replicated, %.0f skipped as already on the target, %.0f unproven duplicate receipts",
 		last.LedgerID, last.EntryID, first+more, len(got), missing, dups, breaks,
