@@ -129,7 +129,7 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 			fmt.Fprintf(w, "      known gap: %s\n", gap)
 		}
 		if cs := countedFor(f, res.Counted); f.Kind == Duplicate && len(cs) > 0 {
-			fmt.Fprintf(w, "      known gap: the sidecar sent %d entries of this partition under a counted sequence id (its read-back, max_pending_messages + 100 entries back from the target's end, did not find their copies; docs/guarantees.md, Duplicates), first %s at %s by %s\n",
+			fmt.Fprintf(w, "      known gap: the sidecar sent %d entries of this partition under a counted sequence id (its read-back did not find their copies: up to 100,100 entries back from the target's end, or no copy older than its start; docs/guarantees.md, Duplicates), first %s at %s by %s\n",
 				len(cs), cs[0].ID, offset(res.Start, cs[0].At), cs[0].Instance)
 		}
 	}

@@ -38,7 +38,7 @@ not json at all
 	res := &Result{Start: t0, Findings: []Finding{dup, {Stream: dup.Stream, Kind: Lost, Count: 1}}, Counted: cs}
 	var b bytes.Buffer
 	WriteReport(&b, Options{}, res)
-	want := "known gap: the sidecar sent 1 entries of this partition under a counted sequence id (its read-back, max_pending_messages + 100 entries back from the target's end, did not find their copies; docs/guarantees.md, Duplicates), first 46:5185 at +1m18.3s by west-a"
+	want := "known gap: the sidecar sent 1 entries of this partition under a counted sequence id (its read-back did not find their copies: up to 100,100 entries back from the target's end, or no copy older than its start; docs/guarantees.md, Duplicates), first 46:5185 at +1m18.3s by west-a"
 	if strings.Count(b.String(), want) != 1 {
 		t.Errorf("report names the counted sends %d times, want once (the duplicate, not the loss):\n%s", strings.Count(b.String(), want), b.String())
 	}
