@@ -174,10 +174,15 @@ func (p *pacer) nudge() {
 // came, or a marker changed its state).
 func (p *pacer) poke() {
 	if p.sleeping.Load() && p.sleeping.CompareAndSwap(true, false) {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
+		p.wakeNow()
+	}
+}
+
+// wakeNow wakes run whatever it sleeps for, without waiting.
+func (p *pacer) wakeNow() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -45,7 +45,7 @@ func (s *Sync) rebuild(ctx context.Context, layout *cluster.Layout) {
 	if !tracked && len(unknown) == 0 {
 		return
 	}
-	r := historyRead{s: s, learn: len(unknown) > 0}
+	r := historyRead{s: s, learn: len(unknown) > 0, ticked: time.Now()}
 	if layout == nil || len(layout.Ledgers) == 0 {
 		r.read(ctx, entrySpan{from: cluster.Earliest, through: marker.Position{Ledger: 1<<63 - 1}})
 		r.done(unknown, "whole")
@@ -89,6 +89,9 @@ type historyRead struct {
 	entries int  // entries read
 	snaps   int  // snapshot markers cached
 	resps   int  // own responses learned from
+	// ticked is when the re-read last ticked the machine, over all its
+	// windows (each window is a read of its own, often short).
+	ticked time.Time
 }
 
 // read feeds the entries of w to the machine and reports whether the
@@ -104,7 +107,6 @@ func (r *historyRead) read(ctx context.Context, w entrySpan) bool {
 	}
 	defer rd.Close()
 	lastEntry := marker.Position{Ledger: -2}
-	ticked := time.Now()
 	for ctx.Err() == nil {
 		// The machine goes on meanwhile: a re-read of 10,000 entries took
 		// 10-11 s under load (soak), and a process killed again within
@@ -113,9 +115,9 @@ func (r *historyRead) read(ctx context.Context, w entrySpan) bool {
 		// covered (an Exclusive copy 1,850 entries behind at the end).
 		// Requests need nothing the re-read teaches; answering waits
 		// for the watermarks as before (Unknown).
-		if time.Since(ticked) >= s.Interval/4 {
+		if time.Since(r.ticked) >= s.Interval/4 {
 			s.tick(ctx)
-			ticked = time.Now()
+			r.ticked = time.Now()
 		}
 		rctx, cancel := context.WithTimeout(ctx, historyIdle)
 		e, ok, err := rd.Next(rctx)

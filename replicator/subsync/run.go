@@ -149,9 +149,4 @@ func (s *Sync) stopApplying() { s.queue.stop() }
 // ActiveChanged wakes Run's loop, whatever it sleeps for, to look at
 // Config.Active again (setActive). Safe for concurrent use; it never
 // waits (the entry pipe calls it from the consumer's callback).
-func (s *Sync) ActiveChanged() {
-	select {
-	case s.pace.wake <- struct{}{}:
-	default:
-	}
-}
+func (s *Sync) ActiveChanged() { s.pace.wakeNow() }
