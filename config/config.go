@@ -272,7 +272,9 @@ type Snapshot struct {
 	// Interval is how often a snapshot is started.
 	Interval Duration `yaml:"interval"`
 	// Timeout is how long a snapshot may wait for answers from every remote
-	// before it is abandoned; it must exceed Interval, or no snapshot could
+	// before the next one starts in its place (a late answer still
+	// completes it within 10 timeouts: a lagging copy forwards requests
+	// and answers late); it must exceed Interval, or no snapshot could
 	// finish before the next one starts.
 	Timeout Duration `yaml:"timeout"`
 	// CacheSize is how many completed snapshots are kept per topic.

@@ -115,7 +115,7 @@ func (m *Machine) respond(pos marker.Position, req marker.Marker) []marker.Marke
 func (m *Machine) responded(pos marker.Position, resp marker.Marker) []marker.Marker {
 	i := slices.IndexFunc(m.pending, func(p *request) bool { return p.id == resp.SnapshotID })
 	if i < 0 || m.pending[i].responded {
-		// Unknown or dropped; or a second answer to the same request
+		// Unknown, dropped, or late past lateFor; or a second answer to the same request
 		// (Remote re-read it after a restart): the first one stands.
 		return nil
 	}
@@ -165,6 +165,9 @@ func (m *Machine) complete(i int, pos marker.Position) []marker.Marker {
 	}
 	now := m.cfg.Now()
 	m.stats.Completed++
+	if p.late {
+		m.stats.Late++
+	}
 	m.stats.LastRTT = now.Sub(p.started)
 	mk := marker.Marker{
 		Kind:       marker.KindSnapshot,
@@ -190,18 +193,36 @@ func (m *Machine) complete(i int, pos marker.Position) []marker.Marker {
 
 func (m *Machine) tick(linkUp bool) []marker.Marker {
 	now := m.cfg.Now()
-	n := len(m.pending)
-	m.pending = slices.DeleteFunc(m.pending, func(p *request) bool { return now.Sub(p.started) >= m.cfg.Timeout })
-	if dropped := n - len(m.pending); dropped > 0 {
-		m.stats.TimedOut += int64(dropped)
+	timedOut := 0
+	for _, p := range m.pending {
+		if !p.late && now.Sub(p.started) >= m.cfg.Timeout {
+			p.late = true
+			timedOut++
+		}
+	}
+	m.pending = slices.DeleteFunc(m.pending, func(p *request) bool { return p.late && now.Sub(p.started) >= lateFor*m.cfg.Timeout })
+	if late := len(m.pending) - m.live(); late > maxLate {
+		// The oldest late ones go: a response comes in order, so the
+		// newest is the first to come.
+		drop := late - maxLate
+		m.pending = slices.DeleteFunc(m.pending, func(p *request) bool {
+			if p.late && drop > 0 {
+				drop--
+				return true
+			}
+			return false
+		})
+	}
+	if timedOut > 0 {
+		m.stats.TimedOut += int64(timedOut)
 		// The data the newest request was to cover is not covered yet
-		// unless a request started after it is still pending.
-		if len(m.pending) == 0 && m.retries < maxRetries {
+		// unless a request started after it is still in time.
+		if m.live() == 0 && m.retries < maxRetries {
 			m.retries++
 			m.dataSince = true
 		}
 	}
-	if !linkUp || !m.dataSince || len(m.pending) >= m.cfg.MaxPending ||
+	if !linkUp || !m.dataSince || m.live() >= m.cfg.MaxPending ||
 		(m.requested && now.Sub(m.lastRequest) < m.cfg.Interval) {
 		return nil
 	}
@@ -217,4 +238,15 @@ func (m *Machine) tick(linkUp bool) []marker.Marker {
 		SnapshotID: id,
 		Time:       now.UnixMilli(),
 	}}
+}
+
+// live counts the pending requests that have not timed out.
+func (m *Machine) live() int {
+	n := 0
+	for _, p := range m.pending {
+		if !p.late {
+			n++
+		}
+	}
+	return n
 }

@@ -72,6 +72,18 @@ const (
 	// no new data: a remote that never answers (no sidecar there) costs
 	// this many more requests per quiet spell, not one per interval.
 	maxRetries = 3
+	// lateFor is how long past its start, in Timeouts, a request that timed
+	// out may still complete when its response comes (request.late), and
+	// maxLate how many such requests are kept at once: with a copy
+	// lagging more than Timeout behind its partition's head (a backlog
+	// after an outage, a saturated bed), a request is read and forwarded
+	// only after Timeout, and its response comes later still. Dropped at
+	// Timeout, as before, no snapshot completed for as long as the lag
+	// lasted (soak, seed 1382347120672031276: an Exclusive subscription's
+	// copy on west left minutes behind east's). Ten Timeouts is 5 minutes
+	// by default; a request every Timeout keeps at most ten late.
+	lateFor = 10
+	maxLate = 10
 	// maxUnread bounds the snapshots completed here whose marker was not
 	// read back yet (Machine.unread): a marker whose write failed is not
 	// remembered for ever.
@@ -87,8 +99,10 @@ type Config struct {
 	// other end of the pair.
 	Local, Remote string
 	// Interval is the least time between two snapshot requests; Timeout
-	// how long a request waits for its response and watermarks. Zero or
-	// negative means 1 s and 30 s, the config package's defaults.
+	// how long a request waits for its response and watermarks before
+	// another may start in its place (it may still complete if its
+	// response comes within lateFor Timeouts). Zero or negative means 1 s
+	// and 30 s, the config package's defaults.
 	Interval, Timeout time.Duration
 	// CacheSize bounds the completed snapshots kept; zero or negative
 	// means 10, the config package's default.
@@ -138,6 +152,9 @@ type Snapshot struct {
 // Stats are counters for metrics, monotonically growing except LastRTT.
 type Stats struct {
 	Started, Completed, TimedOut int64
+	// Late counts the completed requests that had timed out: their
+	// response came after Timeout (a lagging copy) and still counted.
+	Late int64
 	// Unanswered counts requests from Remote not answered because a
 	// third origin's watermark was unknown.
 	Unanswered int64
@@ -158,7 +175,8 @@ type Machine struct {
 	// known-empty when cfg.Fresh, unknown otherwise.
 	seen map[string]marker.Position
 	// pending are the requests in flight, oldest first (started in
-	// order, so answered in order): at most cfg.MaxPending.
+	// order, so answered in order): at most cfg.MaxPending that have not
+	// timed out, and at most maxLate that have (request.late).
 	pending []*request
 	// Request pacing: whether and when the last request was started, and
 	// whether a data message was read since (the newest pending request
@@ -184,6 +202,11 @@ type Machine struct {
 type request struct {
 	id      string
 	started time.Time
+	// late: Timeout passed without the response and its watermarks. The
+	// request no longer holds a place among Config.MaxPending and no
+	// longer stands for the data since (tick), but it still completes
+	// when its response comes, up to lateFor Timeouts after started.
+	late bool
 	// Set once the response is read: where (a), its b, and the watermarks
 	// of our third origins it names.
 	responded bool
@@ -287,11 +310,13 @@ func (m *Machine) Unknown() []string {
 	return m.unknown()
 }
 
-// Tick lets time pass: pending requests older than Timeout are dropped
+// Tick lets time pass: pending requests older than Timeout time out
 // (the data they were to cover counts as not covered: up to maxRetries
 // requests in a row are tried again without new data, so the tail of a
 // partition that went quiet is covered even when its last request got no
-// answer), and a request (kind 10) addressed to Remote is returned when one is due:
+// answer; a timed-out request still completes if its response comes
+// within lateFor Timeouts), and a request (kind 10) addressed to Remote
+// is returned when one is due:
 // new data was read since the last request, linkUp (the replicator towards
 // Remote is connected), Interval has passed, and fewer than
 // Config.MaxPending requests are pending.
@@ -337,20 +362,35 @@ func (m *Machine) Fresh() bool {
 	return m.cfg.Fresh
 }
 
+// Abandon drops the pending request id: its marker was not written (the
+// write failed, or this instance turned standby), so no response will
+// come, and the request would otherwise hold its place among
+// Config.MaxPending for Timeout. The data it was to cover counts as not
+// covered.
+func (m *Machine) Abandon(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if i := slices.IndexFunc(m.pending, func(p *request) bool { return p.id == id }); i >= 0 {
+		m.pending = slices.Delete(m.pending, i, i+1)
+		m.dataSince = true
+	}
+}
+
 // Idle reports whether Tick has nothing to do until Data or a marker comes:
-// no request is pending and no data came since the last one.
+// no request is pending (timed-out ones aside: they need no tick to
+// complete) and no data came since the last one.
 func (m *Machine) Idle() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.pending) == 0 && !m.dataSince
+	return m.live() == 0 && !m.dataSince
 }
 
-// Pending reports whether a request is waiting for its response or
-// watermarks.
+// Pending reports whether a request that has not timed out is waiting
+// for its response or watermarks.
 func (m *Machine) Pending() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.pending) > 0
+	return m.live() > 0
 }
 
 // Newest returns the cached snapshot with the furthest Local position.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -78,6 +79,10 @@ func read(e int64, mk marker.Marker) func(*Machine) []marker.Marker {
 
 func learn(c string, p marker.Position) func(*Machine) []marker.Marker {
 	return func(m *Machine) []marker.Marker { m.Learn(c, p); return nil }
+}
+
+func abandon(id string) func(*Machine) []marker.Marker {
+	return func(m *Machine) []marker.Marker { m.Abandon(id); return nil }
 }
 
 func tick(linkUp bool) func(*Machine) []marker.Marker {
@@ -195,14 +200,29 @@ func TestTick(t *testing.T) {
 			{op: read(2, responseFromB("id-1", 5, nil)), want: wantSnapshot("id-1", 2, 5, 0)},
 			{advance: time.Minute, op: tick(true)},
 		}, Stats{Started: 1, Completed: 1}, nil},
-		{"timeout drops the pending request", []step{
+		{"a timed-out request makes room for the next, and its late response still completes it", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
 			{advance: 10*time.Second - time.Millisecond, op: tick(true)},
 			{op: data(2, "", 0)},
 			{advance: time.Millisecond, op: tick(true), want: wantRequest("id-2", 10*time.Second)},
-			{op: read(3, responseFromB("id-1", 5, nil))}, // timed out: ignored
-		}, Stats{Started: 2, TimedOut: 1}, nil},
+			// A lagging copy: id-1 forwarded late, answered later still.
+			{op: read(3, responseFromB("id-1", 5, nil)), want: wantSnapshot("id-1", 3, 5, 10*time.Second)},
+			// id-2 is still pending: no request until it times out.
+			{op: data(4, "", 0)},
+			{advance: 9 * time.Second, op: tick(true)},
+			{op: read(5, responseFromB("id-2", 6, nil)), want: wantSnapshot("id-2", 5, 6, 19*time.Second)},
+			{advance: time.Second, op: tick(true), want: wantRequest("id-3", 20*time.Second)},
+		}, Stats{Started: 3, TimedOut: 1, Completed: 2, Late: 1, LastRTT: 9 * time.Second}, nil},
+		{"a late response completes the newest answered request, dropping the older late ones", []step{
+			{op: data(1, "", 0)},
+			{op: tick(true), want: wantRequest("id-1", 0)},
+			{advance: 10 * time.Second, op: tick(true), want: wantRequest("id-2", 10*time.Second)},
+			{advance: 10 * time.Second, op: tick(true), want: wantRequest("id-3", 20*time.Second)},
+			{op: read(2, responseFromB("id-2", 5, nil)), want: wantSnapshot("id-2", 2, 5, 20*time.Second)},
+			{op: read(3, responseFromB("id-1", 4, nil))}, // dropped with id-2's completion
+			{op: read(4, responseFromB("id-3", 6, nil)), want: wantSnapshot("id-3", 4, 6, 20*time.Second)},
+		}, Stats{Started: 3, TimedOut: 2, Completed: 2, Late: 1}, nil},
 		{"a timed-out request with a newer one pending is not tried again: the newer covers its data", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
@@ -231,24 +251,32 @@ func TestTick(t *testing.T) {
 			{op: read(2, responseFromB("id-2", 5, nil)), want: wantSnapshot("id-2", 2, 5, 10*time.Second)},
 			{advance: time.Minute, op: tick(true)},
 		}, Stats{Started: 2, TimedOut: 1, Completed: 1}, nil},
-		{"a timed-out request's response is ignored", []step{
+		{"a response past lateFor Timeouts is ignored", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
 			{advance: 10 * time.Second, op: tick(false)},
+			{advance: (lateFor - 1) * 10 * time.Second, op: tick(false)},
 			{op: read(2, responseFromB("id-1", 5, nil))},
 		}, Stats{Started: 1, TimedOut: 1}, nil},
+		{"an abandoned request (its marker not written) makes room at once", []step{
+			{op: data(1, "", 0)},
+			{op: tick(true), want: wantRequest("id-1", 0)},
+			{op: abandon("id-1")},
+			{advance: time.Second, op: tick(true), want: wantRequest("id-2", time.Second)},
+			{op: read(2, responseFromB("id-1", 5, nil))}, // never written: a forgery or a replay
+		}, Stats{Started: 2}, nil},
 		{"a response naming NoneSeen needs nothing of that origin", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
 			{op: read(2, responseFromB("id-1", 5, map[string]marker.Position{"C": marker.NoneSeen})), want: wantSnapshot("id-1", 2, 5, 0)},
 		}, Stats{Started: 1, Completed: 1}, nil},
-		{"a request waiting for watermarks times out too", []step{
+		{"a request waiting for watermarks times out too, and completes late when they come", []step{
 			{op: data(1, "", 0)},
 			{op: tick(true), want: wantRequest("id-1", 0)},
 			{op: read(2, responseFromB("id-1", 5, map[string]marker.Position{"C": pos(9)}))},
 			{advance: 10 * time.Second, op: tick(false)},
-			{op: data(3, "C", 9)},
-		}, Stats{Started: 1, TimedOut: 1}, nil},
+			{op: data(3, "C", 9), want: wantSnapshot("id-1", 3, 5, 10*time.Second)},
+		}, Stats{Started: 1, TimedOut: 1, Completed: 1, Late: 1, LastRTT: 10 * time.Second}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -600,5 +628,37 @@ func TestUnknown(t *testing.T) {
 	fresh := newHarness(func(c *Config) { c.ThirdOrigins = []string{"C"} })
 	if got := fresh.m.Unknown(); got != nil {
 		t.Fatalf("fresh Unknown() = %v, want none", got)
+	}
+}
+
+// TestMaxLate: at most maxLate timed-out requests wait for their
+// response; the oldest go first.
+func TestMaxLate(t *testing.T) {
+	h := newHarness(func(c *Config) { c.MaxPending = 5 })
+	var ids []string
+	for i := range 40 {
+		h.m.Data(pos(int64(i+1)), "", pos(0))
+		for _, mk := range h.m.Tick(true) {
+			ids = append(ids, mk.SnapshotID)
+		}
+		h.now = h.now.Add(time.Second)
+	}
+	late := len(h.m.pending) - h.m.live()
+	if late != maxLate || len(ids) < maxLate+6 {
+		t.Fatalf("%d requests, %d late kept, want %d", len(ids), late, maxLate)
+	}
+	kept := h.m.pending[0].id
+	k := slices.Index(ids, kept)
+	if k < 1 {
+		t.Fatalf("oldest kept %s among %v", kept, ids)
+	}
+	// The older ones went: their responses count for nothing.
+	for _, id := range ids[:k] {
+		if got := h.m.Marker(pos(100), responseFromB(id, 5, nil)); got != nil {
+			t.Errorf("response to %s, dropped: got %v", id, got)
+		}
+	}
+	if got := h.m.Marker(pos(101), responseFromB(kept, 6, nil)); len(got) != 1 || got[0].SnapshotID != kept {
+		t.Errorf("response to %s, late but kept: got %v", kept, got)
 	}
 }

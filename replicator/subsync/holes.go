@@ -155,8 +155,13 @@ func ackedRanges(md marker.Position, ranges []marker.Range) ([]marker.Range, boo
 // partitions with nothing else changing). Safe for concurrent use: the
 // entry path notes, follow asks.
 //
-// It remembers only while a tracked subscription of the partition has
-// ranges (want): a partition without holes keeps none.
+// While a tracked subscription of the partition has ranges (want) it
+// remembers up to maxMarkerPos markers; otherwise the last
+// markersUnwanted, so that the markers read just before the first ranges
+// appeared are known when the filter acknowledges them (seen in e2e
+// TestFollowHolesServlet under load: a snapshot request read 0.2 s
+// before the first acked marker went, acknowledged after it, sent a
+// second).
 type markerSet struct {
 	wanted atomic.Bool
 	mu     sync.Mutex
@@ -166,21 +171,29 @@ type markerSet struct {
 // maxMarkerPos bounds the markers remembered (24 bytes each): a minute
 // or two of a busy partition's snapshot markers, hours of a quiet one's
 // acked markers. One forgotten only costs an acked marker sent once more.
-const maxMarkerPos = 256
+// markersUnwanted (384 bytes a partition) is a few seconds of a busy
+// partition's markers, written both ways at a snapshot interval of 1 s.
+const (
+	maxMarkerPos    = 256
+	markersUnwanted = 16
+)
 
-// want has the set remember markers from now on (on), or forget them
-// all and remember none (off).
+// want has the set remember up to maxMarkerPos markers from now on
+// (on), or only the last markersUnwanted (off).
 func (m *markerSet) want(on bool) {
 	if m.wanted.Swap(on) && !on {
 		m.mu.Lock()
-		m.pos = nil
+		if n := len(m.pos); n > markersUnwanted {
+			m.pos = slices.Clone(m.pos[n-markersUnwanted:])
+		}
 		m.mu.Unlock()
 	}
 }
 
 func (m *markerSet) note(p marker.Position) {
-	if !m.wanted.Load() {
-		return
+	limit := markersUnwanted
+	if m.wanted.Load() {
+		limit = maxMarkerPos
 	}
 	p.Batch = -1
 	m.mu.Lock()
@@ -188,9 +201,10 @@ func (m *markerSet) note(p marker.Position) {
 	if n := len(m.pos); n > 0 && p.Compare(m.pos[n-1]) <= 0 {
 		return // read again
 	}
-	if len(m.pos) == maxMarkerPos {
-		copy(m.pos, m.pos[1:])
-		m.pos = m.pos[:len(m.pos)-1]
+	if len(m.pos) >= limit {
+		drop := len(m.pos) - limit + 1
+		copy(m.pos, m.pos[drop:])
+		m.pos = m.pos[:len(m.pos)-drop]
 	}
 	m.pos = append(m.pos, p)
 }

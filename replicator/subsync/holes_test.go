@@ -450,3 +450,58 @@ func TestHolesNotResentForMarkers(t *testing.T) {
 		}
 	})
 }
+
+// TestHolesNotResentForMarkersReadBefore: a marker read just before the
+// subscription's first ranges appeared, acknowledged by the filter after
+// the first acked marker went, is no change either (e2e
+// TestFollowHolesServlet under load sent a second acked marker for a
+// snapshot request read 0.2 s before the first).
+func TestHolesNotResentForMarkersReadBefore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const b1 = "http://b1:8080"
+		r, f := newServletRig(t)
+		ctx := context.Background()
+		r.s.markerPos.note(pos(1, 16)) // no ranges yet: the set is not wanted
+		f.set(b1, syncTopic, "billing", pos(1, 12))
+		f.setAcked(syncTopic, "billing", []marker.Range{rng(1, 13, 1, 15)})
+		r.readBefore(map[string]marker.Position{"billing": pos(1, 12)})
+		follow := func() []marker.Marker {
+			t.Helper()
+			time.Sleep(1100 * time.Millisecond) // a new poll, past the interval
+			if err := r.s.follow(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return ackedWritten(r.sink.Take())
+		}
+		if got := follow(); len(got) != 1 {
+			t.Fatalf("%d acked markers, want 1", len(got))
+		}
+		f.setAcked(syncTopic, "billing", []marker.Range{rng(1, 13, 1, 16)})
+		if got := follow(); len(got) != 0 {
+			t.Fatalf("sent %+v for a marker read before the first ranges, acknowledged", got)
+		}
+	})
+}
+
+// TestMarkerSetBounds: wanted, the set keeps maxMarkerPos markers;
+// unwanted, the last markersUnwanted.
+func TestMarkerSetBounds(t *testing.T) {
+	var m markerSet
+	for e := range int64(100) {
+		m.note(pos(1, e))
+	}
+	if len(m.pos) != markersUnwanted || m.pos[0] != pos(1, 100-markersUnwanted) {
+		t.Fatalf("unwanted: %d kept from %v", len(m.pos), m.pos[0])
+	}
+	m.want(true)
+	for e := int64(100); e < 1000; e++ {
+		m.note(pos(1, e))
+	}
+	if len(m.pos) != maxMarkerPos || m.pos[0] != pos(1, 1000-maxMarkerPos) {
+		t.Fatalf("wanted: %d kept from %v", len(m.pos), m.pos[0])
+	}
+	m.want(false)
+	if len(m.pos) != markersUnwanted || m.pos[0] != pos(1, 1000-markersUnwanted) || cap(m.pos) != markersUnwanted {
+		t.Fatalf("unwanted again: %d kept (cap %d) from %v", len(m.pos), cap(m.pos), m.pos[0])
+	}
+}

@@ -218,11 +218,17 @@ func (s *Sync) Wrote(mk marker.Marker) { s.gate.outbox.put(mk) }
 // write puts markers into the local partition.
 func (s *Sync) write(ctx context.Context, mks []marker.Marker) {
 	for _, mk := range mks {
-		if err := s.send(ctx, mk); errors.Is(err, errStandby) {
-			s.Log.Debug("marker not written: a standby", zap.Stringer("kind", mk.Kind))
-			continue
-		} else if err != nil {
-			s.Log.Warn("writing a marker failed", zap.Stringer("kind", mk.Kind), zap.Error(err))
+		if err := s.send(ctx, mk); err != nil {
+			if mk.Kind == marker.KindSnapshotRequest {
+				// Not written: no response will come. Its place among
+				// the requests in flight is free at once.
+				s.Machine.Abandon(mk.SnapshotID)
+			}
+			if errors.Is(err, errStandby) {
+				s.Log.Debug("marker not written: a standby", zap.Stringer("kind", mk.Kind))
+			} else {
+				s.Log.Warn("writing a marker failed", zap.Stringer("kind", mk.Kind), zap.Error(err))
+			}
 			continue
 		}
 		s.Metrics.MarkersWritten.WithLabelValues(s.Local, s.Remote, mk.Kind.String()).Inc()

@@ -1511,3 +1511,26 @@ func TestSyncRequestsDuringReRead(t *testing.T) {
 		<-done
 	})
 }
+
+// TestSyncRequestNotWrittenMakesRoom: a snapshot request whose write
+// failed is dropped from the machine at once: pending, it would hold the
+// next request back for the whole timeout (30 s) although no response
+// can come.
+func TestSyncRequestNotWrittenMakesRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		r := newSyncRig(t, rigConfig{})
+		r.s.linkUp = func() bool { return true }
+		r.s.DataAt(ctx, subsynctest.Pos(3, 1), "", marker.Position{})
+		r.sink.FailNext(1)
+		r.s.tick(ctx)
+		if r.s.Machine.Pending() {
+			t.Fatal("a request whose write failed is pending")
+		}
+		time.Sleep(time.Second) // the request interval
+		r.s.tick(ctx)
+		if got := subsynctest.KindsOf(r.sink.Take()); !slices.Equal(got, []marker.Kind{marker.KindSnapshotRequest}) {
+			t.Errorf("a second after the failed write: wrote %v, want a request", got)
+		}
+	})
+}
