@@ -538,7 +538,17 @@ func TestMoveSubscriptionFails(t *testing.T) {
 				m.To = EntryID(5, 79)
 			}
 			if m.StepTimeout == 0 {
-				m.StepTimeout = 100 * time.Millisecond
+				// A stalled step waits this long; a step that is
+				// answered must never reach it, even on a loaded
+				// machine (100 ms did: a refusal read as a timeout).
+				m.StepTimeout = 10 * time.Second
+				if tc.setup != nil {
+					probe := &moveBroker{}
+					tc.setup(probe)
+					if probe.stall != 0 {
+						m.StepTimeout = time.Second
+					}
+				}
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
