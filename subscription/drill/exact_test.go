@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/geo-sidecar/geo-sidecar/subscription/switchover"
@@ -58,25 +59,29 @@ func TestExactSwitch(t *testing.T) {
 			switchover.ErrNotProven, switchover.ErrNotProven}, rep: clean}, 1200 * time.Millisecond, false, true, 0, 3, true},
 		{"another error: no retry", fakeSwitcher{errs: []error{errors.New("internal stats: 500")}, rep: clean}, time.Minute, false, true, 0, 1, true},
 	} {
+		// In a bubble (synctest): with real time, a loaded machine let
+		// only two tries fit in the 1.2 s wait.
 		t.Run(tc.name, func(t *testing.T) {
-			var rep Report
-			sw := tc.sw
-			lines := 0
-			say := func(string, ...any) { lines++ }
-			exactSwitch(context.Background(), &rep, time.Now(), nil, &sw, Options{InStepWait: tc.limit}, "app", say)
-			if rep.InStep != tc.inStep || rep.GaveUp != tc.gaveUp || rep.Trailing != tc.trailing || sw.tries != tc.tries {
-				t.Errorf("in step %v, gave up %v, trailing %d after %d tries; want %v, %v, %d after %d",
-					rep.InStep, rep.GaveUp, rep.Trailing, sw.tries, tc.inStep, tc.gaveUp, tc.trailing, tc.tries)
-			}
-			if (rep.Switchover != nil) != tc.reportSet {
-				t.Errorf("switchover report %v", rep.Switchover)
-			}
-			if rep.RTO.Reached != !tc.gaveUp {
-				t.Errorf("RTO %+v, want reached %v", rep.RTO, !tc.gaveUp)
-			}
-			if lines < tc.tries {
-				t.Errorf("%d progress lines for %d tries", lines, tc.tries)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				var rep Report
+				sw := tc.sw
+				lines := 0
+				say := func(string, ...any) { lines++ }
+				exactSwitch(context.Background(), &rep, time.Now(), nil, &sw, Options{InStepWait: tc.limit}, "app", say)
+				if rep.InStep != tc.inStep || rep.GaveUp != tc.gaveUp || rep.Trailing != tc.trailing || sw.tries != tc.tries {
+					t.Errorf("in step %v, gave up %v, trailing %d after %d tries; want %v, %v, %d after %d",
+						rep.InStep, rep.GaveUp, rep.Trailing, sw.tries, tc.inStep, tc.gaveUp, tc.trailing, tc.tries)
+				}
+				if (rep.Switchover != nil) != tc.reportSet {
+					t.Errorf("switchover report %v", rep.Switchover)
+				}
+				if rep.RTO.Reached != !tc.gaveUp {
+					t.Errorf("RTO %+v, want reached %v", rep.RTO, !tc.gaveUp)
+				}
+				if lines < tc.tries {
+					t.Errorf("%d progress lines for %d tries", lines, tc.tries)
+				}
+			})
 		})
 	}
 }
