@@ -60,6 +60,11 @@ public class SoakReader {
                 d.put("s", Long.parseLong(seq));
                 d.put("t", m.getPublishTime());
                 d.put("pos", id.getLedgerId() + ":" + id.getEntryId() + ":" + id.getBatchIndex());
+                // A sidecar's copy carries its origin properties; a message
+                // its producer sent here does not.
+                if (m.getProperty("geo-sidecar.origin-cluster") != null) {
+                    d.put("c", true);
+                }
                 System.out.println(JSON.writeValueAsString(d));
             }
         }

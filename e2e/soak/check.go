@@ -25,6 +25,9 @@ type Read struct {
 	Seq       int64
 	Publish   time.Time // publish time of this copy
 	Pos       string    // ledger:entry:batch index of this copy, for looking into it
+	// Copy: it carries a sidecar's origin properties (a copy the sidecar
+	// wrote), where a message its producer sent does not.
+	Copy bool
 }
 
 // Stream names one origin producer's messages in one partition on one
@@ -55,13 +58,17 @@ const (
 	// Lost: acknowledged to the producer at the origin, absent on a
 	// cluster it must reach.
 	Lost FindingKind = "lost"
-	// Duplicate: a second (or later) copy of a sequence number.
+	// Duplicate: a second (or later) copy of a sequence number, more
+	// copies of it than its origin cluster holds (what the producer
+	// stored twice there, with deduplication off, is the application's:
+	// Row.OriginDuplicate).
 	Duplicate FindingKind = "duplicate"
 	// OutOfOrder: the first copy of a sequence number came after the
 	// first copy of a higher one of the same producer in the partition.
 	OutOfOrder FindingKind = "out-of-order"
 	// Unexpected: a copy on a cluster the origin's messages must not
-	// reach (a loop back, a third cluster's copy).
+	// reach (a third cluster's copy), or a sidecar's copy on the origin
+	// cluster itself (a loop back).
 	Unexpected FindingKind = "unexpected"
 )
 
@@ -84,6 +91,12 @@ const maxSeqs = 10
 type Row struct {
 	Stream
 	Sent, Read, Lost, Duplicate, OutOfOrder int
+	// OriginDuplicate counts the second and later messages of a sequence
+	// number that its origin cluster holds too: the producer stored them
+	// twice there (a resend after a reconnect while the origin's
+	// deduplication was off), and a copy of each is no duplicate of the
+	// sidecar's. No finding.
+	OriginDuplicate int
 }
 
 // Check counts every stream: reads are every tagged message read on
@@ -100,6 +113,19 @@ func Check(reads []Read, sent Sent, reach map[string][]string) ([]Row, []Finding
 		}
 		return rows[k]
 	}
+	// At the origin cluster, how many messages the producer stored per
+	// sequence number (its own sends, not a sidecar's copies).
+	atOrigin := map[Stream]map[int64]int{}
+	for _, r := range reads {
+		if r.Cluster == r.Origin && !r.Copy {
+			k := Stream{Partition: r.Partition, Origin: r.Origin, Producer: r.Producer}
+			if atOrigin[k] == nil {
+				atOrigin[k] = map[int64]int{}
+			}
+			atOrigin[k][r.Seq]++
+		}
+	}
+	count := map[Stream]map[int64]int{}
 	seen := map[Stream]map[int64]bool{}
 	maxSeq := map[Stream]int64{}
 	var findings []Finding
@@ -122,15 +148,19 @@ func Check(reads []Read, sent Sent, reach map[string][]string) ([]Row, []Finding
 		k := Stream{r.Cluster, r.Partition, r.Origin, r.Producer}
 		rw := row(k)
 		rw.Read++
-		if !contains(reach[r.Origin], r.Cluster) {
+		if !contains(reach[r.Origin], r.Cluster) || (r.Cluster == r.Origin && r.Copy) {
 			note(k, Unexpected, r.Seq, r.Publish, r.Pos)
 			continue
 		}
 		if seen[k] == nil {
 			seen[k] = map[int64]bool{}
+			count[k] = map[int64]int{}
 			maxSeq[k] = -1
 		}
+		count[k][r.Seq]++
 		switch {
+		case seen[k][r.Seq] && count[k][r.Seq] <= atOrigin[Stream{Partition: r.Partition, Origin: r.Origin, Producer: r.Producer}][r.Seq]:
+			rw.OriginDuplicate++
 		case seen[k][r.Seq]:
 			rw.Duplicate++
 			note(k, Duplicate, r.Seq, r.Publish, r.Pos)

@@ -92,6 +92,7 @@ type readLine struct {
 	Seq       int64  `json:"s"`
 	Publish   int64  `json:"t"` // Unix ms
 	Pos       string `json:"pos"`
+	Copy      bool   `json:"c"` // carries a sidecar's origin properties
 	Done      string `json:"done"`
 	Read      int64  `json:"read"`
 	Untagged  int64  `json:"untagged"`
@@ -142,7 +143,7 @@ func (j *javaReader) read(cluster string, parts []string) ([]Read, []PartitionRe
 			continue
 		}
 		reads = append(reads, Read{Cluster: cluster, Partition: m.Partition, Origin: m.Origin, Producer: m.Producer,
-			Seq: m.Seq, Publish: time.UnixMilli(m.Publish), Pos: m.Pos})
+			Seq: m.Seq, Publish: time.UnixMilli(m.Publish), Pos: m.Pos, Copy: m.Copy})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, nil, err

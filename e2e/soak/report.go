@@ -83,12 +83,13 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 
 	fmt.Fprintf(w, "\nper partition and origin producer\n")
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "cluster\tpartition\torigin producer\tsent\tread\tlost\tduplicate\tout of order\t\n")
+	fmt.Fprintf(tw, "cluster\tpartition\torigin producer\tsent\tread\tlost\tduplicate\tout of order\tproducer's own duplicate\t\n")
 	for _, r := range res.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", r.Cluster, shortPartition(r.Partition), r.Producer,
-			r.Sent, r.Read, r.Lost, r.Duplicate, r.OutOfOrder)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Cluster, shortPartition(r.Partition), r.Producer,
+			r.Sent, r.Read, r.Lost, r.Duplicate, r.OutOfOrder, r.OriginDuplicate)
 	}
 	tw.Flush()
+	fmt.Fprintf(w, "(producer's own duplicate: a message its producer stored twice on its origin cluster, a resend with deduplication off there, and each copy of it; the application's, not the sidecar's, and no finding)\n")
 	var untagged int64
 	for _, p := range res.Partitions {
 		untagged += p.Untagged
