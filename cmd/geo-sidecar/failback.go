@@ -390,7 +390,7 @@ func (f verifyFinder) Find(ctx context.Context, add func(string, failback.Entry)
 	o := f.o
 	o.Ends = ends
 	o.NotHeld = func(part string, l verify.Left) {
-		add(part, failback.Entry{Pos: l.Pos, PublishTime: l.PublishTime, Messages: l.Messages})
+		add(part, failback.Entry{Pos: l.Pos, PublishTime: l.PublishTime, Messages: l.Messages, Sealed: l.Sealed})
 	}
 	if _, err := verify.Run(ctx, o); err != nil {
 		return nil, err
@@ -405,7 +405,7 @@ func (f verifyFinder) Find(ctx context.Context, add func(string, failback.Entry)
 // lateCopier is failback.Copier over verify.SourceEntries (the walk's
 // reader, from the first entry to copy) and a wire producer: each entry
 // copied whole as the entry pipe copies it, with the late flags
-// (entryrule.LateMetadata), to the same partition on the target
+// (entryrule.LateCopy: on every message of a batch), to the same partition on the target
 // (replay) or to the park topic, an entry with a schema version under
 // the target's number for its schema (lateSchemas). Sequence ids go on from the broker's
 // record for the producer's name, so a target with deduplication takes
@@ -481,12 +481,27 @@ func (l *lateCopier) Copy(ctx context.Context, partition string, end marker.Posi
 				return fmt.Errorf("entry %d:%d: %w", pos.Ledger, pos.Entry, err)
 			}
 		}
-		lmd, err := entryrule.LateMetadata(l.keys, signed, l.from, l.to, e, &md, schema, extra...)
-		if err != nil {
-			return fmt.Errorf("entry %s: metadata of its copy: %w", pos, err)
+		content, _ := verify.Content(e)
+		lmd, payload, rewritten, err := entryrule.LateCopy(l.keys, signed, l.from, l.to, e, &md, schema, content[:], extra...)
+		switch {
+		case errors.Is(err, entryrule.ErrSealed) && l.park != "":
+			// Parked: the park topic says the copy is late; the flags
+			// go on the entry only (the report says how many).
+			lmd, err = entryrule.LateMetadata(l.keys, signed, l.from, l.to, e, &md, schema, extra...)
+			payload = e.Payload
+		case errors.Is(err, entryrule.ErrSealed):
+			// Refused before any copy (failback.ErrSealed); here only if
+			// the entry changed since the walk.
+			return fmt.Errorf("entry %s: %w: not replayed", pos, err)
 		}
-		out := wire.Outgoing{Metadata: lmd, Payload: bytes.Clone(e.Payload), NumMessages: max(e.NumMessages, 1),
+		if err != nil {
+			return fmt.Errorf("entry %s: its late copy: %w", pos, err)
+		}
+		out := wire.Outgoing{Metadata: lmd, Payload: bytes.Clone(payload), NumMessages: max(e.NumMessages, 1),
 			SequenceID: seq, PayloadCRC: e.PayloadCRC}
+		if rewritten {
+			out.Payload, out.PayloadCRC = payload, wire.PayloadCRC{} // new bytes, the CRC computed on sending
+		}
 		seq++
 		sentSome = true
 		return p.Send(ctx, out, func(r wire.Receipt, err error) {

@@ -96,6 +96,14 @@ func Split(raw []byte, n int) ([]Message, error) {
 	return out, nil
 }
 
+// Append appends to the uncompressed batch dst one message: its
+// SingleMessageMetadata md (whose payload_size must be len(payload)) and
+// payload.
+func Append(dst, md, payload []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(md)))
+	return append(append(dst, md...), payload...)
+}
+
 // payloadSize reads payload_size from SingleMessageMetadata md, checking
 // that md is well-formed protobuf at the top level (the last value wins,
 // as protobuf merges a scalar field).

@@ -2,7 +2,6 @@ package batch
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -42,9 +41,7 @@ func smm(props [][2]string, key string, payloadSize int, seq uint64) []byte {
 func build(msgs ...Message) []byte {
 	var b []byte
 	for _, m := range msgs {
-		b = binary.BigEndian.AppendUint32(b, uint32(len(m.Metadata)))
-		b = append(b, m.Metadata...)
-		b = append(b, m.Payload...)
+		b = Append(b, m.Metadata, m.Payload)
 	}
 	return b
 }

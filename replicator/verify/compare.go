@@ -47,7 +47,9 @@ type Source struct {
 	Messages int32
 	// Skip is "" when the entry pipe forwards the entry to the target,
 	// else why it does not (entryrule.SkipReason's reasons, or "malformed").
-	Skip   string
+	Skip string
+	// Sealed: an encrypted batch (Left.Sealed).
+	Sealed bool
 	Digest Digest
 	// kept, instead of Digest, is the entry's content held (sourceOf
 	// with hold), owned by the comparison once fed: see Config.KeptBytes.
@@ -155,6 +157,9 @@ type Left struct {
 	Pos         marker.Position
 	PublishTime int64 // Unix milliseconds
 	Messages    int32
+	// Sealed: the entry is an encrypted batch, whose messages' own
+	// metadata a late copy cannot flag (entryrule.ErrSealed).
+	Sealed bool
 }
 
 // Kind is what a finding is.
@@ -275,6 +280,7 @@ type record struct {
 	compared bool
 	fp       uint64
 	state    uint8
+	sealed   bool // Source.Sealed
 	msgs     int32
 	// passed: at the end of a round (Continuous), a later entry had its
 	// copy and this one none.
@@ -361,6 +367,7 @@ type awayRecord struct {
 	pos     marker.Position
 	publish int64
 	msgs    int32
+	sealed  bool
 	held    bool
 }
 
@@ -430,7 +437,7 @@ func (p *Partition) AddSource(s Source) {
 		u.Messages += int64(msgs)
 		u.LastPublishTime = s.PublishTime
 	}
-	rec := record{pos: s.Pos, publish: s.PublishTime, digest: s.Digest, state: st, msgs: msgs}
+	rec := record{pos: s.Pos, publish: s.PublishTime, digest: s.Digest, state: st, msgs: msgs, sealed: s.Sealed}
 	if s.kept != nil {
 		if st == skipped || p.cfg.KeptBytes <= 0 {
 			rec.digest = Digest(sha256.Sum256(s.kept))
@@ -466,7 +473,7 @@ func (p *Partition) evict() {
 	}
 	if r.state != skipped && !r.held() {
 		if p.exact {
-			p.away = append(p.away, awayRecord{pos: r.pos, publish: r.publish, msgs: r.msgs})
+			p.away = append(p.away, awayRecord{pos: r.pos, publish: r.publish, msgs: r.msgs, sealed: r.sealed})
 		} else {
 			addUnproven(&p.gone, r)
 			p.left(r)
@@ -820,7 +827,7 @@ func addUnproven(u *Unproven, r record) {
 // left tells Config.NotHeld of r.
 func (p *Partition) left(r record) {
 	if p.cfg.NotHeld != nil {
-		p.cfg.NotHeld(Left{Pos: r.pos, PublishTime: r.publish, Messages: r.msgs})
+		p.cfg.NotHeld(Left{Pos: r.pos, PublishTime: r.publish, Messages: r.msgs, Sealed: r.sealed})
 	}
 }
 
@@ -925,7 +932,7 @@ func (p *Partition) Finish() Result {
 	p.res.NotHeld = p.notHeld()
 	for _, a := range p.away {
 		if !a.held {
-			p.left(record{pos: a.pos, publish: a.publish, msgs: a.msgs})
+			p.left(record{pos: a.pos, publish: a.publish, msgs: a.msgs, sealed: a.sealed})
 		}
 	}
 	p.away = nil
