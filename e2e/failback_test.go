@@ -610,3 +610,64 @@ func testFailback(t *testing.T, choice string, app failbackApp, lateFirst bool) 
 		t.Errorf("east's consumer received %d %v\nwant %d %v", len(got), got, len(expect), expect)
 	}
 }
+
+// TestFailbackOutOfPlace: an entry present on west far out of place is
+// not stranded. The pair east→west starts at latest after east's first
+// 5 messages (A), copies the next 5 (B), and stops; failback --replay
+// copies A late, after B's copies: on west A's copies lie 5 entries out
+// of place. Failback again, with a window of 1 entry, must find nothing
+// stranded; before the fix it found A stranded (its copies beyond the
+// window) and replayed it a second time.
+func TestFailbackOutOfPlace(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "orders")
+	CreatePartitioned(t, topic, 1, "east", "west")
+	part := topic + "-partition-0"
+	east, west := Client(t, "east"), Client(t, "west")
+	p, err := east.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	send := func(prefix string) {
+		for i := range 5 {
+			if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("%s-%d", prefix, i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send("a") // before set-up: skipped by start: latest
+	s := StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west")+"    start: latest\n", "--cluster", "east")
+	Eventually(t, 30*time.Second, func() error {
+		subs, err := Admin(t, "east").Subscriptions().List(*mustTopicName(t, part))
+		if err != nil || !slices.Contains(subs, "geo-sidecar.repl.west") {
+			return fmt.Errorf("the pair's cursor on %s: %v %v", part, subs, err)
+		}
+		return nil
+	})
+	send("b")
+	Eventually(t, 30*time.Second, func() error {
+		if n := len(readOutside(t, west, []string{part})); n != 5 {
+			return fmt.Errorf("west holds %d messages, want B's 5", n)
+		}
+		return nil
+	})
+	s.Stop()
+
+	code, rep, errOut := runFailback(t, s.ConfigPath, topic, "--from", "east", "--replay", "--window", "1")
+	if code != 0 || rep.RPO.Entries != 5 || rep.Copied != 5 {
+		t.Fatalf("failback --replay: exit %d, stranded %d, copied %d; want 0, 5, 5\n%s", code, rep.RPO.Entries, rep.Copied, errOut)
+	}
+	code, rep, errOut = runFailback(t, s.ConfigPath, topic, "--from", "east", "--replay", "--window", "1")
+	if code != 0 || rep.RPO.Entries != 0 || rep.Copied != 0 {
+		t.Errorf("failback again, A's copies 5 entries out of place on west and a window of 1: exit %d, stranded %d, copied %d; want 0, 0, 0\n%s",
+			code, rep.RPO.Entries, rep.Copied, errOut)
+	}
+	var got []string
+	for _, m := range readOutside(t, west, []string{part}) {
+		got = append(got, m.payload)
+	}
+	if want := []string{"b-0", "b-1", "b-2", "b-3", "b-4", "a-0", "a-1", "a-2", "a-3", "a-4"}; !slices.Equal(got, want) {
+		t.Errorf("west holds %v, want %v (each once)", got, want)
+	}
+}
