@@ -648,6 +648,9 @@ func printFailback(w io.Writer, r failback.Report) {
 		if s.Copied > 0 {
 			fmt.Fprintf(w, ", %d copied", s.Copied)
 		}
+		if s.Sealed > 0 {
+			fmt.Fprintf(w, "; %d encrypted batches from %s", s.Sealed, s.FirstSealed)
+		}
 		fmt.Fprintln(w)
 	}
 	if r.Tail != "" {
