@@ -6,12 +6,14 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash/maphash"
+	"slices"
 	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/batch"
 	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
@@ -228,7 +230,7 @@ func targetOf(e wire.Entry, keys marker.Keys, topic, from, to string, hold bool)
 		// configured, every origin taken at its word); else the copy's
 		// own bytes are compared, which differ.
 		var d Digest
-		if n, err := hex.Decode(d[:], []byte(late)); err == nil && n == len(d) && t.OriginOK {
+		if n, err := hex.Decode(d[:], []byte(late)); err == nil && n == len(d) && t.OriginOK && flaggedBatch(&md, e.Payload) {
 			if keys.IsZero() {
 				t.Digest = d
 				return t
@@ -255,6 +257,32 @@ func targetOf(e wire.Entry, keys marker.Keys, topic, from, to string, hold bool)
 		t.Signed = signed(e, &md, keys, topic, from, to, id)
 	}
 	return t
+}
+
+// flaggedBatch reports whether payload, a late copy's (md its metadata),
+// is the batch its metadata says, every message of it flagged
+// marker.PropReplayedLate=true: what the rewrite is for (a copy naming
+// its entry's content digest is judged by it, not by its bytes; this is
+// what of its bytes can be checked without the source's).
+func flaggedBatch(md *wire.Metadata, payload []byte) bool {
+	if !md.HasNumMessagesInBatch || md.Encrypted {
+		return false
+	}
+	raw, err := batch.Decompress(md.Compression, payload, md.UncompressedSize)
+	if err != nil {
+		return false
+	}
+	msgs, err := batch.Split(raw, int(md.NumMessagesInBatch))
+	if err != nil {
+		return false
+	}
+	for _, m := range msgs {
+		props, _ := batch.Properties(m.Metadata) // Split checked them
+		if !slices.Contains(props, [2]string{marker.PropReplayedLate, "true"}) {
+			return false
+		}
+	}
+	return true
 }
 
 // signed reports whether e's origin (id) carries a valid version 2

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"encoding/hex"
 	"fmt"
 	"testing"
 
@@ -61,6 +62,25 @@ func TestLateBatch(t *testing.T) {
 	tampered := lateBatch(t, src, testKeys, want)
 	tampered.Payload = append([]byte(nil), tampered.Payload...)
 	tampered.Payload[len(tampered.Payload)/2] ^= 1
+	// Rewritten with another property than the flag, naming its entry's
+	// content and signed: its messages are not flagged, so its bytes are
+	// compared (and differ). (Flagged on the entry only, its payload the
+	// source's, as before the rewrite: its bytes are compared, and are
+	// the entry's.)
+	unflagged := func() wire.Entry {
+		md, _ := wire.ParseMetadata(src.Metadata)
+		payload, size, err := batch.Flag(md.Compression, src.Payload, md.UncompressedSize, int(md.NumMessagesInBatch), [2]string{"other", "true"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := wire.PatchMetadata(nil, src.Metadata, wire.Patch{ReplicatedFrom: "east", UncompressedSize: &size, Properties: []wire.KeyValue{
+			{Key: marker.PropReplayedLate, Value: "true"}, {Key: marker.PropLateContent, Value: hex.EncodeToString(want[:])}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = wire.AppendProperties(out, entryrule.OriginProps(testKeys, part, "east", "west", src.ID, out, payload)...)
+		return wire.Entry{ID: wire.MessageID{Ledger: 78, Entry: 2}, Metadata: out, Payload: payload, NumMessages: src.NumMessages}
+	}()
 	for _, tc := range []struct {
 		name       string
 		copy       wire.Entry
@@ -73,6 +93,7 @@ func TestLateBatch(t *testing.T) {
 		{"signed under another key", lateBatch(t, src, marker.NewKeys([]byte("another key of at least 32 bytes!")), want), testKeys, false, false},
 		{"naming another entry's content", lateBatch(t, src, testKeys, otherContent), testKeys, true, false},
 		{"its payload changed after signing", tampered, testKeys, false, false},
+		{"signed, naming its content, its messages not flagged", unflagged, testKeys, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, hold := range []bool{false, true} {
