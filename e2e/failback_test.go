@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -103,6 +104,48 @@ func (a javaFailbackApp) consume(t *testing.T, cluster, topic, sub string, holdE
 	return out.Received, out.Held, out.Late
 }
 
+// batchProducer is an application that also produces (the Java one):
+// count messages "<prefix>-<from>".. as batches compressed with
+// compression (the Java client's name: LZ4, ZLIB, ZSTD, SNAPPY).
+type batchProducer interface {
+	produce(t *testing.T, cluster, topic, prefix string, from, count int, compression string)
+}
+
+func (a javaFailbackApp) produce(t *testing.T, cluster, topic, prefix string, from, count int, compression string) {
+	t.Helper()
+	lines, err := a.j.run("produce", Get(cluster).ServiceURL, topic, prefix, fmt.Sprint(from), fmt.Sprint(count), compression)
+	if err != nil || len(lines) != 1 {
+		t.Fatalf("Failback.java produce on %s: %v, %q", cluster, err, lines)
+	}
+}
+
+// sendBatches sends count messages "<prefix>-<from>".. on c's topic with
+// a batching producer compressed with ct, all at once then flushed: a
+// few entries of several messages each, as pulsar-client-go batches.
+func sendBatches(t *testing.T, c pulsar.Client, topic, prefix string, from, count int, ct pulsar.CompressionType) {
+	t.Helper()
+	p, err := c.CreateProducer(pulsar.ProducerOptions{Topic: topic, CompressionType: ct,
+		BatchingMaxPublishDelay: time.Second, BatchingMaxMessages: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	errs := make(chan error, count)
+	for i := from; i < from+count; i++ {
+		p.SendAsync(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("%s-%d", prefix, i)),
+			Properties: map[string]string{"app": "batched"}},
+			func(_ pulsar.MessageID, _ *pulsar.ProducerMessage, err error) { errs <- err })
+	}
+	if err := p.Flush(); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	for range count {
+		if err := <-errs; err != nil {
+			t.Fatalf("send a batch: %v", err)
+		}
+	}
+}
+
 const (
 	failbackBefore   = 100 // east's messages copied before the outage
 	failbackWest     = 60  // west's own during the outage
@@ -158,7 +201,15 @@ func readOutside(t *testing.T, c pulsar.Client, partitions []string) []outsideMs
 // test; east and west are shared by all three lanes. West, the region
 // that takes over, is not disrupted and is held by no lock here, as the
 // tests that only read and write it.
-const home = "north"
+//
+// GEO_E2E_FAILBACK_HOME names another (a private test bed of east and
+// west only: GEO_E2E_FAILBACK_HOME=east).
+var home = func() string {
+	if h := os.Getenv("GEO_E2E_FAILBACK_HOME"); h != "" {
+		return h
+	}
+	return "north"
+}()
 
 func testFailback(t *testing.T, choice string, app failbackApp, lateFirst bool) {
 	if err := Up(home); err != nil {
@@ -229,6 +280,18 @@ func testFailback(t *testing.T, choice string, app failbackApp, lateFirst bool) 
 			t.Fatalf("send: %v", err)
 		}
 		next++
+	}
+	// And batches, as applications send them (pulsar-client-go's codecs,
+	// and with the Java application the Java client's Snappy): a late
+	// copy must flag every message of a batch, each message's own
+	// properties being what consumers see.
+	for _, ct := range []pulsar.CompressionType{pulsar.LZ4, pulsar.ZLib, pulsar.ZSTD} {
+		sendBatches(t, east, topic, "e", next, 10, ct)
+		next += 10
+	}
+	if jp, ok := app.(batchProducer); ok {
+		jp.produce(t, home, topic, "e", next, 10, "SNAPPY")
+		next += 10
 	}
 	var confirmed atomic.Int64
 	stopped := make(chan struct{})
@@ -305,12 +368,14 @@ func testFailback(t *testing.T, choice string, app failbackApp, lateFirst bool) 
 		onWest[m.payload] = true
 	}
 	type tail struct {
-		n           int
+		n           int // entries (a batch's messages share one)
 		first, last string
 		payloads    []string
 	}
 	want := map[string]*tail{}
-	total := 0
+	// Stranded messages, entries, messages in batches, and messages with
+	// their own property app=batched (pulsar-client-go's batches).
+	total, entries, batched, ownProps := 0, 0, 0, 0
 	for _, m := range eastMsgs {
 		if !strings.HasPrefix(m.payload, "e-") || onWest[m.payload] {
 			continue
@@ -320,19 +385,38 @@ func testFailback(t *testing.T, choice string, app failbackApp, lateFirst bool) 
 			tl = &tail{first: m.at()}
 			want[m.partition] = tl
 		}
-		tl.n++
+		if tl.n == 0 || tl.last != m.at() {
+			tl.n++
+			entries++
+		}
 		tl.last = m.at()
 		tl.payloads = append(tl.payloads, m.payload)
 		total++
+		if m.props["app"] == "batched" {
+			ownProps++
+		}
 	}
-	t.Logf("outside reader: %d messages on east, %d stranded (not on west)", len(eastMsgs), total)
-	if total < 30 {
-		t.Fatalf("only %d messages stranded: the outage stranded nothing worth testing", total)
+	perEntry := map[string]int{}
+	for _, m := range eastMsgs {
+		perEntry[m.partition+" "+m.at()]++
+	}
+	for _, w := range want {
+		for _, pl := range w.payloads {
+			for _, m := range eastMsgs {
+				if m.payload == pl && perEntry[m.partition+" "+m.at()] > 1 {
+					batched++
+				}
+			}
+		}
+	}
+	t.Logf("outside reader: %d messages on east, %d stranded (not on west) in %d entries, %d of them in batches of several", len(eastMsgs), total, entries, batched)
+	if total < 30 || batched < 30 || entries >= total {
+		t.Fatalf("%d messages stranded in %d entries, %d batched: the outage stranded nothing worth testing", total, entries, batched)
 	}
 	checkTail := func(rep failback.Report) {
 		t.Helper()
-		if rep.RPO.Entries != int64(total) {
-			t.Errorf("failback reports %d entries stranded, the outside reader finds %d", rep.RPO.Entries, total)
+		if rep.RPO.Entries != int64(entries) || rep.RPO.Messages != int64(total) {
+			t.Errorf("failback reports %d entries (%d messages) stranded, the outside reader finds %d (%d)", rep.RPO.Entries, rep.RPO.Messages, entries, total)
 		}
 		for _, s := range rep.Stranded {
 			w := want[s.Partition]
@@ -364,7 +448,7 @@ func testFailback(t *testing.T, choice string, app failbackApp, lateFirst bool) 
 		// what it held back (delivered again, held back again).
 		code, rep, errOut := runFailback(t, sWest.ConfigPath, topic, "--replay")
 		checkTail(rep)
-		if code != 0 || rep.Copied != int64(total) || rep.Subscriptions != nil {
+		if code != 0 || rep.Copied != int64(entries) || rep.Subscriptions != nil {
 			t.Fatalf("failback --replay alone: exit %d, copied %d\n%s", code, rep.Copied, errOut)
 		}
 		got, _, late := app.consume(t, "west", topic, sub, failbackHoldEach)
@@ -378,7 +462,7 @@ func testFailback(t *testing.T, choice string, app failbackApp, lateFirst bool) 
 		}
 		t.Logf("the application on west received the %d stranded messages (and the %d it holds back), %d flagged %s=true",
 			len(got)-len(held), len(held), len(late), marker.PropReplayedLate)
-		tailDone = total
+		tailDone = entries
 	}
 
 	args := []string{"--subscription", sub}
@@ -434,7 +518,7 @@ func testFailback(t *testing.T, choice string, app failbackApp, lateFirst bool) 
 	if code != 0 || !rep.OK() || rep.Subscriptions == nil || rep.Subscriptions.Again != 0 || rep.Subscriptions.Missed != 0 {
 		t.Fatalf("failback --%s: exit %d, report %+v\n%s", choice, code, rep, errOut)
 	}
-	wantCopied := int64(total - tailDone)
+	wantCopied := int64(entries - tailDone)
 	if choice == failback.Leave {
 		wantCopied = 0
 	}
@@ -447,11 +531,18 @@ func testFailback(t *testing.T, choice string, app failbackApp, lateFirst bool) 
 	westAfter := readOutside(t, west, partitions)
 	var late []string
 	westHas := map[string]bool{}
+	lateOwn := 0 // late copies that kept their own property
 	for _, m := range westAfter {
 		westHas[m.payload] = true
 		if m.props[marker.PropReplayedLate] == "true" {
 			late = append(late, m.payload)
+			if m.props["app"] == "batched" {
+				lateOwn++
+			}
 		}
+	}
+	if choice == failback.Replay && lateOwn != ownProps {
+		t.Errorf("%d late copies on west kept their message's own property, want %d", lateOwn, ownProps)
 	}
 	slices.Sort(late)
 	switch choice {
@@ -517,5 +608,66 @@ func testFailback(t *testing.T, choice string, app failbackApp, lateFirst bool) 
 	t.Logf("a consumer on east receives %d messages (west held back %d, stranded %d)", len(got), len(held), total)
 	if !slices.Equal(got, expect) {
 		t.Errorf("east's consumer received %d %v\nwant %d %v", len(got), got, len(expect), expect)
+	}
+}
+
+// TestFailbackOutOfPlace: an entry present on west far out of place is
+// not stranded. The pair east→west starts at latest after east's first
+// 5 messages (A), copies the next 5 (B), and stops; failback --replay
+// copies A late, after B's copies: on west A's copies lie 5 entries out
+// of place. Failback again, with a window of 1 entry, must find nothing
+// stranded; before the fix it found A stranded (its copies beyond the
+// window) and replayed it a second time.
+func TestFailbackOutOfPlace(t *testing.T) {
+	ns := NewNamespace(t, "east", "west")
+	topic := Topic(ns, "orders")
+	CreatePartitioned(t, topic, 1, "east", "west")
+	part := topic + "-partition-0"
+	east, west := Client(t, "east"), Client(t, "west")
+	p, err := east.CreateProducer(pulsar.ProducerOptions{Topic: topic, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	send := func(prefix string) {
+		for i := range 5 {
+			if _, err := p.Send(context.Background(), &pulsar.ProducerMessage{Payload: []byte(fmt.Sprintf("%s-%d", prefix, i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send("a") // before set-up: skipped by start: latest
+	s := StartSidecar(t, []string{"east", "west"}, entry("east", ns, all, "west")+"    start: latest\n", "--cluster", "east")
+	Eventually(t, 30*time.Second, func() error {
+		subs, err := Admin(t, "east").Subscriptions().List(*mustTopicName(t, part))
+		if err != nil || !slices.Contains(subs, "geo-sidecar.repl.west") {
+			return fmt.Errorf("the pair's cursor on %s: %v %v", part, subs, err)
+		}
+		return nil
+	})
+	send("b")
+	Eventually(t, 30*time.Second, func() error {
+		if n := len(readOutside(t, west, []string{part})); n != 5 {
+			return fmt.Errorf("west holds %d messages, want B's 5", n)
+		}
+		return nil
+	})
+	s.Stop()
+
+	code, rep, errOut := runFailback(t, s.ConfigPath, topic, "--from", "east", "--replay", "--window", "1")
+	if code != 0 || rep.RPO.Entries != 5 || rep.Copied != 5 {
+		t.Fatalf("failback --replay: exit %d, stranded %d, copied %d; want 0, 5, 5\n%s", code, rep.RPO.Entries, rep.Copied, errOut)
+	}
+	code, rep, errOut = runFailback(t, s.ConfigPath, topic, "--from", "east", "--replay", "--window", "1")
+	if code != 0 || rep.RPO.Entries != 0 || rep.Copied != 0 {
+		t.Errorf("failback again, A's copies 5 entries out of place on west and a window of 1: exit %d, stranded %d, copied %d; want 0, 0, 0\n%s",
+			code, rep.RPO.Entries, rep.Copied, errOut)
+	}
+	var got []string
+	for _, m := range readOutside(t, west, []string{part}) {
+		got = append(got, m.payload)
+	}
+	if want := []string{"b-0", "b-1", "b-2", "b-3", "b-4", "a-0", "a-1", "a-2", "a-3", "a-4"}; !slices.Equal(got, want) {
+		t.Errorf("west holds %v, want %v (each once)", got, want)
 	}
 }

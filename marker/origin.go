@@ -53,9 +53,19 @@ const PropOriginSig = "geo-sidecar.origin-sig"
 // so that applications can tell it from the copies made in time. It sits
 // before the origin properties, so the origin signature covers it, and
 // verify leaves it out of the bytes it compares (a late copy is the
-// entry's copy all the same). On a batch it is batch-level, as the origin
-// properties: consumers see it on single messages only.
+// entry's copy all the same). On a batch, whose messages consumers see
+// with their own properties (SingleMessageMetadata) and not the entry's,
+// it is also on every message: the late copy's payload is rewritten
+// (replicator/batch), and carries PropLateContent.
 const PropReplayedLate = "geo-sidecar.replayed-late"
+
+// PropLateContent, on a late copy of a batch whose messages were flagged
+// one by one (see PropReplayedLate), is the hex of the digest verify
+// compares of the source entry (its content as the copy must keep it,
+// payload as the source stored it): the copy's payload is no longer the
+// source's bytes, so verify compares this instead, which the origin
+// signature covers (it sits before the origin properties).
+const PropLateContent = "geo-sidecar.late-content"
 
 // PropParkedFrom, on a copy geo-sidecar failback parked in a topic aside
 // (--park), names the partition the entry was stranded on; the origin

@@ -51,7 +51,7 @@ func cmdFailback(args []string, stdout, stderr io.Writer) int {
 		replay, leave, asJSON, dry   bool
 		quiet                        time.Duration
 		msgRate, byteRate            float64
-		parallel                     int
+		parallel, window             int
 	)
 	c.fs.Func("topic", "replicated topic, tenant/namespace/topic or persistent://...; repeat it (or separate by commas) for several", func(v string) error {
 		for _, t := range strings.Split(v, ",") {
@@ -74,6 +74,7 @@ func cmdFailback(args []string, stdout, stderr io.Writer) int {
 	c.fs.DurationVar(&quiet, "quiet", 5*time.Second, "with --subscription: how long --to must stay without application producers before its proof")
 	c.fs.Float64Var(&msgRate, "max-messages-per-second", 0, "the walks read at most this many messages a second, both sides together (0: unlimited)")
 	c.fs.Float64Var(&byteRate, "max-bytes-per-second", 0, "the walks read at most this many bytes a second, both sides together (0: unlimited)")
+	c.fs.IntVar(&window, "window", verify.DefaultWindow, "source entries the walks compare at once (about 80 bytes each): bounds memory; the stranded tail is exact whatever it is (an entry that leaves it without a copy is remembered, about 40 bytes, until a copy of it is found, however far out of place)")
 	c.fs.BoolVar(&dry, "dry-run", false, "report the stranded tail and plan, change nothing")
 	c.fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cfg, code := c.parse(args, stderr)
@@ -123,6 +124,9 @@ func cmdFailback(args []string, stdout, stderr io.Writer) int {
 	}
 	if quiet < 0 || msgRate < 0 || byteRate < 0 {
 		return usageErr("--quiet and the rates must not be negative")
+	}
+	if window < 1 {
+		return usageErr("--window must be at least 1")
 	}
 	var parkFull string
 	if park != "" {
@@ -200,7 +204,7 @@ func cmdFailback(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	fb := failbackWiring{cfg: cfg, from: from, to: to, choice: choice, dry: dry, parkFull: parkFull, parkOn: parkOn,
-		names: names, quiet: quiet, msgRate: msgRate, byteRate: byteRate, keys: keys,
+		names: names, quiet: quiet, msgRate: msgRate, byteRate: byteRate, keys: keys, window: window,
 		east: eastEnd, west: westEnd, eastMoves: eastMoves}
 
 	if namespace == "" && len(fulls) == 1 {
@@ -326,6 +330,7 @@ type failbackWiring struct {
 	names             []string
 	quiet             time.Duration
 	msgRate, byteRate float64
+	window            int
 	keys              marker.Keys
 	east, west        end
 	eastMoves         *wire.Client
@@ -340,7 +345,7 @@ func (w failbackWiring) options(ctx context.Context, full string) (failback.Opti
 	east, west, eastWire, westWire := w.east.Clients, w.west.Clients, w.east.Wire, w.west.Wire
 	eastSide := verify.Side{Name: from, Client: eastWire, Admin: east.Admin}
 	westSide := verify.Side{Name: to, Client: westWire, Admin: west.Admin}
-	out := verify.Options{Topic: full, Keys: w.keys, MsgRate: w.msgRate, ByteRate: w.byteRate, ReaderPrefix: cfg.Sidecar.CursorPrefix,
+	out := verify.Options{Topic: full, Keys: w.keys, MsgRate: w.msgRate, ByteRate: w.byteRate, ReaderPrefix: cfg.Sidecar.CursorPrefix, Window: w.window,
 		From: eastSide, To: westSide}
 	back := out
 	back.From, back.To = westSide, eastSide
@@ -390,7 +395,7 @@ func (f verifyFinder) Find(ctx context.Context, add func(string, failback.Entry)
 	o := f.o
 	o.Ends = ends
 	o.NotHeld = func(part string, l verify.Left) {
-		add(part, failback.Entry{Pos: l.Pos, PublishTime: l.PublishTime, Messages: l.Messages})
+		add(part, failback.Entry{Pos: l.Pos, PublishTime: l.PublishTime, Messages: l.Messages, Sealed: l.Sealed})
 	}
 	if _, err := verify.Run(ctx, o); err != nil {
 		return nil, err
@@ -405,7 +410,7 @@ func (f verifyFinder) Find(ctx context.Context, add func(string, failback.Entry)
 // lateCopier is failback.Copier over verify.SourceEntries (the walk's
 // reader, from the first entry to copy) and a wire producer: each entry
 // copied whole as the entry pipe copies it, with the late flags
-// (entryrule.LateMetadata), to the same partition on the target
+// (entryrule.LateCopy: on every message of a batch), to the same partition on the target
 // (replay) or to the park topic, an entry with a schema version under
 // the target's number for its schema (lateSchemas). Sequence ids go on from the broker's
 // record for the producer's name, so a target with deduplication takes
@@ -481,12 +486,27 @@ func (l *lateCopier) Copy(ctx context.Context, partition string, end marker.Posi
 				return fmt.Errorf("entry %d:%d: %w", pos.Ledger, pos.Entry, err)
 			}
 		}
-		lmd, err := entryrule.LateMetadata(l.keys, signed, l.from, l.to, e, &md, schema, extra...)
-		if err != nil {
-			return fmt.Errorf("entry %s: metadata of its copy: %w", pos, err)
+		content, _ := verify.Content(e)
+		lmd, payload, rewritten, err := entryrule.LateCopy(l.keys, signed, l.from, l.to, e, &md, schema, content[:], extra...)
+		switch {
+		case errors.Is(err, entryrule.ErrSealed) && l.park != "":
+			// Parked: the park topic says the copy is late; the flags
+			// go on the entry only (the report says how many).
+			lmd, err = entryrule.LateMetadata(l.keys, signed, l.from, l.to, e, &md, schema, extra...)
+			payload = e.Payload
+		case errors.Is(err, entryrule.ErrSealed):
+			// Refused before any copy (failback.ErrSealed); here only if
+			// the entry changed since the walk.
+			return fmt.Errorf("entry %s: %w: not replayed", pos, err)
 		}
-		out := wire.Outgoing{Metadata: lmd, Payload: bytes.Clone(e.Payload), NumMessages: max(e.NumMessages, 1),
+		if err != nil {
+			return fmt.Errorf("entry %s: its late copy: %w", pos, err)
+		}
+		out := wire.Outgoing{Metadata: lmd, Payload: bytes.Clone(payload), NumMessages: max(e.NumMessages, 1),
 			SequenceID: seq, PayloadCRC: e.PayloadCRC}
+		if rewritten {
+			out.Payload, out.PayloadCRC = payload, wire.PayloadCRC{} // new bytes, the CRC computed on sending
+		}
 		seq++
 		sentSome = true
 		return p.Send(ctx, out, func(r wire.Receipt, err error) {
@@ -627,6 +647,9 @@ func printFailback(w io.Writer, r failback.Report) {
 			s.First, s.Last, s.FirstPublishTime, s.LastPublishTime)
 		if s.Copied > 0 {
 			fmt.Fprintf(w, ", %d copied", s.Copied)
+		}
+		if s.Sealed > 0 {
+			fmt.Fprintf(w, "; %d encrypted batches from %s", s.Sealed, s.FirstSealed)
 		}
 		fmt.Fprintln(w)
 	}

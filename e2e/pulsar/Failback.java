@@ -10,6 +10,12 @@
 //       geo-sidecar.replayed-late=true (copied late by geo-sidecar
 //       failback --replay): what an application checks to tell them.
 //
+//   produce SERVICE_URL TOPIC PREFIX FROM COUNT COMPRESSION
+//       sends "<PREFIX>-<FROM>" .. "<PREFIX>-<FROM+COUNT-1>" with a
+//       batching producer compressed with COMPRESSION (LZ4, ZLIB, ZSTD,
+//       SNAPPY, NONE), all at once then flushed, so that they are stored
+//       as batches, as an application sends; prints {"sent": COUNT}.
+//
 //   typed SERVICE_URL IDLE_SECONDS TOPIC...
 //       reads each TOPIC from its first message with a Reader of
 //       Schema.AUTO_CONSUME(): every message decoded with the schema its
@@ -32,10 +38,13 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import org.apache.pulsar.client.api.CompressionType;
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
+import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.Reader;
 import org.apache.pulsar.client.api.Schema;
@@ -54,8 +63,12 @@ public class Failback {
             typed(args);
             return;
         }
+        if (args.length == 7 && args[0].equals("produce")) {
+            produce(args);
+            return;
+        }
         if (args.length != 6 || !args[0].equals("consume")) {
-            System.err.println("usage: Failback consume SERVICE_URL TOPIC SUB IDLE_SECONDS HOLD_EVERY | typed SERVICE_URL IDLE_SECONDS TOPIC...");
+            System.err.println("usage: Failback consume SERVICE_URL TOPIC SUB IDLE_SECONDS HOLD_EVERY | produce SERVICE_URL TOPIC PREFIX FROM COUNT COMPRESSION | typed SERVICE_URL IDLE_SECONDS TOPIC...");
             System.exit(2);
         }
         int idle = Integer.parseInt(args[4]), every = Integer.parseInt(args[5]);
@@ -85,6 +98,26 @@ public class Failback {
             out.put("received", received);
             out.put("held", held);
             out.put("late", late);
+            System.out.println(JSON.writeValueAsString(out));
+        }
+    }
+
+    static void produce(String[] args) throws Exception {
+        int from = Integer.parseInt(args[4]), count = Integer.parseInt(args[5]);
+        try (PulsarClient client = PulsarClient.builder().serviceUrl(args[1]).build();
+                Producer<byte[]> p = client.newProducer().topic(args[2]).enableBatching(true)
+                        .batchingMaxPublishDelay(1, TimeUnit.SECONDS).batchingMaxMessages(1000)
+                        .compressionType(CompressionType.valueOf(args[6])).create()) {
+            List<CompletableFuture<MessageId>> sent = new ArrayList<>();
+            for (int i = from; i < from + count; i++) {
+                sent.add(p.sendAsync((args[3] + "-" + i).getBytes(StandardCharsets.UTF_8)));
+            }
+            p.flush();
+            for (CompletableFuture<MessageId> f : sent) {
+                f.get(30, TimeUnit.SECONDS);
+            }
+            Map<String, Object> out = new LinkedHashMap<>();
+            out.put("sent", count);
             System.out.println(JSON.writeValueAsString(out));
         }
     }

@@ -29,6 +29,7 @@ package verify
 import (
 	"crypto/sha256"
 	"hash/maphash"
+	"slices"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
 )
@@ -46,7 +47,9 @@ type Source struct {
 	Messages int32
 	// Skip is "" when the entry pipe forwards the entry to the target,
 	// else why it does not (entryrule.SkipReason's reasons, or "malformed").
-	Skip   string
+	Skip string
+	// Sealed: an encrypted batch (Left.Sealed).
+	Sealed bool
 	Digest Digest
 	// kept, instead of Digest, is the entry's content held (sourceOf
 	// with hold), owned by the comparison once fed: see Config.KeptBytes.
@@ -135,9 +138,16 @@ type Config struct {
 	Continuous bool
 	// NotHeld, when set, is told of every expected entry that ends
 	// without a copy of its bytes on the target (what Result.NotHeld
-	// counts), in source order, once, when the comparison lets it go
-	// (leaving the window, or at Finish): the failback's stranded tail
-	// (geo-sidecar failback). Not for Continuous comparisons.
+	// counts), in source order, once, at Finish: the failback's stranded
+	// tail (geo-sidecar failback). Set, the count is exact whatever the
+	// window: an expected entry that leaves the window without a copy is
+	// remembered (its position, publish time and size, about 40 bytes)
+	// until Finish, and a copy of it found later, however far out of
+	// place, holds it when its origin is proven (a valid signature, or no
+	// key configured): the bytes are no longer there to compare, the
+	// signature covers the copy's. Without it a copy later than the
+	// window reaches holds nothing (see Result.NotHeld). Not for
+	// Continuous comparisons.
 	NotHeld func(Left)
 }
 
@@ -147,6 +157,9 @@ type Left struct {
 	Pos         marker.Position
 	PublishTime int64 // Unix milliseconds
 	Messages    int32
+	// Sealed: the entry is an encrypted batch, whose messages' own
+	// metadata a late copy cannot flag (entryrule.ErrSealed).
+	Sealed bool
 }
 
 // Kind is what a finding is.
@@ -226,7 +239,8 @@ type Result struct {
 	// leaves out what a failover would still deliver (copies after a
 	// gap, copies present but unproven): the drill's RPO. A copy judged
 	// by its signature alone (one landing later than the window reaches)
-	// does not make its entry held.
+	// does not make its entry held, unless Config.NotHeld is set (the
+	// failback's stranded tail, exact: see there).
 	NotHeld  Unproven
 	Findings []Finding
 }
@@ -266,6 +280,7 @@ type record struct {
 	compared bool
 	fp       uint64
 	state    uint8
+	sealed   bool // Source.Sealed
 	msgs     int32
 	// passed: at the end of a round (Continuous), a later entry had its
 	// copy and this one none.
@@ -322,6 +337,12 @@ type Partition struct {
 	// gone is NotHeld of the expected entries that left the window
 	// without a copy with their bytes (none can come: see NotHeld).
 	gone Unproven
+	// exact (Config.NotHeld set): the expected entries that left the
+	// window without a copy wait in away, in source order, for a proven
+	// copy later than the window reaches (Config.NotHeld); gone is
+	// counted at Finish.
+	exact bool
+	away  []awayRecord
 
 	// keptTotal is the bytes of content the window's records hold;
 	// keptFrom the number of the oldest entry that may hold some.
@@ -335,7 +356,30 @@ type Partition struct {
 func New(cfg Config) *Partition {
 	cfg.Window = max(cfg.Window, 1)
 	cfg.Deferred = max(cfg.Deferred, 1)
-	return &Partition{cfg: cfg, ring: make([]record, min(cfg.Window, initialRing)), kinds: map[Kind]int{}}
+	return &Partition{cfg: cfg, ring: make([]record, min(cfg.Window, initialRing)), kinds: map[Kind]int{},
+		exact: cfg.NotHeld != nil && !cfg.Continuous}
+}
+
+// awayRecord is an expected entry that left the window without a copy
+// with its bytes (Partition.exact): held turns true when a proven copy
+// of it is found later.
+type awayRecord struct {
+	pos     marker.Position
+	publish int64
+	msgs    int32
+	sealed  bool
+	held    bool
+}
+
+// heldAway reports whether o is an entry that left the window without a
+// copy, and marks it held (Partition.exact).
+func (p *Partition) heldAway(o marker.Position) bool {
+	i, ok := slices.BinarySearchFunc(p.away, o, func(a awayRecord, o marker.Position) int { return a.pos.Compare(o) })
+	if !ok || p.away[i].held {
+		return false
+	}
+	p.away[i].held = true
+	return true
 }
 
 // initialRing is the window's first size, in entries.
@@ -393,7 +437,7 @@ func (p *Partition) AddSource(s Source) {
 		u.Messages += int64(msgs)
 		u.LastPublishTime = s.PublishTime
 	}
-	rec := record{pos: s.Pos, publish: s.PublishTime, digest: s.Digest, state: st, msgs: msgs}
+	rec := record{pos: s.Pos, publish: s.PublishTime, digest: s.Digest, state: st, msgs: msgs, sealed: s.Sealed}
 	if s.kept != nil {
 		if st == skipped || p.cfg.KeptBytes <= 0 {
 			rec.digest = Digest(sha256.Sum256(s.kept))
@@ -428,8 +472,12 @@ func (p *Partition) evict() {
 		p.broken = p.broken || !p.cfg.Continuous
 	}
 	if r.state != skipped && !r.held() {
-		addUnproven(&p.gone, r)
-		p.left(r)
+		if p.exact {
+			p.away = append(p.away, awayRecord{pos: r.pos, publish: r.publish, msgs: r.msgs, sealed: r.sealed})
+		} else {
+			addUnproven(&p.gone, r)
+			p.left(r)
+		}
 	}
 	if r.kept != nil {
 		p.keptTotal -= len(r.kept)
@@ -618,6 +666,13 @@ func (p *Partition) judge(t Target) {
 	}
 	r, inSpan := p.at(o)
 	if r == nil {
+		if !inSpan && proof && p.exact && p.heldAway(o) {
+			// Its entry left the window without a copy: this one is far
+			// out of place, but it is there (Config.NotHeld).
+			p.res.OutOfOrder++
+			p.find(Finding{Kind: OutOfOrder, Origin: o, Target: &t.Pos, Detail: "a copy later than the comparison window reaches: bytes not compared (the signature covers them)"})
+			return
+		}
 		switch {
 		case inSpan:
 			p.targetOnly(t, "the source holds no entry at the origin position")
@@ -772,7 +827,7 @@ func addUnproven(u *Unproven, r record) {
 // left tells Config.NotHeld of r.
 func (p *Partition) left(r record) {
 	if p.cfg.NotHeld != nil {
-		p.cfg.NotHeld(Left{Pos: r.pos, PublishTime: r.publish, Messages: r.msgs})
+		p.cfg.NotHeld(Left{Pos: r.pos, PublishTime: r.publish, Messages: r.msgs, Sealed: r.sealed})
 	}
 }
 
@@ -780,6 +835,11 @@ func (p *Partition) left(r record) {
 // their bytes, then those in the window.
 func (p *Partition) notHeld() Unproven {
 	u := p.gone
+	for _, a := range p.away {
+		if !a.held {
+			addUnproven(&u, record{pos: a.pos, publish: a.publish, msgs: a.msgs})
+		}
+	}
 	for i := range p.size {
 		if r := p.ring[(p.head+i)%len(p.ring)]; r.state != skipped && !r.held() {
 			addUnproven(&u, r)
@@ -870,6 +930,12 @@ func (p *Partition) Finish() Result {
 		}
 	}
 	p.res.NotHeld = p.notHeld()
+	for _, a := range p.away {
+		if !a.held {
+			p.left(record{pos: a.pos, publish: a.publish, msgs: a.msgs, sealed: a.sealed})
+		}
+	}
+	p.away = nil
 	for i := range p.size {
 		if r := p.ring[(p.head+i)%len(p.ring)]; r.state != skipped && !r.held() {
 			p.left(r)

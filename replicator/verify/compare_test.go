@@ -402,6 +402,14 @@ func TestNotHeldNamed(t *testing.T) {
 		{"other bytes are not held", "s0 s1 s2", "t0 x1", 100, []int64{1, 2}},
 		{"unproven with its bytes is held", "s0 s1 s2", "t0 u1", 100, []int64{2}},
 		{"everything copied", "s0 s1 s2", "t0 t1 t2", 1, nil},
+		// A copy more than the window out of place is there all the
+		// same, proven by its signed origin: not stranded (a replay
+		// would store it twice).
+		{"a copy far out of place, later", "s0 s1 s2 s3 s4 s5 s6", "t0 t2 t3 t4 t5 t6 t1", 2, nil},
+		{"a copy far out of place, earlier", "s0 s1 s2 s3 s4 s5 s6", "t0 t6 t1 t2 t3 t4 t5", 2, nil},
+		{"far out of place, and a real gap", "s0 s1 s2 s3 s4 s5 s6", "t0 t3 t4 t5 t6 t1", 2, []int64{2}},
+		{"far out of place unsigned is not held", "s0 s1 s2 s3 s4 s5 s6", "t0 t2 t3 t4 t5 t6 u1", 2, []int64{1}},
+		{"far out of place twice holds once", "s0 s1 s2 s3 s4 s5", "t0 t2 t3 t4 t5 t1 t1", 2, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []int64

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"hash/maphash"
+	"slices"
 	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/geo-sidecar/geo-sidecar/marker"
+	"github.com/geo-sidecar/geo-sidecar/replicator/batch"
 	"github.com/geo-sidecar/geo-sidecar/replicator/entryrule"
 	"github.com/geo-sidecar/geo-sidecar/replicator/wire"
 )
@@ -133,6 +136,7 @@ func sourceOf(e wire.Entry, to string, hold bool) Source {
 		return s
 	}
 	s.PublishTime = int64(md.PublishTime)
+	s.Sealed = md.Encrypted && md.HasNumMessagesInBatch && !md.HasChunk
 	if s.Skip = entryrule.SkipReason(&md, to); s.Skip != "" {
 		return s
 	}
@@ -218,6 +222,25 @@ func targetOf(e wire.Entry, keys marker.Keys, topic, from, to string, hold bool)
 		t.Claim = Unreadable
 		return t
 	}
+	if late, ok := md.Property(marker.PropLateContent); ok {
+		// A late copy of a batch whose messages were flagged one by one
+		// (entryrule.LateCopy): its payload is not the source's bytes; it
+		// names the digest of the source's content, under its origin
+		// signature. Taken when the signature proves it (or no key is
+		// configured, every origin taken at its word); else the copy's
+		// own bytes are compared, which differ.
+		var d Digest
+		if n, err := hex.Decode(d[:], []byte(late)); err == nil && n == len(d) && t.OriginOK && flaggedBatch(&md, e.Payload) {
+			if keys.IsZero() {
+				t.Digest = d
+				return t
+			}
+			if t.Signed = signed(e, &md, keys, topic, from, to, id); t.Signed {
+				t.Digest = d
+				return t
+			}
+		}
+	}
 	if hold {
 		if _, ok := walkKept(e.Metadata, spans[:], nil); !ok {
 			t.Claim = Unreadable
@@ -230,19 +253,59 @@ func targetOf(e wire.Entry, keys marker.Keys, topic, from, to string, hold bool)
 		t.Claim = Unreadable
 		return t
 	}
-	sig, _ := md.Property(marker.PropOriginSig)
-	if t.OriginOK && !keys.IsZero() && strings.HasPrefix(sig, marker.OriginSigV2) {
-		if d, ok := entryrule.CopyDigest(e.Metadata, e.Payload); ok {
-			t.Signed = marker.VerifyOrigin(keys, topic, from, to, id, sig, &d)
-		}
+	if t.OriginOK && !keys.IsZero() {
+		t.Signed = signed(e, &md, keys, topic, from, to, id)
 	}
 	return t
 }
 
+// flaggedBatch reports whether payload, a late copy's (md its metadata),
+// is the batch its metadata says, every message of it flagged
+// marker.PropReplayedLate=true: what the rewrite is for (a copy naming
+// its entry's content digest is judged by it, not by its bytes; this is
+// what of its bytes can be checked without the source's).
+func flaggedBatch(md *wire.Metadata, payload []byte) bool {
+	if !md.HasNumMessagesInBatch || md.Encrypted {
+		return false
+	}
+	raw, err := batch.Decompress(md.Compression, payload, md.UncompressedSize)
+	if err != nil {
+		return false
+	}
+	msgs, err := batch.Split(raw, int(md.NumMessagesInBatch))
+	if err != nil {
+		return false
+	}
+	for _, m := range msgs {
+		props, _ := batch.Properties(m.Metadata) // Split checked them
+		if !slices.Contains(props, [2]string{marker.PropReplayedLate, "true"}) {
+			return false
+		}
+	}
+	return true
+}
+
+// signed reports whether e's origin (id) carries a valid version 2
+// signature under keys, for topic, from and to, over the bytes read.
+func signed(e wire.Entry, md *wire.Metadata, keys marker.Keys, topic, from, to, id string) bool {
+	sig, _ := md.Property(marker.PropOriginSig)
+	if !strings.HasPrefix(sig, marker.OriginSigV2) {
+		return false
+	}
+	d, ok := entryrule.CopyDigest(e.Metadata, e.Payload)
+	return ok && marker.VerifyOrigin(keys, topic, from, to, id, sig, &d)
+}
+
+// Content is the digest verify compares of e, an entry of the source,
+// with its copies (what a copy must keep of it: see contentDigest); ok is
+// false when its metadata is not well-formed. A late copy whose payload
+// was rewritten names it (marker.PropLateContent).
+func Content(e wire.Entry) (d Digest, ok bool) { return contentDigest(e.Metadata, nil, e.Payload) }
+
 // copyKeys are the properties a copy adds that the comparison leaves
 // out: its origin, and a late copy's flags (entryrule.LateMetadata).
 var copyKeys = [...]string{marker.OriginKeys[0], marker.OriginKeys[1], marker.OriginKeys[2],
-	entryrule.LateKeys[0], entryrule.LateKeys[1]}
+	entryrule.LateKeys[0], entryrule.LateKeys[1], entryrule.LateKeys[2]}
 
 // fpSeed keys the fingerprints of content let go (fingerprint): random
 // per process, so that content made to collide with another's cannot be

@@ -167,6 +167,10 @@ type Patch struct {
 	// SchemaVersion, when set, is appended as schema_version (field 16):
 	// the target's version of the entry's schema (GetOrCreateSchema).
 	SchemaVersion []byte
+	// UncompressedSize, when set, is appended as uncompressed_size
+	// (field 9; the last occurrence wins): the size of a payload
+	// rewritten (geo-sidecar failback's late batches, replicator/batch).
+	UncompressedSize *uint32
 }
 
 // Identity is the producer name and sequence range an entry is stored
@@ -205,6 +209,9 @@ func PatchMetadata(dst, md []byte, p Patch) ([]byte, error) {
 	}
 	if p.SchemaVersion != nil {
 		dst = appendBytes(dst, 16, p.SchemaVersion)
+	}
+	if p.UncompressedSize != nil {
+		dst = appendU64(dst, 9, uint64(*p.UncompressedSize))
 	}
 	if id := p.Identity; id != nil {
 		dst = appendStr(dst, 1, id.ProducerName)

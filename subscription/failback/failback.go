@@ -12,7 +12,8 @@
 //     times, the failover's RPO.
 //  2. What to do with it, chosen by the operator and never by default:
 //     copy it to west late (Replay, each copy flagged
-//     geo-sidecar.replayed-late=true), park it in a topic aside (Park),
+//     geo-sidecar.replayed-late=true, on every message of a batch;
+//     an encrypted batch, which cannot be flagged so, is refused), park it in a topic aside (Park),
 //     or leave it where it is (Leave). Without a choice it reports and
 //     stops. Either way the pair east→west's cursor is then moved past
 //     it, so that the sidecar does not copy it later on its own.
@@ -53,6 +54,11 @@ type Entry struct {
 	Pos         marker.Position
 	PublishTime int64 // Unix milliseconds
 	Messages    int32
+	// Sealed: an encrypted batch. A late copy flags every message of a
+	// batch (consumers see a batched message's own properties, not the
+	// entry's), which an encrypted payload does not allow: Replay
+	// refuses it (ErrSealed), Park copies it flagged on the entry only.
+	Sealed bool
 }
 
 // End is how far a partition was walked on east: Source is east's last
@@ -73,8 +79,8 @@ type Finder interface {
 
 // Copier copies entries of an east partition, read again through end,
 // to where the choice says (west's same partition, or the park topic),
-// each as the entry pipe would with the late flags
-// (entryrule.LateMetadata). It returns how many it copied; an error
+// each as the entry pipe would with the late flags (entryrule.LateCopy:
+// on every message of a batch). It returns how many it copied; an error
 // part-way says so with the count so far.
 type Copier interface {
 	Copy(ctx context.Context, partition string, end marker.Position, entries []marker.Position) (int, error)
@@ -126,6 +132,10 @@ type Stranded struct {
 	LastPublishTime  string `json:"last_publish_time"`
 	// Copied: how many were copied (Replay, Park).
 	Copied int64 `json:"copied"`
+	// Sealed: how many are encrypted batches (Entry.Sealed), and the
+	// first of them.
+	Sealed      int64  `json:"sealed,omitempty"`
+	FirstSealed string `json:"first_sealed,omitempty"`
 
 	positions         []marker.Position
 	firstPub, lastPub int64
@@ -137,6 +147,8 @@ type Stranded struct {
 type RPO struct {
 	Entries  int64 `json:"entries"`
 	Messages int64 `json:"messages"`
+	// Sealed: how many of the entries are encrypted batches.
+	Sealed int64 `json:"sealed,omitempty"`
 	// FirstPublishTime and LastPublishTime (RFC 3339) bound it; Seconds
 	// is the traffic between them.
 	FirstPublishTime string  `json:"first_publish_time,omitempty"`
@@ -198,6 +210,12 @@ func (r Report) OK() bool {
 // ErrNoChoice: entries are stranded and no choice says what to do with
 // them; nothing was changed.
 var ErrNoChoice = errors.New("entries are stranded on the cluster that came back: choose --replay, --park or --leave")
+
+// ErrSealed: Replay was chosen and the stranded tail holds encrypted
+// batches, whose messages a late copy cannot flag one by one (their
+// metadata is inside the encrypted payload): copied, they would reach
+// west's consumers as if in time. Nothing was changed.
+var ErrSealed = errors.New("the stranded tail holds encrypted batches, whose messages cannot be flagged late one by one")
 
 // ErrPairRunning: the sidecar's pair east→west is attached to its
 // cursor: it would copy the tail itself, unflagged, beside the failback.
@@ -286,6 +304,20 @@ func Run(ctx context.Context, o Options, progress io.Writer) (rep Report, err er
 			return rep, ErrNoChoice
 		}
 	}
+	if o.Choice == Replay && rep.RPO.Sealed > 0 {
+		first := ""
+		for _, s := range rep.Stranded {
+			if s.Sealed > 0 {
+				first = s.Partition + " " + s.FirstSealed
+				break
+			}
+		}
+		rep.Tail = fmt.Sprintf("%d entries stranded on %s, left as they are: %d are encrypted batches (the first at %s), which --replay cannot flag message by message",
+			rep.RPO.Entries, o.From, rep.RPO.Sealed, first)
+		rep.Next = fmt.Sprintf("choose --park TOPIC (the tail copied aside, where every message is known late; an encrypted batch's messages carry the flags on the entry only) or --leave (left on %s for its consumers) and run again",
+			o.From)
+		return rep, fmt.Errorf("%w: %d of %d entries, the first at %s", ErrSealed, rep.RPO.Sealed, rep.RPO.Entries, first)
+	}
 	t0 = time.Now()
 	switch {
 	case rep.RPO.Entries == 0:
@@ -317,11 +349,14 @@ func Run(ctx context.Context, o Options, progress io.Writer) (rep Report, err er
 			}
 			say("%s: %d stranded entries copied (%s)", s.Partition, n, o.Choice)
 		}
-		where := o.To + "'s same partitions, flagged " + marker.PropReplayedLate + "=true"
+		where := o.To + "'s same partitions, every message flagged " + marker.PropReplayedLate + "=true"
 		if o.Choice == Park {
 			where = o.ParkTopic + " on " + o.ParkOn
 		}
 		rep.Tail = fmt.Sprintf("%d entries copied to %s", rep.Copied, where)
+		if rep.RPO.Sealed > 0 {
+			rep.Tail += fmt.Sprintf("; %d of them encrypted batches, whose messages carry the flags on the entry only (consumers do not see them per message)", rep.RPO.Sealed)
+		}
 		step(StepCopy, t0, fmt.Sprintf("%d entries copied", rep.Copied))
 	}
 
@@ -416,6 +451,12 @@ func (s *Stranded) add(e Entry) {
 	}
 	s.Entries++
 	s.Messages += int64(max(e.Messages, 1))
+	if e.Sealed {
+		if s.Sealed == 0 {
+			s.FirstSealed = at(e.Pos)
+		}
+		s.Sealed++
+	}
 	s.lastPos, s.lastPub = e.Pos, e.PublishTime
 	s.positions = append(s.positions, e.Pos)
 }
@@ -440,6 +481,7 @@ func (r *RPO) add(s *Stranded) {
 	}
 	r.Entries += s.Entries
 	r.Messages += s.Messages
+	r.Sealed += s.Sealed
 }
 
 func (r *RPO) finish() {

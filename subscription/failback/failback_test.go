@@ -274,3 +274,51 @@ func TestRPOAcrossPartitions(t *testing.T) {
 		t.Errorf("tails %+v %+v %+v", a, b, none)
 	}
 }
+
+// TestSealed: a stranded tail with encrypted batches (whose messages a
+// late copy cannot flag one by one) is not replayed, dry run or not:
+// nothing changed, the first such entry named, --park or --leave
+// offered. Parked, it is copied and the report says how many carry the
+// flags on the entry only; left, nothing is said of flags.
+func TestSealed(t *testing.T) {
+	tail := theTail()
+	tail[2].Sealed, tail[4].Sealed = true, true
+	for _, tc := range []struct {
+		name, choice string
+		dry          bool
+		err          error
+		copied       int
+		tailSays     string
+	}{
+		{"replay refused", Replay, false, ErrSealed, 0, "1:12"},
+		{"replay refused in a dry run too", Replay, true, ErrSealed, 0, "1:12"},
+		{"park", Park, false, nil, 5, "2 of them encrypted batches"},
+		{"leave", Leave, false, nil, 0, "left on east"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			east, copier, pair := eastCluster(), &fakeCopier{}, &fakePair{}
+			o := options(tc.choice, fakeFinder{tail: tail}, copier, pair, east, false, "billing")
+			o.DryRun = tc.dry
+			rep, err := Run(context.Background(), o, io.Discard)
+			var ch *Changed
+			if !errors.Is(err, tc.err) && !(tc.err == nil && err == nil) || errors.As(err, &ch) {
+				t.Fatalf("err %v, want %v", err, tc.err)
+			}
+			if len(copier.copied) != tc.copied {
+				t.Errorf("copied %d, want %d", len(copier.copied), tc.copied)
+			}
+			if rep.RPO.Sealed != 2 || rep.Stranded[0].Sealed != 2 || rep.Stranded[0].FirstSealed != "1:12" {
+				t.Errorf("sealed: RPO %d, partition %d from %q; want 2, 2 from 1:12", rep.RPO.Sealed, rep.Stranded[0].Sealed, rep.Stranded[0].FirstSealed)
+			}
+			if !strings.Contains(rep.Tail, tc.tailSays) {
+				t.Errorf("tail %q does not say %q", rep.Tail, tc.tailSays)
+			}
+			if tc.err != nil {
+				if rep.Changed || len(pair.advanced) > 0 || east.moves > 0 || !strings.Contains(err.Error(), "p 1:12") ||
+					!strings.Contains(rep.Next, "--park") || !strings.Contains(rep.Next, "--leave") {
+					t.Errorf("refused: changed %v, cursor %v, moves %d, err %v, next %q", rep.Changed, pair.advanced, east.moves, err, rep.Next)
+				}
+			}
+		})
+	}
+}
