@@ -14,8 +14,10 @@
 // Environment: SOAK_DURATION (default 30m), SOAK_SEED (default random,
 // printed), SOAK_RATE (messages per second per cluster, default 100),
 // SOAK_DRAIN (longest wait for the drain, default 5m), SOAK_LOG_LEVEL (the
-// sidecars', default info), SOAK_OUT (default
-// a new directory under the temporary directory).
+// sidecars', default info), SOAK_NORTH (1, the default: the one-way pair
+// east->north, east's b instance reaching north through the WAN proxy,
+// and the WAN faults on that link; 0: east and west only), SOAK_OUT
+// (default a new directory under the temporary directory).
 //
 // Exit status: 0 with no finding, 1 with findings, no drain, a verify
 // that did not exit 0 or disagrees with the checker's losses, or an
@@ -45,7 +47,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "soak: %v\n", err)
 		return 2
 	}
-	fmt.Printf("soak: SOAK_SEED=%d SOAK_DURATION=%s SOAK_RATE=%d, output in %s\n", o.Seed, o.Duration, o.Rate, o.Out)
+	fmt.Printf("soak: SOAK_SEED=%d SOAK_DURATION=%s SOAK_RATE=%d north %v, output in %s\n", o.Seed, o.Duration, o.Rate, o.North, o.Out)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 2)
@@ -115,6 +117,13 @@ func options() (Options, error) {
 	case "", "debug", "info", "warn", "error":
 	default:
 		return o, fmt.Errorf("SOAK_LOG_LEVEL=%q: not one of debug, info, warn, error", o.LogLevel)
+	}
+	switch v := os.Getenv("SOAK_NORTH"); v {
+	case "", "1":
+		o.North = true
+	case "0":
+	default:
+		return o, fmt.Errorf("SOAK_NORTH=%q: 1 (the default) or 0", v)
 	}
 	o.Out = os.Getenv("SOAK_OUT")
 	if o.Out == "" {

@@ -55,6 +55,10 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 	fmt.Fprintf(w, "duration  %s of load and faults, from %s\n", o.Duration, res.Start.UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "pair      %s active-active, two sidecar instances per source cluster, namespace %s, deduplication on (but in dedup-off faults)\n",
 		strings.Join(pair, "<->"), res.NS)
+	if res.Topo.WAN != "" {
+		fmt.Fprintf(w, "one-way   east->north (north's instances copy north->east: the markers' way back, no load on north); %s reaches %s through the WAN proxy\n",
+			res.Topo.WANInstance(), res.Topo.WAN)
+	}
 	fmt.Fprintf(w, "load      %d msg/s per cluster over %d topics; acknowledged/failed sends:", o.Rate, len(loadTopics))
 	for _, c := range pair {
 		fmt.Fprintf(w, " %s %d/%d", c, res.Produced[c][0], res.Produced[c][1])
@@ -69,7 +73,11 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 	} else {
 		fmt.Fprintf(w, "NOT drained within %s (checked anyway)\n", res.DrainTook.Round(time.Second))
 	}
-	fmt.Fprintf(w, "checker   Pulsar's Java client (SoakReader.java), every partition of the namespace on %s read to its end\n", strings.Join(pair, " and "))
+	clusters := res.Topo.Clusters
+	if len(clusters) == 0 {
+		clusters = pair
+	}
+	fmt.Fprintf(w, "checker   Pulsar's Java client (SoakReader.java), every partition of the namespace on %s read to its end\n", strings.Join(clusters, ", "))
 	fmt.Fprintf(w, "not wired %s\n", strings.Join(NotWired, "; "))
 
 	fmt.Fprintf(w, "\nfault timeline (%d faults; offsets from the start of the load)\n", len(res.Timeline))
