@@ -16,7 +16,9 @@
 // SOAK_DRAIN (longest wait for the drain, default 5m), SOAK_LOG_LEVEL (the
 // sidecars', default info), SOAK_NORTH (1, the default: the one-way pair
 // east->north, east's b instance reaching north through the WAN proxy,
-// and the WAN faults on that link; 0: east and west only), SOAK_OUT
+// and the WAN faults on that link; 0: east and west only), SOAK_RECONFIG
+// (1, the default: the config change half-way, a topic added under
+// topic_patterns by a rolling restart; 0: none), SOAK_OUT
 // (default a new directory under the temporary directory).
 //
 // Exit status: 0 with no finding, 1 with findings, no drain, a verify
@@ -47,7 +49,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "soak: %v\n", err)
 		return 2
 	}
-	fmt.Printf("soak: SOAK_SEED=%d SOAK_DURATION=%s SOAK_RATE=%d north %v, output in %s\n", o.Seed, o.Duration, o.Rate, o.North, o.Out)
+	fmt.Printf("soak: SOAK_SEED=%d SOAK_DURATION=%s SOAK_RATE=%d north %v config change %v, output in %s\n", o.Seed, o.Duration, o.Rate, o.North, o.Reconfig, o.Out)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 2)
@@ -117,6 +119,13 @@ func options() (Options, error) {
 	case "", "debug", "info", "warn", "error":
 	default:
 		return o, fmt.Errorf("SOAK_LOG_LEVEL=%q: not one of debug, info, warn, error", o.LogLevel)
+	}
+	switch v := os.Getenv("SOAK_RECONFIG"); v {
+	case "", "1":
+		o.Reconfig = true
+	case "0":
+	default:
+		return o, fmt.Errorf("SOAK_RECONFIG=%q: 1 (the default) or 0", v)
 	}
 	switch v := os.Getenv("SOAK_NORTH"); v {
 	case "", "1":

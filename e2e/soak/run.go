@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,7 +41,11 @@ type Options struct {
 	// North adds the one-way pair east->north (topologyOf) and, with it,
 	// the WAN proxy between east's b instance and north and the WAN
 	// faults on that link.
-	North  bool
+	North bool
+	// Reconfig adds the config change (KindReconfig): a fifth topic,
+	// produced from the start, under the sidecars' topic_patterns only
+	// from reconfigAt on, by a rolling restart.
+	Reconfig bool
 	Drain      time.Duration // longest wait for the sidecars to copy the rest
 	Binary     string        // geo-sidecar, built by the caller
 	Out        string        // directory for the report and the sidecars' logs
@@ -155,6 +160,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	var insts []*instance
 	byName := map[string]*instance{}
+	reconfigs := map[string]string{} // instance -> its config after the config change
 	for _, src := range topo.Sources() {
 		for _, suffix := range []string{"a", "b"} {
 			listen, err := e2e.FreeLoopbackAddr()
@@ -163,11 +169,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 			name := src + "-" + suffix
 			cfg := filepath.Join(o.Out, name+".yaml")
-			text := sidecarConfig(listen, key, ns, topo, src, suffix, behind)
+			text := sidecarConfig(listen, key, ns, topo, src, suffix, behind, topicPatterns(o.Reconfig, false))
 			if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 				return nil, err
 			}
 			in := &instance{Name: name, Binary: o.Binary, Config: cfg, Listen: listen, LogPath: filepath.Join(o.Out, name+".log"), LogLevel: o.LogLevel}
+			if o.Reconfig {
+				reconfigs[name] = sidecarConfig(listen, key, ns, topo, src, suffix, behind, topicPatterns(true, true))
+			}
 			insts = append(insts, in)
 			byName[name] = in
 		}
@@ -210,6 +219,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		targets.Topics = append(targets.Topics, tk.Short)
 	}
 	plan := PlanOf(o.Seed, o.Duration, targets, o.Faults)
+	if o.Reconfig {
+		plan = append(plan, Event{At: reconfigAt(o.Duration), Kind: KindReconfig, Target: "every instance, +" + addedTopic.Short})
+		sort.SliceStable(plan, func(i, j int) bool { return plan[i].At < plan[j].At })
+	}
+	topics := runTopics(o.Reconfig)
 	logf("%d faults planned over %s", len(plan), o.Duration)
 
 	res.Start = time.Now()
@@ -224,7 +238,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var wg sync.WaitGroup
 	loadErrs := make(chan error, len(topo.Loaded))
 	for _, c := range topo.Loaded {
-		l := &Load{Cluster: c, Client: clients[c], NS: ns, Rate: o.Rate, LateAt: res.Start.Add(lateAt(o.Duration)), sent: Sent{}}
+		l := &Load{Cluster: c, Client: clients[c], NS: ns, Rate: o.Rate, LateAt: res.Start.Add(lateAt(o.Duration)), Topics: topics, sent: Sent{}}
 		loads[c] = l
 		wg.Add(1)
 		go func() { defer wg.Done(); loadErrs <- l.Run(runCtx) }()
@@ -246,7 +260,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			case <-time.After(time.Until(res.Start.Add(ev.At))):
 			}
 			a := applied{Event: ev, Start: time.Now()}
-			a.Err = apply(runCtx, ev, byName, admins, loads, links, ns)
+			if ev.Kind == KindReconfig {
+				a.Err = reconfigure(runCtx, insts, reconfigs)
+			} else {
+				a.Err = apply(runCtx, ev, byName, admins, loads, links, ns)
+			}
 			a.End = time.Now()
 			logf("fault %s done (%v)", ev, errOrOK(a.Err))
 			mu.Lock()
@@ -319,7 +337,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// instance's config (every instance of a source has the same pair).
 	for _, p := range topo.Verified {
 		src, dst := p[0], p[1]
-		for _, tk := range loadTopics {
+		for _, tk := range topics {
 			v := runVerify(ctx, o.Binary, byName[src+"-a"].Config, ns, tk, src, dst)
 			logf("verify %s %s->%s: exit %d in %s", tk.Short, v.From, v.To, v.Exit, v.Took.Round(100*time.Millisecond))
 			res.Verify = append(res.Verify, v)
@@ -573,12 +591,60 @@ func makeNamespace(admins map[string]pulsaradmin.Client, clusters []string, seed
 	return ns, nil
 }
 
+// topicPatterns is the config's topic_patterns: every topic, or with the
+// config change (reconfig) the load topics by name, and the added topic
+// once changed.
+func topicPatterns(reconfig, changed bool) string {
+	if !reconfig {
+		return `[".*"]`
+	}
+	var names []string
+	for _, tk := range loadTopics {
+		names = append(names, strconv.Quote(tk.Short))
+	}
+	if changed {
+		names = append(names, strconv.Quote(addedTopic.Short))
+	}
+	return "[" + strings.Join(names, ", ") + "]"
+}
+
+// reconfigGap is the pause between two instances' restarts in the
+// config change.
+const reconfigGap = 2 * time.Second
+
+// reconfigure is the config change: every instance's config file
+// rewritten (configs: its text after the change), then each instance
+// that runs stopped (SIGTERM) and started again, one at a time,
+// reconfigGap apart. One that a fault holds down meanwhile starts with
+// the new file when the fault ends.
+func reconfigure(ctx context.Context, insts []*instance, configs map[string]string) error {
+	for _, in := range insts {
+		if err := os.WriteFile(in.Config, []byte(configs[in.Name]), 0o600); err != nil {
+			return err
+		}
+	}
+	var errs error
+	for _, in := range insts {
+		if ctx.Err() != nil {
+			break
+		}
+		if in.Signal(syscall.SIGTERM) {
+			errs = errors.Join(errs, in.Start())
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(reconfigGap):
+		}
+	}
+	return errs
+}
+
 // sidecarConfig is one instance's config: every cluster of the run
 // (behind, the WAN proxy's addresses, for the cluster the instance
 // reaches through it), the namespace from src to its targets, every
 // topic, the run's marker key. One entry, src's: run without --cluster
 // runs every entry of its config.
-func sidecarConfig(listen, key, ns string, topo topology, src, suffix string, behind e2e.Cluster) string {
+func sidecarConfig(listen, key, ns string, topo topology, src, suffix string, behind e2e.Cluster, patterns string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  discovery_interval: 1s\n  marker_key_file: %s\nclusters:\n", listen, key)
 	for _, n := range topo.Clusters {
@@ -588,7 +654,7 @@ func sidecarConfig(listen, key, ns string, topo topology, src, suffix string, be
 		}
 		fmt.Fprintf(&b, "  - name: %s\n    service_url: %s\n    admin_url: %s\n", c.Name, c.ServiceURL, c.AdminURL)
 	}
-	fmt.Fprintf(&b, "replication:\n  - source: %s\n    namespace: %s\n    topic_patterns: [\".*\"]\n    targets: [%s]\n", src, ns, strings.Join(topo.Targets[src], ", "))
+	fmt.Fprintf(&b, "replication:\n  - source: %s\n    namespace: %s\n    topic_patterns: %s\n    targets: [%s]\n", src, ns, patterns, strings.Join(topo.Targets[src], ", "))
 	var subs []string
 	for _, s := range appSubs {
 		subs = append(subs, s.Name)

@@ -54,6 +54,12 @@ const (
 	// KindSlowLink makes that link deliver at slowFraction of its normal
 	// rate for For.
 	KindSlowLink Kind = "slow-link"
+	// KindReconfig: every instance's config gets the added topic under
+	// topic_patterns and the instances are restarted one by one with it
+	// (SIGTERM, start, the next 2 s after: a rolling update; the sidecar
+	// has no reload of its own, neither SIGHUP nor a watch of the file).
+	// Not drawn: at reconfigAt of a run with Options.Reconfig.
+	KindReconfig Kind = "config-change"
 	// KindNewTopic: the late topics' load begins (not drawn: at
 	// lateAt of every run), so that a topic created under the sidecars'
 	// topic_patterns meets the faults that follow.
@@ -64,7 +70,9 @@ const (
 // apply yet: they need the WAN proxy between the sidecars and the
 // clusters, or a config change under a running instance.
 var NotWired = []string{
-	"config reload (a new topic under topic_patterns is wired: the late topic, new-topic)",
+	"producers with Java's client",
+	"chunked messages",
+	"Key_Shared applications",
 }
 
 // Event is one fault of the schedule: Kind applied to Target at At after
@@ -300,6 +308,11 @@ func pick(r *rand.Rand, from []string) string {
 // lateAt is when a run of duration d starts its late topics' load: a
 // third in, with two thirds of the faults after it.
 func lateAt(d time.Duration) time.Duration { return (d / 3).Truncate(time.Second) }
+
+// reconfigAt is when a run of duration d with the config change makes
+// it: half-way, after the late topic (a third in), with the other half
+// of the faults after it.
+func reconfigAt(d time.Duration) time.Duration { return (d / 2).Truncate(time.Second) }
 
 // lateNames names the late topics, for the timeline.
 func lateNames() string {

@@ -92,7 +92,7 @@ func TestWriteSubs(t *testing.T) {
 // TestSidecarConfigSubscriptions: every instance keeps every
 // application's subscription in step.
 func TestSidecarConfigSubscriptions(t *testing.T) {
-	cfg := sidecarConfig("127.0.0.1:1", "/k", "t/ns", topologyOf(false), "east", "a", e2e.Cluster{})
+	cfg := sidecarConfig("127.0.0.1:1", "/k", "t/ns", topologyOf(false), "east", "a", e2e.Cluster{}, topicPatterns(false, false))
 	if !strings.Contains(cfg, "    subscriptions: [soak-failover, soak-shared, soak-exclusive]\n") {
 		t.Errorf("config:\n%s", cfg)
 	}
@@ -114,7 +114,7 @@ func TestSidecarConfigNorth(t *testing.T) {
 		{"west", "b", "[east]", false},
 		{"north", "b", "[east]", false},
 	} {
-		cfg := sidecarConfig("127.0.0.1:1", "/k", "t/ns", topo, tc.src, tc.suffix, behind)
+		cfg := sidecarConfig("127.0.0.1:1", "/k", "t/ns", topo, tc.src, tc.suffix, behind, topicPatterns(false, false))
 		if !strings.Contains(cfg, "    targets: "+tc.targets+"\n") || !strings.Contains(cfg, "  - source: "+tc.src+"\n") {
 			t.Errorf("%s-%s: config:\n%s", tc.src, tc.suffix, cfg)
 		}
@@ -131,5 +131,33 @@ func TestSidecarConfigNorth(t *testing.T) {
 	reach := topo.Reach()
 	if !slices.Equal(reach["east"], []string{"east", "west", "north"}) || !slices.Equal(reach["west"], []string{"west", "east"}) {
 		t.Errorf("reach %v", reach)
+	}
+}
+
+// TestTopicPatternsReconfig: without the config change every topic is
+// copied; with it the added topic is under topic_patterns only after the
+// change, every load topic (the late one too) before and after, and the
+// applications do not consume it.
+func TestTopicPatternsReconfig(t *testing.T) {
+	if got := topicPatterns(false, false); got != `[".*"]` {
+		t.Errorf("without the change: %s", got)
+	}
+	before, after := topicPatterns(true, false), topicPatterns(true, true)
+	if want := `["plain", "parted", "single", "late"]`; before != want {
+		t.Errorf("before the change: %s, want %s", before, want)
+	}
+	if want := `["plain", "parted", "single", "late", "added"]`; after != want {
+		t.Errorf("after the change: %s, want %s", after, want)
+	}
+	if n := len(runTopics(true)); n != len(loadTopics)+1 || len(runTopics(false)) != len(loadTopics) {
+		t.Errorf("runTopics: %d with the change", n)
+	}
+	for _, tk := range appTopics() {
+		if tk.Added || tk.Late {
+			t.Errorf("applications consume %s", tk.Short)
+		}
+	}
+	if reconfigAt(3*time.Minute) != 90*time.Second || reconfigAt(3*time.Minute) <= lateAt(3*time.Minute) {
+		t.Errorf("reconfigAt(3m) = %s", reconfigAt(3*time.Minute))
 	}
 }
