@@ -46,10 +46,10 @@ type Options struct {
 	// produced from the start, under the sidecars' topic_patterns only
 	// from reconfigAt on, by a rolling restart.
 	Reconfig bool
-	Drain      time.Duration // longest wait for the sidecars to copy the rest
-	Binary     string        // geo-sidecar, built by the caller
-	Out        string        // directory for the report and the sidecars' logs
-	Log        io.Writer     // progress
+	Drain    time.Duration // longest wait for the sidecars to copy the rest
+	Binary   string        // geo-sidecar, built by the caller
+	Out      string        // directory for the report and the sidecars' logs
+	Log      io.Writer     // progress
 }
 
 // pair is the active-active pair the runner soaks: each replicates into
