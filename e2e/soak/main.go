@@ -1,9 +1,13 @@
 // Command soak is `make soak`: a randomized fault soak of geo-sidecar
 // under load on the test bed's clusters, checked from outside (issue 38).
 // Two sidecar instances per source cluster copy east<->west active-active
-// while load runs on both sides and a schedule drawn from SOAK_SEED kills,
-// stops and restarts them, unloads topics, turns the target's
-// deduplication off and on and bursts the load; after SOAK_DURATION the
+// and east->north one way (north's own instances carry the snapshot
+// answers back) while load runs on east and west and a schedule drawn
+// from SOAK_SEED kills, stops and restarts them, unloads topics, turns
+// the target's deduplication off and on, bursts the load, restarts
+// brokers and cuts, half-opens and slows the WAN proxy's link between
+// east's b instance and north; half-way, a config change adds a topic
+// under topic_patterns by a rolling restart. After SOAK_DURATION the
 // load stops, the copy drains, and a reader with Pulsar's Java client
 // reads every partition on both clusters and counts, per partition and
 // origin producer, what was lost, duplicated or out of order; `geo-sidecar
