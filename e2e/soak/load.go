@@ -196,13 +196,27 @@ func (l *Load) Run(ctx context.Context) error {
 }
 
 // start produces to tk (a late topic) until ctx is done.
+// Its producer is created again every lateRetry while the cluster does
+// not answer: a broker restart may hold the cluster down when the late
+// load begins (seed 3810: west down 74 s from 32 s in, the late topic's
+// producer timed out at 1 m and failed the run). An error is returned
+// only when no producer could be made before ctx ended.
 func (l *Load) start(ctx context.Context, tk topicKind, rate float64) error {
-	p, err := l.producer(tk)
-	if err != nil {
-		return err
+	for {
+		p, err := l.producer(tk)
+		if err == nil {
+			return l.produce(ctx, p, tk, l.Cluster+"-"+tk.Short, rate)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(lateRetry):
+		}
 	}
-	return l.produce(ctx, p, tk, l.Cluster+"-"+tk.Short, rate)
 }
+
+// lateRetry is the pause between two tries of a late topic's producer.
+const lateRetry = 2 * time.Second
 
 // producer opens the load's producer on tk.
 func (l *Load) producer(tk topicKind) (pulsar.Producer, error) {
