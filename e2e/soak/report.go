@@ -59,7 +59,7 @@ func WriteReport(w io.Writer, o Options, res *Result) {
 		fmt.Fprintf(w, "one-way   east->north (north's instances copy north->east: the markers' way back, no load on north); %s reaches %s through the WAN proxy\n",
 			res.Topo.WANInstance(), res.Topo.WAN)
 	}
-	fmt.Fprintf(w, "load      %d msg/s per cluster over %d topics; acknowledged/failed sends:", o.Rate, len(loadTopics))
+	fmt.Fprintf(w, "load      %d msg/s per cluster over %d topics; acknowledged/failed sends:", o.Rate, len(runTopics(o.Reconfig)))
 	for _, c := range pair {
 		fmt.Fprintf(w, " %s %d/%d", c, res.Produced[c][0], res.Produced[c][1])
 	}
