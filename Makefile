@@ -84,7 +84,8 @@ bench: build
 
 # Randomized fault soak (issue 38; make test runs a 75 s version of it,
 # TestSoakShort, in the e2e's lane 3): two sidecar
-# instances per source cluster active-active east<->west under load, faults
+# instances per source cluster active-active east<->west and one-way
+# east->north (SOAK_NORTH=0: without north) under load, faults
 # drawn from SOAK_SEED (random unless given; printed, and a failing seed
 # reproduces its schedule) for SOAK_DURATION, then the drain and a check of
 # every partition on both clusters with Pulsar's Java client. The report and
@@ -94,7 +95,7 @@ SOAK_DURATION ?= 30m
 SOAK_SEED     ?=
 soak:
 	@echo "== soak: $(SOAK_DURATION) of load and faults (the seed is printed below)"
-	$(CLUSTER) up east west
+	$(CLUSTER) up east west $(if $(filter 0,$(SOAK_NORTH)),,north)
 	SOAK_SEED=$(SOAK_SEED) SOAK_DURATION=$(SOAK_DURATION) go run ./e2e/soak
 
 # The same targets for longer: FUZZTIME=5m make fuzz.

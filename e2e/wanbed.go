@@ -42,33 +42,44 @@ func UpFar(t testing.TB) {
 // can be open at a time (the addresses are fixed).
 func FarWAN(t testing.TB) (wan.Links, Cluster) {
 	t.Helper()
-	env := map[string]string{}
-	out, err := exec.Command(ScriptPath(), "env", "far").Output()
+	links, c, err := OpenWAN("far")
 	if err != nil {
-		t.Fatalf("cluster.sh env far: %v", err)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { links.Close() })
+	return links, c
+}
+
+// OpenWAN is FarWAN for any cluster cluster.sh puts behind the WAN proxy
+// (wan_ports: far, north), without a test: the caller closes the links.
+// A cluster without WAN addresses is an error.
+func OpenWAN(name string) (wan.Links, Cluster, error) {
+	env := map[string]string{}
+	out, err := exec.Command(ScriptPath(), "env", name).Output()
+	if err != nil {
+		return nil, Cluster{}, fmt.Errorf("cluster.sh env %s: %w", name, err)
 	}
 	for _, line := range strings.Split(string(out), "\n") {
 		if k, v, ok := strings.Cut(line, "="); ok {
 			env[k] = v
 		}
 	}
-	svc, adm, bind := env["FAR_WAN_SERVICE_URL"], env["FAR_WAN_ADMIN_URL"], env["FAR_WAN_UPSTREAM"]
+	u := strings.ToUpper(name)
+	svc, adm, bind := env[u+"_WAN_SERVICE_URL"], env[u+"_WAN_ADMIN_URL"], env[u+"_WAN_UPSTREAM"]
 	if svc == "" || adm == "" || bind == "" {
-		t.Fatalf("cluster.sh env far names no WAN addresses:\n%s", out)
+		return nil, Cluster{}, fmt.Errorf("cluster.sh env %s names no WAN addresses:\n%s", name, out)
 	}
-	direct := Get("far")
-	broker, err := wan.Listen("far-broker", strings.TrimPrefix(svc, "pulsar://"), bind)
+	direct := Get(name)
+	broker, err := wan.Listen(name+"-broker", strings.TrimPrefix(svc, "pulsar://"), bind)
 	if err != nil {
-		t.Fatal(err)
+		return nil, Cluster{}, err
 	}
-	web, err := wan.Listen("far-web", strings.TrimPrefix(adm, "http://"), strings.TrimPrefix(direct.AdminURL, "http://"))
+	web, err := wan.Listen(name+"-web", strings.TrimPrefix(adm, "http://"), strings.TrimPrefix(direct.AdminURL, "http://"))
 	if err != nil {
 		broker.Close()
-		t.Fatal(err)
+		return nil, Cluster{}, err
 	}
-	links := wan.Links{broker, web}
-	t.Cleanup(func() { links.Close() })
-	return links, Cluster{Name: "far", ServiceURL: svc, AdminURL: adm}
+	return wan.Links{broker, web}, Cluster{Name: name, ServiceURL: svc, AdminURL: adm}, nil
 }
 
 // LogSummary counts a sidecar log's warning and error lines, and the

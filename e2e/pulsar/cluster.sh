@@ -92,10 +92,14 @@ ports() {
 # answer with the proxy's address (proxy-broker, proxy-web), which forwards
 # to "bind" and to the web port. Lookups on the ordinary port answer with
 # the ordinary address, so the broker's own client and tests that want no
-# WAN bypass the proxy. Only far has one.
+# WAN bypass the proxy. far has one, and north (the soak's one-way target,
+# reached by one sidecar instance through the proxy while the others go
+# direct; no test wires Pulsar's geo-replication to north, which would
+# register it with these addresses).
 wan_ports() {
   case "$1" in
     far) echo "$((6692 + offset)) $((6691 + offset)) $((8121 + offset))" ;;
+    north) echo "$((6672 + offset)) $((6671 + offset)) $((8101 + offset))" ;;
     *) return 1 ;;
   esac
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -213,5 +214,34 @@ func TestCheckProducersOwnDuplicates(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCheckNorth: with the one-way pair east->north, north must hold
+// every east-origin message and none of west's; a west-origin copy on
+// north is Unexpected, an east-origin one missing there Lost.
+func TestCheckNorth(t *testing.T) {
+	reach := topologyOf(true).Reach()
+	sent := Sent{}
+	at := time.Unix(1000, 0)
+	sent.Add("p", "east", "e1", 0, at)
+	sent.Add("p", "east", "e1", 1, at)
+	sent.Add("p", "west", "w1", 0, at)
+	var reads []Read
+	for _, c := range []string{"east", "west"} {
+		reads = append(reads, Read{Cluster: c, Partition: "p", Origin: "east", Producer: "e1", Seq: 0, Copy: c != "east"},
+			Read{Cluster: c, Partition: "p", Origin: "east", Producer: "e1", Seq: 1, Copy: c != "east"},
+			Read{Cluster: c, Partition: "p", Origin: "west", Producer: "w1", Seq: 0, Copy: c != "west"})
+	}
+	reads = append(reads, Read{Cluster: "north", Partition: "p", Origin: "east", Producer: "e1", Seq: 0, Copy: true},
+		Read{Cluster: "north", Partition: "p", Origin: "west", Producer: "w1", Seq: 0, Copy: true})
+	_, findings := Check(reads, sent, reach)
+	var got []string
+	for _, f := range findings {
+		got = append(got, fmt.Sprintf("%s %s %s %v", f.Kind, f.Cluster, f.Origin, f.Seqs))
+	}
+	want := []string{"lost north east [1]", "unexpected north west [0]"}
+	if !slices.Equal(got, want) {
+		t.Errorf("findings %q, want %q", got, want)
 	}
 }

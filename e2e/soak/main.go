@@ -1,9 +1,13 @@
 // Command soak is `make soak`: a randomized fault soak of geo-sidecar
 // under load on the test bed's clusters, checked from outside (issue 38).
 // Two sidecar instances per source cluster copy east<->west active-active
-// while load runs on both sides and a schedule drawn from SOAK_SEED kills,
-// stops and restarts them, unloads topics, turns the target's
-// deduplication off and on and bursts the load; after SOAK_DURATION the
+// and east->north one way (north's own instances carry the snapshot
+// answers back) while load runs on east and west and a schedule drawn
+// from SOAK_SEED kills, stops and restarts them, unloads topics, turns
+// the target's deduplication off and on, bursts the load, restarts
+// brokers and cuts, half-opens and slows the WAN proxy's link between
+// east's b instance and north; half-way, a config change adds a topic
+// under topic_patterns by a rolling restart. After SOAK_DURATION the
 // load stops, the copy drains, and a reader with Pulsar's Java client
 // reads every partition on both clusters and counts, per partition and
 // origin producer, what was lost, duplicated or out of order; `geo-sidecar
@@ -14,8 +18,12 @@
 // Environment: SOAK_DURATION (default 30m), SOAK_SEED (default random,
 // printed), SOAK_RATE (messages per second per cluster, default 100),
 // SOAK_DRAIN (longest wait for the drain, default 5m), SOAK_LOG_LEVEL (the
-// sidecars', default info), SOAK_OUT (default
-// a new directory under the temporary directory).
+// sidecars', default info), SOAK_NORTH (1, the default: the one-way pair
+// east->north, east's b instance reaching north through the WAN proxy,
+// and the WAN faults on that link; 0: east and west only), SOAK_RECONFIG
+// (1, the default: the config change half-way, a topic added under
+// topic_patterns by a rolling restart; 0: none), SOAK_OUT
+// (default a new directory under the temporary directory).
 //
 // Exit status: 0 with no finding, 1 with findings, no drain, a verify
 // that did not exit 0 or disagrees with the checker's losses, or an
@@ -45,7 +53,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "soak: %v\n", err)
 		return 2
 	}
-	fmt.Printf("soak: SOAK_SEED=%d SOAK_DURATION=%s SOAK_RATE=%d, output in %s\n", o.Seed, o.Duration, o.Rate, o.Out)
+	fmt.Printf("soak: SOAK_SEED=%d SOAK_DURATION=%s SOAK_RATE=%d north %v config change %v, output in %s\n", o.Seed, o.Duration, o.Rate, o.North, o.Reconfig, o.Out)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 2)
@@ -115,6 +123,20 @@ func options() (Options, error) {
 	case "", "debug", "info", "warn", "error":
 	default:
 		return o, fmt.Errorf("SOAK_LOG_LEVEL=%q: not one of debug, info, warn, error", o.LogLevel)
+	}
+	switch v := os.Getenv("SOAK_RECONFIG"); v {
+	case "", "1":
+		o.Reconfig = true
+	case "0":
+	default:
+		return o, fmt.Errorf("SOAK_RECONFIG=%q: 1 (the default) or 0", v)
+	}
+	switch v := os.Getenv("SOAK_NORTH"); v {
+	case "", "1":
+		o.North = true
+	case "0":
+	default:
+		return o, fmt.Errorf("SOAK_NORTH=%q: 1 (the default) or 0", v)
 	}
 	o.Out = os.Getenv("SOAK_OUT")
 	if o.Out == "" {

@@ -56,7 +56,7 @@ func TestWriteReport(t *testing.T) {
 		"+20s  kill-9    east-a for 5s  applied +20s..+26s",
 		"duplicate: 1 duplicate on west, plain, producer east-plain; first at +30s, seqs [7]",
 		"      after     +20s  kill-9    east-a for 5s",
-		"not wired WAN proxy link cut between a sidecar and a cluster",
+		"not wired producers with Java's client",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())

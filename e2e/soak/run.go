@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/apache/pulsar-client-go/pulsaradmin/pkg/utils"
 
 	"github.com/geo-sidecar/geo-sidecar/e2e"
+	"github.com/geo-sidecar/geo-sidecar/e2e/wan"
 )
 
 // Options say what one soak run does.
@@ -36,14 +38,22 @@ type Options struct {
 	// may wait less.
 	Faults     []Kind
 	SubsSettle time.Duration
-	Drain      time.Duration // longest wait for the sidecars to copy the rest
-	Binary     string        // geo-sidecar, built by the caller
-	Out        string        // directory for the report and the sidecars' logs
-	Log        io.Writer     // progress
+	// North adds the one-way pair east->north (topologyOf) and, with it,
+	// the WAN proxy between east's b instance and north and the WAN
+	// faults on that link.
+	North bool
+	// Reconfig adds the config change (KindReconfig): a fifth topic,
+	// produced from the start, under the sidecars' topic_patterns only
+	// from reconfigAt on, by a rolling restart.
+	Reconfig bool
+	Drain    time.Duration // longest wait for the sidecars to copy the rest
+	Binary   string        // geo-sidecar, built by the caller
+	Out      string        // directory for the report and the sidecars' logs
+	Log      io.Writer     // progress
 }
 
 // pair is the active-active pair the runner soaks: each replicates into
-// the other.
+// the other. The run's topology (topologyOf) may add north.
 var pair = []string{"east", "west"}
 
 // applied is one fault as it was applied: wall-clock start and end, and
@@ -56,6 +66,7 @@ type applied struct {
 
 // Result is what a run found.
 type Result struct {
+	Topo       topology
 	NS         string
 	Start      time.Time
 	Timeline   []applied
@@ -103,10 +114,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(o.Log, "%s  "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
 	}
-	res := &Result{Produced: map[string][2]int64{}, Large: map[string][2]int64{}}
+	topo := topologyOf(o.North)
+	res := &Result{Topo: topo, Produced: map[string][2]int64{}, Large: map[string][2]int64{}}
 	admins := map[string]pulsaradmin.Client{}
 	clients := map[string]pulsar.Client{}
-	for _, c := range pair {
+	for _, c := range topo.Clusters {
 		a, err := pulsaradmin.NewClient(&pulsaradmin.Config{WebServiceURL: e2e.Get(c).AdminURL})
 		if err != nil {
 			return nil, err
@@ -121,14 +133,25 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		clients[c] = cl
 	}
 
-	ns, err := makeNamespace(admins, o.Seed)
+	ns, err := makeNamespace(admins, topo.Clusters, o.Seed)
 	if err != nil {
 		return nil, err
 	}
 	res.NS = ns
-	logf("namespace %s on %s, deduplication on", ns, strings.Join(pair, " and "))
-	if err := createAppSubs(admins, ns); err != nil {
+	logf("namespace %s on %s, deduplication on", ns, strings.Join(topo.Clusters, ", "))
+	if err := createAppSubs(admins, topo.Clusters, ns); err != nil {
 		return nil, err
+	}
+	// The WAN proxy's links to the cluster behind it, which the b
+	// instance of its source reaches only through them.
+	var links wan.Links
+	var behind e2e.Cluster
+	if topo.WAN != "" {
+		if links, behind, err = e2e.OpenWAN(topo.WAN); err != nil {
+			return nil, err
+		}
+		defer links.Close()
+		logf("WAN proxy in front of %s: %s reaches it through %s and %s", topo.WAN, topo.WANInstance(), behind.ServiceURL, behind.AdminURL)
 	}
 
 	key := filepath.Join(o.Out, "marker.key")
@@ -137,8 +160,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	var insts []*instance
 	byName := map[string]*instance{}
-	for i, src := range pair {
-		dst := pair[1-i]
+	reconfigs := map[string]string{} // instance -> its config after the config change
+	for _, src := range topo.Sources() {
 		for _, suffix := range []string{"a", "b"} {
 			listen, err := e2e.FreeLoopbackAddr()
 			if err != nil {
@@ -146,11 +169,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 			name := src + "-" + suffix
 			cfg := filepath.Join(o.Out, name+".yaml")
-			text := sidecarConfig(listen, key, ns, src, dst)
+			text := sidecarConfig(listen, key, ns, topo, src, suffix, behind, topicPatterns(o.Reconfig, false))
 			if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 				return nil, err
 			}
 			in := &instance{Name: name, Binary: o.Binary, Config: cfg, Listen: listen, LogPath: filepath.Join(o.Out, name+".log"), LogLevel: o.LogLevel}
+			if o.Reconfig {
+				reconfigs[name] = sidecarConfig(listen, key, ns, topo, src, suffix, behind, topicPatterns(true, true))
+			}
 			insts = append(insts, in)
 			byName[name] = in
 		}
@@ -177,14 +203,27 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer rssStop()
 
-	targets := Targets{Clusters: pair}
+	// The process faults hit the pair's instances (north's, which only
+	// answer markers, are left alone), and the clusters' faults the pair:
+	// the same targets as before north, so a seed keeps its faults.
+	targets := Targets{Clusters: topo.Loaded}
 	for _, in := range insts {
-		targets.Sidecars = append(targets.Sidecars, in.Name)
+		if src, _, _ := strings.Cut(in.Name, "-"); topo.loaded(src) {
+			targets.Sidecars = append(targets.Sidecars, in.Name)
+		}
+	}
+	if topo.WAN != "" {
+		targets.Links = []string{topo.WANInstance() + " " + topo.WAN}
 	}
 	for _, tk := range loadTopics {
 		targets.Topics = append(targets.Topics, tk.Short)
 	}
 	plan := PlanOf(o.Seed, o.Duration, targets, o.Faults)
+	if o.Reconfig {
+		plan = append(plan, Event{At: reconfigAt(o.Duration), Kind: KindReconfig, Target: "every instance, +" + addedTopic.Short})
+		sort.SliceStable(plan, func(i, j int) bool { return plan[i].At < plan[j].At })
+	}
+	topics := runTopics(o.Reconfig)
 	logf("%d faults planned over %s", len(plan), o.Duration)
 
 	res.Start = time.Now()
@@ -197,14 +236,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	logf("applications: %s", appsSummary())
 	loads := map[string]*Load{}
 	var wg sync.WaitGroup
-	loadErrs := make(chan error, len(pair))
-	for _, c := range pair {
-		l := &Load{Cluster: c, Client: clients[c], NS: ns, Rate: o.Rate, LateAt: res.Start.Add(lateAt(o.Duration)), sent: Sent{}}
+	loadErrs := make(chan error, len(topo.Loaded))
+	for _, c := range topo.Loaded {
+		l := &Load{Cluster: c, Client: clients[c], NS: ns, Rate: o.Rate, LateAt: res.Start.Add(lateAt(o.Duration)), Topics: topics, sent: Sent{}}
 		loads[c] = l
 		wg.Add(1)
 		go func() { defer wg.Done(); loadErrs <- l.Run(runCtx) }()
 	}
-	logf("load: %d msg/s on each of %s; the late topics' from %s", o.Rate, strings.Join(pair, ", "), fmtOffset(lateAt(o.Duration)))
+	logf("load: %d msg/s on each of %s; the late topics' from %s", o.Rate, strings.Join(topo.Loaded, ", "), fmtOffset(lateAt(o.Duration)))
 	late := applied{Event: Event{At: lateAt(o.Duration), Kind: KindNewTopic, Target: lateNames()}, Start: res.Start.Add(lateAt(o.Duration))}
 	late.End = late.Start
 	res.Timeline = append(res.Timeline, late)
@@ -221,7 +260,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			case <-time.After(time.Until(res.Start.Add(ev.At))):
 			}
 			a := applied{Event: ev, Start: time.Now()}
-			a.Err = apply(runCtx, ev, byName, admins, loads, ns)
+			if ev.Kind == KindReconfig {
+				a.Err = reconfigure(runCtx, insts, reconfigs)
+			} else {
+				a.Err = apply(runCtx, ev, byName, admins, loads, links, ns)
+			}
 			a.End = time.Now()
 			logf("fault %s done (%v)", ev, errOrOK(a.Err))
 			mu.Lock()
@@ -248,8 +291,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return res, loadErr
 	}
 
-	// Every instance up and deduplication on again before the drain (a
-	// fault cut short by the end of the run may have left one down).
+	// Every instance up, the WAN healed and deduplication on again
+	// before the drain (a fault cut short by the end of the run may have
+	// left one down).
+	if links != nil {
+		links.Heal()
+	}
 	for _, in := range insts {
 		if !in.Running() {
 			if err := in.Start(); err != nil {
@@ -257,14 +304,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			}
 		}
 	}
-	for _, c := range pair {
+	for _, c := range topo.Clusters {
 		if err := admins[c].Namespaces().SetDeduplicationStatus(ns, true); err != nil {
 			return res, fmt.Errorf("deduplication on for %s on %s: %w", ns, c, err)
 		}
 	}
 
 	drainStart := time.Now()
-	res.Drained = waitDrain(ctx, admins, ns, o.Drain, logf)
+	res.Drained = waitDrain(ctx, admins, topo.Clusters, ns, o.Drain, logf)
 	res.DrainTook = time.Since(drainStart)
 	logf("drain: %v after %s", res.Drained, res.DrainTook.Round(time.Second))
 	// The subscriptions, while the sidecars still run: the applications
@@ -275,7 +322,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if settle <= 0 {
 		settle = subsSettle
 	}
-	res.Subs = waitSubs(ctx, admins, ns, o.Rate, settle)
+	res.Subs = waitSubs(ctx, admins, topo, ns, o.Rate, settle)
 	res.Subs.Received, res.Subs.Acked = rec, ack
 	if res.Subs.Updates, err = readUpdateCounters(insts); err != nil {
 		logf("subscriptions: %v", err)
@@ -288,9 +335,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	// verify --complete on every pair and topic, with the source's first
 	// instance's config (every instance of a source has the same pair).
-	for i, src := range pair {
-		for _, tk := range loadTopics {
-			v := runVerify(ctx, o.Binary, byName[src+"-a"].Config, ns, tk, src, pair[1-i])
+	for _, p := range topo.Verified {
+		src, dst := p[0], p[1]
+		for _, tk := range topics {
+			v := runVerify(ctx, o.Binary, byName[src+"-a"].Config, ns, tk, src, dst)
 			logf("verify %s %s->%s: exit %d in %s", tk.Short, v.From, v.To, v.Exit, v.Took.Round(100*time.Millisecond))
 			res.Verify = append(res.Verify, v)
 		}
@@ -301,7 +349,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return res, err
 	}
 	var reads []Read
-	for _, c := range pair {
+	for _, c := range topo.Clusters {
 		parts, err := partitions(admins[c], ns)
 		if err != nil {
 			return res, err
@@ -320,11 +368,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			sent[k] = v
 		}
 	}
-	reach := map[string][]string{}
-	for i, c := range pair {
-		reach[c] = []string{c, pair[1-i]}
-	}
-	res.Rows, res.Findings = Check(reads, sent, reach)
+	res.Rows, res.Findings = Check(reads, sent, topo.Reach())
 	logs := map[string]string{}
 	for _, in := range insts {
 		logs[in.Name] = in.LogPath
@@ -350,7 +394,7 @@ func errOrOK(err error) string {
 // undoes it (a sidecar's or broker's start, deduplication on, the
 // burst's end); the undo
 // happens even when ctx ends meanwhile, so that nothing stays broken.
-func apply(ctx context.Context, ev Event, byName map[string]*instance, admins map[string]pulsaradmin.Client, loads map[string]*Load, ns string) error {
+func apply(ctx context.Context, ev Event, byName map[string]*instance, admins map[string]pulsaradmin.Client, loads map[string]*Load, links wan.Links, ns string) error {
 	wait := func() {
 		select {
 		case <-ctx.Done():
@@ -386,6 +430,25 @@ func apply(ctx context.Context, ev Event, byName map[string]*instance, admins ma
 		loads[ev.Target].Burst(time.Now().Add(ev.For))
 		wait()
 		return nil
+	case KindLinkCut, KindHalfOpen, KindSlowLink:
+		// The proxy ends the fault by itself after For; waiting for it
+		// keeps the link's next fault (planWAN) after this one's end.
+		if links == nil {
+			return fmt.Errorf("no WAN link for %s", ev.Target)
+		}
+		switch ev.Kind {
+		case KindLinkCut:
+			links.Cut(ev.For)
+		case KindHalfOpen:
+			links.Blackhole(ev.For)
+		case KindSlowLink:
+			links.Slow(slowFraction, ev.For)
+		}
+		wait()
+		if ctx.Err() != nil {
+			links.Heal()
+		}
+		return nil
 	case KindRestart:
 		// The lock waits for the other lane's test on the cluster (the
 		// fault then comes late; the timeline shows when it was
@@ -414,13 +477,13 @@ func apply(ctx context.Context, ev Event, byName map[string]*instance, admins ma
 // partition with messages and no subscription at all is not drained (a
 // source no sidecar read passed as drained once, its backlog being
 // nobody's).
-func waitDrain(ctx context.Context, admins map[string]pulsaradmin.Client, ns string, limit time.Duration, logf func(string, ...any)) bool {
+func waitDrain(ctx context.Context, admins map[string]pulsaradmin.Client, clusters []string, ns string, limit time.Duration, logf func(string, ...any)) bool {
 	deadline := time.Now().Add(limit)
 	zeros := 0
 	var last time.Time
 	lastErr := ""
 	for ; time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(5 * time.Second) {
-		total, err := backlog(admins, ns)
+		total, err := backlog(admins, clusters, ns)
 		if err != nil {
 			zeros = 0
 			if err.Error() != lastErr {
@@ -446,9 +509,9 @@ func waitDrain(ctx context.Context, admins map[string]pulsaradmin.Client, ns str
 	return false
 }
 
-func backlog(admins map[string]pulsaradmin.Client, ns string) (int64, error) {
+func backlog(admins map[string]pulsaradmin.Client, clusters []string, ns string) (int64, error) {
 	var total int64
-	for _, c := range pair {
+	for _, c := range clusters {
 		parts, err := partitions(admins[c], ns)
 		if err != nil {
 			return 0, err
@@ -493,10 +556,10 @@ const (
 // clusters, each tenant allowing only its own cluster (the clusters know
 // nothing of each other), with deduplication on, retention, and the
 // load's topics created.
-func makeNamespace(admins map[string]pulsaradmin.Client, seed int64) (string, error) {
+func makeNamespace(admins map[string]pulsaradmin.Client, clusters []string, seed int64) (string, error) {
 	tenant := fmt.Sprintf("soak%x", uint32(time.Now().UnixNano())^uint32(seed))
 	ns := tenant + "/ns"
-	for _, c := range pair {
+	for _, c := range clusters {
 		a := admins[c]
 		if err := a.Tenants().Create(utils.TenantData{Name: tenant, AllowedClusters: []string{c}}); err != nil {
 			return "", fmt.Errorf("tenant %s on %s: %w", tenant, c, err)
@@ -528,16 +591,70 @@ func makeNamespace(admins map[string]pulsaradmin.Client, seed int64) (string, er
 	return ns, nil
 }
 
-// sidecarConfig is one instance's config: both clusters, the namespace
-// from src to dst, every topic, the run's marker key.
-func sidecarConfig(listen, key, ns, src, dst string) string {
+// topicPatterns is the config's topic_patterns: every topic, or with the
+// config change (reconfig) the load topics by name, and the added topic
+// once changed.
+func topicPatterns(reconfig, changed bool) string {
+	if !reconfig {
+		return `[".*"]`
+	}
+	var names []string
+	for _, tk := range loadTopics {
+		names = append(names, strconv.Quote(tk.Short))
+	}
+	if changed {
+		names = append(names, strconv.Quote(addedTopic.Short))
+	}
+	return "[" + strings.Join(names, ", ") + "]"
+}
+
+// reconfigGap is the pause between two instances' restarts in the
+// config change.
+const reconfigGap = 2 * time.Second
+
+// reconfigure is the config change: every instance's config file
+// rewritten (configs: its text after the change), then each instance
+// that runs stopped (SIGTERM) and started again, one at a time,
+// reconfigGap apart. One that a fault holds down meanwhile starts with
+// the new file when the fault ends.
+func reconfigure(ctx context.Context, insts []*instance, configs map[string]string) error {
+	for _, in := range insts {
+		if err := os.WriteFile(in.Config, []byte(configs[in.Name]), 0o600); err != nil {
+			return err
+		}
+	}
+	var errs error
+	for _, in := range insts {
+		if ctx.Err() != nil {
+			break
+		}
+		if in.Signal(syscall.SIGTERM) {
+			errs = errors.Join(errs, in.Start())
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(reconfigGap):
+		}
+	}
+	return errs
+}
+
+// sidecarConfig is one instance's config: every cluster of the run
+// (behind, the WAN proxy's addresses, for the cluster the instance
+// reaches through it), the namespace from src to its targets, every
+// topic, the run's marker key. One entry, src's: run without --cluster
+// runs every entry of its config.
+func sidecarConfig(listen, key, ns string, topo topology, src, suffix string, behind e2e.Cluster, patterns string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sidecar:\n  listen: %s\n  discovery_interval: 1s\n  marker_key_file: %s\nclusters:\n", listen, key)
-	for _, n := range pair {
+	for _, n := range topo.Clusters {
 		c := e2e.Get(n)
+		if topo.viaWAN(src, suffix, n) {
+			c.ServiceURL, c.AdminURL = behind.ServiceURL, behind.AdminURL
+		}
 		fmt.Fprintf(&b, "  - name: %s\n    service_url: %s\n    admin_url: %s\n", c.Name, c.ServiceURL, c.AdminURL)
 	}
-	fmt.Fprintf(&b, "replication:\n  - source: %s\n    namespace: %s\n    topic_patterns: [\".*\"]\n    targets: [%s]\n", src, ns, dst)
+	fmt.Fprintf(&b, "replication:\n  - source: %s\n    namespace: %s\n    topic_patterns: %s\n    targets: [%s]\n", src, ns, patterns, strings.Join(topo.Targets[src], ", "))
 	var subs []string
 	for _, s := range appSubs {
 		subs = append(subs, s.Name)

@@ -40,6 +40,26 @@ const (
 	// (e2e.HoldClustersExclusive), as a test that restarts a cluster
 	// does. Drawn apart from the others (see planRestarts).
 	KindRestart Kind = "restart"
+	// KindLinkCut cuts the WAN proxy's link between a sidecar instance
+	// and a cluster (Target "instance cluster") for For: every connection
+	// reset, and each new one reset at once (the far side refuses).
+	// Drawn apart from the others, as restarts are (see planWAN).
+	KindLinkCut Kind = "link-cut"
+	// KindHalfOpen makes that link half-open for For: every byte of the
+	// connections open then, and of those made meanwhile, dropped in
+	// both directions, no close passed on, for ever (a NAT that lost its
+	// state); only keep-alives tell the ends. Connections made after it
+	// work.
+	KindHalfOpen Kind = "half-open"
+	// KindSlowLink makes that link deliver at slowFraction of its normal
+	// rate for For.
+	KindSlowLink Kind = "slow-link"
+	// KindReconfig: every instance's config gets the added topic under
+	// topic_patterns and the instances are restarted one by one with it
+	// (SIGTERM, start, the next 2 s after: a rolling update; the sidecar
+	// has no reload of its own, neither SIGHUP nor a watch of the file).
+	// Not drawn: at reconfigAt of a run with Options.Reconfig.
+	KindReconfig Kind = "config-change"
 	// KindNewTopic: the late topics' load begins (not drawn: at
 	// lateAt of every run), so that a topic created under the sidecars'
 	// topic_patterns meets the faults that follow.
@@ -50,10 +70,9 @@ const (
 // apply yet: they need the WAN proxy between the sidecars and the
 // clusters, or a config change under a running instance.
 var NotWired = []string{
-	"WAN proxy link cut between a sidecar and a cluster",
-	"WAN proxy half-open link",
-	"WAN proxy slow link",
-	"config reload (a new topic under topic_patterns is wired: the late topic, new-topic)",
+	"producers with Java's client",
+	"chunked messages",
+	"Key_Shared applications",
 }
 
 // Event is one fault of the schedule: Kind applied to Target at At after
@@ -84,6 +103,9 @@ type Targets struct {
 	Sidecars []string
 	Clusters []string
 	Topics   []string // short topic names, on every cluster
+	// Links are the WAN proxy's links between a sidecar instance and a
+	// cluster, "instance cluster" (link-cut, half-open, slow-link).
+	Links []string
 }
 
 // Schedule bounds: the first fault comes after warmUp (the sidecars have
@@ -183,6 +205,7 @@ func plan(seed int64, d time.Duration, t Targets) []Event {
 		out = append(out, Event{At: at, Kind: k.kind, Target: target, For: dur})
 	}
 	out = append(out, planRestarts(seed, d, t.Clusters)...)
+	out = append(out, planWAN(seed, d, t.Links)...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
 	return out
 }
@@ -222,6 +245,51 @@ func planRestarts(seed int64, d time.Duration, clusters []string) []Event {
 	}
 }
 
+// WAN faults: one at a time on a link (the proxy applies a fault to the
+// whole link; two at once would hide each other), the first from
+// wanFirst on, the next wanGapMin to wanGapMax after the previous one's
+// end, each of the three kinds equally likely and lasting wanMin to
+// wanMax; none past the end's coolDown (one that would not end by then
+// is shortened, or left out under wanMin/2).
+const (
+	wanFirst  = 15 * time.Second
+	wanGapMin = 5 * time.Second
+	wanGapMax = 40 * time.Second
+	wanMin    = 5 * time.Second
+	wanMax    = 30 * time.Second
+	// slowFraction of the link's normal rate is what a slow link
+	// delivers.
+	slowFraction = 0.05
+)
+
+// planWAN draws the WAN faults of a run from a random stream of their
+// own, as planRestarts does, so that a seed reported before they were
+// wired keeps every other fault where it was; without links (the short
+// soak, a run without north) there are none.
+func planWAN(seed int64, d time.Duration, links []string) []Event {
+	if len(links) == 0 {
+		return nil
+	}
+	r := rand.New(rand.NewPCG(uint64(seed)^0x3c6ef372fe94f82b, uint64(seed)+0x6a09e667f3bcc909))
+	wanKinds := []Kind{KindLinkCut, KindHalfOpen, KindSlowLink}
+	end := d - coolDown
+	var out []Event
+	for at := wanFirst + between(r, 0, wanGapMax); at < end; {
+		k := wanKinds[r.IntN(len(wanKinds))]
+		target := pick(r, links)
+		dur := between(r, wanMin, wanMax)
+		if at+dur > end {
+			dur = end - at
+			if dur < wanMin/2 {
+				break
+			}
+		}
+		out = append(out, Event{At: at, Kind: k, Target: target, For: dur})
+		at += dur + between(r, wanGapMin, wanGapMax)
+	}
+	return out
+}
+
 // between draws a duration uniformly in [lo, hi], to the millisecond.
 func between(r *rand.Rand, lo, hi time.Duration) time.Duration {
 	if hi <= lo {
@@ -240,6 +308,11 @@ func pick(r *rand.Rand, from []string) string {
 // lateAt is when a run of duration d starts its late topics' load: a
 // third in, with two thirds of the faults after it.
 func lateAt(d time.Duration) time.Duration { return (d / 3).Truncate(time.Second) }
+
+// reconfigAt is when a run of duration d with the config change makes
+// it: half-way, after the late topic (a third in), with the other half
+// of the faults after it.
+func reconfigAt(d time.Duration) time.Duration { return (d / 2).Truncate(time.Second) }
 
 // lateNames names the late topics, for the timeline.
 func lateNames() string {

@@ -194,3 +194,56 @@ func TestPlanOfKeepsTheSeedsTimes(t *testing.T) {
 		t.Errorf("PlanOf = %v\nwant %v (of %d)", got, want, len(full))
 	}
 }
+
+// TestPlanWAN: WAN faults come one at a time on the link, each of the
+// three kinds over 30 minutes, from wanFirst on, within their bounds and
+// ended by the cool-down; none without links; and they leave every other
+// fault of a seed where it was (a stream of their own): the reported
+// seed's schedule with a link is the one without, plus WAN faults.
+func TestPlanWAN(t *testing.T) {
+	withLink := testTargets
+	withLink.Links = []string{"east-b north"}
+	for _, tc := range []struct {
+		seed int64
+		d    time.Duration
+	}{{1, 30 * time.Minute}, {38, 3 * time.Minute}, {-7, 10 * time.Minute}, {6491954228745623628, 3 * time.Minute}} {
+		evs := Plan(tc.seed, tc.d, withLink)
+		var wanEvs, rest []Event
+		for _, e := range evs {
+			switch e.Kind {
+			case KindLinkCut, KindHalfOpen, KindSlowLink:
+				wanEvs = append(wanEvs, e)
+			default:
+				rest = append(rest, e)
+			}
+		}
+		if !reflect.DeepEqual(rest, Plan(tc.seed, tc.d, testTargets)) {
+			t.Errorf("seed %d over %s: a link moved the other faults", tc.seed, tc.d)
+		}
+		if len(wanEvs) == 0 {
+			t.Errorf("seed %d over %s: no WAN fault", tc.seed, tc.d)
+		}
+		seen := map[Kind]bool{}
+		for i, e := range wanEvs {
+			seen[e.Kind] = true
+			if e.Target != "east-b north" {
+				t.Errorf("seed %d: %v on another link", tc.seed, e)
+			}
+			if e.At < wanFirst || e.End() > tc.d-coolDown || e.For < wanMin/2 || e.For > wanMax {
+				t.Errorf("seed %d: %v out of bounds", tc.seed, e)
+			}
+			if i > 0 && wanEvs[i-1].End()+wanGapMin > e.At {
+				t.Errorf("seed %d: %v too close after %v", tc.seed, e, wanEvs[i-1])
+			}
+		}
+		if tc.d >= 30*time.Minute && len(seen) != 3 {
+			t.Errorf("seed %d over %s: kinds %v, want all three", tc.seed, tc.d, seen)
+		}
+		if !reflect.DeepEqual(Plan(tc.seed, tc.d, withLink), evs) {
+			t.Errorf("seed %d: two WAN schedules", tc.seed)
+		}
+	}
+	if got := planWAN(1, 30*time.Minute, nil); len(got) != 0 {
+		t.Errorf("WAN faults without links: %v", got)
+	}
+}

@@ -96,8 +96,8 @@ const ackDelayMax = 500 * time.Millisecond
 // topic on both clusters at the earliest position, before the load, so
 // that each sees every message (and Exclusive's, consumed on east only,
 // exists on west for the sidecar to move).
-func createAppSubs(admins map[string]pulsaradmin.Client, ns string) error {
-	for _, c := range pair {
+func createAppSubs(admins map[string]pulsaradmin.Client, clusters []string, ns string) error {
+	for _, c := range clusters {
 		for _, tk := range appTopics() {
 			tn, err := utils.GetTopicName("persistent://" + ns + "/" + tk.Short)
 			if err != nil {
@@ -243,9 +243,9 @@ func slackOf(rate int, tk topicKind) int64 {
 
 // readSubBacklogs reads every replicated subscription's backlog on every
 // partition on both clusters and pairs them up, both directions.
-func readSubBacklogs(admins map[string]pulsaradmin.Client, ns string, rate int) ([]SubBacklog, error) {
+func readSubBacklogs(admins map[string]pulsaradmin.Client, topo topology, ns string, rate int) ([]SubBacklog, error) {
 	backlogs := map[string]map[string]map[string]int64{} // cluster -> partition -> sub
-	for _, c := range pair {
+	for _, c := range topo.Clusters {
 		backlogs[c] = map[string]map[string]int64{}
 		for _, tk := range appTopics() {
 			for _, p := range topicPartitions(ns, tk) {
@@ -267,8 +267,8 @@ func readSubBacklogs(admins map[string]pulsaradmin.Client, ns string, rate int) 
 		}
 	}
 	var rows []SubBacklog
-	for i, from := range pair {
-		to := pair[1-i]
+	for _, p := range topo.Verified {
+		from, to := p[0], p[1]
 		for _, tk := range appTopics() {
 			for _, p := range topicPartitions(ns, tk) {
 				for _, s := range appSubs {
@@ -314,7 +314,7 @@ const subsSettle = 60 * time.Second
 // waitSubs reads the backlogs after a first snapshot interval and again
 // every 2 s until every row is within the goal or settle passed; it
 // keeps the last reading.
-func waitSubs(ctx context.Context, admins map[string]pulsaradmin.Client, ns string, rate int, settle time.Duration) SubsResult {
+func waitSubs(ctx context.Context, admins map[string]pulsaradmin.Client, topo topology, ns string, rate int, settle time.Duration) SubsResult {
 	start := time.Now()
 	var r SubsResult
 	for wait := 2 * snapshotInterval; ; wait = 2 * time.Second {
@@ -323,7 +323,7 @@ func waitSubs(ctx context.Context, admins map[string]pulsaradmin.Client, ns stri
 			return r
 		case <-time.After(wait):
 		}
-		rows, err := readSubBacklogs(admins, ns, rate)
+		rows, err := readSubBacklogs(admins, topo, ns, rate)
 		r.After = time.Since(start)
 		if err != nil {
 			r.Err = err.Error()

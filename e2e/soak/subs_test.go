@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/geo-sidecar/geo-sidecar/e2e"
 )
 
 // TestSlackOf: one snapshot interval of a partition's traffic, both
@@ -89,8 +92,72 @@ func TestWriteSubs(t *testing.T) {
 // TestSidecarConfigSubscriptions: every instance keeps every
 // application's subscription in step.
 func TestSidecarConfigSubscriptions(t *testing.T) {
-	cfg := sidecarConfig("127.0.0.1:1", "/k", "t/ns", "east", "west")
+	cfg := sidecarConfig("127.0.0.1:1", "/k", "t/ns", topologyOf(false), "east", "a", e2e.Cluster{}, topicPatterns(false, false))
 	if !strings.Contains(cfg, "    subscriptions: [soak-failover, soak-shared, soak-exclusive]\n") {
 		t.Errorf("config:\n%s", cfg)
+	}
+}
+
+// TestSidecarConfigNorth: with north, east copies to west and north,
+// north to east (the markers' way back), west to east only; east's b
+// instance reaches north through the WAN proxy's addresses, every other
+// instance and cluster directly.
+func TestSidecarConfigNorth(t *testing.T) {
+	topo := topologyOf(true)
+	behind := e2e.Cluster{Name: "north", ServiceURL: "pulsar://127.0.0.1:1", AdminURL: "http://127.0.0.1:2"}
+	for _, tc := range []struct {
+		src, suffix, targets string
+		wan                  bool
+	}{
+		{"east", "a", "[west, north]", false},
+		{"east", "b", "[west, north]", true},
+		{"west", "b", "[east]", false},
+		{"north", "b", "[east]", false},
+	} {
+		cfg := sidecarConfig("127.0.0.1:1", "/k", "t/ns", topo, tc.src, tc.suffix, behind, topicPatterns(false, false))
+		if !strings.Contains(cfg, "    targets: "+tc.targets+"\n") || !strings.Contains(cfg, "  - source: "+tc.src+"\n") {
+			t.Errorf("%s-%s: config:\n%s", tc.src, tc.suffix, cfg)
+		}
+		if strings.Contains(cfg, behind.ServiceURL+"\n") != tc.wan || strings.Contains(cfg, behind.AdminURL+"\n") != tc.wan {
+			t.Errorf("%s-%s: through the WAN %v, config:\n%s", tc.src, tc.suffix, tc.wan, cfg)
+		}
+		if !strings.Contains(cfg, "  - name: north\n") {
+			t.Errorf("%s-%s: north not among the clusters:\n%s", tc.src, tc.suffix, cfg)
+		}
+	}
+	if got := topo.WANInstance(); got != "east-b" {
+		t.Errorf("WANInstance = %q", got)
+	}
+	reach := topo.Reach()
+	if !slices.Equal(reach["east"], []string{"east", "west", "north"}) || !slices.Equal(reach["west"], []string{"west", "east"}) {
+		t.Errorf("reach %v", reach)
+	}
+}
+
+// TestTopicPatternsReconfig: without the config change every topic is
+// copied; with it the added topic is under topic_patterns only after the
+// change, every load topic (the late one too) before and after, and the
+// applications do not consume it.
+func TestTopicPatternsReconfig(t *testing.T) {
+	if got := topicPatterns(false, false); got != `[".*"]` {
+		t.Errorf("without the change: %s", got)
+	}
+	before, after := topicPatterns(true, false), topicPatterns(true, true)
+	if want := `["plain", "parted", "single", "late"]`; before != want {
+		t.Errorf("before the change: %s, want %s", before, want)
+	}
+	if want := `["plain", "parted", "single", "late", "added"]`; after != want {
+		t.Errorf("after the change: %s, want %s", after, want)
+	}
+	if n := len(runTopics(true)); n != len(loadTopics)+1 || len(runTopics(false)) != len(loadTopics) {
+		t.Errorf("runTopics: %d with the change", n)
+	}
+	for _, tk := range appTopics() {
+		if tk.Added || tk.Late {
+			t.Errorf("applications consume %s", tk.Short)
+		}
+	}
+	if reconfigAt(3*time.Minute) != 90*time.Second || reconfigAt(3*time.Minute) <= lateAt(3*time.Minute) {
+		t.Errorf("reconfigAt(3m) = %s", reconfigAt(3*time.Minute))
 	}
 }
