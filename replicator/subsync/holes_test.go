@@ -416,14 +416,7 @@ func TestHolesNotResentForMarkers(t *testing.T) {
 		f.set(b1, syncTopic, "billing", pos(1, 12))
 		f.setAcked(syncTopic, "billing", []marker.Range{rng(1, 13, 1, 15)})
 		r.readBefore(map[string]marker.Position{"billing": pos(1, 12)})
-		follow := func() []marker.Marker {
-			t.Helper()
-			time.Sleep(1100 * time.Millisecond) // a new poll, past the interval
-			if err := r.s.follow(ctx); err != nil {
-				t.Fatal(err)
-			}
-			return ackedWritten(r.sink.Take())
-		}
+		follow := func() []marker.Marker { t.Helper(); return followAcked(t, ctx, r) }
 		if got := follow(); len(got) != 1 {
 			t.Fatalf("%d acked markers, want 1", len(got))
 		}
@@ -465,14 +458,7 @@ func TestHolesNotResentForMarkersReadBefore(t *testing.T) {
 		f.set(b1, syncTopic, "billing", pos(1, 12))
 		f.setAcked(syncTopic, "billing", []marker.Range{rng(1, 13, 1, 15)})
 		r.readBefore(map[string]marker.Position{"billing": pos(1, 12)})
-		follow := func() []marker.Marker {
-			t.Helper()
-			time.Sleep(1100 * time.Millisecond) // a new poll, past the interval
-			if err := r.s.follow(ctx); err != nil {
-				t.Fatal(err)
-			}
-			return ackedWritten(r.sink.Take())
-		}
+		follow := func() []marker.Marker { t.Helper(); return followAcked(t, ctx, r) }
 		if got := follow(); len(got) != 1 {
 			t.Fatalf("%d acked markers, want 1", len(got))
 		}
@@ -504,4 +490,15 @@ func TestMarkerSetBounds(t *testing.T) {
 	if len(m.pos) != markersUnwanted || m.pos[0] != pos(1, 1000-markersUnwanted) || cap(m.pos) != markersUnwanted {
 		t.Fatalf("unwanted again: %d kept (cap %d) from %v", len(m.pos), cap(m.pos), m.pos[0])
 	}
+}
+
+// followAcked runs a follow past the interval (a new poll) and returns
+// the acked markers it wrote.
+func followAcked(t *testing.T, ctx context.Context, r *syncRig) []marker.Marker {
+	t.Helper()
+	time.Sleep(1100 * time.Millisecond)
+	if err := r.s.follow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return ackedWritten(r.sink.Take())
 }
